@@ -1,0 +1,136 @@
+// The Backend interface: memory and every op the GPT model calls. Model, optimizer and trainer
+// code are written once against it; the CPU backend (backend/cpu) is the reference and a real
+// trainer, the CUDA backend (backend/cuda) implements the same entry points.
+//
+// Conventions for all ops:
+// - Tensors are type-erased pointers plus a dtype; shapes come from the explicit size arguments.
+//   All arrays are row-major and contiguous.
+// - Activations ("act") are fp32, or fp64 for gradient checks in tests. Parameters may be
+//   fp32/bf16/fp16 (or fp64 with fp64 activations); gradients may be fp32/bf16/fp16 (or fp64).
+//   Low-precision inputs are widened to fp32 and results rounded to nearest even on store.
+// - Parameter gradients are always ACCUMULATED (+=) so micro-batches sum without extra passes;
+//   activation gradients are WRITTEN (=) unless the argument says otherwise.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/base/dtype.h"
+#include "model/base/memory.h"
+
+namespace ledgerlm {
+
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+
+  Tensor() = default;
+  Tensor(void* d, DType t) : data(d), dtype(t) {}
+  bool empty() const { return data == nullptr; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
+  // The view `elements` elements further on.
+  Tensor offset(int64_t elements) const {
+    return Tensor(static_cast<char*>(data) + elements * static_cast<int64_t>(dtype_size(dtype)), dtype);
+  }
+};
+
+enum class Rounding : uint8_t { kNearest, kStochastic };
+
+// C[M,N] (+)= op(A) op(B) (+ bias). Row-major: A is [M,K] ([K,M] if trans_a), B is [K,N]
+// ([N,K] if trans_b). A linear layer's forward is A=x[M,K], B=W[N,K] with trans_b.
+struct GemmArgs {
+  Tensor a, b, c;
+  Tensor bias;  // optional, [N], added to every row of C
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false;
+  bool trans_b = false;
+  bool accumulate = false;  // C += ... instead of C = ...
+};
+
+// Causal multi-head self-attention on a fused qkv projection, flash-style: for backward only
+// the output and the per-row log-sum-exp are kept (B*H*T values), never the T x T probabilities.
+struct AttentionArgs {
+  int64_t batch = 0, seq = 0, channels = 0, heads = 0;
+  double dropout = 0.0;   // attention-probability dropout
+  uint64_t seed = 0;      // dropout mask key: (seed, stream kDropout, site, element)
+  uint64_t site = 0;      // distinct per layer and micro-batch/step
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual int num_threads() const = 0;
+
+  // ---- memory -------------------------------------------------------------------------------
+  virtual MemoryTracker& tracker() = 0;
+  // A zero-filled allocation in the backend's memory, accounted to `tag`.
+  virtual Buffer allocate(MemTag tag, size_t bytes) = 0;
+  virtual void zero(Tensor t, int64_t n) = 0;
+  // dst[i] = src[i] converted between dtypes (rounding as asked when narrowing to bf16/fp16;
+  // stochastic rounding draws from (seed, kRounding, stream_offset + i)).
+  virtual void convert(Tensor dst, Tensor src, int64_t n, Rounding rounding = Rounding::kNearest,
+                       uint64_t seed = 0, uint64_t stream_offset = 0) = 0;
+  // dst += src (dst fp32/fp64/bf16/fp16, src any float dtype).
+  virtual void accumulate(Tensor dst, Tensor src, int64_t n) = 0;
+  // sum of squares of x (any float dtype), accumulated in double in a fixed order.
+  virtual double sum_squares(Tensor x, int64_t n) = 0;
+  // true when every element of x is finite.
+  virtual bool all_finite(Tensor x, int64_t n) = 0;
+  // x *= s
+  virtual void scale(Tensor x, int64_t n, double s) = 0;
+
+  // ---- ops ----------------------------------------------------------------------------------
+  virtual void gemm(const GemmArgs& args) = 0;
+  // dbias[N] += sum over rows of dout[M,N].
+  virtual void bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) = 0;
+
+  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]   (tokens int32, out act [B*T, C])
+  virtual void embedding_forward(Tensor out, const int32_t* tokens, Tensor wte, Tensor wpe,
+                                 int64_t batch, int64_t seq, int64_t channels) = 0;
+  // dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]  (fixed order: deterministic)
+  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const int32_t* tokens,
+                                  int64_t batch, int64_t seq, int64_t channels) = 0;
+
+  // out = (x - mean) * rstd * weight + bias over the last dim C; mean and rstd ([N], act dtype)
+  // are saved for backward. eps = 1e-5.
+  virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight,
+                                 Tensor bias, int64_t rows, int64_t channels) = 0;
+  // dx += ...; dweight += ...; dbias += ...
+  virtual void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
+                                  Tensor weight, Tensor mean, Tensor rstd, int64_t rows,
+                                  int64_t channels) = 0;
+
+  // out = a + b (elementwise, act dtype). out may alias a.
+  virtual void add(Tensor out, Tensor a, Tensor b, int64_t n) = 0;
+
+  // GELU, tanh approximation. backward: dx = dout * gelu'(x) (written).
+  virtual void gelu_forward(Tensor out, Tensor x, int64_t n) = 0;
+  virtual void gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) = 0;
+
+  // Inverted dropout in place: x *= mask / (1 - p), the mask a pure function of
+  // (seed, site, element), so forward, backward and recompute see the same mask.
+  virtual void dropout(Tensor x, int64_t n, double p, uint64_t seed, uint64_t site) = 0;
+
+  // qkv: [B, T, 3C] (q | k | v, head h at columns h*hd..), out: [B, T, C], lse: [B, H, T].
+  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) = 0;
+  // dqkv written; needs the forward's out and lse.
+  virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
+                                  const AttentionArgs& args) = 0;
+
+  // Softmax cross-entropy over the first `vocab` of `padded_vocab` columns (padding gets no
+  // mass). losses[r] = -log p[r, targets[r]]. If `grad_scale` != 0, the logits are overwritten
+  // in place with dlogits = grad_scale * (softmax - onehot) (padding columns get 0).
+  virtual void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets,
+                                     int64_t rows, int64_t vocab, int64_t padded_vocab,
+                                     double grad_scale) = 0;
+};
+
+// The CPU backend with `threads` OpenMP threads (0: all cores / ranks on this node).
+std::unique_ptr<Backend> backend_create_cpu(int threads = 0);
+
+}  // namespace ledgerlm

@@ -1,0 +1,89 @@
+// Tracking allocator: every byte the trainer allocates is tagged with a ledger component.
+// The tracker keeps current and peak bytes per tag and overall; the memory ledger (train/) reads
+// it and reconciles it with the process's own high-water mark. A Buffer is an owning, aligned,
+// tagged allocation (RAII); all large storage in ledgerlm is a Buffer.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "model/base/dtype.h"
+
+namespace ledgerlm {
+
+enum class MemTag : uint8_t {
+  kParams,        // compute copy of the weights (precision.params)
+  kGrads,         // gradients (precision.grads) and the fp32 accumulation buffer
+  kMaster,        // fp32 master weights
+  kOptimM,        // first moment (Adam-family m, 8-bit codes counted under kOptimCodes)
+  kOptimV,        // second moment
+  kOptimMomentum, // SGD / LARS momentum buffer
+  kOptimCodes,    // 8-bit quantized state codes
+  kOptimAbsmax,   // per-block absmax of quantized state
+  kOptimFactored, // Adafactor row/column statistics
+  kActivations,   // activations kept for backward
+  kWorkspace,     // temporaries reused across ops
+  kComm,          // communication buffers
+  kData,          // token batches, loader buffers
+  kOther,
+  kCount
+};
+
+constexpr size_t kMemTagCount = static_cast<size_t>(MemTag::kCount);
+const char* mem_tag_name(MemTag tag);  // "params", "grads", "master", "optim.m", ...
+
+struct MemUsage {
+  int64_t current = 0;
+  int64_t peak = 0;
+};
+
+class MemoryTracker {
+ public:
+  void on_alloc(MemTag tag, size_t bytes);
+  void on_free(MemTag tag, size_t bytes);
+  MemUsage usage(MemTag tag) const;
+  MemUsage total() const;
+  void reset_peaks();  // peaks := current (e.g. after start-up, to measure steady state)
+
+ private:
+  mutable std::mutex mutex_;
+  std::array<MemUsage, kMemTagCount> per_tag_{};
+  MemUsage total_{};
+};
+
+// Owning allocation of `bytes`, 64-byte aligned and zero-filled, accounted to `tag`.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(MemoryTracker* tracker, MemTag tag, size_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+
+  void* data() const { return data_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t bytes() const { return bytes_; }
+  MemTag tag() const { return tag_; }
+  bool empty() const { return data_ == nullptr; }
+  void reset();
+
+ private:
+  MemoryTracker* tracker_ = nullptr;
+  MemTag tag_ = MemTag::kOther;
+  size_t bytes_ = 0;
+  void* data_ = nullptr;
+};
+
+// Reads the process's resident-set high-water mark and current RSS (Linux /proc/self/status),
+// the independent figure the ledger reconciles with. Returns false where unavailable.
+bool process_rss_bytes(int64_t* current, int64_t* high_water_mark);
+
+}  // namespace ledgerlm

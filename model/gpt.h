@@ -1,0 +1,64 @@
+// GPT-2 forward and backward, written once against the Backend interface.
+//
+// Parameters, gradients and activations are flat buffers described by the ParamTable and an
+// activation plan; the model never allocates inside forward/backward. Activation memory is one
+// planned arena whose size comes from the ops' shapes for (B, T, recompute); see gpt_plan.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/backend/backend.h"
+#include "model/model_config.h"
+#include "model/param_table.h"
+
+namespace ledgerlm {
+
+// Per-call options of forward: travel as data.
+struct ForwardOptions {
+  bool training = true;   // dropout active (when model.dropout > 0)
+  uint64_t seed = 0;      // dropout key
+  uint64_t site = 0;      // distinct per (step, micro-batch): dropout masks never repeat
+};
+
+class GptModel {
+ public:
+  // act_dtype: kF32 normally, kF64 for gradient checks (then params/grads must be kF64 too).
+  GptModel(const ModelConfig& config, const ParamTable& table, Backend& backend, DType param_dtype,
+           DType grad_dtype, DType act_dtype = DType::kF32);
+  ~GptModel();
+
+  const ModelConfig& config() const { return config_; }
+  const ParamTable& table() const { return table_; }
+
+  // Allocates the activation arena for micro-batch B and sequence T (re-plans if they change).
+  void plan(int64_t batch, int64_t seq);
+  // Bytes of the activation arena and of the workspace for the current plan.
+  int64_t activation_bytes() const;
+  int64_t workspace_bytes() const;
+
+  // Runs the model on tokens [B, T]. With targets: returns the mean cross-entropy over B*T
+  // (nats) and keeps what backward needs; without: returns 0 and leaves logits readable.
+  double forward(Tensor params, const int32_t* tokens, const int32_t* targets, int64_t batch,
+                 int64_t seq, const ForwardOptions& options = {});
+  // grads += loss_scale * d(mean loss)/d(params), for the batch of the last forward.
+  void backward(Tensor params, Tensor grads, double loss_scale);
+  // Per-token losses of the last forward with targets ([B*T], act dtype).
+  Tensor token_losses() const;
+  // Logits of the last forward ([B*T, padded_vocab], act dtype). Valid after a forward
+  // without targets (with targets they are overwritten by their gradient in training).
+  Tensor logits() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  ModelConfig config_;
+  ParamTable table_;
+};
+
+// Fills a flat parameter buffer (any float dtype) with the GPT-2 init of the table:
+// N(0, std) from the counter RNG keyed on (seed, parameter index, element), ones, zeros.
+void gpt_init_params(const ParamTable& table, Tensor params, uint64_t seed, Backend& backend);
+
+}  // namespace ledgerlm

@@ -1,0 +1,69 @@
+// The parameter table: one row per tensor of the GPT-2 model, and the flat-buffer layout.
+//
+// Every tensor lives in a sharding unit (embeddings, one per block, final norm). Inside a unit each
+// tensor starts at a multiple of `block` elements (the 8-bit quantization block, default 256), so
+// quantization blocks never cross tensors; tensors with fewer than kSmallTensor elements are
+// grouped at the end of their unit. A unit is padded to a multiple of world x block, so offsets
+// inside a unit never depend on world size. Gradients, master weights and optimizer states
+// mirror this layout element for element: a shard is a contiguous range.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace ledgerlm {
+
+constexpr int64_t kSmallTensor = 4096;  // fewer elements: kept in fp32 optimizer state
+
+enum class ParamKind : uint8_t { kEmbedding, kMatrix, kBias, kNormWeight };
+enum class InitKind : uint8_t { kNormal, kOnes, kZeros };
+
+struct ParamInfo {
+  std::string name;             // e.g. "block.3.attn.qkv.weight"
+  std::vector<int64_t> shape;   // logical shape, row-major; linear weights are (out, in)
+  ParamKind kind = ParamKind::kMatrix;
+  int unit = 0;                 // index into ParamTable::units
+  int64_t offset_in_unit = 0;   // elements from the unit's start
+  int64_t offset = 0;           // elements from the flat buffer's start
+  int64_t numel = 0;
+  bool decay = false;           // weight decay applies (2-D weights; embeddings per config)
+  InitKind init = InitKind::kZeros;
+  double init_std = 0.0;
+  // Hugging Face GPT-2 export: name, whether to transpose (Conv1D stores (in, out)), and how many
+  // leading rows are real (the token embedding drops the vocab padding).
+  std::string hf_name;
+  bool hf_transpose = false;
+  int64_t hf_rows = 0;
+};
+
+struct UnitInfo {
+  std::string name;      // "embed", "block.0", ..., "final"
+  int64_t offset = 0;    // elements from the flat buffer's start
+  int64_t used = 0;      // elements up to the end of the last tensor (aligned)
+  int64_t size = 0;      // padded to a multiple of world x block
+  std::vector<int> params;  // indices into ParamTable::params
+};
+
+struct ParamTableOptions {
+  int64_t block = 256;   // alignment and quantization block, elements
+  int64_t world = 1;     // data-parallel ranks the units are padded for
+  bool decay_embeddings = true;
+};
+
+struct ParamTable {
+  std::vector<ParamInfo> params;
+  std::vector<UnitInfo> units;
+  int64_t total = 0;        // flat buffer length in elements (including padding)
+  int64_t num_params = 0;   // real parameters (sum of numel)
+  ParamTableOptions options;
+
+  const ParamInfo& find(const std::string& name) const;  // throws Error if absent
+  int index_of(const std::string& name) const;            // -1 if absent
+};
+
+ParamTable param_table_build(const ModelConfig& config, const ParamTableOptions& options = {});
+
+}  // namespace ledgerlm

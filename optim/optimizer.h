@@ -1,0 +1,73 @@
+// The Optimizer interface: state for a range of the flat buffers, one step per call.
+//
+// An optimizer owns the state for elements [begin, end) of the flat layout described by the
+// parameter table (the whole buffer on one rank, a contiguous shard under ZeRO). It updates FP32
+// master weights from gradients of any float dtype, multiplying the gradients on the fly by
+// `grad_scale` (loss-scale unscaling and the clip factor in one number), so no extra pass is
+// needed. Per-tensor quantities (LAMB/LARS trust ratios, Adafactor RMS) are computed from partial
+// sums over this range reduced by `reduce` (identity on one rank), so the result is the same for
+// any sharding. Padding elements between tensors are left untouched.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/backend/backend.h"
+#include "model/param_table.h"
+#include "optim/optim_config.h"
+
+namespace ledgerlm {
+
+// Per-step values: travel as data, never rebuilt state.
+struct OptimStepInfo {
+  double lr = 0.0;          // scheduled LR for this step (before per-group multipliers)
+  int64_t step = 1;         // 1-based optimizer step (bias correction, Adafactor's t)
+  double grad_scale = 1.0;  // multiply every gradient element by this before use
+  // Sums `count` doubles across ranks in place (nullptr: single rank).
+  std::function<void(double* values, int count)> reduce;
+};
+
+// One component of optimizer state, for the memory ledger.
+struct StateComponent {
+  std::string name;  // "m", "v", "momentum", "codes.m", "absmax.m", "row", "col", ...
+  DType dtype = DType::kF32;
+  int64_t elements = 0;
+  int64_t bytes = 0;
+  MemTag tag = MemTag::kOptimM;
+};
+
+// A named view of one piece of state of one parameter, for checkpoints. `param` is the index in
+// the parameter table (-1 for optimizer-wide state). For states that mirror the parameter
+// (m, v, codes, momentum) `param_begin` is the first element of the tensor held here and
+// `numel` how many; factored/per-tensor states hold the whole thing (param_begin = 0).
+struct StateView {
+  std::string name;  // e.g. "m"
+  int param = -1;
+  DType dtype = DType::kF32;
+  void* data = nullptr;
+  int64_t param_begin = 0;
+  int64_t numel = 0;
+  std::vector<int64_t> shape;  // logical shape of the full state tensor
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+  // Allocates (zeroed) state for [begin, end) of the flat layout through backend.allocate.
+  virtual void init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) = 0;
+  // master: fp32, grads: fp32/bf16/fp16, both indexed from `begin` (element i is flat begin+i).
+  virtual void step(float* master, Tensor grads, const OptimStepInfo& info) = 0;
+  virtual std::vector<StateComponent> state_components() const = 0;
+  virtual std::vector<StateView> state_views() = 0;
+  // Optimizer state bytes per parameter this optimizer keeps (excluding master), for the planner.
+  virtual double state_bytes_per_param() const = 0;
+};
+
+// Creates the optimizer named by config.name; throws Error naming optim.name otherwise.
+std::unique_ptr<Optimizer> optimizer_create(const OptimConfig& config);
+
+}  // namespace ledgerlm

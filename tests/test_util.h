@@ -1,0 +1,42 @@
+// Helpers shared by the tests: per-tensor comparison with a stated tolerance, temp dirs,
+// running the ledgerlm binary and the PyTorch reference.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ledgerlm::testing {
+
+// max|a-b| <= atol + rtol * max|ref| over the tensor. On failure the message names the tensor,
+// the worst element's index, both values and the bound.
+struct CompareResult {
+  bool ok = true;
+  double max_abs_diff = 0.0;
+  double bound = 0.0;
+  int64_t worst = -1;
+  std::string message;
+};
+CompareResult compare_tensor(const std::string& name, const double* got, const double* ref,
+                             int64_t n, double atol, double rtol);
+CompareResult compare_tensor(const std::string& name, const float* got, const float* ref,
+                             int64_t n, double atol, double rtol);
+
+// A fresh empty directory under /tmp, removed at process exit.
+std::string make_temp_dir(const std::string& prefix);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+// Runs a shell command, capturing its output.
+CommandResult run_command(const std::string& command);
+// Path of the ledgerlm binary, the source dir, and the python interpreter with torch.
+std::string ledgerlm_binary();
+std::string source_dir();
+std::string python3();
+
+bool write_file(const std::string& path, const std::string& text);
+std::string read_file(const std::string& path);
+
+}  // namespace ledgerlm::testing
