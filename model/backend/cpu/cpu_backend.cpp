@@ -1,0 +1,235 @@
+// CPU backend construction, memory, and the whole-buffer utilities: zero, convert (with
+// stochastic rounding), accumulate, sum_squares, all_finite, scale.
+//
+// Buffer-wide loops are split into fixed chunks of kChunk elements, independent of the thread
+// count; the one reduction (sum_squares) sums per-chunk partials in chunk order, so its result
+// does not even depend on the number of threads.
+#include "model/backend/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <cblas.h>
+#include <algorithm>
+#include <cstring>
+
+#include "model/backend/cpu/cpu_dtype.h"
+#include "model/base/check.h"
+
+namespace ledgerlm {
+namespace cpu {
+namespace {
+
+constexpr int64_t kChunk = 1 << 15;
+
+int64_t chunk_count(int64_t n) {
+  return (n + kChunk - 1) / kChunk;
+}
+
+// Rounds v into dst, stochastically for 16-bit formats; `bits` are 32 uniform random bits.
+template <class V>
+inline void store_stochastic(float& dst, V v, uint32_t) {
+  dst = static_cast<float>(v);
+}
+template <class V>
+inline void store_stochastic(double& dst, V v, uint32_t) {
+  dst = static_cast<double>(v);
+}
+template <class V>
+inline void store_stochastic(Bf16& dst, V v, uint32_t bits) {
+  dst.bits = f32_to_bf16_stochastic(static_cast<float>(v), bits);
+}
+template <class V>
+inline void store_stochastic(Half& dst, V v, uint32_t bits) {
+  dst.bits = f32_to_f16_stochastic(static_cast<float>(v), bits);
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {
+  // The num_threads clauses in the kernels pin their regions to threads_; setting the defaults
+  // too keeps OpenBLAS (OpenMP build) and any caller code in step with it.
+  omp_set_num_threads(threads_);
+  openblas_set_num_threads(threads_);
+}
+
+Buffer CpuBackend::allocate(MemTag tag, size_t bytes) {
+  return Buffer(&tracker_, tag, bytes);
+}
+
+void* CpuBackend::workspace(WorkSlot slot, size_t bytes) {
+  Buffer& buf = work_[static_cast<size_t>(slot)];
+  if (buf.bytes() < bytes) {
+    buf.reset();  // free first so the peak never counts the old and the new buffer together
+    buf = Buffer(&tracker_, MemTag::kWorkspace, (bytes + 4095) / 4096 * 4096);
+  }
+  return buf.data();
+}
+
+void CpuBackend::zero(Tensor t, int64_t n) {
+  if (n <= 0) return;
+  LLM_REQUIRE(t.data != nullptr, "cpu backend: zero() on a null tensor");
+  const int64_t bytes = n * static_cast<int64_t>(dtype_size(t.dtype));
+  const int64_t chunks = (bytes + kChunk * 4 - 1) / (kChunk * 4);
+  char* p = static_cast<char*>(t.data);
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk * 4;
+    std::memset(p + begin, 0, static_cast<size_t>(std::min(bytes - begin, kChunk * 4)));
+  }
+}
+
+void CpuBackend::convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, uint64_t seed,
+                         uint64_t stream_offset) {
+  if (n <= 0) return;
+  require_float(dst, "convert dst");
+  require_float(src, "convert src");
+  const int64_t chunks = chunk_count(n);
+  if (dst.dtype == src.dtype) {
+    const int64_t elem = static_cast<int64_t>(dtype_size(dst.dtype));
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kChunk;
+      std::memcpy(static_cast<char*>(dst.data) + begin * elem,
+                  static_cast<const char*>(src.data) + begin * elem,
+                  static_cast<size_t>(std::min(n - begin, kChunk) * elem));
+    }
+    return;
+  }
+  const bool narrow16 = dst.dtype == DType::kBF16 || dst.dtype == DType::kF16;
+  const bool stochastic = rounding == Rounding::kStochastic && narrow16;
+  dispatch_float(dst.dtype, [&](auto dtag) {
+    using D = decltype(dtag);
+    dispatch_float(src.dtype, [&](auto stag) {
+      using S = decltype(stag);
+      D* d = dst.as<D>();
+      const S* s = src.as<const S>();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+        if (!stochastic) {
+          for (int64_t i = begin; i < end; ++i) store_value(d[i], load_value(s[i]));
+          continue;
+        }
+        std::array<uint32_t, 4> words{};
+        for (int64_t i = begin; i < end; ++i) {
+          const uint64_t idx = stream_offset + static_cast<uint64_t>(i);
+          if (i == begin || (idx & 3) == 0)
+            words = rng_bits(seed, RngStream::kRounding, idx >> 2, 0);
+          store_stochastic(d[i], load_value(s[i]), words[idx & 3]);
+        }
+      }
+    });
+  });
+}
+
+void CpuBackend::accumulate(Tensor dst, Tensor src, int64_t n) {
+  if (n <= 0) return;
+  require_float(dst, "accumulate dst");
+  require_float(src, "accumulate src");
+  const int64_t chunks = chunk_count(n);
+  dispatch_float(dst.dtype, [&](auto dtag) {
+    using D = decltype(dtag);
+    dispatch_float(src.dtype, [&](auto stag) {
+      using S = decltype(stag);
+      using C =
+          std::conditional_t<std::is_same_v<D, double> || std::is_same_v<S, double>, double, float>;
+      D* d = dst.as<D>();
+      const S* s = src.as<const S>();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+        for (int64_t i = begin; i < end; ++i) {
+          store_value(d[i], static_cast<C>(load_value(d[i])) + static_cast<C>(load_value(s[i])));
+        }
+      }
+    });
+  });
+}
+
+double CpuBackend::sum_squares(Tensor x, int64_t n) {
+  if (n <= 0) return 0.0;
+  require_float(x, "sum_squares x");
+  const int64_t chunks = chunk_count(n);
+  double* partial = static_cast<double*>(workspace(WorkSlot::kPartials, chunks * sizeof(double)));
+  dispatch_float(x.dtype, [&](auto tag) {
+    using S = decltype(tag);
+    const S* p = x.as<const S>();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t i = begin; i < end; ++i) {
+        const double v = static_cast<double>(load_value(p[i]));
+        acc += v * v;
+      }
+      partial[c] = acc;
+    }
+  });
+  double total = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) total += partial[c];
+  return total;
+}
+
+bool CpuBackend::all_finite(Tensor x, int64_t n) {
+  if (n <= 0) return true;
+  require_float(x, "all_finite x");
+  const int64_t chunks = chunk_count(n);
+  bool ok = true;
+  dispatch_float(x.dtype, [&](auto tag) {
+    using S = decltype(tag);
+    using C = typename ComputeOf<S>::type;
+    const S* p = x.as<const S>();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1) reduction(&& : ok)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      // v * 0 is 0 for finite v and NaN for inf/NaN; the sum stays 0 iff all are finite.
+      C acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t i = begin; i < end; ++i) acc += static_cast<C>(load_value(p[i])) * C(0);
+      ok = ok && acc == C(0);
+    }
+  });
+  return ok;
+}
+
+void CpuBackend::scale(Tensor x, int64_t n, double s) {
+  if (n <= 0) return;
+  require_float(x, "scale x");
+  const int64_t chunks = chunk_count(n);
+  dispatch_float(x.dtype, [&](auto tag) {
+    using S = decltype(tag);
+    S* p = x.as<S>();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      for (int64_t i = begin; i < end; ++i) {
+        store_value(p[i], static_cast<double>(load_value(p[i])) * s);
+      }
+    }
+  });
+}
+
+std::string cpu_blas_config() {
+  const char* config = openblas_get_config();
+  const char* core = openblas_get_corename();
+  return std::string(config ? config : "") + " | core " + (core ? core : "?");
+}
+
+std::string cpu_blas_better_coretype() {
+  const char* core = openblas_get_corename();
+  if (core == nullptr || std::string(core) != "Prescott") return "";
+  if (__builtin_cpu_supports("avx512bf16")) return "Cooperlake";
+  if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+  if (__builtin_cpu_supports("avx2")) return "Haswell";
+  return "";
+}
+
+}  // namespace cpu
+
+std::unique_ptr<Backend> backend_create_cpu(int threads) {
+  LLM_REQUIRE(threads >= 0, "cpu backend: threads must be >= 0 (0 = all cores), got ", threads);
+  return std::make_unique<cpu::CpuBackend>(threads);
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,111 @@
+// The CPU backend: OpenMP kernels plus OpenBLAS GEMM behind the Backend interface.
+//
+// Every parallel region runs with exactly `threads` threads (num_threads clause), and every
+// reduction across rows uses a fixed partition of the work into `threads` chunks whose partial
+// results are summed in chunk order, so results are bitwise reproducible for a given thread count.
+// The op implementations are spread over cpu_*.cpp files, one concept each.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "model/backend/backend.h"
+#include "model/base/rng.h"
+
+namespace ledgerlm::cpu {
+
+// Scratch buffers that persist across calls (grown on demand, never shrunk), accounted to
+// MemTag::kWorkspace. Each op uses distinct slots for buffers it needs at the same time.
+enum class WorkSlot : int {
+  kGemmA,      // fp32/fp64 copy of a GEMM operand A
+  kGemmB,      // ... of B
+  kGemmC,      // ... of C (output in a storage dtype other than the compute dtype)
+  kParams,     // widened small parameters (layernorm weight and bias, GEMM bias)
+  kPartials,   // per-chunk partial sums of reductions
+  kPerThread,  // per-thread rows (attention scores, dropout masks)
+  kIndex,      // integer scratch (embedding backward's token grouping)
+  kCount
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads);
+
+  std::string name() const override { return "cpu"; }
+  int num_threads() const override { return threads_; }
+
+  MemoryTracker& tracker() override { return tracker_; }
+  Buffer allocate(MemTag tag, size_t bytes) override;
+  void zero(Tensor t, int64_t n) override;
+  void convert(Tensor dst, Tensor src, int64_t n, Rounding rounding = Rounding::kNearest,
+               uint64_t seed = 0, uint64_t stream_offset = 0) override;
+  void accumulate(Tensor dst, Tensor src, int64_t n) override;
+  double sum_squares(Tensor x, int64_t n) override;
+  bool all_finite(Tensor x, int64_t n) override;
+  void scale(Tensor x, int64_t n, double s) override;
+
+  void gemm(const GemmArgs& args) override;
+  void bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) override;
+
+  void embedding_forward(Tensor out, const int32_t* tokens, Tensor wte, Tensor wpe, int64_t batch,
+                         int64_t seq, int64_t channels) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const int32_t* tokens,
+                          int64_t batch, int64_t seq, int64_t channels) override;
+
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,
+                         int64_t rows, int64_t channels) override;
+  void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
+                          Tensor weight, Tensor mean, Tensor rstd, int64_t rows,
+                          int64_t channels) override;
+
+  void add(Tensor out, Tensor a, Tensor b, int64_t n) override;
+  void gelu_forward(Tensor out, Tensor x, int64_t n) override;
+  void gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) override;
+  void dropout(Tensor x, int64_t n, double p, uint64_t seed, uint64_t site) override;
+
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) override;
+  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
+                          const AttentionArgs& args) override;
+
+  void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets, int64_t rows,
+                             int64_t vocab, int64_t padded_vocab, double grad_scale) override;
+
+  // A workspace buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
+  void* workspace(WorkSlot slot, size_t bytes);
+
+ private:
+  int threads_;
+  MemoryTracker tracker_;
+  std::array<Buffer, static_cast<size_t>(WorkSlot::kCount)> work_;
+};
+
+// The OpenBLAS build configuration and the core kernel set it chose at load time, e.g.
+// "OpenBLAS 0.3.21 ... USE_OPENMP ... | core SkylakeX" (to confirm the OpenMP build is loaded).
+std::string cpu_blas_config();
+
+// OpenBLAS 0.3.21 does not recognise recent Xeons (family 6 model 207 here) and falls back to
+// its generic "Prescott" kernels, about 3x slower sgemm than with SkylakeX kernels. The core is
+// chosen when the library loads, so only the environment variable OPENBLAS_CORETYPE set before
+// the process starts can fix it. Returns the value to set ("Cooperlake", "SkylakeX", "Haswell")
+// when the loaded core is the fallback and this CPU can do better, else "".
+std::string cpu_blas_better_coretype();
+
+// The 32 random bits stochastic rounding uses for element `index` of a stream: word index%4 of
+// rng_bits(seed, kRounding, index / 4, 0) (one Philox call serves four elements). A pure function
+// of (seed, index), so shards and resumes see the same bits for the same global element.
+inline uint32_t cpu_rounding_bits(uint64_t seed, uint64_t index) {
+  return rng_bits(seed, RngStream::kRounding, index >> 2, 0)[index & 3];
+}
+
+// The same layout for dropout: word index%4 of rng_bits(seed, kDropout, site, index / 4).
+// An element is kept iff its bits >= cpu_dropout_threshold(p), i.e. with probability 1 - p.
+inline uint32_t cpu_dropout_bits(uint64_t seed, uint64_t site, uint64_t index) {
+  return rng_bits(seed, RngStream::kDropout, site, index >> 2)[index & 3];
+}
+inline uint64_t cpu_dropout_threshold(double p) {
+  return static_cast<uint64_t>(p * 4294967296.0 + 0.5);
+}
+
+}  // namespace ledgerlm::cpu

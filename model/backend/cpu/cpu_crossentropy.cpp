@@ -1,0 +1,64 @@
+// Fused softmax + cross-entropy over the first `vocab` of `padded_vocab` logit columns.
+//
+// Per row: max-subtracted log-sum-exp (the sum accumulated in double, so a 50k-column fp32 row
+// loses nothing to the summation), loss = lse - logit[target]. With grad_scale != 0 the row is
+// overwritten by grad_scale * (softmax - onehot(target)) and the padding columns by 0, so a
+// later GEMM over the padded width sees no gradient there. Rows are independent: parallel over
+// rows, deterministic for any thread count.
+#include <algorithm>
+#include <cmath>
+
+#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/cpu/cpu_dtype.h"
+
+namespace ledgerlm::cpu {
+
+void CpuBackend::softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets,
+                                       int64_t rows, int64_t vocab, int64_t padded_vocab,
+                                       double grad_scale) {
+  const DType act = require_act_dtype(logits, "softmax_cross_entropy logits");
+  require_act(losses, act, "softmax_cross_entropy losses");
+  LLM_REQUIRE(rows >= 0 && vocab > 0 && padded_vocab >= vocab,
+              "cpu backend: softmax_cross_entropy needs 0 < vocab <= padded_vocab, got vocab=",
+              vocab, " padded_vocab=", padded_vocab);
+  LLM_REQUIRE(targets != nullptr || rows == 0, "cpu backend: softmax_cross_entropy targets null");
+  bool targets_ok = true;
+  for (int64_t r = 0; r < rows; ++r)
+    targets_ok = targets_ok && targets[r] >= 0 && targets[r] < vocab;
+  LLM_REQUIRE(targets_ok, "cpu backend: softmax_cross_entropy targets must be in [0, ", vocab, ")");
+  const bool write_grad = grad_scale != 0.0;
+  dispatch_act(act, [&](auto tag) {
+    using T = decltype(tag);
+    T* lp = logits.as<T>();
+    T* loss = losses.as<T>();
+    const int64_t v = vocab, pv = padded_vocab;
+#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * v > 32768)
+    for (int64_t r = 0; r < rows; ++r) {
+      T* x = lp + r * pv;
+      T mx = -INFINITY;
+      for (int64_t j = 0; j < v; ++j) mx = std::max(mx, x[j]);
+      const int64_t target = targets[r];
+      const T target_logit = x[target];
+      double sum = 0.0;
+      if (write_grad) {
+        // The row is overwritten anyway: keep exp(x - max) in place so exp runs once per column.
+        for (int64_t j = 0; j < v; ++j) {
+          x[j] = std::exp(x[j] - mx);
+          sum += static_cast<double>(x[j]);
+        }
+      } else {
+        for (int64_t j = 0; j < v; ++j) sum += static_cast<double>(std::exp(x[j] - mx));
+      }
+      const double lse = static_cast<double>(mx) + std::log(sum);
+      loss[r] = static_cast<T>(lse - static_cast<double>(target_logit));
+      if (!write_grad) continue;
+      const T scaled_inv = static_cast<T>(grad_scale / sum);
+      const T gs = static_cast<T>(grad_scale);
+      for (int64_t j = 0; j < v; ++j) x[j] *= scaled_inv;
+      x[target] -= gs;
+      for (int64_t j = v; j < pv; ++j) x[j] = T(0);
+    }
+  });
+}
+
+}  // namespace ledgerlm::cpu

@@ -1,0 +1,131 @@
+// GEMM through OpenBLAS (cblas_sgemm / cblas_dgemm) with a fused bias, and the bias gradient.
+//
+// The compute dtype is fp64 when any of A, B, C is fp64 and fp32 otherwise. Operands stored in
+// another dtype (bf16/fp16 weights, bf16 gradients) are widened into persistent workspace
+// buffers first, and a C in a 16-bit dtype is computed in fp32 and rounded to nearest even on
+// store (with accumulate, the old C is widened, added to by BLAS with beta = 1, and rounded once).
+// A native bf16 GEMM is left to a later performance pass.
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/cpu/cpu_dtype.h"
+
+namespace ledgerlm::cpu {
+namespace {
+
+// BLAS entry point per compute type.
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+               float beta, float* c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
+              static_cast<int>(n));
+}
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, const double* b,
+               double beta, double* c) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
+              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
+              static_cast<int>(n));
+}
+
+constexpr DType dtype_of(float) {
+  return DType::kF32;
+}
+constexpr DType dtype_of(double) {
+  return DType::kF64;
+}
+
+}  // namespace
+
+void CpuBackend::gemm(const GemmArgs& g) {
+  require_float(g.a, "gemm a");
+  require_float(g.b, "gemm b");
+  require_float(g.c, "gemm c");
+  if (!g.bias.empty()) require_float(g.bias, "gemm bias");
+  LLM_REQUIRE(g.m >= 0 && g.n >= 0 && g.k >= 0, "cpu backend: gemm sizes must be >= 0, got m=", g.m,
+              " n=", g.n, " k=", g.k);
+  LLM_REQUIRE(g.m < (int64_t{1} << 31) && g.n < (int64_t{1} << 31) && g.k < (int64_t{1} << 31),
+              "cpu backend: gemm sizes must fit in int32 for BLAS");
+  if (g.m == 0 || g.n == 0) return;
+  const bool use_double =
+      g.a.dtype == DType::kF64 || g.b.dtype == DType::kF64 || g.c.dtype == DType::kF64;
+
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    constexpr DType ct = dtype_of(T{});
+    // Operands in the compute dtype, widened into workspace where stored otherwise.
+    auto widen = [&](Tensor t, int64_t count, WorkSlot slot) -> T* {
+      if (t.dtype == ct) return t.as<T>();
+      T* w = static_cast<T*>(workspace(slot, static_cast<size_t>(count) * sizeof(T)));
+      convert(Tensor(w, ct), t, count);
+      return w;
+    };
+    const T* a = widen(g.a, g.m * g.k, WorkSlot::kGemmA);
+    const T* b = widen(g.b, g.k * g.n, WorkSlot::kGemmB);
+    T* c = g.c.as<T>();
+    const bool c_widened = g.c.dtype != ct;
+    if (c_widened) {
+      c = static_cast<T*>(workspace(WorkSlot::kGemmC, static_cast<size_t>(g.m * g.n) * sizeof(T)));
+      if (g.accumulate) convert(Tensor(c, ct), g.c, g.m * g.n);
+    }
+    if (g.k == 0) {
+      // BLAS may return early for k == 0 without applying beta: the product is zero.
+      if (!g.accumulate) zero(Tensor(c, ct), g.m * g.n);
+    } else {
+      blas_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, a, b, g.accumulate ? T(1) : T(0), c);
+    }
+    if (!g.bias.empty()) {
+      const T* bias = widen(g.bias, g.n, WorkSlot::kParams);
+      const int64_t m = g.m, n = g.n;
+#pragma omp parallel for schedule(static) num_threads(threads_) if (m * n > 32768)
+      for (int64_t r = 0; r < m; ++r) {
+        T* row = c + r * n;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+      }
+    }
+    if (c_widened) convert(g.c, Tensor(c, ct), g.m * g.n);
+  };
+  if (use_double) {
+    run(double{});
+  } else {
+    run(float{});
+  }
+}
+
+void CpuBackend::bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) {
+  require_float(dbias, "bias_backward dbias");
+  require_act_dtype(dout, "bias_backward dout");
+  LLM_REQUIRE(m >= 0 && n >= 0, "cpu backend: bias_backward sizes must be >= 0");
+  if (m == 0 || n == 0) return;
+  // Rows are split into `threads_` fixed chunks; each chunk sums its rows in order into its own
+  // partial row, and the partials are then added in chunk order: deterministic per thread count.
+  const int64_t chunks = std::min<int64_t>(threads_, m);
+  dispatch_act(dout.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* d = dout.as<const T>();
+    T* partial = static_cast<T*>(
+        workspace(WorkSlot::kPartials, static_cast<size_t>(chunks * n) * sizeof(T)));
+#pragma omp parallel for schedule(static) num_threads(threads_) if (m * n > 16384)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = m * c / chunks, end = m * (c + 1) / chunks;
+      T* acc = partial + c * n;
+      for (int64_t j = 0; j < n; ++j) acc[j] = T(0);
+      for (int64_t r = begin; r < end; ++r) {
+        const T* row = d + r * n;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+      }
+    }
+    for (int64_t c = 1; c < chunks; ++c) {
+      const T* src = partial + c * n;
+      for (int64_t j = 0; j < n; ++j) partial[j] += src[j];
+    }
+    row_accumulate(dbias, 0, n, partial);
+  });
+}
+
+}  // namespace ledgerlm::cpu

@@ -1,0 +1,141 @@
+// LayerNorm over the last dimension (eps 1e-5), forward and backward.
+//
+// Forward uses two passes per row (mean, then the centred variance) for accuracy, and saves
+// mean and rstd in the activation dtype. Backward accumulates into dx (the residual stream's
+// gradient) and into dweight/dbias; the parameter gradients are reduced over a fixed partition
+// of the rows into `threads` chunks whose partials are summed in chunk order (deterministic for
+// a given thread count). Weights in bf16/fp16 are widened once per call into workspace.
+#include <algorithm>
+#include <cmath>
+
+#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/cpu/cpu_dtype.h"
+
+namespace ledgerlm::cpu {
+namespace {
+
+constexpr double kLayerNormEps = 1e-5;
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 16384;
+
+// Returns weight widened to T: the tensor itself when already T, else a copy in `w`.
+template <class T>
+const T* widen_param(Tensor t, int64_t n, T* w) {
+  if (t.dtype == (std::is_same_v<T, double> ? DType::kF64 : DType::kF32)) return t.as<const T>();
+  row_load(t, 0, n, w);
+  return w;
+}
+
+}  // namespace
+
+void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight,
+                                   Tensor bias, int64_t rows, int64_t channels) {
+  const DType act = require_act_dtype(x, "layernorm_forward x");
+  require_act(out, act, "layernorm_forward out");
+  require_act(mean, act, "layernorm_forward mean");
+  require_act(rstd, act, "layernorm_forward rstd");
+  require_float(weight, "layernorm_forward weight");
+  require_float(bias, "layernorm_forward bias");
+  LLM_REQUIRE(rows >= 0 && channels > 0, "cpu backend: layernorm sizes must be rows >= 0, C > 0");
+  dispatch_act(act, [&](auto tag) {
+    using T = decltype(tag);
+    T* params = static_cast<T*>(workspace(WorkSlot::kParams, 2 * channels * sizeof(T)));
+    const T* w = widen_param(weight, channels, params);
+    const T* b = widen_param(bias, channels, params + channels);
+    const T* xp = x.as<const T>();
+    T* op = out.as<T>();
+    T* mp = mean.as<T>();
+    T* rp = rstd.as<T>();
+    const int64_t c = channels;
+#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * c > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = xp + r * c;
+      T* orow = op + r * c;
+      T sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < c; ++i) sum += xr[i];
+      const T m = sum / static_cast<T>(c);
+      T var = 0;
+#pragma omp simd reduction(+ : var)
+      for (int64_t i = 0; i < c; ++i) var += (xr[i] - m) * (xr[i] - m);
+      const T s = T(1) / std::sqrt(var / static_cast<T>(c) + static_cast<T>(kLayerNormEps));
+#pragma omp simd
+      for (int64_t i = 0; i < c; ++i) orow[i] = (xr[i] - m) * s * w[i] + b[i];
+      mp[r] = m;
+      rp[r] = s;
+    }
+  });
+}
+
+void CpuBackend::layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
+                                    Tensor weight, Tensor mean, Tensor rstd, int64_t rows,
+                                    int64_t channels) {
+  const DType act = require_act_dtype(x, "layernorm_backward x");
+  require_act(dx, act, "layernorm_backward dx");
+  require_act(dout, act, "layernorm_backward dout");
+  require_act(mean, act, "layernorm_backward mean");
+  require_act(rstd, act, "layernorm_backward rstd");
+  require_float(weight, "layernorm_backward weight");
+  require_float(dweight, "layernorm_backward dweight");
+  require_float(dbias, "layernorm_backward dbias");
+  LLM_REQUIRE(rows >= 0 && channels > 0, "cpu backend: layernorm sizes must be rows >= 0, C > 0");
+  if (rows == 0) return;
+  const int64_t chunks = std::min<int64_t>(threads_, rows);
+  dispatch_act(act, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t c = channels;
+    T* params = static_cast<T*>(workspace(WorkSlot::kParams, c * sizeof(T)));
+    const T* w = widen_param(weight, c, params);
+    // Per chunk: dweight partial [C] then dbias partial [C].
+    T* partial = static_cast<T*>(
+        workspace(WorkSlot::kPartials, static_cast<size_t>(chunks * 2 * c) * sizeof(T)));
+    const T* xp = x.as<const T>();
+    const T* dop = dout.as<const T>();
+    const T* mp = mean.as<const T>();
+    const T* rp = rstd.as<const T>();
+    T* dxp = dx.as<T>();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * c > kParallelMin)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t begin = rows * ch / chunks, end = rows * (ch + 1) / chunks;
+      T* dw = partial + ch * 2 * c;
+      T* db = dw + c;
+      for (int64_t i = 0; i < c; ++i) dw[i] = db[i] = T(0);
+      for (int64_t r = begin; r < end; ++r) {
+        const T* xr = xp + r * c;
+        const T* gr = dop + r * c;
+        T* dxr = dxp + r * c;
+        const T m = mp[r], s = rp[r];
+        // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat))
+        T sum_g = 0, sum_gx = 0;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+        for (int64_t i = 0; i < c; ++i) {
+          const T xhat = (xr[i] - m) * s;
+          const T gw = gr[i] * w[i];
+          sum_g += gw;
+          sum_gx += gw * xhat;
+          dw[i] += gr[i] * xhat;
+          db[i] += gr[i];
+        }
+        const T mean_g = sum_g / static_cast<T>(c), mean_gx = sum_gx / static_cast<T>(c);
+#pragma omp simd
+        for (int64_t i = 0; i < c; ++i) {
+          const T xhat = (xr[i] - m) * s;
+          dxr[i] += s * (gr[i] * w[i] - mean_g - xhat * mean_gx);
+        }
+      }
+    }
+    T* dw = partial;
+    T* db = partial + c;
+    for (int64_t ch = 1; ch < chunks; ++ch) {
+      const T* src = partial + ch * 2 * c;
+      for (int64_t i = 0; i < c; ++i) {
+        dw[i] += src[i];
+        db[i] += src[c + i];
+      }
+    }
+    row_accumulate(dweight, 0, c, dw);
+    row_accumulate(dbias, 0, c, db);
+  });
+}
+
+}  // namespace ledgerlm::cpu
