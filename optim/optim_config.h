@@ -15,7 +15,7 @@ struct OptimConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
-  bool decay_embeddings = true;  // embeddings are 2-D weights: decayed unless this is false
+  bool decay_embeddings = true;    // embeddings are 2-D weights: decayed unless this is false
   double lr_mult_embedding = 1.0;  // per-group LR multipliers
   double lr_mult_nodecay = 1.0;    // biases and norm weights
   // sgd
@@ -33,9 +33,9 @@ struct OptimConfig {
   double adafactor_eps1 = 1e-30;
   double adafactor_eps2 = 1e-3;
   double adafactor_d = 1.0;
-  double adafactor_beta1 = 0.0;       // 0: no momentum
+  double adafactor_beta1 = 0.0;         // 0: no momentum
   bool adafactor_relative_step = true;  // rho_t = min(1e-2, 1/sqrt(t)); false: schedule's lr
-  double adafactor_decay_rate = 0.8;  // beta2_t = 1 - t^(-decay_rate)
+  double adafactor_decay_rate = 0.8;    // beta2_t = 1 - t^(-decay_rate)
   // adamw8bit
   int64_t block_size = 256;  // quantization block (elements); equals the layout block
   bool embedding_fp32_state = false;

@@ -1,0 +1,190 @@
+// Adafactor (arXiv 1804.04235): factored second moment for tensors with >= 2 dims (running row
+// and column sums of G^2 + eps1, (rows + cols) x 4 bytes per matrix), full V for vectors,
+// update clipping U / max(1, RMS(U)/d), relative step size max(eps2, RMS(w)) * rho_t, optional
+// beta1 momentum on the clipped update.
+//
+// Sharding: a rank holding a slice of a matrix adds its partial row/column sums into the batched
+// reduce, and keeps the full R and C (they are tiny), so every rank folds identical statistics.
+// RMS(U) depends on the reduced R and C, so Adafactor needs a second reduce call per step.
+// Weight decay (where the group has it) is decoupled: w *= 1 - rho*lr_mult*wd.
+#include <memory>
+
+#include "optim/kernels_trust.h"
+#include "optim/optim_common.h"
+#include "optim/optim_factories.h"
+
+namespace ledgerlm {
+namespace {
+
+class AdafactorOptimizer : public RangeOptimizer {
+ public:
+  using RangeOptimizer::RangeOptimizer;
+  std::string name() const override { return "adafactor"; }
+
+  double state_bytes_per_param() const override {
+    if (backend_ == nullptr || segs_.empty())  // before init: matrices dominate, stats are tiny
+      return (config_.adafactor_beta1 > 0.0 ? 4.0 : 0.0) + 0.02;
+    int64_t bytes = 0, params = 0;
+    for (const auto& c : components_) bytes += c.bytes;
+    for (const auto& s : segs_) params += s.count;
+    return params > 0 ? static_cast<double>(bytes) / static_cast<double>(params) : 0.0;
+  }
+
+  void step(float* master, Tensor grads, const OptimStepInfo& info) override {
+    require_initialized();
+    const double beta2 = adafactor_beta2(info.step, config_.adafactor_decay_rate);
+    const double rho_base =
+        config_.adafactor_relative_step ? adafactor_relative_rho(info.step) : info.lr;
+    float* row = row_.as<float>();
+    float* col = col_.as<float>();
+    float* v = v_.as<float>();
+    float* m = m_.empty() ? nullptr : m_.as<float>();
+    const size_t n = segs_.size();
+    std::vector<AdafactorStep<float>> steps(n);
+    for (size_t k = 0; k < n; ++k) {
+      auto& s = steps[k];
+      s.beta2 = static_cast<float>(beta2);
+      s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+      s.eps1 = static_cast<float>(config_.adafactor_eps1);
+      s.beta1 = static_cast<float>(config_.adafactor_beta1);
+      s.one_minus_beta1 = static_cast<float>(1.0 - config_.adafactor_beta1);
+      s.decay = static_cast<float>(1.0 - rho_base * segs_[k].lr_mult * segs_[k].weight_decay);
+    }
+    optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
+      // Reduce 1: per tensor sum w^2, then (matrices) row and column partial sums.
+      // Both reduces are laid out by table position (not by segment), so every rank reduces the
+      // same layout whatever slice of the tensors it holds.
+      std::vector<double> red1(red1_size_), red2(table_.params.size());
+      for (size_t k = 0; k < n; ++k) {
+        const OptimSegment& seg = segs_[k];
+        const int64_t o = seg.local;
+        double* r = red1.data() + red1_off_[k];
+        if (factored(seg)) {
+          r[0] = adafactor_phase_factored_sums(master + o, g.shifted(o), seg.param_begin, seg.count,
+                                               seg.cols, steps[k], r + 1, r + 1 + seg.rows);
+        } else {
+          const auto s = adafactor_phase_vector(master + o, v + state_off_[k], g.shifted(o),
+                                                seg.count, steps[k]);
+          r[0] = s[0];
+          red2[seg.param] = s[1];
+        }
+      }
+      optim_reduce(info, red1);
+      // Fold R, C; reduce 2: sum U^2 of the matrices.
+      std::vector<std::vector<float>> frac(n);
+      for (size_t k = 0; k < n; ++k) {
+        const OptimSegment& seg = segs_[k];
+        if (!factored(seg)) continue;
+        const double* r = red1.data() + red1_off_[k];
+        float* rk = row + state_off_[k];
+        float* ck = col + col_off_[k];
+        const double sum_r =
+            adafactor_factored_fold(rk, ck, seg.rows, seg.cols, r + 1, r + 1 + seg.rows, steps[k]);
+        frac[k].resize(static_cast<size_t>(seg.rows));
+        for (int64_t i = 0; i < seg.rows; ++i)
+          frac[k][i] = static_cast<float>(static_cast<double>(rk[i]) / sum_r);
+        red2[seg.param] = adafactor_phase_factored_u2(g.shifted(seg.local), seg.param_begin,
+                                                      seg.count, seg.cols, frac[k].data(), ck);
+      }
+      // Vector tensors' U^2 sums were computed locally before; they are partials too.
+      optim_reduce(info, red2);
+      for (size_t k = 0; k < n; ++k) {
+        const OptimSegment& seg = segs_[k];
+        const int64_t o = seg.local;
+        const auto a =
+            adafactor_scalars(red1[red1_off_[k]], red2[seg.param], seg.numel,
+                              rho_base * seg.lr_mult, config_.adafactor_eps2, config_.adafactor_d);
+        const float u_scale = static_cast<float>(a.u_scale), alpha = static_cast<float>(a.alpha);
+        float* mk = m ? m + o : nullptr;
+        if (factored(seg))
+          adafactor_phase_apply_factored(master + o, mk, g.shifted(o), seg.param_begin, seg.count,
+                                         seg.cols, frac[k].data(), col + col_off_[k], u_scale,
+                                         alpha, steps[k]);
+        else
+          adafactor_phase_apply_vector(master + o, mk, v + state_off_[k], g.shifted(o), seg.count,
+                                       u_scale, alpha, steps[k]);
+      }
+    });
+  }
+
+  std::vector<StateView> state_views() override {
+    std::vector<StateView> views;
+    for (size_t k = 0; k < segs_.size(); ++k) {
+      const OptimSegment& seg = segs_[k];
+      if (factored(seg)) {
+        views.push_back(whole_view("row", seg.param, row_.as<float>() + state_off_[k], seg.rows));
+        views.push_back(whole_view("col", seg.param, col_.as<float>() + col_off_[k], seg.cols));
+      } else {
+        StateView sv = mirror_view("v", seg, v_.as<float>());
+        sv.data = v_.as<float>() + state_off_[k];  // v is stored compactly, not mirrored
+        views.push_back(sv);
+      }
+      if (!m_.empty()) views.push_back(mirror_view("m", seg, m_.as<float>()));
+    }
+    return views;
+  }
+
+ protected:
+  void on_init() override {
+    // First-reduce layout over the whole table: sum w^2, then rows and columns for matrices.
+    std::vector<int64_t> red_of_param(table_.params.size());
+    int64_t red = 0;
+    for (size_t p = 0; p < table_.params.size(); ++p) {
+      const auto& shape = table_.params[p].shape;
+      red_of_param[p] = red;
+      red += shape.size() >= 2 ? 1 + table_.params[p].numel / shape.back() + shape.back() : 1;
+    }
+    red1_size_ = static_cast<size_t>(red);
+    int64_t rows = 0, cols = 0, vec = 0;
+    state_off_.assign(segs_.size(), 0);
+    col_off_.assign(segs_.size(), 0);
+    red1_off_.assign(segs_.size(), 0);
+    for (size_t k = 0; k < segs_.size(); ++k) {
+      const OptimSegment& seg = segs_[k];
+      red1_off_[k] = red_of_param[seg.param];
+      if (factored(seg)) {
+        state_off_[k] = rows;
+        col_off_[k] = cols;
+        rows += seg.rows;
+        cols += seg.cols;
+      } else {
+        state_off_[k] = vec;
+        vec += seg.count;
+      }
+    }
+    row_ = allocate_state("row", MemTag::kOptimFactored, DType::kF32, rows);
+    col_ = allocate_state("col", MemTag::kOptimFactored, DType::kF32, cols);
+    v_ = allocate_state("v", MemTag::kOptimV, DType::kF32, vec);
+    if (config_.adafactor_beta1 > 0.0)
+      m_ = allocate_state("m", MemTag::kOptimM, DType::kF32, end_ - begin_);
+  }
+
+ private:
+  static bool factored(const OptimSegment& seg) { return seg.dims >= 2; }
+
+  StateView whole_view(const std::string& name, int param, float* data, int64_t numel) const {
+    StateView sv;
+    sv.name = name;
+    sv.param = param;
+    sv.dtype = DType::kF32;
+    sv.data = data;
+    sv.param_begin = 0;
+    sv.numel = numel;
+    sv.shape = {numel};
+    return sv;
+  }
+
+  Buffer row_, col_, v_, m_;
+  // Per segment: offset of its rows (matrices) or of its v elements (vectors), of its columns,
+  // and of its values in the first reduce.
+  std::vector<int64_t> state_off_, col_off_, red1_off_;
+  size_t red1_size_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> optimizer_create_adafactor(const OptimConfig& config) {
+  return std::make_unique<AdafactorOptimizer>(config);
+}
+
+}  // namespace ledgerlm

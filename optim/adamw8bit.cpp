@@ -1,0 +1,168 @@
+// 8-bit AdamW (arXiv 2110.02861): m and v stored as 8-bit codes of the dynamic map (signed for m,
+// unsigned for v), block-wise with one fp32 absmax per block. Each step decodes a block, runs the
+// same fp32 AdamW arithmetic as adamw.cpp, and re-encodes it. Blocks never cross tensors: the
+// layout starts every tensor at a multiple of the block (param_table.h). Tensors with fewer than
+// kSmallTensor elements (and, with optim.embedding_fp32_state, the embeddings) keep fp32 m and v,
+// where quantization error would cost most relative to the bytes it saves.
+#include <algorithm>
+#include <memory>
+
+#include "model/base/check.h"
+#include "optim/kernels.h"
+#include "optim/optim_common.h"
+#include "optim/optim_factories.h"
+#include "optim/quant8.h"
+
+namespace ledgerlm {
+namespace {
+
+class AdamW8bitOptimizer : public RangeOptimizer {
+ public:
+  using RangeOptimizer::RangeOptimizer;
+  std::string name() const override { return "adamw8bit"; }
+
+  double state_bytes_per_param() const override {
+    if (backend_ == nullptr || segs_.empty())
+      return 2.0 + 8.0 / static_cast<double>(config_.block_size);
+    int64_t bytes = 0, params = 0;
+    for (const auto& c : components_) bytes += c.bytes;
+    for (const auto& s : segs_) params += s.count;
+    return params > 0 ? static_cast<double>(bytes) / static_cast<double>(params) : 0.0;
+  }
+
+  void step(float* master, Tensor grads, const OptimStepInfo& info) override {
+    require_initialized();
+    optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
+      for (size_t k = 0; k < segs_.size(); ++k) {
+        const OptimSegment& seg = segs_[k];
+        const auto s = adamw_step_make<float>(info.lr * seg.lr_mult, config_.beta1, config_.beta2,
+                                              config_.eps, seg.weight_decay, info.step);
+        float* w = master + seg.local;
+        if (quantized_[k])
+          step_quantized(k, w, g.shifted(seg.local), s);
+        else
+          adamw_update(w, m32_.as<float>() + off_[k], v32_.as<float>() + off_[k],
+                       g.shifted(seg.local), seg.count, s);
+      }
+    });
+  }
+
+  std::vector<StateView> state_views() override {
+    std::vector<StateView> views;
+    const int64_t B = config_.block_size;
+    for (size_t k = 0; k < segs_.size(); ++k) {
+      const OptimSegment& seg = segs_[k];
+      const auto& shape = table_.params[seg.param].shape;
+      if (!quantized_[k]) {
+        views.push_back(view("m", seg.param, DType::kF32, m32_.as<float>() + off_[k],
+                             seg.param_begin, seg.count, shape));
+        views.push_back(view("v", seg.param, DType::kF32, v32_.as<float>() + off_[k],
+                             seg.param_begin, seg.count, shape));
+        continue;
+      }
+      const int64_t blocks = (seg.count + B - 1) / B, total_blocks = (seg.numel + B - 1) / B;
+      const int64_t a = off_[k] / B;
+      views.push_back(view("codes.m", seg.param, DType::kU8, codes_m_.as<uint8_t>() + off_[k],
+                           seg.param_begin, seg.count, shape));
+      views.push_back(view("codes.v", seg.param, DType::kU8, codes_v_.as<uint8_t>() + off_[k],
+                           seg.param_begin, seg.count, shape));
+      views.push_back(view("absmax.m", seg.param, DType::kF32, absmax_m_.as<float>() + a,
+                           seg.param_begin / B, blocks, {total_blocks}));
+      views.push_back(view("absmax.v", seg.param, DType::kF32, absmax_v_.as<float>() + a,
+                           seg.param_begin / B, blocks, {total_blocks}));
+    }
+    return views;
+  }
+
+ protected:
+  void on_init() override {
+    const int64_t B = config_.block_size;
+    LLM_REQUIRE(table_.options.block % B == 0, "optim.block_size=", B,
+                " must divide the layout block ", table_.options.block,
+                " so quantization blocks never cross tensors");
+    LLM_REQUIRE(begin_ % B == 0, "adamw8bit: optimizer range start ", begin_,
+                " must be a multiple of optim.block_size=", B);
+    int64_t q = 0, f = 0;
+    quantized_.assign(segs_.size(), false);
+    off_.assign(segs_.size(), 0);
+    for (size_t k = 0; k < segs_.size(); ++k) {
+      const OptimSegment& seg = segs_[k];
+      const bool small = seg.numel < kSmallTensor;
+      const bool emb32 = config_.embedding_fp32_state && seg.kind == ParamKind::kEmbedding;
+      quantized_[k] = !small && !emb32;
+      if (quantized_[k]) {
+        LLM_ASSERT(seg.param_begin % B == 0, "tensor slice not block-aligned");
+        off_[k] = q;
+        q += (seg.count + B - 1) / B * B;
+      } else {
+        off_[k] = f;
+        f += seg.count;
+      }
+    }
+    codes_m_ = allocate_state("codes.m", MemTag::kOptimCodes, DType::kU8, q);
+    codes_v_ = allocate_state("codes.v", MemTag::kOptimCodes, DType::kU8, q);
+    absmax_m_ = allocate_state("absmax.m", MemTag::kOptimAbsmax, DType::kF32, q / B);
+    absmax_v_ = allocate_state("absmax.v", MemTag::kOptimAbsmax, DType::kF32, q / B);
+    m32_ = allocate_state("m", MemTag::kOptimM, DType::kF32, f);
+    v32_ = allocate_state("v", MemTag::kOptimV, DType::kF32, f);
+  }
+
+ private:
+  // Decode, update in fp32, re-encode, one block at a time; blocks are independent.
+  template <class G>
+  void step_quantized(size_t k, float* w, const G& g, const AdamWStep<float>& s) {
+    const int64_t B = config_.block_size, n = segs_[k].count;
+    const int64_t blocks = (n + B - 1) / B;
+    uint8_t* cm = codes_m_.as<uint8_t>() + off_[k];
+    uint8_t* cv = codes_v_.as<uint8_t>() + off_[k];
+    float* am = absmax_m_.as<float>() + off_[k] / B;
+    float* av = absmax_v_.as<float>() + off_[k] / B;
+    const QuantMap& sm = quant_map_signed();
+    const QuantMap& um = quant_map_unsigned();
+#pragma omp parallel if (n >= kOptimParallelMin)
+    {
+      std::vector<float> mb(static_cast<size_t>(B)), vb(static_cast<size_t>(B));
+#pragma omp for schedule(static)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t i0 = b * B, len = std::min(B, n - i0);
+        quant_block_decode(sm, cm + i0, len, am[b], mb.data());
+        quant_block_decode(um, cv + i0, len, av[b], vb.data());
+        for (int64_t i = 0; i < len; ++i) {
+          const float gi = g[i0 + i];
+          const float mi = adamw_elem_m(mb[i], gi, s);
+          const float vi = adamw_elem_v(vb[i], gi, s);
+          mb[i] = mi;
+          vb[i] = vi;
+          w[i0 + i] = adamw_elem_param(w[i0 + i] * s.decay, mi, vi, s);
+        }
+        quant_block_encode(sm, mb.data(), len, cm + i0, &am[b]);
+        quant_block_encode(um, vb.data(), len, cv + i0, &av[b]);
+      }
+    }
+  }
+
+  static StateView view(const std::string& name, int param, DType dtype, void* data, int64_t begin,
+                        int64_t numel, std::vector<int64_t> shape) {
+    StateView v;
+    v.name = name;
+    v.param = param;
+    v.dtype = dtype;
+    v.data = data;
+    v.param_begin = begin;
+    v.numel = numel;
+    v.shape = std::move(shape);
+    return v;
+  }
+
+  Buffer codes_m_, codes_v_, absmax_m_, absmax_v_, m32_, v32_;
+  std::vector<bool> quantized_;
+  std::vector<int64_t> off_;  // codes offset (quantized) or fp32 state offset, per segment
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> optimizer_create_adamw8bit(const OptimConfig& config) {
+  return std::make_unique<AdamW8bitOptimizer>(config);
+}
+
+}  // namespace ledgerlm

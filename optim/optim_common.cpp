@@ -1,0 +1,88 @@
+// Segments, group hyper-parameters, reduce and state bookkeeping shared by the optimizers.
+#include "optim/optim_common.h"
+
+#include <algorithm>
+
+#include "model/base/check.h"
+
+namespace ledgerlm {
+
+std::vector<OptimSegment> optim_segments_build(const ParamTable& table, int64_t begin, int64_t end,
+                                               const OptimConfig& config) {
+  LLM_REQUIRE(begin >= 0 && begin <= end && end <= table.total, "optimizer range [", begin, ", ",
+              end, ") is outside the flat layout of ", table.total, " elements");
+  std::vector<OptimSegment> segs;
+  for (size_t i = 0; i < table.params.size(); ++i) {
+    const ParamInfo& p = table.params[i];
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi) continue;
+    OptimSegment s;
+    s.param = static_cast<int>(i);
+    s.local = lo - begin;
+    s.count = hi - lo;
+    s.param_begin = lo - p.offset;
+    s.numel = p.numel;
+    s.dims = static_cast<int>(p.shape.size());
+    s.cols = p.shape.empty() ? 1 : p.shape.back();
+    s.rows = s.cols > 0 ? p.numel / s.cols : 0;
+    s.kind = p.kind;
+    const bool decay = p.decay && (p.kind != ParamKind::kEmbedding || config.decay_embeddings);
+    s.weight_decay = decay ? config.weight_decay : 0.0;
+    if (p.kind == ParamKind::kEmbedding)
+      s.lr_mult = config.lr_mult_embedding;
+    else if (p.kind == ParamKind::kBias || p.kind == ParamKind::kNormWeight)
+      s.lr_mult = config.lr_mult_nodecay;
+    segs.push_back(s);
+  }
+  std::sort(segs.begin(), segs.end(),
+            [](const OptimSegment& a, const OptimSegment& b) { return a.local < b.local; });
+  for (size_t i = 1; i < segs.size(); ++i)
+    LLM_REQUIRE(segs[i - 1].local + segs[i - 1].count <= segs[i].local,
+                "parameter table: tensors overlap in the flat layout");
+  return segs;
+}
+
+void optim_reduce(const OptimStepInfo& info, std::vector<double>& values) {
+  if (info.reduce && !values.empty()) info.reduce(values.data(), static_cast<int>(values.size()));
+}
+
+RangeOptimizer::RangeOptimizer(const OptimConfig& config) : config_(config) {
+  config_.validate();
+}
+
+void RangeOptimizer::init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) {
+  table_ = table;
+  begin_ = begin;
+  end_ = end;
+  backend_ = &backend;
+  segs_ = optim_segments_build(table_, begin, end, config_);
+  components_.clear();
+  on_init();
+}
+
+Buffer RangeOptimizer::allocate_state(const std::string& name, MemTag tag, DType dtype,
+                                      int64_t elements) {
+  const int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));
+  components_.push_back({name, dtype, elements, bytes, tag});
+  if (bytes == 0) return Buffer();
+  return backend_->allocate(tag, static_cast<size_t>(bytes));
+}
+
+StateView RangeOptimizer::mirror_view(const std::string& name, const OptimSegment& seg,
+                                      const float* base) const {
+  StateView v;
+  v.name = name;
+  v.param = seg.param;
+  v.dtype = DType::kF32;
+  v.data = const_cast<float*>(base + seg.local);
+  v.param_begin = seg.param_begin;
+  v.numel = seg.count;
+  v.shape = table_.params[seg.param].shape;
+  return v;
+}
+
+void RangeOptimizer::require_initialized() const {
+  LLM_ASSERT(backend_ != nullptr, "optimizer step before init");
+}
+
+}  // namespace ledgerlm

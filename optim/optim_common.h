@@ -1,0 +1,62 @@
+// Shared machinery of the optimizers: the per-tensor segments of a range of the flat layout
+// (with their parameter-group hyper-parameters), state allocation, the batched reduce of
+// per-tensor partial sums, and state views that mirror the parameter layout.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace ledgerlm {
+
+// The part of one parameter tensor that lies inside an optimizer's range [begin, end).
+struct OptimSegment {
+  int param = -1;              // index into the ParamTable
+  int64_t local = 0;           // first element, relative to the range's begin
+  int64_t count = 0;           // elements held here
+  int64_t param_begin = 0;     // first element held here, relative to the tensor's start
+  int64_t numel = 0;           // the whole tensor's element count
+  int64_t rows = 1, cols = 1;  // 2-D view: cols = last dim, rows = the rest (vectors: 1 x n)
+  int dims = 1;
+  ParamKind kind = ParamKind::kMatrix;
+  double lr_mult = 1.0;       // per-group LR multiplier
+  double weight_decay = 0.0;  // 0 where the group is not decayed
+};
+
+// Segments of every tensor intersecting [begin, end), in flat-layout order; padding elements
+// belong to no segment. Group rules: weight decay where ParamInfo::decay (embeddings only if
+// config.decay_embeddings too); lr_mult_embedding for embeddings, lr_mult_nodecay for biases
+// and norm weights.
+std::vector<OptimSegment> optim_segments_build(const ParamTable& table, int64_t begin, int64_t end,
+                                               const OptimConfig& config);
+
+// Adds per-tensor partial sums across ranks: one call with everything batched.
+void optim_reduce(const OptimStepInfo& info, std::vector<double>& values);
+
+// Base of all optimizers: holds the config, range, segments and allocated buffers.
+class RangeOptimizer : public Optimizer {
+ public:
+  explicit RangeOptimizer(const OptimConfig& config);
+  void init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) override;
+  std::vector<StateComponent> state_components() const override { return components_; }
+
+ protected:
+  // Called by init after the segments are built: allocate state here.
+  virtual void on_init() = 0;
+  // A zeroed buffer of `elements` x dtype, recorded as a state component.
+  Buffer allocate_state(const std::string& name, MemTag tag, DType dtype, int64_t elements);
+  // A view of a state that mirrors the parameter layout (element i <-> master[i]).
+  StateView mirror_view(const std::string& name, const OptimSegment& seg, const float* base) const;
+  void require_initialized() const;
+
+  OptimConfig config_;
+  ParamTable table_;
+  int64_t begin_ = 0, end_ = 0;
+  Backend* backend_ = nullptr;
+  std::vector<OptimSegment> segs_;
+  std::vector<StateComponent> components_;
+};
+
+}  // namespace ledgerlm

@@ -1,0 +1,73 @@
+// Validation of the [optim] section: every bad value is reported with the optim.* key it came from.
+#include "optim/optim_config.h"
+
+#include <cmath>
+
+#include "model/base/check.h"
+
+namespace ledgerlm {
+namespace {
+
+bool one_of(const std::string& v, std::initializer_list<const char*> options) {
+  for (const char* o : options)
+    if (v == o) return true;
+  return false;
+}
+
+void require_beta(double beta, const char* key) {
+  LLM_REQUIRE(std::isfinite(beta) && beta >= 0.0 && beta < 1.0, key, ": expected in [0, 1) (got ",
+              beta, ")");
+}
+
+void require_nonneg(double x, const char* key) {
+  LLM_REQUIRE(std::isfinite(x) && x >= 0.0, key, ": expected a finite value >= 0 (got ", x, ")");
+}
+
+}  // namespace
+
+void OptimConfig::validate() const {
+  LLM_REQUIRE(one_of(name, {"sgd", "adamw", "lamb", "lars", "adafactor", "adamw8bit"}),
+              "optim.name: expected sgd, adamw, lamb, lars, adafactor or adamw8bit (got '", name,
+              "')");
+  LLM_REQUIRE(one_of(impl, {"loop", "foreach", "fused"}),
+              "optim.impl: expected loop, foreach or fused (got '", impl, "')");
+  LLM_REQUIRE(impl == "fused" || name == "sgd" || name == "adamw", "optim.impl: '", impl,
+              "' exists for sgd and adamw only; optim.name=", name, " needs fused");
+  LLM_REQUIRE(one_of(schedule, {"constant", "cosine", "linear"}),
+              "optim.schedule: expected constant, cosine or linear (got '", schedule, "')");
+  LLM_REQUIRE(one_of(wd_mode, {"decoupled", "l2"}),
+              "optim.wd_mode: expected decoupled or l2 (got '", wd_mode, "')");
+  LLM_REQUIRE(one_of(lamb_phi, {"identity", "clamp"}),
+              "optim.lamb_phi: expected identity or clamp (got '", lamb_phi, "')");
+  require_nonneg(lr, "optim.lr");
+  require_beta(beta1, "optim.beta1");
+  require_beta(beta2, "optim.beta2");
+  LLM_REQUIRE(std::isfinite(eps) && eps > 0.0, "optim.eps: expected > 0 (got ", eps, ")");
+  require_nonneg(weight_decay, "optim.weight_decay");
+  require_nonneg(lr_mult_embedding, "optim.lr_mult_embedding");
+  require_nonneg(lr_mult_nodecay, "optim.lr_mult_nodecay");
+  require_beta(momentum, "optim.momentum");
+  LLM_REQUIRE(!nesterov || momentum > 0.0, "optim.nesterov: needs optim.momentum > 0");
+  require_nonneg(trust_lo, "optim.trust_lo");
+  LLM_REQUIRE(std::isfinite(trust_hi) && trust_hi >= trust_lo,
+              "optim.trust_hi: expected >= optim.trust_lo=", trust_lo, " (got ", trust_hi, ")");
+  LLM_REQUIRE(std::isfinite(lars_eta) && lars_eta > 0.0, "optim.lars_eta: expected > 0 (got ",
+              lars_eta, ")");
+  LLM_REQUIRE(std::isfinite(adafactor_eps1) && adafactor_eps1 > 0.0,
+              "optim.adafactor_eps1: expected > 0 (got ", adafactor_eps1, ")");
+  require_nonneg(adafactor_eps2, "optim.adafactor_eps2");
+  LLM_REQUIRE(std::isfinite(adafactor_d) && adafactor_d > 0.0,
+              "optim.adafactor_d: expected > 0 (got ", adafactor_d, ")");
+  require_beta(adafactor_beta1, "optim.adafactor_beta1");
+  LLM_REQUIRE(std::isfinite(adafactor_decay_rate) && adafactor_decay_rate > 0.0 &&
+                  adafactor_decay_rate <= 1.0,
+              "optim.adafactor_decay_rate: expected in (0, 1] (got ", adafactor_decay_rate, ")");
+  LLM_REQUIRE(block_size > 0 && (block_size & (block_size - 1)) == 0,
+              "optim.block_size: expected a positive power of two (got ", block_size, ")");
+  LLM_REQUIRE(warmup_steps >= 0, "optim.warmup_steps: expected >= 0 (got ", warmup_steps, ")");
+  LLM_REQUIRE(std::isfinite(min_lr_ratio) && min_lr_ratio >= 0.0 && min_lr_ratio <= 1.0,
+              "optim.min_lr_ratio: expected in [0, 1] (got ", min_lr_ratio, ")");
+  require_nonneg(grad_clip, "optim.grad_clip");
+}
+
+}  // namespace ledgerlm
