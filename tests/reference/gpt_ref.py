@@ -1,0 +1,165 @@
+"""Independent PyTorch GPT-2 reference, in Hugging Face GPT-2 tensor layout.
+
+Written from the architecture description, not from ledgerlm's code, so the C++ model can be
+checked against it (tests/test_reference_gpt.cpp):
+  token embedding wte (V, C) + learned position embedding wpe (T_max, C);
+  L pre-LayerNorm blocks:  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x));
+    attn: qkv = x @ c_attn.weight (C, 3C) + bias, split q | k | v along the output dim, H heads,
+          causal softmax(q k^T / sqrt(head_dim)) v, then @ c_proj.weight (C, C) + bias;
+    mlp:  gelu_tanh(x @ c_fc.weight (C, 4C) + bias) @ c_proj.weight (4C, C) + bias;
+  ln_f; logits = h @ wte^T (LM head tied to wte, real vocab only);
+  loss = mean over tokens of softmax cross-entropy.
+LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, eps from
+config.json (1e-5). Only plain tensor ops are used.
+
+Inputs: --config (HF config.json), --weights (safetensors, HF names), --batch (safetensors with
+I32 "tokens" [B, T] and optionally "targets" [B, T]).
+Outputs (--out, safetensors): "loss" (F64 scalar) and, unless --no-grads, the gradient of the
+mean loss w.r.t. every weight under its HF name, in the compute dtype (--dtype float32|float64).
+The tied wte gradient includes the LM head's contribution. With --logits, also "logits" [B, T, V].
+
+usage: OMP_NUM_THREADS=2 /usr/bin/python3 gpt_ref.py --config C --weights W --batch B --out O
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+def layer_norm(x, weight, bias, eps):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def attention(x, w, prefix, n_head):
+    B, T, C = x.shape
+    hd = C // n_head
+    qkv = x @ w[prefix + "c_attn.weight"] + w[prefix + "c_attn.bias"]  # (B, T, 3C)
+    q, k, v = qkv[..., :C], qkv[..., C : 2 * C], qkv[..., 2 * C :]
+
+    def heads(t):  # (B, T, C) -> (B, H, T, hd)
+        return t.reshape(B, T, n_head, hd).transpose(1, 2)
+
+    q, k, v = heads(q), heads(k), heads(v)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)  # (B, H, T, T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    scores = scores.masked_fill(~causal, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    y = (probs @ v).transpose(1, 2).reshape(B, T, C)
+    return y @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+
+
+def mlp(x, w, prefix):
+    h = gelu_tanh(x @ w[prefix + "c_fc.weight"] + w[prefix + "c_fc.bias"])
+    return h @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+
+
+def gpt_logits(w, cfg, tokens):
+    """tokens: int64 (B, T) -> logits (B, T, V)."""
+    eps = float(cfg.get("layer_norm_epsilon", 1e-5))
+    n_head = int(cfg["n_head"])
+    T = tokens.shape[1]
+    x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][:T]
+    for layer in range(int(cfg["n_layer"])):
+        p = f"transformer.h.{layer}."
+        x = x + attention(layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps), w,
+                          p + "attn.", n_head)
+        x = x + mlp(layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps), w, p + "mlp.")
+    x = layer_norm(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
+    return x @ w["transformer.wte.weight"].T
+
+
+def cross_entropy_mean(logits, targets):
+    flat = logits.reshape(-1, logits.shape[-1])
+    lse = torch.logsumexp(flat, dim=-1)
+    picked = flat.gather(1, targets.reshape(-1, 1)).squeeze(1)
+    return (lse - picked).mean()
+
+
+def load_weights(path, cfg, dtype):
+    arrays, _ = safetensors_io.read(path)
+    arrays.pop("lm_head.weight", None)  # tied to wte
+    C, V, L = int(cfg["n_embd"]), int(cfg["vocab_size"]), int(cfg["n_layer"])
+    expected = {
+        "transformer.wte.weight": (V, C),
+        "transformer.wpe.weight": (int(cfg["n_positions"]), C),
+        "transformer.ln_f.weight": (C,),
+        "transformer.ln_f.bias": (C,),
+    }
+    for layer in range(L):
+        p = f"transformer.h.{layer}."
+        expected.update({
+            p + "ln_1.weight": (C,), p + "ln_1.bias": (C,),
+            p + "attn.c_attn.weight": (C, 3 * C), p + "attn.c_attn.bias": (3 * C,),
+            p + "attn.c_proj.weight": (C, C), p + "attn.c_proj.bias": (C,),
+            p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
+            p + "mlp.c_fc.weight": (C, 4 * C), p + "mlp.c_fc.bias": (4 * C,),
+            p + "mlp.c_proj.weight": (4 * C, C), p + "mlp.c_proj.bias": (C,),
+        })
+    missing = sorted(set(expected) - set(arrays))
+    extra = sorted(set(arrays) - set(expected))
+    if missing or extra:
+        raise SystemExit(f"{path}: missing tensors {missing}, unexpected tensors {extra}")
+    weights = {}
+    for name, shape in expected.items():
+        if tuple(arrays[name].shape) != shape:
+            raise SystemExit(f"{path}: {name} has shape {arrays[name].shape}, expected {shape}")
+        weights[name] = torch.tensor(arrays[name].astype(np.float64), dtype=dtype,
+                                     requires_grad=True)
+    return weights
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--batch", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    ap.add_argument("--logits", action="store_true", help="also write the logits")
+    ap.add_argument("--no-grads", action="store_true", help="forward only")
+    args = ap.parse_args()
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    dtype = torch.float32 if args.dtype == "float32" else torch.float64
+    with open(args.config) as f:
+        cfg = json.load(f)
+    if cfg.get("activation_function", "gelu_new") != "gelu_new":
+        raise SystemExit("only activation_function gelu_new (tanh approximation) is modelled")
+    weights = load_weights(args.weights, cfg, dtype)
+    batch, _ = safetensors_io.read(args.batch)
+    tokens = torch.from_numpy(batch["tokens"].astype(np.int64))
+
+    logits = gpt_logits(weights, cfg, tokens)
+    out = {}
+    if "targets" in batch:
+        targets = torch.from_numpy(batch["targets"].astype(np.int64))
+        loss = cross_entropy_mean(logits, targets)
+        out["loss"] = np.array(loss.item(), dtype=np.float64)
+        print(json.dumps({"loss": loss.item()}))
+        if not args.no_grads:
+            loss.backward()
+            for name, t in weights.items():
+                out[name] = t.grad.detach().numpy()
+    elif not args.no_grads:
+        raise SystemExit(f"{args.batch}: gradients need a 'targets' tensor (or pass --no-grads)")
+    if args.logits:
+        out["logits"] = logits.detach().numpy()
+    safetensors_io.write(args.out, out, {"dtype": args.dtype})
+
+
+if __name__ == "__main__":
+    main()
