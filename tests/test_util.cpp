@@ -69,7 +69,10 @@ CompareResult compare_tensor(const std::string& name, const float* got, const fl
 
 std::string make_temp_dir(const std::string& prefix) {
   static std::once_flag once;
-  std::call_once(once, [] { std::atexit(remove_temp_dirs); });
+  std::call_once(once, [] {
+    temp_dirs();  // construct the list before registering: it must outlive the atexit hook
+    std::atexit(remove_temp_dirs);
+  });
   std::string templ = "/tmp/" + prefix + "XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');

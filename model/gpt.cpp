@@ -1,0 +1,372 @@
+// GPT-2 forward and backward over flat parameter/gradient buffers (see gpt.h).
+//
+// Activation plan. Per layer l the forward keeps (shapes with N = B*T):
+//   res[l]  (N, C)  residual stream entering block l (res[L] leaves the last block)
+//   ln1 (N, C), ln1_mean/rstd (N), qkv (N, 3C), atty (N, C), lse (B, H, T)
+//   res2 (N, C)  residual after attention, ln2 (N, C), ln2_mean/rstd (N)
+//   fch (N, 4C), fch_gelu (N, 4C)
+// recompute=mlp keeps one shared fch/fch_gelu and recomputes them per layer in backward;
+// recompute=block keeps only res[l] and recomputes the whole block (into one shared set of
+// buffers) during backward. Dropout masks are pure functions of (seed, site), so recomputed
+// forwards are bit-identical to the original.
+#include "model/gpt.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "model/base/check.h"
+#include "model/base/rng.h"
+
+namespace ledgerlm {
+namespace {
+
+struct LayerActs {
+  Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
+};
+
+struct LayerParams {
+  Tensor ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+};
+
+// Dropout sites: each (call, layer, position) gets its own mask stream.
+enum DropSite : uint64_t { kSiteEmbed = 0, kSiteAttnProb = 1, kSiteAttnOut = 2, kSiteMlpOut = 3 };
+
+}  // namespace
+
+struct GptModel::Impl {
+  Backend& be;
+  const ModelConfig& cfg;
+  const ParamTable& table;
+  DType pdt, gdt, adt;
+  Recompute recompute = Recompute::kNone;
+  int64_t B = 0, T = 0;
+
+  Buffer arena;      // activations kept for backward
+  Buffer scratch;    // workspace: activation gradients and temporaries
+  std::vector<Tensor> res;  // L + 1
+  std::vector<LayerActs> acts;
+  Tensor lnf, lnf_mean, lnf_rstd, logits, losses;
+  Tensor d_res, d_a, d_b, d_wide_a, d_wide_b, d_qkv, tmp_proj;
+  int64_t arena_bytes = 0, scratch_bytes = 0;
+
+  // State of the last forward.
+  const int32_t* tokens = nullptr;
+  std::vector<int32_t> tokens_copy;
+  std::vector<int32_t> targets_copy;
+  bool have_targets = false;
+  ForwardOptions fwd_opts;
+  double fused_grad_scale = 0.0;
+
+  Impl(Backend& b, const ModelConfig& c, const ParamTable& t, DType p, DType g, DType a)
+      : be(b), cfg(c), table(t), pdt(p), gdt(g), adt(a) {
+    recompute = recompute_parse(cfg.recompute);
+  }
+
+  Tensor param(const Tensor& base, const std::string& name) const {
+    return base.offset(table.find(name).offset);
+  }
+
+  LayerParams layer_params(const Tensor& base, int64_t l) const {
+    std::string p = "block." + std::to_string(l) + ".";
+    return {param(base, p + "ln1.weight"),      param(base, p + "ln1.bias"),
+            param(base, p + "attn.qkv.weight"), param(base, p + "attn.qkv.bias"),
+            param(base, p + "attn.proj.weight"), param(base, p + "attn.proj.bias"),
+            param(base, p + "ln2.weight"),      param(base, p + "ln2.bias"),
+            param(base, p + "mlp.fc.weight"),   param(base, p + "mlp.fc.bias"),
+            param(base, p + "mlp.proj.weight"), param(base, p + "mlp.proj.bias")};
+  }
+
+  // Carves named views from one allocation; first pass measures, second assigns.
+  struct Carver {
+    char* base = nullptr;
+    int64_t used = 0;
+    DType dt;
+    Tensor take(int64_t elements) {
+      Tensor t(base ? base + used : nullptr, dt);
+      used += (elements * static_cast<int64_t>(dtype_size(dt)) + 63) / 64 * 64;
+      return t;
+    }
+  };
+
+  void layout(Carver& a, Carver& s) {
+    const int64_t N = B * T, C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head;
+    const int64_t Vp = cfg.padded_vocab();
+    res.assign(L + 1, Tensor());
+    acts.assign(L, LayerActs());
+    for (int64_t l = 0; l <= L; ++l) res[l] = a.take(N * C);
+    // Buffers that are per layer, or one shared copy when recomputed.
+    auto keep_block = recompute != Recompute::kBlock;
+    auto keep_mlp = recompute == Recompute::kNone;
+    LayerActs shared;
+    for (int64_t l = 0; l < L; ++l) {
+      LayerActs& x = acts[l];
+      bool first = l == 0;
+      auto pick = [&](bool keep, Tensor& dst, Tensor& sh, int64_t n) {
+        if (keep) {
+          dst = a.take(n);
+        } else {
+          if (first) sh = a.take(n);
+          dst = sh;
+        }
+      };
+      pick(keep_block, x.ln1, shared.ln1, N * C);
+      pick(keep_block, x.ln1_mean, shared.ln1_mean, N);
+      pick(keep_block, x.ln1_rstd, shared.ln1_rstd, N);
+      pick(keep_block, x.qkv, shared.qkv, N * 3 * C);
+      pick(keep_block, x.atty, shared.atty, N * C);
+      pick(keep_block, x.lse, shared.lse, B * H * T);
+      pick(keep_block, x.res2, shared.res2, N * C);
+      pick(keep_block, x.ln2, shared.ln2, N * C);
+      pick(keep_block, x.ln2_mean, shared.ln2_mean, N);
+      pick(keep_block, x.ln2_rstd, shared.ln2_rstd, N);
+      pick(keep_mlp && keep_block, x.fch, shared.fch, N * 4 * C);
+      pick(keep_mlp && keep_block, x.fch_gelu, shared.fch_gelu, N * 4 * C);
+    }
+    lnf = a.take(N * C);
+    lnf_mean = a.take(N);
+    lnf_rstd = a.take(N);
+    logits = a.take(N * Vp);
+    losses = a.take(N);
+    d_res = s.take(N * C);
+    d_a = s.take(N * C);
+    d_b = s.take(N * C);
+    d_wide_a = s.take(N * 4 * C);
+    d_wide_b = s.take(N * 4 * C);
+    d_qkv = s.take(N * 3 * C);
+    tmp_proj = s.take(N * C);
+  }
+
+  void plan(int64_t batch, int64_t seq) {
+    if (batch == B && seq == T && !arena.empty()) return;
+    LLM_REQUIRE(seq <= cfg.block_size, "sequence length ", seq, " exceeds model.block_size ",
+                cfg.block_size);
+    B = batch;
+    T = seq;
+    arena.reset();
+    scratch.reset();
+    Carver a{nullptr, 0, adt}, s{nullptr, 0, adt};
+    layout(a, s);
+    arena_bytes = a.used;
+    scratch_bytes = s.used;
+    arena = be.allocate(MemTag::kActivations, static_cast<size_t>(arena_bytes));
+    scratch = be.allocate(MemTag::kWorkspace, static_cast<size_t>(scratch_bytes));
+    Carver a2{arena.as<char>(), 0, adt}, s2{scratch.as<char>(), 0, adt};
+    layout(a2, s2);
+  }
+
+  AttentionArgs attn_args(int64_t l) const {
+    AttentionArgs args;
+    args.batch = B;
+    args.seq = T;
+    args.channels = cfg.n_embd;
+    args.heads = cfg.n_head;
+    args.dropout = fwd_opts.training ? cfg.dropout : 0.0;
+    args.seed = fwd_opts.seed;
+    args.site = site(l, kSiteAttnProb);
+    return args;
+  }
+
+  uint64_t site(int64_t layer, DropSite which) const {
+    return (fwd_opts.site * 1024 + static_cast<uint64_t>(layer + 1)) * 4 + which;
+  }
+
+  bool dropout_on() const { return fwd_opts.training && cfg.dropout > 0.0; }
+
+  void linear(Tensor out, Tensor in, Tensor w, Tensor bias, int64_t rows, int64_t in_f,
+              int64_t out_f) {
+    GemmArgs g;
+    g.a = in;
+    g.b = w;
+    g.c = out;
+    g.bias = bias;
+    g.m = rows;
+    g.n = out_f;
+    g.k = in_f;
+    g.trans_b = true;
+    be.gemm(g);
+  }
+
+  // dinp = dout @ W (written); dW += dout^T @ inp; dbias += colsum(dout).
+  void linear_backward(Tensor dinp, Tensor dw, Tensor dbias, Tensor dout, Tensor inp, Tensor w,
+                       int64_t rows, int64_t in_f, int64_t out_f) {
+    GemmArgs gw;
+    gw.a = dout;
+    gw.b = inp;
+    gw.c = dw;
+    gw.m = out_f;
+    gw.n = in_f;
+    gw.k = rows;
+    gw.trans_a = true;
+    gw.accumulate = true;
+    be.gemm(gw);
+    if (!dbias.empty()) be.bias_backward(dbias, dout, rows, out_f);
+    if (!dinp.empty()) {
+      GemmArgs gi;
+      gi.a = dout;
+      gi.b = w;
+      gi.c = dinp;
+      gi.m = rows;
+      gi.n = in_f;
+      gi.k = out_f;
+      be.gemm(gi);
+    }
+  }
+
+  void mlp_hidden(const LayerActs& x, const LayerParams& p) {
+    const int64_t N = B * T, C = cfg.n_embd;
+    linear(x.fch, x.ln2, p.fcw, p.fcb, N, C, 4 * C);
+    be.gelu_forward(x.fch_gelu, x.fch, N * 4 * C);
+  }
+
+  void block_forward(Tensor params, int64_t l) {
+    const int64_t N = B * T, C = cfg.n_embd;
+    const LayerActs& x = acts[l];
+    LayerParams p = layer_params(params, l);
+    be.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, res[l], p.ln1w, p.ln1b, N, C);
+    linear(x.qkv, x.ln1, p.qkvw, p.qkvb, N, C, 3 * C);
+    be.attention_forward(x.atty, x.lse, x.qkv, attn_args(l));
+    linear(tmp_proj, x.atty, p.projw, p.projb, N, C, C);
+    if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteAttnOut));
+    be.add(x.res2, res[l], tmp_proj, N * C);
+    be.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p.ln2w, p.ln2b, N, C);
+    mlp_hidden(x, p);
+    linear(tmp_proj, x.fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C);
+    if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteMlpOut));
+    be.add(res[l + 1], x.res2, tmp_proj, N * C);
+  }
+
+  double forward(Tensor params, const int32_t* tok, const int32_t* targets, int64_t batch,
+                 int64_t seq, const ForwardOptions& opts) {
+    plan(batch, seq);
+    fwd_opts = opts;
+    const int64_t N = B * T, C = cfg.n_embd, V = cfg.vocab_size, Vp = cfg.padded_vocab();
+    for (int64_t i = 0; i < N; ++i)
+      LLM_REQUIRE(tok[i] >= 0 && tok[i] < V, "token id ", tok[i], " out of range [0, ", V, ")");
+    tokens_copy.assign(tok, tok + N);
+    tokens = tokens_copy.data();
+    be.embedding_forward(res[0], tokens, param(params, "embed.wte"), param(params, "embed.wpe"), B,
+                         T, C);
+    if (dropout_on()) be.dropout(res[0], N * C, cfg.dropout, fwd_opts.seed, site(-1, kSiteEmbed));
+    for (int64_t l = 0; l < cfg.n_layer; ++l) block_forward(params, l);
+    be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer], param(params, "final.lnf.weight"),
+                         param(params, "final.lnf.bias"), N, C);
+    linear(logits, lnf, param(params, "embed.wte"), Tensor(), N, C, Vp);
+    have_targets = targets != nullptr;
+    fused_grad_scale = 0.0;
+    if (!have_targets) return 0.0;
+    for (int64_t i = 0; i < N; ++i)
+      LLM_REQUIRE(targets[i] >= 0 && targets[i] < V, "target id ", targets[i], " out of range");
+    targets_copy.assign(targets, targets + N);
+    be.softmax_cross_entropy(losses, logits, targets_copy.data(), N, V, Vp, 0.0);
+    double sum = 0.0;
+    if (adt == DType::kF64) {
+      for (int64_t i = 0; i < N; ++i) sum += losses.as<double>()[i];
+    } else {
+      for (int64_t i = 0; i < N; ++i) sum += losses.as<float>()[i];
+    }
+    return sum / static_cast<double>(N);
+  }
+
+  void backward(Tensor params, Tensor grads, double loss_scale) {
+    LLM_ASSERT(have_targets, "backward needs a forward with targets");
+    const int64_t N = B * T, C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size;
+    const int64_t Vp = cfg.padded_vocab();
+    // dlogits in place of the logits (the forward kept them intact).
+    be.softmax_cross_entropy(losses, logits, targets_copy.data(), N, V, Vp,
+                             loss_scale / static_cast<double>(N));
+    have_targets = false;  // logits are now gradients: a second backward would be wrong
+    Tensor wte = param(params, "embed.wte");
+    Tensor dwte = param(grads, "embed.wte");
+    linear_backward(d_a, dwte, Tensor(), logits, lnf, wte, N, C, Vp);
+    be.zero(d_res, N * C);
+    be.layernorm_backward(d_res, param(grads, "final.lnf.weight"), param(grads, "final.lnf.bias"),
+                          d_a, res[L], param(params, "final.lnf.weight"), lnf_mean, lnf_rstd, N, C);
+    for (int64_t l = L - 1; l >= 0; --l) {
+      const LayerActs& x = acts[l];
+      LayerParams p = layer_params(params, l);
+      LayerParams g = layer_params(grads, l);
+      if (recompute == Recompute::kBlock) block_forward(params, l);
+      // MLP: res[l+1] = res2 + drop(proj(gelu(fc(ln2(res2)))))
+      Tensor dy = d_res;
+      if (dropout_on()) {
+        be.convert(d_a, d_res, N * C);
+        be.dropout(d_a, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteMlpOut));
+        dy = d_a;
+      }
+      if (recompute == Recompute::kMlp) mlp_hidden(x, p);
+      linear_backward(d_wide_a, g.fcprojw, g.fcprojb, dy, x.fch_gelu, p.fcprojw, N, 4 * C, C);
+      be.gelu_backward(d_wide_b, x.fch, d_wide_a, N * 4 * C);
+      linear_backward(d_b, g.fcw, g.fcb, d_wide_b, x.ln2, p.fcw, N, C, 4 * C);
+      be.layernorm_backward(d_res, g.ln2w, g.ln2b, d_b, x.res2, p.ln2w, x.ln2_mean, x.ln2_rstd, N, C);
+      // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
+      dy = d_res;
+      if (dropout_on()) {
+        be.convert(d_a, d_res, N * C);
+        be.dropout(d_a, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteAttnOut));
+        dy = d_a;
+      }
+      linear_backward(d_b, g.projw, g.projb, dy, x.atty, p.projw, N, C, C);
+      be.attention_backward(d_qkv, d_b, x.qkv, x.atty, x.lse, attn_args(l));
+      linear_backward(d_a, g.qkvw, g.qkvb, d_qkv, x.ln1, p.qkvw, N, C, 3 * C);
+      be.layernorm_backward(d_res, g.ln1w, g.ln1b, d_a, res[l], p.ln1w, x.ln1_mean, x.ln1_rstd, N, C);
+    }
+    if (dropout_on()) be.dropout(d_res, N * C, cfg.dropout, fwd_opts.seed, site(-1, kSiteEmbed));
+    be.embedding_backward(dwte, param(grads, "embed.wpe"), d_res, tokens, B, T, C);
+  }
+};
+
+GptModel::GptModel(const ModelConfig& config, const ParamTable& table, Backend& backend,
+                   DType param_dtype, DType grad_dtype, DType act_dtype)
+    : config_(config), table_(table) {
+  config_.validate();
+  LLM_REQUIRE(act_dtype == DType::kF32 || act_dtype == DType::kF64,
+              "activations must be fp32 or fp64");
+  impl_ = std::make_unique<Impl>(backend, config_, table_, param_dtype, grad_dtype, act_dtype);
+}
+
+GptModel::~GptModel() = default;
+
+void GptModel::plan(int64_t batch, int64_t seq) { impl_->plan(batch, seq); }
+int64_t GptModel::activation_bytes() const { return impl_->arena_bytes; }
+int64_t GptModel::workspace_bytes() const { return impl_->scratch_bytes; }
+
+double GptModel::forward(Tensor params, const int32_t* tokens, const int32_t* targets,
+                         int64_t batch, int64_t seq, const ForwardOptions& options) {
+  LLM_ASSERT(params.dtype == impl_->pdt, "parameter dtype mismatch");
+  return impl_->forward(params, tokens, targets, batch, seq, options);
+}
+
+void GptModel::backward(Tensor params, Tensor grads, double loss_scale) {
+  LLM_ASSERT(grads.dtype == impl_->gdt, "gradient dtype mismatch");
+  impl_->backward(params, grads, loss_scale);
+}
+
+Tensor GptModel::token_losses() const { return impl_->losses; }
+Tensor GptModel::logits() const { return impl_->logits; }
+
+void gpt_init_params(const ParamTable& table, Tensor params, uint64_t seed, Backend& backend) {
+  std::vector<float> values;
+  backend.zero(params, table.total);
+  for (size_t pi = 0; pi < table.params.size(); ++pi) {
+    const ParamInfo& p = table.params[pi];
+    values.assign(static_cast<size_t>(p.numel), 0.0f);
+    int64_t rows_real = p.kind == ParamKind::kEmbedding ? p.hf_rows : p.shape[0];
+    int64_t cols = p.numel / p.shape[0];
+    for (int64_t i = 0; i < p.numel; ++i) {
+      switch (p.init) {
+        case InitKind::kOnes: values[i] = 1.0f; break;
+        case InitKind::kZeros: values[i] = 0.0f; break;
+        case InitKind::kNormal: {
+          if (i / cols >= rows_real) break;  // vocab padding rows stay zero
+          auto bits = rng_bits(seed, RngStream::kInit, pi, static_cast<uint64_t>(i));
+          values[i] = static_cast<float>(p.init_std * rng_normal(bits[0], bits[1]));
+          break;
+        }
+      }
+    }
+    backend.convert(params.offset(p.offset), Tensor(values.data(), DType::kF32), p.numel);
+  }
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs ledgerlm's dependencies from Debian's apt (only what is missing; quiet when all is
+# there) and builds into build/. The CUDA backend is built when a GPU is present or
+# LEDGERLM_CUDA=on (and nvcc is found).
+#   LEDGERLM_BUILD_DIR   build directory (default: build)
+#   LEDGERLM_CUDA        on | off | auto (default auto: on when nvidia-smi sees a GPU)
+#   LEDGERLM_SANITIZE    on: AddressSanitizer + UBSan build (CUDA off)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build pkg-config libcli11-dev libsentencepiece-dev
+  libopenblas-openmp-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev libgtest-dev
+  python3 python3-torch python3-numpy python3-matplotlib bible-kjv xz-utils bzip2)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build_dir=${LEDGERLM_BUILD_DIR:-build}
+cuda=${LEDGERLM_CUDA:-auto}
+if [ "$cuda" = auto ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then cuda=on; else cuda=off; fi
+fi
+if [ "$cuda" = on ] && ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+sanitize=OFF
+if [ "${LEDGERLM_SANITIZE:-off}" = on ]; then sanitize=ON; cuda=off; fi
+cuda_flag=OFF
+[ "$cuda" = on ] && cuda_flag=ON
+
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=$cuda_flag \
+  -DLEDGERLM_SANITIZE=$sanitize >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"

@@ -1,0 +1,131 @@
+// `ledgerlm bench`: training steps (forward + backward + optimizer) on random tokens, with
+// tokens/s, the forward/backward/optimizer split, time by op, achieved GFLOP/s and MFU against
+// this machine's measured peak. Prints figures; never passes or fails on timing.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/base/check.h"
+#include "model/base/rng.h"
+#include "optim/schedule.h"
+#include "train/commands.h"
+#include "train/model_state.h"
+#include "train/peak_flops.h"
+#include "train/profiling_backend.h"
+
+namespace ledgerlm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int command_bench(BenchCommand& cmd) {
+  RunConfig& cfg = cmd.run;
+  LLM_REQUIRE(cfg.model.vocab_size > 0, "bench: set model.vocab_size (random tokens need a vocab)");
+  if (cfg.train.max_steps == 0) cfg.train.max_steps = cmd.steps;
+  cfg.validate();
+  LLM_REQUIRE(cmd.steps > 0 && cmd.warmup >= 0, "--steps must be > 0 and --warmup >= 0");
+  auto profiler = std::make_unique<ProfilingBackend>(backend_create_cpu(static_cast<int>(cfg.train.threads)));
+  ProfilingBackend& be = *profiler;
+  ModelState state(cfg, be);
+  state.init_weights(static_cast<uint64_t>(cfg.train.seed));
+  const int64_t B = cfg.train.micro_batch, T = cfg.train.seq_len, A = cfg.train.accum;
+  const int64_t L = cfg.model.n_layer, C = cfg.model.n_embd;
+  state.model().plan(B, T);
+  std::vector<int32_t> tokens(static_cast<size_t>(B * (T + 1)));
+  std::vector<int32_t> inputs(static_cast<size_t>(B * T)), targets(inputs.size());
+
+  const double n_params = static_cast<double>(state.table().num_params);
+  const double flops_per_token = 6.0 * n_params + 12.0 * L * C * T;
+  std::vector<double> step_ms, fwd_ms, bwd_ms, opt_ms;
+  for (int64_t s = 0; s < cmd.warmup + cmd.steps; ++s) {
+    if (s == cmd.warmup) be.reset_times();
+    double f = 0, b = 0;
+    auto t_step = Clock::now();
+    state.zero_grads();
+    for (int64_t m = 0; m < A; ++m) {
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        auto bits = rng_bits(static_cast<uint64_t>(cfg.train.seed), RngStream::kData,
+                             static_cast<uint64_t>(s * A + m), i);
+        tokens[i] = static_cast<int32_t>(bits[0] % static_cast<uint32_t>(cfg.model.vocab_size));
+      }
+      for (int64_t r = 0; r < B; ++r) {
+        std::copy(tokens.begin() + r * (T + 1), tokens.begin() + r * (T + 1) + T, inputs.begin() + r * T);
+        std::copy(tokens.begin() + r * (T + 1) + 1, tokens.begin() + (r + 1) * (T + 1), targets.begin() + r * T);
+      }
+      auto t0 = Clock::now();
+      state.model().forward(state.params(), inputs.data(), targets.data(), B, T, ForwardOptions{});
+      f += ms_since(t0);
+      t0 = Clock::now();
+      state.model().backward(state.params(), state.grads(), state.loss_scale() / static_cast<double>(A));
+      b += ms_since(t0);
+    }
+    auto t0 = Clock::now();
+    state.optimizer_step(s + 1, schedule_lr(cfg.optim, s + 1, cmd.warmup + cmd.steps));
+    double o = ms_since(t0);
+    double total = ms_since(t_step);
+    if (s >= cmd.warmup) {
+      step_ms.push_back(total);
+      fwd_ms.push_back(f);
+      bwd_ms.push_back(b);
+      opt_ms.push_back(o);
+    }
+  }
+  const double tokens_per_step = static_cast<double>(B * A * T);
+  const double med_ms = median(step_ms);
+  const double tps = tokens_per_step / (med_ms / 1e3);
+  const double gflops = tps * flops_per_token / 1e9;
+  PeakFlops peak = measure_peak_flops(be.num_threads());
+  const bool low_precision = state.plan().params != DType::kF32;
+  const double peak_used = low_precision && peak.bf16_gflops > 0 ? peak.bf16_gflops : peak.fp32_gflops;
+  int64_t rss = 0, hwm = 0;
+  process_rss_bytes(&rss, &hwm);
+
+  std::printf("ledgerlm bench: L%lld H%lld C%lld T%lld B%lld A%lld vocab %lld | %s params | optim %s | params %s | %d threads\n",
+              static_cast<long long>(L), static_cast<long long>(cfg.model.n_head), static_cast<long long>(C),
+              static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(A),
+              static_cast<long long>(cfg.model.vocab_size), std::to_string(state.table().num_params).c_str(),
+              cfg.optim.name.c_str(), cfg.precision.params.c_str(), be.num_threads());
+  std::printf("FLOPs per token = 6N + 12*L*C*T = 6*%.0f + 12*%lld*%lld*%lld = %.4g\n", n_params,
+              static_cast<long long>(L), static_cast<long long>(C), static_cast<long long>(T), flops_per_token);
+  std::printf("step (median of %lld): %.2f ms | forward %.2f ms | backward %.2f ms | optimizer %.2f ms\n",
+              static_cast<long long>(cmd.steps), med_ms, median(fwd_ms), median(bwd_ms), median(opt_ms));
+  std::printf("tokens/s %.0f (min step %.2f ms, max %.2f ms)\n", tps,
+              *std::min_element(step_ms.begin(), step_ms.end()), *std::max_element(step_ms.begin(), step_ms.end()));
+  std::printf("achieved %.1f GFLOP/s | measured peak fp32 %.1f GFLOP/s (%s)", gflops, peak.fp32_gflops, peak.fp32_isa);
+  if (peak.bf16_gflops > 0) std::printf(", bf16 dot %.1f GFLOP/s", peak.bf16_gflops);
+  std::printf(" | MFU %.1f%% (vs %s peak)\n", 100.0 * gflops / peak_used,
+              low_precision && peak.bf16_gflops > 0 ? "bf16" : "fp32");
+  std::printf("peak RSS %.1f MB | tracked peak %.1f MB\n", hwm / 1e6, be.tracker().total().peak / 1e6);
+
+  std::vector<std::pair<std::string, OpTime>> ops(be.times().begin(), be.times().end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double op_total = 0;
+  for (const auto& [name, t] : ops) op_total += t.seconds;
+  std::printf("%-24s %10s %8s %8s\n", "op", "ms/step", "share", "calls");
+  for (const auto& [name, t] : ops)
+    std::printf("%-24s %10.3f %7.1f%% %8lld\n", name.c_str(), 1e3 * t.seconds / static_cast<double>(cmd.steps),
+                100.0 * t.seconds / op_total, static_cast<long long>(t.calls / cmd.steps));
+  nlohmann::json j = {{"tokens_per_s", tps},        {"step_ms", med_ms},
+                      {"forward_ms", median(fwd_ms)}, {"backward_ms", median(bwd_ms)},
+                      {"optimizer_ms", median(opt_ms)}, {"gflops", gflops},
+                      {"peak_fp32_gflops", peak.fp32_gflops}, {"peak_bf16_gflops", peak.bf16_gflops},
+                      {"mfu", gflops / peak_used},     {"flops_per_token", flops_per_token},
+                      {"params", state.table().num_params}, {"peak_rss_bytes", hwm}};
+  std::printf("bench_json %s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,50 @@
+// The subcommands' implementations; each returns the process exit code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "train/config_keys.h"
+
+namespace ledgerlm {
+
+struct TrainCommand {
+  ConfigBinding config;
+  RunConfig run;
+  std::string resume;     // "" | "auto" | checkpoint path
+  std::string init_from;  // weights-only start
+};
+int command_train(TrainCommand& cmd);
+
+struct EvalCommand {
+  std::string run_dir;
+  std::string split = "val";  // val | train
+  std::string text_file;      // evaluate on this text instead of a split
+  int64_t max_windows = 0;    // 0: the whole split
+  int64_t batch = 8;
+  int64_t threads = 0;
+};
+int command_eval(const EvalCommand& cmd);
+
+struct SampleCommand {
+  std::string run_dir;
+  std::string prompt;
+  int64_t tokens = 200;
+  double temperature = 1.0;
+  int64_t top_k = 0;    // 0: off
+  double top_p = 1.0;   // 1: off
+  int64_t seed = 0;
+  bool no_cache = false;  // decode by recomputing the whole prefix each token
+  int64_t threads = 0;
+};
+int command_sample(const SampleCommand& cmd);
+
+struct BenchCommand {
+  ConfigBinding config;
+  RunConfig run;
+  int64_t steps = 10;
+  int64_t warmup = 2;
+};
+int command_bench(BenchCommand& cmd);
+
+}  // namespace ledgerlm

@@ -1,0 +1,55 @@
+// The key registry: every config key as (section, key, typed field). It drives TOML loading,
+// the `--section.key` command-line flags, error messages and the resolved config.toml, so a key
+// added to a config struct and registered here is available everywhere at once.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "train/run_config.h"
+
+namespace ledgerlm {
+
+enum class KeyType { kInt, kFloat, kBool, kString };
+
+struct ConfigKey {
+  std::string section;
+  std::string key;
+  KeyType type;
+  void* field;
+  std::string help;
+  std::string full() const { return section + "." + key; }
+};
+
+// All keys of a RunConfig, bound to the fields of `config`.
+std::vector<ConfigKey> config_keys(RunConfig& config);
+
+// Values from a TOML file, flattened to "section.key" -> textual value. Unknown keys or
+// sections, keys outside a section and arrays are errors naming the file and the key.
+std::map<std::string, std::string> config_read_toml(const std::string& path,
+                                                    const std::vector<ConfigKey>& keys);
+
+// Sets a field from text; ill-typed values are an error naming `origin` (file or flag) and key.
+void config_set(const ConfigKey& key, const std::string& value, const std::string& origin);
+
+// Text of the fully resolved config, as TOML (sections in registry order).
+std::string config_to_toml(const std::vector<ConfigKey>& keys);
+std::string config_value_text(const ConfigKey& key);
+
+// Registers `--config FILE` and every `--section.key` flag on a subcommand. After parsing,
+// config_apply() loads the file (if any) and then the flags given on the command line: the
+// command line wins. Returns the flags the command line set (for logging resume changes).
+struct ConfigBinding {
+  std::vector<ConfigKey> keys;
+  std::map<std::string, std::string> flag_values;  // "section.key" -> value (as given)
+  std::map<std::string, CLI::Option*> flag_options;
+  std::string config_path;
+};
+void config_register_flags(CLI::App* app, ConfigBinding* binding, RunConfig* config,
+                           bool with_config_file = true);
+void config_apply(ConfigBinding* binding);
+
+}  // namespace ledgerlm

@@ -1,0 +1,16 @@
+// Measured peak arithmetic rate of this machine (for MFU): a register-resident FMA loop on every
+// thread, AVX-512 where the CPU has it (chosen at run time), AVX2/FMA otherwise; and the bf16
+// dot-product rate (VDPBF16PS) where the CPU has AVX-512 BF16.
+#pragma once
+
+namespace ledgerlm {
+
+struct PeakFlops {
+  double fp32_gflops = 0.0;  // all threads
+  double bf16_gflops = 0.0;  // 0 when the CPU lacks AVX-512 BF16
+  const char* fp32_isa = "";
+};
+
+PeakFlops measure_peak_flops(int threads, double seconds = 0.3);
+
+}  // namespace ledgerlm

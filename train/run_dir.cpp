@@ -1,0 +1,81 @@
+// Run directory handling (see run_dir.h).
+#include "train/run_dir.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "model/base/check.h"
+#include "train/config_keys.h"
+
+namespace ledgerlm {
+
+namespace fs = std::filesystem;
+
+DataMeta run_resolve_data(RunConfig* config) {
+  DataMeta meta = meta_read(config->data.dir);
+  if (config->model.vocab_size == 0) {
+    config->model.vocab_size = meta.vocab_size;
+  } else {
+    LLM_REQUIRE(config->model.vocab_size == meta.vocab_size, "model.vocab_size = ",
+                config->model.vocab_size, " but the data in '", config->data.dir,
+                "' has vocab size ", meta.vocab_size, " (set model.vocab_size = 0 to take the data's)");
+  }
+  return meta;
+}
+
+std::string run_dir_prepare(const RunConfig& config, bool reuse) {
+  fs::path dir = fs::path(config.train.out_dir) / config.train.name;
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    LLM_REQUIRE(reuse, "run directory '", dir.string(),
+                "' already exists: choose another --train.name, resume it with --resume auto, "
+                "or pass --train.overwrite true");
+  }
+  fs::create_directories(dir, ec);
+  LLM_REQUIRE(!ec, "cannot create run directory '", dir.string(), "': ", ec.message());
+  return dir.string();
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  LLM_REQUIRE(fd >= 0, "cannot write '", tmp, "'");
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      fail("write to '" + tmp + "' failed");
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  LLM_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path, "'");
+}
+
+void run_write_config(const std::string& run_dir, const RunConfig& config) {
+  RunConfig copy = config;
+  write_file_atomic(run_dir + "/config.toml",
+                    "# resolved configuration of this run (written by ledgerlm train)\n" +
+                        config_to_toml(config_keys(copy)));
+}
+
+RunConfig run_load_config(const std::string& run_dir) {
+  std::string path = run_dir + "/config.toml";
+  LLM_REQUIRE(fs::exists(path), "run '", run_dir, "': no config.toml (is this a ledgerlm run directory?)");
+  RunConfig config;
+  auto keys = config_keys(config);
+  auto values = config_read_toml(path, keys);
+  for (const auto& k : keys) {
+    auto it = values.find(k.full());
+    if (it != values.end()) config_set(k, it->second, "config file '" + path + "'");
+  }
+  return config;
+}
+
+}  // namespace ledgerlm
