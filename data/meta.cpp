@@ -1,0 +1,108 @@
+// meta.json read/write with nlohmann::json; every read key is checked so that a hand-edited or
+// foreign file fails with one line naming the file and the key.
+#include "data/meta.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "model/base/check.h"
+
+namespace ledgerlm {
+namespace {
+
+using nlohmann::json;
+
+json split_to_json(const DataSplitInfo& s) {
+  return json{{"tokens", s.tokens}, {"bytes", s.bytes}, {"documents", s.documents}};
+}
+
+template <class T>
+T get_key(const json& obj, const std::string& key, const std::string& file) {
+  LLM_REQUIRE(obj.is_object() && obj.contains(key), file, ": missing key '", key, "'");
+  try {
+    return obj.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail(error_message(file, ": key '", key, "' has the wrong type (", obj.at(key).type_name(),
+                       ")"));
+  }
+}
+
+DataSplitInfo split_from_json(const json& obj, const std::string& name, const std::string& file) {
+  LLM_REQUIRE(obj.contains(name) && obj.at(name).is_object(), file, ": missing object '", name,
+              "'");
+  const json& s = obj.at(name);
+  DataSplitInfo out;
+  out.tokens = get_key<int64_t>(s, "tokens", file + " " + name);
+  out.bytes = get_key<int64_t>(s, "bytes", file + " " + name);
+  out.documents = get_key<int64_t>(s, "documents", file + " " + name);
+  LLM_REQUIRE(out.tokens >= 0 && out.bytes >= 0, file, ": negative count in '", name, "'");
+  return out;
+}
+
+}  // namespace
+
+void meta_write(const std::string& path, const DataMeta& meta) {
+  json sources = json::array();
+  for (const auto& s : meta.sources) {
+    sources.push_back({{"path", s.path}, {"bytes", s.bytes}, {"sha256", s.sha256}});
+  }
+  json j = {{"format_version", meta.format_version},
+            {"tokenizer", meta.tokenizer},
+            {"vocab_size", meta.vocab_size},
+            {"eot_id", meta.eot_id},
+            {"token_width", meta.token_width},
+            {"val_fraction", meta.val_fraction},
+            {"seed", meta.seed},
+            {"train", split_to_json(meta.train)},
+            {"val", split_to_json(meta.val)},
+            {"sources", sources}};
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  LLM_REQUIRE(f, "cannot write ", path);
+  f << j.dump(2) << "\n";
+  f.close();
+  LLM_REQUIRE(f, "error while writing ", path);
+}
+
+DataMeta meta_read(const std::string& dir) {
+  std::string file = (std::filesystem::path(dir) / "meta.json").string();
+  std::ifstream f(file, std::ios::binary);
+  LLM_REQUIRE(f, file, ": cannot open (is ", dir, " a directory made by `ledgerlm prepare`?)");
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::exception& e) {
+    fail(error_message(file, ": invalid JSON (", e.what(), ")"));
+  }
+  LLM_REQUIRE(j.is_object(), file, ": expected a JSON object");
+  DataMeta m;
+  m.format_version = get_key<int>(j, "format_version", file);
+  LLM_REQUIRE(m.format_version == kDataFormatVersion, file, ": format_version ", m.format_version,
+              " is not supported (expected ", kDataFormatVersion, ")");
+  m.tokenizer = get_key<std::string>(j, "tokenizer", file);
+  LLM_REQUIRE(m.tokenizer == "bpe" || m.tokenizer == "bytes", file, ": tokenizer '", m.tokenizer,
+              "' is unknown (expected bpe or bytes)");
+  m.vocab_size = get_key<int64_t>(j, "vocab_size", file);
+  m.eot_id = get_key<int32_t>(j, "eot_id", file);
+  LLM_REQUIRE(m.vocab_size > 0 && m.eot_id >= 0 && m.eot_id < m.vocab_size, file, ": eot_id ",
+              m.eot_id, " must lie in [0, vocab_size=", m.vocab_size, ")");
+  m.token_width = get_key<int>(j, "token_width", file);
+  LLM_REQUIRE(m.token_width == 2 || m.token_width == 4, file, ": token_width must be 2 or 4");
+  m.val_fraction = get_key<double>(j, "val_fraction", file);
+  m.seed = get_key<uint64_t>(j, "seed", file);
+  m.train = split_from_json(j, "train", file);
+  m.val = split_from_json(j, "val", file);
+  LLM_REQUIRE(j.contains("sources") && j.at("sources").is_array(), file,
+              ": missing array 'sources'");
+  for (const auto& s : j.at("sources")) {
+    DataSource src;
+    src.path = get_key<std::string>(s, "path", file + " sources[]");
+    src.bytes = get_key<int64_t>(s, "bytes", file + " sources[]");
+    src.sha256 = get_key<std::string>(s, "sha256", file + " sources[]");
+    m.sources.push_back(std::move(src));
+  }
+  return m;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,44 @@
+// meta.json of a prepared data directory: which tokenizer, vocab size, eot id, token and byte
+// counts per split (bytes of UTF-8 text, for bits-per-byte), and the source files with their
+// sha256. Written by data_prepare(), read by the loader, the tokenizer factory and the trainer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ledgerlm {
+
+inline constexpr int kDataFormatVersion = 1;
+
+struct DataSource {
+  std::string path;  // as given on the command line (or found under a directory); "-" is stdin
+  int64_t bytes = 0;
+  std::string sha256;
+};
+
+struct DataSplitInfo {
+  int64_t tokens = 0;     // tokens in the shard, including one eot per document part
+  int64_t bytes = 0;      // bytes of UTF-8 text the tokens encode (eot counts 0)
+  int64_t documents = 0;  // document parts with at least one byte of text
+};
+
+struct DataMeta {
+  int format_version = kDataFormatVersion;
+  std::string tokenizer;  // "bpe" or "bytes"
+  int64_t vocab_size = 0;
+  int32_t eot_id = -1;
+  int token_width = 0;  // bytes per token in the shards (2 or 4)
+  double val_fraction = 0.0;
+  uint64_t seed = 0;
+  DataSplitInfo train;
+  DataSplitInfo val;
+  std::vector<DataSource> sources;
+};
+
+// Writes `meta` as pretty JSON to `path` (plain write: callers build in a temp directory).
+void meta_write(const std::string& path, const DataMeta& meta);
+// Reads DIR/meta.json; throws Error naming the file and the missing/invalid key.
+DataMeta meta_read(const std::string& dir);
+
+}  // namespace ledgerlm

@@ -1,0 +1,51 @@
+// Tokenizers: text <-> token ids. Two implementations behind one interface:
+//   "bpe"   sentencepiece BPE trained on the corpus, configured so decode(encode(t)) == t for any
+//           valid UTF-8 text (identity normalization, byte fallback, "\n" as its own symbol);
+//   "bytes" one token per byte (256) plus the end-of-text token (vocab 257).
+// Both reserve an end-of-text id (eot) that encode() never produces from text; it separates
+// documents in the token shards.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ledgerlm {
+
+// How decode() renders the end-of-text token, and the name of the sentencepiece control symbol.
+inline constexpr const char* kEotText = "<|endoftext|>";
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Token ids for `text`. Throws Error if the bpe tokenizer gets invalid UTF-8.
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Text for `ids`; eot ids are rendered as kEotText. Throws Error on an id outside the vocab.
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int32_t eot_id() const = 0;
+  virtual std::string name() const = 0;  // "bpe" or "bytes": the meta.json tokenizer field
+  // Writes the files needed to load this tokenizer again into `dir` (bpe: tokenizer.model).
+  virtual void save(const std::string& dir) const = 0;
+};
+
+std::unique_ptr<Tokenizer> tokenizer_make_bytes();
+
+// Trains a BPE tokenizer on `texts` (one entry per document) with at most `vocab_size` pieces
+// (fewer when the corpus has too few distinct pairs). Deterministic: single-threaded, fixed seed.
+std::unique_ptr<Tokenizer> tokenizer_train_bpe(const std::vector<std::string_view>& texts,
+                                               int64_t vocab_size, uint64_t seed);
+// Loads a BPE tokenizer from a tokenizer.model file written by save().
+std::unique_ptr<Tokenizer> tokenizer_load_bpe(const std::string& model_path);
+
+// Loads the tokenizer of a prepared data directory (its meta.json names the kind) and checks it
+// against meta.json's vocab size and eot id.
+std::unique_ptr<Tokenizer> tokenizer_load(const std::string& dir);
+
+// True if `text` is well-formed UTF-8; otherwise *bad_offset (if given) is the first bad byte.
+bool utf8_is_valid(std::string_view text, size_t* bad_offset = nullptr);
+
+}  // namespace ledgerlm
