@@ -10,6 +10,7 @@
 #include "data/prepare.h"
 #include "model/base/check.h"
 #include "train/commands.h"
+#include "train/memory_command.h"
 
 namespace ledgerlm {
 
@@ -26,6 +27,7 @@ int cli_main(int argc, char** argv) {
   prepare->add_option("--tokenizer", prep.tokenizer, "bpe (sentencepiece) | bytes")->capture_default_str();
   prepare->add_option("--vocab-size", prep.vocab_size, "BPE vocabulary size")->capture_default_str();
   prepare->add_option("--val-fraction", prep.val_fraction, "last fraction of each document held out")->capture_default_str();
+  prepare->add_option("--seed", prep.seed, "tokenizer training seed")->capture_default_str();
 
   TrainCommand train_cmd;
   auto* train = app.add_subcommand("train", "train a model (every config key is a --section.key flag)");
@@ -60,6 +62,15 @@ int cli_main(int argc, char** argv) {
   bench->add_option("--steps", bench_cmd.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_cmd.warmup, "untimed steps first")->capture_default_str();
 
+  MemoryCommand memory_cmd;
+  CLI::App* memory = memory_command_add(app, &memory_cmd);
+
+  ExportCommand export_cmd;
+  auto* export_app = app.add_subcommand("export", "export a run's weights for other tools");
+  export_app->add_option("--run", export_cmd.run_dir, "run directory (runs/NAME)")->required();
+  export_app->add_option("--format", export_cmd.format, "hf (Hugging Face GPT-2)")->capture_default_str();
+  export_app->add_option("--out", export_cmd.out_dir, "output directory (must not exist)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -76,6 +87,8 @@ int cli_main(int argc, char** argv) {
       config_apply(&train_cmd.config);
       return command_train(train_cmd);
     }
+    if (*memory) return command_memory(memory_cmd);
+    if (*export_app) return command_export(export_cmd);
     if (*eval) return command_eval(eval_cmd);
     if (*sample) return command_sample(sample_cmd);
     if (*bench) {

@@ -47,4 +47,11 @@ struct BenchCommand {
 };
 int command_bench(BenchCommand& cmd);
 
+struct ExportCommand {
+  std::string run_dir;
+  std::string format = "hf";  // hf: Hugging Face GPT2LMHeadModel safetensors + config.json
+  std::string out_dir;
+};
+int command_export(const ExportCommand& cmd);
+
 }  // namespace ledgerlm

@@ -13,6 +13,7 @@
 #include "optim/schedule.h"
 #include "train/commands.h"
 #include "train/evaluator.h"
+#include "train/ledger.h"
 #include "train/metrics.h"
 #include "train/model_state.h"
 #include "train/run_dir.h"
@@ -34,20 +35,6 @@ int64_t schedule_total_steps(const TrainConfig& t, int64_t tokens_per_step, int6
   if (t.max_tokens > 0) return (t.max_tokens + tokens_per_step - 1) / tokens_per_step;
   if (step <= 1 || elapsed <= 0) return std::max<int64_t>(step, 1000000);
   return std::max<int64_t>(step, static_cast<int64_t>(step * t.max_seconds / elapsed));
-}
-
-nlohmann::json memory_json(MemoryTracker& tracker) {
-  nlohmann::json mem;
-  for (size_t i = 0; i < kMemTagCount; ++i) {
-    MemUsage u = tracker.usage(static_cast<MemTag>(i));
-    if (u.peak == 0) continue;
-    mem[mem_tag_name(static_cast<MemTag>(i))] = {{"current", u.current}, {"peak", u.peak}};
-  }
-  MemUsage total = tracker.total();
-  mem["total"] = {{"current", total.current}, {"peak", total.peak}};
-  int64_t rss = 0, hwm = 0;
-  if (process_rss_bytes(&rss, &hwm)) mem["process"] = {{"rss", rss}, {"hwm", hwm}};
-  return mem;
 }
 
 }  // namespace
@@ -108,6 +95,8 @@ int command_train(TrainCommand& cmd) {
               dtype_name(state.plan().params), dtype_name(state.plan().grads),
               state.plan().separate_master ? "fp32" : (state.plan().master_none ? "none" : "fp32 (= params)"),
               backend->num_threads());
+  RunLedger ledger(cfg, state, world, rank);
+  ledger.print_prediction();
   std::fflush(stdout);
 
   MetricsLog log(run_dir + "/metrics.jsonl");
@@ -193,7 +182,7 @@ int command_train(TrainCommand& cmd) {
     const bool last = (cfg.train.max_steps > 0 && step >= cfg.train.max_steps) ||
                       (cfg.train.max_tokens > 0 && tokens_seen >= cfg.train.max_tokens) ||
                       (cfg.train.max_seconds > 0 && train_seconds >= cfg.train.max_seconds);
-    if (step % cfg.train.log_interval == 0 || step == 1 || last) rec["mem"] = memory_json(backend->tracker());
+    if (step % cfg.train.log_interval == 0 || step == 1 || last) ledger.add_measured(&rec);
     log.write(rec);
     if (step % cfg.train.log_interval == 0 || step == 1 || last) {
       double frac = 0.0;
@@ -224,9 +213,10 @@ int command_train(TrainCommand& cmd) {
                             {"mean_tokens_per_s", tokens_seen / std::max(train_seconds, 1e-9)},
                             {"best_val_loss", best_val},
                             {"best_val_bpb", best_bpb},
-                            {"skipped_steps", skipped_total},
-                            {"mem", memory_json(backend->tracker())}};
+                            {"skipped_steps", skipped_total}};
+  ledger.add_measured(&summary);
   log.write(summary);
+  ledger.finish(run_dir);
   std::printf("done: %lld steps, %s tokens in %s (%s tok/s) | best val loss %.4f, bpb %.4f | weights %s/model.safetensors\n",
               static_cast<long long>(step), format_count(static_cast<double>(tokens_seen)).c_str(),
               format_duration(wall).c_str(),
