@@ -62,6 +62,11 @@ int cli_main(int argc, char** argv) {
   bench->add_option("--steps", bench_cmd.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", bench_cmd.warmup, "untimed steps first")->capture_default_str();
 
+  ConfigBinding show_binding;
+  RunConfig show_run;
+  auto* show = app.add_subcommand("config", "print the resolved config (defaults, --config file, flags) as TOML");
+  config_register_flags(show, &show_binding, &show_run);
+
   MemoryCommand memory_cmd;
   CLI::App* memory = memory_command_add(app, &memory_cmd);
 
@@ -74,7 +79,11 @@ int cli_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and friends are "errors" with exit code 0: let CLI11 print them. Anything else
+    // (unknown flag, ill-typed or missing value) is one line in the house format.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "ledgerlm: error: %s (see ledgerlm --help-all)\n", e.what());
+    return e.get_exit_code();
   }
 
   try {
@@ -86,6 +95,11 @@ int cli_main(int argc, char** argv) {
     if (*train) {
       config_apply(&train_cmd.config);
       return command_train(train_cmd);
+    }
+    if (*show) {
+      config_apply(&show_binding);
+      std::fputs(config_to_toml(show_binding.keys).c_str(), stdout);
+      return 0;
     }
     if (*memory) return command_memory(memory_cmd);
     if (*export_app) return command_export(export_cmd);
