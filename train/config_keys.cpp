@@ -214,7 +214,9 @@ void config_register_flags(CLI::App* app, ConfigBinding* binding, RunConfig* con
     app->add_option("--config", binding->config_path, "TOML config file (configs/*.toml)");
   for (const auto& k : binding->keys) {
     std::string name = k.full();
-    CLI::Option* opt = app->add_option("--" + name, binding->flag_values[name], k.help);
+    // The last occurrence wins, so a script can append overrides to a fixed set of flags.
+    CLI::Option* opt = app->add_option("--" + name, binding->flag_values[name], k.help)
+                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     binding->flag_options[name] = opt;
   }
 }
