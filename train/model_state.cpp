@@ -1,6 +1,7 @@
 // Model state buffers and the optimizer step (see model_state.h).
 #include "train/model_state.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <vector>
@@ -28,7 +29,8 @@ PrecisionPlan precision_plan(const RunConfig& c) {
               "their own master)");
   plan.rounding = p.rounding == "stochastic" ? Rounding::kStochastic : Rounding::kNearest;
   std::string mode = p.loss_scale;
-  if (mode == "auto") mode = plan.params == DType::kF16 || plan.grads == DType::kF16 ? "dynamic" : "none";
+  if (mode == "auto")
+    mode = plan.params == DType::kF16 || plan.grads == DType::kF16 ? "dynamic" : "none";
   plan.scaler_on = mode != "none";
   plan.scaler_dynamic = mode == "dynamic";
   return plan;
@@ -88,11 +90,14 @@ void ModelState::init_weights(uint64_t seed) {
   }
 }
 
-void ModelState::zero_grads() { backend_.zero(grads(), table_.total); }
+void ModelState::zero_grads() {
+  backend_.zero(grads(), table_.total);
+}
 
 void ModelState::write_compute_copy(int64_t step) {
   if (plan_.separate_master)
-    backend_.convert(params(), Tensor(master_.data(), DType::kF32), table_.total, Rounding::kNearest);
+    backend_.convert(params(), Tensor(master_.data(), DType::kF32), table_.total,
+                     Rounding::kNearest);
   else if (plan_.master_none)
     backend_.convert(params(), Tensor(master_scratch_.data(), DType::kF32), table_.total,
                      plan_.rounding, static_cast<uint64_t>(config_.train.seed),
@@ -127,9 +132,9 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
 void ModelState::save_weights(const std::string& path) const {
   SafeTensorsWriter w;
   const bool fp32_source = plan_.separate_master || plan_.params == DType::kF32;
-  const char* base = fp32_source
-                         ? static_cast<const char*>(plan_.separate_master ? master_.data() : params_.data())
-                         : static_cast<const char*>(params_.data());
+  const char* base = fp32_source ? static_cast<const char*>(plan_.separate_master ? master_.data()
+                                                                                  : params_.data())
+                                 : static_cast<const char*>(params_.data());
   DType dt = fp32_source ? DType::kF32 : plan_.params;
   for (const auto& p : table_.params)
     w.add(p.name, dt, p.shape, base + p.offset * static_cast<int64_t>(dtype_size(dt)));
@@ -138,24 +143,118 @@ void ModelState::save_weights(const std::string& path) const {
   w.write_atomic(path);
 }
 
-void ModelState::load_weights(const std::string& path) {
-  SafeTensorsFile f = SafeTensorsFile::open(path);
-  std::vector<float> staging(static_cast<size_t>(table_.total), 0.0f);
-  for (const auto& p : table_.params) {
-    const SafeTensorInfo& info = f.get(p.name);
-    LLM_REQUIRE(info.shape == p.shape, "weights file '", path, "': tensor '", p.name, "' has shape ",
-                safetensors_shape_string(info.shape), ", the model expects ",
-                safetensors_shape_string(p.shape));
-    std::vector<float> v = f.read_f32(p.name);
-    std::copy(v.begin(), v.end(), staging.begin() + p.offset);
-  }
-  Tensor src(staging.data(), DType::kF32);
+void ModelState::set_weights_f32(const std::vector<float>& staging) {
+  Tensor src(const_cast<float*>(staging.data()), DType::kF32);
   if (plan_.separate_master) {
     backend_.convert(Tensor(master_.data(), DType::kF32), src, table_.total);
     write_compute_copy(0);
   } else {
     backend_.convert(params(), src, table_.total);
   }
+}
+
+void ModelState::load_weights(const std::string& path) {
+  SafeTensorsFile f = SafeTensorsFile::open(path);
+  std::vector<float> staging(static_cast<size_t>(table_.total), 0.0f);
+  for (const auto& p : table_.params) {
+    const SafeTensorInfo& info = f.get(p.name);
+    LLM_REQUIRE(info.shape == p.shape, "weights file '", path, "': tensor '", p.name,
+                "' has shape ", safetensors_shape_string(info.shape), ", the model expects ",
+                safetensors_shape_string(p.shape));
+    std::vector<float> v = f.read_f32(p.name);
+    std::copy(v.begin(), v.end(), staging.begin() + p.offset);
+  }
+  set_weights_f32(staging);
+}
+
+namespace {
+
+std::string state_tensor_name(const ParamTable& table, const StateView& v) {
+  return v.param >= 0 ? table.params[static_cast<size_t>(v.param)].name + "." + v.name
+                      : "optim." + v.name;
+}
+
+}  // namespace
+
+std::vector<CkptPiece> ModelState::checkpoint_pieces() {
+  std::vector<CkptPiece> pieces;
+  const bool fp32_source = plan_.separate_master || plan_.params == DType::kF32;
+  const DType dt = fp32_source ? DType::kF32 : plan_.params;
+  const char* base =
+      static_cast<const char*>(plan_.separate_master ? master_.data() : params_.data());
+  for (const auto& p : table_.params) {
+    CkptPiece piece;
+    piece.file = "model";
+    piece.name = p.name;
+    piece.dtype = dt;
+    piece.shape = p.shape;
+    piece.begin = 0;
+    piece.count = p.numel;
+    piece.data = base + p.offset * static_cast<int64_t>(dtype_size(dt));
+    pieces.push_back(std::move(piece));
+  }
+  if (plan_.separate_master) {  // the compute copy too, in its own dtype (what the ledger counts)
+    const char* cbase = static_cast<const char*>(params_.data());
+    const int64_t es = static_cast<int64_t>(dtype_size(plan_.params));
+    for (const auto& p : table_.params)
+      pieces.push_back(
+          {"compute", p.name, plan_.params, p.shape, 0, p.numel, cbase + p.offset * es});
+  }
+  for (const StateView& v : optim_->state_views()) {
+    CkptPiece piece;
+    piece.file = "optimizer";
+    piece.name = state_tensor_name(table_, v);
+    piece.dtype = v.dtype;
+    piece.shape = v.shape;
+    piece.begin = v.param_begin;
+    piece.count = v.numel;
+    piece.data = v.data;
+    pieces.push_back(std::move(piece));
+  }
+  return pieces;
+}
+
+void ModelState::checkpoint_load_weights(const CheckpointReader& ckpt) {
+  std::vector<float> staging(static_cast<size_t>(table_.total), 0.0f);
+  for (const auto& p : table_.params) {
+    LLM_REQUIRE(ckpt.has("model", p.name), "checkpoint '", ckpt.dir(),
+                "': model.safetensors has no tensor '", p.name, "' (a different architecture?)");
+    std::vector<float> v = ckpt.read_f32("model", p.name, p.shape);
+    std::copy(v.begin(), v.end(), staging.begin() + p.offset);
+  }
+  const size_t extra = ckpt.tensor_names("model").size();
+  LLM_REQUIRE(extra == table_.params.size(), "checkpoint '", ckpt.dir(),
+              "': model.safetensors has ", extra, " tensors, the model has ", table_.params.size(),
+              " (a different architecture?)");
+  set_weights_f32(staging);
+}
+
+void ModelState::checkpoint_load(const CheckpointReader& ckpt) {
+  checkpoint_load_weights(ckpt);  // the compute copy is now the master rounded to nearest
+  if (plan_.separate_master) {
+    // A saved compute copy of the same dtype holds the same bits; read it so that a checkpoint
+    // is restored exactly as it was written (and its checksums are exercised).
+    const int64_t es = static_cast<int64_t>(dtype_size(plan_.params));
+    for (const auto& p : table_.params)
+      if (ckpt.has("compute", p.name) && ckpt.info("compute", p.name).dtype == plan_.params)
+        ckpt.read("compute", p.name, plan_.params, p.shape, 0, p.numel,
+                  static_cast<char*>(params_.data()) + p.offset * es);
+  }
+  std::vector<std::string> expected;
+  for (const StateView& v : optim_->state_views()) {
+    const std::string name = state_tensor_name(table_, v);
+    LLM_REQUIRE(ckpt.has("optimizer", name), "checkpoint '", ckpt.dir(),
+                "': optimizer.safetensors has no state '", name, "' that optimizer ",
+                optim_->name(), " with this config needs");
+    ckpt.read("optimizer", name, v.dtype, v.shape, v.param_begin, v.numel, v.data);
+    expected.push_back(name);
+  }
+  std::sort(expected.begin(), expected.end());
+  expected.erase(std::unique(expected.begin(), expected.end()), expected.end());
+  for (const std::string& name : ckpt.tensor_names("optimizer"))
+    LLM_REQUIRE(std::binary_search(expected.begin(), expected.end(), name), "checkpoint '",
+                ckpt.dir(), "': optimizer.safetensors holds state '", name, "' that optimizer ",
+                optim_->name(), " with this config does not use");
 }
 
 }  // namespace ledgerlm

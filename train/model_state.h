@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "ckpt/checkpoint.h"
 #include "model/backend/backend.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
@@ -18,20 +20,20 @@ namespace ledgerlm {
 
 // What the precision section means for buffers (config values, not code paths).
 struct PrecisionPlan {
-  DType params = DType::kF32;  // compute copy
-  DType grads = DType::kF32;   // the gradient buffer backward accumulates into
+  DType params = DType::kF32;    // compute copy
+  DType grads = DType::kF32;     // the gradient buffer backward accumulates into
   bool separate_master = false;  // an fp32 master copy exists apart from the compute copy
   bool master_none = false;      // no master: the optimizer updates the compute copy directly
   Rounding rounding = Rounding::kNearest;
   bool scaler_dynamic = false;
-  bool scaler_on = false;        // loss scaling active (dynamic or static)
+  bool scaler_on = false;  // loss scaling active (dynamic or static)
 };
 PrecisionPlan precision_plan(const RunConfig& config);
 
 struct StepStats {
   double grad_norm = 0.0;  // global norm of the unscaled gradients (before clipping)
   double lr = 0.0;
-  bool skipped = false;    // non-finite gradients: no update happened
+  bool skipped = false;  // non-finite gradients: no update happened
   double optim_ms = 0.0;
 };
 
@@ -66,7 +68,23 @@ class ModelState {
   // Copies the fp32 weights into the compute copy (after loading or an update).
   void write_compute_copy(int64_t step);
 
+  // Checkpoint contents of this rank: file "model" holds the weights under parameter-table names
+  // (the fp32 master, or the compute copy when precision.master = none); file "compute" the
+  // bf16/fp16 compute copy when there is a separate master; file "optimizer"
+  // holds every Optimizer::state_views() piece as "<param>.<state>" (m, v, codes.m, absmax.m,
+  // row, col, momentum ...). Pointers stay valid until the next optimizer step.
+  std::vector<CkptPiece> checkpoint_pieces();
+  // Restores weights and optimizer state from a checkpoint (any saved weight dtype is converted;
+  // optimizer state must match exactly: every view present with its dtype and shape, nothing
+  // extra). Errors name the checkpoint file and tensor.
+  void checkpoint_load(const CheckpointReader& ckpt);
+  // The weights of a checkpoint only (--init-from): names and shapes checked.
+  void checkpoint_load_weights(const CheckpointReader& ckpt);
+
  private:
+  // Sets the weights from an fp32 staging copy laid out by the table (padding zero).
+  void set_weights_f32(const std::vector<float>& staging);
+
   RunConfig config_;
   Backend& backend_;
   ParamTable table_;

@@ -6,6 +6,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "model/base/check.h"
 #include "train/config_keys.h"
@@ -19,9 +23,10 @@ DataMeta run_resolve_data(RunConfig* config) {
   if (config->model.vocab_size == 0) {
     config->model.vocab_size = meta.vocab_size;
   } else {
-    LLM_REQUIRE(config->model.vocab_size == meta.vocab_size, "model.vocab_size = ",
-                config->model.vocab_size, " but the data in '", config->data.dir,
-                "' has vocab size ", meta.vocab_size, " (set model.vocab_size = 0 to take the data's)");
+    LLM_REQUIRE(config->model.vocab_size == meta.vocab_size,
+                "model.vocab_size = ", config->model.vocab_size, " but the data in '",
+                config->data.dir, "' has vocab size ", meta.vocab_size,
+                " (set model.vocab_size = 0 to take the data's)");
   }
   return meta;
 }
@@ -55,7 +60,8 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   }
   ::fsync(fd);
   ::close(fd);
-  LLM_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path, "'");
+  LLM_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path,
+              "'");
 }
 
 void run_write_config(const std::string& run_dir, const RunConfig& config) {
@@ -65,9 +71,41 @@ void run_write_config(const std::string& run_dir, const RunConfig& config) {
                         config_to_toml(config_keys(copy)));
 }
 
+std::map<std::string, std::string> run_config_flat(const RunConfig& config) {
+  RunConfig copy = config;
+  std::map<std::string, std::string> out;
+  for (const auto& k : config_keys(copy)) out[k.full()] = config_value_text(k);
+  return out;
+}
+
+void run_metrics_truncate(const std::string& run_dir, int64_t step) {
+  const std::string path = run_dir + "/metrics.jsonl";
+  if (!fs::exists(path)) return;
+  std::ifstream in(path, std::ios::binary);
+  std::string line, kept;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    nlohmann::json rec = nlohmann::json::parse(line, nullptr, false);
+    if (rec.is_object()) {
+      const int64_t at = rec.contains("step") && rec["step"].is_number_integer()
+                             ? rec["step"].get<int64_t>()
+                             : (rec.contains("steps") && rec["steps"].is_number_integer()
+                                    ? rec["steps"].get<int64_t>()
+                                    : -1);
+      if (at > step) {
+        dropped = true;
+        continue;
+      }
+    }
+    kept += line + "\n";
+  }
+  if (dropped) write_file_atomic(path, kept);
+}
+
 RunConfig run_load_config(const std::string& run_dir) {
   std::string path = run_dir + "/config.toml";
-  LLM_REQUIRE(fs::exists(path), "run '", run_dir, "': no config.toml (is this a ledgerlm run directory?)");
+  LLM_REQUIRE(fs::exists(path), "run '", run_dir,
+              "': no config.toml (is this a ledgerlm run directory?)");
   RunConfig config;
   auto keys = config_keys(config);
   auto values = config_read_toml(path, keys);

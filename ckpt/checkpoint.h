@@ -1,0 +1,139 @@
+// Full training checkpoints: the on-disk format, atomic saves and verified loads.
+//
+// A checkpoint is a directory ROOT/step_000123/ (ROOT = runs/NAME/ckpt) holding
+//   meta.json              format + version, step, the caller's state (trainer counters, loader
+//                          position, RNG seed, scaler, resolved config, ledger figures) and, per
+//                          data file, every tensor's dtype, logical shape and pieces with CRC-32C;
+//   model.safetensors      weights, one tensor per parameter-table name;
+//   optimizer.safetensors  optimizer state, "<param>.<state>" (m, v, momentum, codes.m,
+//                          absmax.m, row, col, ...).
+// Tensors are stored as full logical tensors (unsharded, unpadded, row-major), so the files do
+// not depend on world size or ZeRO stage. A rank contributes pieces: element ranges
+// [begin, begin + count) of logical tensors. The file layout is a pure function of the list of
+// logical tensors, so under sharding every rank can pwrite its own ranges into the shared files
+// with no gather to rank 0; meta.json records which rank wrote which range and its CRC, and a
+// reader assembles any range it needs from whatever pieces were written (resharding on load).
+//
+// Saving is atomic: everything goes into ROOT/.tmp_step_N_PID/, each file is fsynced, meta.json
+// is written last, the directory is renamed to step_N and only then is ROOT/latest replaced
+// (tmp + rename). Older checkpoints beyond `keep` are deleted after that. A save that fails or is
+// killed part-way leaves `latest` and every earlier checkpoint untouched; its temporary
+// directory is removed by the next save.
+//
+// Several hosts: ROOT must be on a filesystem every host sees (NFS, Lustre, ...), since each rank
+// writes its ranges into the same files and rank 0 writes meta.json from the gathered CRCs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/safetensors.h"
+#include "model/base/dtype.h"
+
+namespace ledgerlm {
+
+inline constexpr const char* kCheckpointFormat = "ledgerlm-checkpoint";
+inline constexpr int kCheckpointFormatVersion = 1;
+
+// One rank's slice [begin, begin + count) of one logical tensor (flattened row-major).
+struct CkptPiece {
+  std::string file;  // data file stem: "model" -> model.safetensors, "optimizer", ...
+  std::string name;  // tensor name inside that file
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  // logical shape of the whole tensor
+  int64_t begin = 0;
+  int64_t count = 0;
+  const void* data = nullptr;  // count elements of dtype
+};
+
+struct CkptSaveOptions {
+  int rank = 0;  // this build writes with world = 1; see README for several ranks
+  int world = 1;
+  int64_t keep = 2;  // complete checkpoints kept (the newest); older ones are deleted
+  // Test hook: called before each stage ("tensors", "meta", "rename", "latest", "prune").
+  // Throwing from it simulates a save interrupted at that point.
+  std::function<void(const std::string& stage)> on_stage;
+};
+
+struct CkptSaveResult {
+  std::string dir;         // ROOT/step_000123
+  int64_t bytes = 0;       // bytes written (data files + meta.json)
+  int64_t data_bytes = 0;  // raw tensor bytes (what the ledger predicts: sum of numel x dtype)
+  double seconds = 0.0;
+};
+
+// Writes a checkpoint for `step` under `root`. `meta` (a JSON object) is stored in meta.json
+// beside the format fields. Throws Error naming the path on any I/O failure (the previous
+// checkpoint stays intact).
+CkptSaveResult checkpoint_save(const std::string& root, int64_t step, const nlohmann::json& meta,
+                               const std::vector<CkptPiece>& pieces,
+                               const CkptSaveOptions& options = {});
+
+// "step_000123"
+std::string checkpoint_dir_name(int64_t step);
+// The checkpoint ROOT/latest names, or "" if there is none. A `latest` that names a missing or
+// incomplete directory is an Error (it is only ever written after the directory is complete).
+std::string checkpoint_latest(const std::string& root);
+// Complete checkpoints under root (those with a meta.json), oldest first, as (step, dir).
+std::vector<std::pair<int64_t, std::string>> checkpoint_list(const std::string& root);
+// Resolves a user-given path: a checkpoint directory (has meta.json), a ckpt root or a run
+// directory (its ckpt/latest). Throws Error naming the path if none is found.
+std::string checkpoint_resolve(const std::string& path);
+
+// A checkpoint opened for reading. open() checks meta.json (syntax, format, version, complete),
+// every data file (safetensors structure, size recorded in meta.json) and that each tensor's
+// pieces tile the whole tensor. Reads verify the CRC of every piece they touch. Every problem
+// is one Error naming the file (and the tensor) and the mismatch.
+class CheckpointReader {
+ public:
+  static CheckpointReader open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const nlohmann::json& meta() const { return meta_; }
+  int64_t step() const { return step_; }
+  int64_t bytes() const { return bytes_; }  // data files + meta.json
+
+  bool has(const std::string& file, const std::string& name) const;
+  // Names of the tensors of a data file (sorted).
+  std::vector<std::string> tensor_names(const std::string& file) const;
+  const SafeTensorInfo& info(const std::string& file, const std::string& name) const;
+
+  // Elements [begin, begin + count) of a logical tensor, after checking its dtype and logical
+  // shape against what the caller expects and the CRC of every saved piece overlapping the range.
+  void read(const std::string& file, const std::string& name, DType dtype,
+            const std::vector<int64_t>& shape, int64_t begin, int64_t count, void* dst) const;
+  // A whole tensor of any float dtype widened to fp32 (exact), shape checked.
+  std::vector<float> read_f32(const std::string& file, const std::string& name,
+                              const std::vector<int64_t>& shape) const;
+  // Reads every tensor and checks every CRC.
+  void verify_all() const;
+
+ private:
+  struct PieceRecord {
+    int64_t begin = 0, count = 0;
+    uint32_t crc = 0;
+  };
+  struct DataFile {
+    std::string path;
+    std::unique_ptr<SafeTensorsFile> file;
+    std::map<std::string, std::vector<PieceRecord>> pieces;
+  };
+  CheckpointReader() = default;
+  const DataFile& data_file(const std::string& file) const;
+  void read_checked(const DataFile& f, const SafeTensorInfo& info, int64_t begin, int64_t count,
+                    void* dst) const;
+
+  std::string dir_;
+  nlohmann::json meta_;
+  int64_t step_ = 0;
+  int64_t bytes_ = 0;
+  std::map<std::string, DataFile> files_;
+};
+
+}  // namespace ledgerlm

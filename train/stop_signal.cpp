@@ -1,0 +1,80 @@
+// Signal handlers and the STOP file (see stop_signal.h). The handler does only async-signal-safe
+// work: it stores the signal number and writes one fixed line to stderr.
+#include "train/stop_signal.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+namespace ledgerlm {
+namespace {
+
+volatile sig_atomic_t g_pending = 0;
+bool g_installed = false;
+struct sigaction g_old_int, g_old_term, g_old_usr1;
+
+void on_signal(int sig) {
+  if (sig == SIGINT && g_pending == SIGINT) {
+    // Second Ctrl-C: the user does not want to wait for the step and the save.
+    ::signal(SIGINT, SIG_DFL);
+    ::raise(SIGINT);
+    return;
+  }
+  if (g_pending == 0) g_pending = sig;
+  static const char msg[] =
+      "\nledgerlm: stop requested: finishing this step and saving a checkpoint (Ctrl-C again "
+      "aborts without saving)\n";
+  ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
+}
+
+}  // namespace
+
+void stop_signal_install() {
+  if (g_installed) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, &g_old_int);
+  ::sigaction(SIGTERM, &sa, &g_old_term);
+  ::sigaction(SIGUSR1, &sa, &g_old_usr1);
+  g_installed = true;
+}
+
+void stop_signal_restore() {
+  if (!g_installed) return;
+  ::sigaction(SIGINT, &g_old_int, nullptr);
+  ::sigaction(SIGTERM, &g_old_term, nullptr);
+  ::sigaction(SIGUSR1, &g_old_usr1, nullptr);
+  g_installed = false;
+}
+
+int stop_signal_pending() {
+  return g_pending;
+}
+
+std::string stop_check(const std::string& run_dir) {
+  const int sig = g_pending;
+  if (sig != 0) {
+    const char* name = sig == SIGINT    ? "SIGINT"
+                       : sig == SIGTERM ? "SIGTERM"
+                       : sig == SIGUSR1 ? "SIGUSR1"
+                                        : "a signal";
+    return std::string("signal ") + name;
+  }
+  const std::string stop_file = run_dir + "/STOP";
+  std::error_code ec;
+  if (std::filesystem::exists(stop_file, ec)) return "STOP file " + stop_file;
+  return "";
+}
+
+void stop_file_clear(const std::string& run_dir) {
+  std::error_code ec;
+  std::filesystem::remove(run_dir + "/STOP", ec);
+}
+
+}  // namespace ledgerlm
