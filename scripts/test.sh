@@ -4,6 +4,7 @@
 #   LEDGERLM_SKIP_SANITIZE=1  skip the sanitizer pass
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   export LEDGERLM_CUDA=on   # prove the CUDA backend compiles (it runs only where a GPU is)
 fi
@@ -15,6 +16,6 @@ export OMP_WAIT_POLICY=PASSIVE
 if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "test: sanitizer build (ASan + UBSan, CPU only)"
   LEDGERLM_BUILD_DIR=build-sanitize LEDGERLM_SANITIZE=on LEDGERLM_CUDA=off scripts/setup.sh
-  (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2 --timeout 900 -LE "reference|slow")
+  (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest --output-on-failure -j 2 --timeout 900 -LE "reference|slow")
 fi
 echo "test: all done in $(($(date +%s) - start)) s"

@@ -2,6 +2,7 @@
 #include "train/config_keys.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -173,9 +174,10 @@ std::string config_value_text(const ConfigKey& key) {
   switch (key.type) {
     case KeyType::kInt: os << *static_cast<int64_t*>(key.field); break;
     case KeyType::kFloat: {
-      os.precision(17);
-      os << *static_cast<double*>(key.field);
-      std::string s = os.str();
+      // Shortest text that reads back to the same double (0.0006, not 0.00059999999999999995).
+      char buf[64];
+      auto res = std::to_chars(buf, buf + sizeof buf, *static_cast<double*>(key.field));
+      std::string s(buf, res.ptr);
       if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
       return s;
     }

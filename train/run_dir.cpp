@@ -20,6 +20,9 @@ namespace fs = std::filesystem;
 
 DataMeta run_resolve_data(RunConfig* config) {
   DataMeta meta = meta_read(config->data.dir);
+  // Stored absolute in config.toml, so eval/sample/resume work from any directory.
+  config->data.dir = fs::absolute(config->data.dir).lexically_normal().string();
+  while (config->data.dir.size() > 1 && config->data.dir.back() == '/') config->data.dir.pop_back();
   if (config->model.vocab_size == 0) {
     config->model.vocab_size = meta.vocab_size;
   } else {
