@@ -4,13 +4,20 @@
 // another dtype (bf16/fp16 weights, bf16 gradients) are widened into persistent workspace
 // buffers first, and a C in a 16-bit dtype is computed in fp32 and rounded to nearest even on
 // store (with accumulate, the old C is widened, added to by BLAS with beta = 1, and rounded once).
-// A native bf16 GEMM is left to a later performance pass.
+// A native bf16 GEMM (cpu_gemm_bf16.cpp, AVX512_BF16) exists for bf16 weights times fp32
+// activations, but it is opt-in (LEDGERLM_CPU_BF16_GEMM=1): on the Xeon this was tuned on,
+// VDPBF16PS issues at ~0.6x the rate of 512-bit FMA (tests/bench/bench_dot_rate.cpp: ~1.25x the
+// FLOP rate, not 2x), and the kernel measured ~0.6x OpenBLAS sgemm on the bench_small shapes
+// (tests/bench/bench_gemm.cpp), so widening the weights and calling sgemm is the faster default.
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_gemm_bf16.h"
 
 namespace ledgerlm::cpu {
 namespace {
@@ -29,6 +36,15 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* 
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
               static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
               static_cast<int>(n));
+}
+
+// The native bf16 path: only with LEDGERLM_CPU_BF16_GEMM=1 and a CPU that has it (see above).
+bool bf16_gemm_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("LEDGERLM_CPU_BF16_GEMM");
+    return cpu_has_bf16_dot() && env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return on;
 }
 
 constexpr DType dtype_of(float) {
@@ -50,6 +66,23 @@ void CpuBackend::gemm(const GemmArgs& g) {
   LLM_REQUIRE(g.m < (int64_t{1} << 31) && g.n < (int64_t{1} << 31) && g.k < (int64_t{1} << 31),
               "cpu backend: gemm sizes must fit in int32 for BLAS");
   if (g.m == 0 || g.n == 0) return;
+  if (g.a.dtype == DType::kF32 && g.b.dtype == DType::kBF16 && g.c.dtype == DType::kF32 &&
+      !g.trans_a && g.k > 0 && bf16_gemm_enabled()) {
+    Bf16GemmArgs n;
+    n.a = g.a.as<const float>();
+    n.b = g.b.as<const uint16_t>();
+    n.c = g.c.as<float>();
+    if (!g.bias.empty()) {
+      float* bias = static_cast<float*>(workspace(WorkSlot::kParams, g.n * sizeof(float)));
+      convert(Tensor(bias, DType::kF32), g.bias, g.n);
+      n.bias = bias;
+    }
+    n.m = g.m, n.n = g.n, n.k = g.k;
+    n.trans_b = g.trans_b;
+    n.accumulate = g.accumulate;
+    cpu_gemm_bf16(*this, n);
+    return;
+  }
   const bool use_double =
       g.a.dtype == DType::kF64 || g.b.dtype == DType::kF64 || g.c.dtype == DType::kF64;
 

@@ -1,0 +1,115 @@
+"""Times PyTorch training steps of the reference GPT-2 (tests/reference/gpt_ref.py) on random tokens.
+
+Used by scripts/bench_vs_torch.sh for the side-by-side comparison with `ledgerlm bench`: the same
+architecture (tied LM head, pre-LayerNorm, tanh GELU), random tokens, torch.optim.AdamW, fp32.
+Prints one line `torch_json {...}` with the median/min/max tokens/s over the timed steps, the
+peak RSS of this process and the BLAS torch was built with.
+
+usage: OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 \
+       bench_torch_step.py --layers 4 --heads 4 --embd 128 --seq 64 --batch 12 --vocab 65
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "reference"))
+import gpt_ref  # noqa: E402
+
+
+def make_weights(cfg, generator):
+    """GPT-2 style init (normal 0.02, zero biases, unit LayerNorm) in HF names and layout."""
+    C, V, L, T = cfg["n_embd"], cfg["vocab_size"], cfg["n_layer"], cfg["n_positions"]
+
+    def normal(*shape):
+        return torch.randn(*shape, generator=generator) * 0.02
+
+    w = {
+        "transformer.wte.weight": normal(V, C),
+        "transformer.wpe.weight": normal(T, C),
+        "transformer.ln_f.weight": torch.ones(C),
+        "transformer.ln_f.bias": torch.zeros(C),
+    }
+    for layer in range(L):
+        p = f"transformer.h.{layer}."
+        w.update({
+            p + "ln_1.weight": torch.ones(C), p + "ln_1.bias": torch.zeros(C),
+            p + "attn.c_attn.weight": normal(C, 3 * C), p + "attn.c_attn.bias": torch.zeros(3 * C),
+            p + "attn.c_proj.weight": normal(C, C), p + "attn.c_proj.bias": torch.zeros(C),
+            p + "ln_2.weight": torch.ones(C), p + "ln_2.bias": torch.zeros(C),
+            p + "mlp.c_fc.weight": normal(C, 4 * C), p + "mlp.c_fc.bias": torch.zeros(4 * C),
+            p + "mlp.c_proj.weight": normal(4 * C, C), p + "mlp.c_proj.bias": torch.zeros(C),
+        })
+    for t in w.values():
+        t.requires_grad_(True)
+    return w
+
+
+def blas_name():
+    config = torch.__config__.show()
+    for key in ("BLAS_INFO=", "LAPACK_INFO="):
+        if key in config:
+            return config.split(key, 1)[1].split(",", 1)[0].strip()
+    return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, required=True)
+    ap.add_argument("--heads", type=int, required=True)
+    ap.add_argument("--embd", type=int, required=True)
+    ap.add_argument("--seq", type=int, required=True)
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--vocab", type=int, required=True)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    cfg = {"n_layer": args.layers, "n_head": args.heads, "n_embd": args.embd,
+           "n_positions": args.seq, "vocab_size": args.vocab, "layer_norm_epsilon": 1e-5}
+    gen = torch.Generator().manual_seed(args.seed)
+    weights = make_weights(cfg, gen)
+    opt = torch.optim.AdamW(list(weights.values()), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    n_params = sum(t.numel() for t in weights.values())
+
+    step_s = []
+    for step in range(args.warmup + args.steps):
+        data = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=gen)
+        inputs, targets = data[:, :-1], data[:, 1:]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = gpt_ref.cross_entropy_mean(gpt_ref.gpt_logits(weights, cfg, inputs), targets)
+        loss.backward()
+        opt.step()
+        dt = time.perf_counter() - t0
+        if step >= args.warmup:
+            step_s.append(dt)
+
+    tokens = args.batch * args.seq
+    tps = [tokens / s for s in step_s]
+    out = {
+        "tokens_per_s": tokens / statistics.median(step_s),
+        "tokens_per_s_min": min(tps),
+        "tokens_per_s_max": max(tps),
+        "step_ms": 1e3 * statistics.median(step_s),
+        "params": n_params,
+        "loss": float(loss),
+        # ru_maxrss is in KiB on Linux.
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "threads": torch.get_num_threads(),
+        "blas": blas_name(),
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
+    }
+    print("torch_json " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
