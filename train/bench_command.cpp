@@ -89,7 +89,10 @@ int command_bench(BenchCommand& cmd) {
   const double gflops = tps * flops_per_token / 1e9;
   PeakFlops peak = measure_peak_flops(be.num_threads());
   const bool low_precision = state.plan().params != DType::kF32;
-  const double peak_used = low_precision && peak.bf16_gflops > 0 ? peak.bf16_gflops : peak.fp32_gflops;
+  // The denominator is the faster of the rates the run could use: bf16 dot products only help
+  // low-precision runs, and on some CPUs they are slower than fp32 FMAs.
+  const bool bf16_denominator = low_precision && peak.bf16_gflops > peak.fp32_gflops;
+  const double peak_used = bf16_denominator ? peak.bf16_gflops : peak.fp32_gflops;
   int64_t rss = 0, hwm = 0;
   process_rss_bytes(&rss, &hwm);
 
@@ -107,7 +110,7 @@ int command_bench(BenchCommand& cmd) {
   std::printf("achieved %.1f GFLOP/s | measured peak fp32 %.1f GFLOP/s (%s)", gflops, peak.fp32_gflops, peak.fp32_isa);
   if (peak.bf16_gflops > 0) std::printf(", bf16 dot %.1f GFLOP/s", peak.bf16_gflops);
   std::printf(" | MFU %.1f%% (vs %s peak)\n", 100.0 * gflops / peak_used,
-              low_precision && peak.bf16_gflops > 0 ? "bf16" : "fp32");
+              bf16_denominator ? "bf16" : "fp32");
   std::printf("peak RSS %.1f MB | tracked peak %.1f MB\n", hwm / 1e6, be.tracker().total().peak / 1e6);
 
   std::vector<std::pair<std::string, OpTime>> ops(be.times().begin(), be.times().end());

@@ -1,4 +1,5 @@
-// The ledgerlm command line: subcommands prepare, train, eval, sample, bench.
+// The ledgerlm command line: subcommands prepare, train, eval, sample, bench, config, memory,
+// export.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -8,14 +9,23 @@
 #include "train/cli.h"
 
 int main(int argc, char** argv) {
-  // OpenBLAS picks its kernels when the library loads. On CPUs newer than it knows it falls back
-  // to generic SSE3 kernels (several times slower); then restart once with the right core type.
+  // Two runtime libraries read their settings from the environment when they load, before
+  // main(); where a better setting exists and the user chose none, set it and restart once.
+  // - libgomp's default spin-waiting collapses throughput when the cores are shared (measured
+  //   7x slower under load); passive waiting costs little on an idle machine.
+  // - OpenBLAS 0.3.21 falls back to generic SSE3 kernels on CPUs newer than it knows.
+  bool restart = false;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    restart = true;
+  }
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
     std::string core = ledgerlm::cpu::cpu_blas_better_coretype();
     if (!core.empty()) {
       setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-      execv("/proc/self/exe", argv);  // returns only on failure: carry on with generic kernels
+      restart = true;
     }
   }
+  if (restart) execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
   return ledgerlm::cli_main(argc, argv);
 }
