@@ -42,8 +42,8 @@ struct GptModel::Impl {
   Recompute recompute = Recompute::kNone;
   int64_t B = 0, T = 0;
 
-  Buffer arena;      // activations kept for backward
-  Buffer scratch;    // workspace: activation gradients and temporaries
+  Buffer arena;             // activations kept for backward
+  Buffer scratch;           // workspace: activation gradients and temporaries
   std::vector<Tensor> res;  // L + 1
   std::vector<LayerActs> acts;
   Tensor lnf, lnf_mean, lnf_rstd, logits, losses;
@@ -69,12 +69,12 @@ struct GptModel::Impl {
 
   LayerParams layer_params(const Tensor& base, int64_t l) const {
     std::string p = "block." + std::to_string(l) + ".";
-    return {param(base, p + "ln1.weight"),      param(base, p + "ln1.bias"),
-            param(base, p + "attn.qkv.weight"), param(base, p + "attn.qkv.bias"),
+    return {param(base, p + "ln1.weight"),       param(base, p + "ln1.bias"),
+            param(base, p + "attn.qkv.weight"),  param(base, p + "attn.qkv.bias"),
             param(base, p + "attn.proj.weight"), param(base, p + "attn.proj.bias"),
-            param(base, p + "ln2.weight"),      param(base, p + "ln2.bias"),
-            param(base, p + "mlp.fc.weight"),   param(base, p + "mlp.fc.bias"),
-            param(base, p + "mlp.proj.weight"), param(base, p + "mlp.proj.bias")};
+            param(base, p + "ln2.weight"),       param(base, p + "ln2.bias"),
+            param(base, p + "mlp.fc.weight"),    param(base, p + "mlp.fc.bias"),
+            param(base, p + "mlp.proj.weight"),  param(base, p + "mlp.proj.bias")};
   }
 
   // Carves named views from one allocation; first pass measures, second assigns.
@@ -227,7 +227,8 @@ struct GptModel::Impl {
     linear(x.qkv, x.ln1, p.qkvw, p.qkvb, N, C, 3 * C);
     be.attention_forward(x.atty, x.lse, x.qkv, attn_args(l));
     linear(tmp_proj, x.atty, p.projw, p.projb, N, C, C);
-    if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteAttnOut));
+    if (dropout_on())
+      be.dropout(tmp_proj, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteAttnOut));
     be.add(x.res2, res[l], tmp_proj, N * C);
     be.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p.ln2w, p.ln2b, N, C);
     mlp_hidden(x, p);
@@ -249,8 +250,8 @@ struct GptModel::Impl {
                          T, C);
     if (dropout_on()) be.dropout(res[0], N * C, cfg.dropout, fwd_opts.seed, site(-1, kSiteEmbed));
     for (int64_t l = 0; l < cfg.n_layer; ++l) block_forward(params, l);
-    be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer], param(params, "final.lnf.weight"),
-                         param(params, "final.lnf.bias"), N, C);
+    be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer],
+                         param(params, "final.lnf.weight"), param(params, "final.lnf.bias"), N, C);
     linear(logits, lnf, param(params, "embed.wte"), Tensor(), N, C, Vp);
     have_targets = targets != nullptr;
     fused_grad_scale = 0.0;
@@ -298,7 +299,8 @@ struct GptModel::Impl {
       linear_backward(d_wide_a, g.fcprojw, g.fcprojb, dy, x.fch_gelu, p.fcprojw, N, 4 * C, C);
       be.gelu_backward(d_wide_b, x.fch, d_wide_a, N * 4 * C);
       linear_backward(d_b, g.fcw, g.fcb, d_wide_b, x.ln2, p.fcw, N, C, 4 * C);
-      be.layernorm_backward(d_res, g.ln2w, g.ln2b, d_b, x.res2, p.ln2w, x.ln2_mean, x.ln2_rstd, N, C);
+      be.layernorm_backward(d_res, g.ln2w, g.ln2b, d_b, x.res2, p.ln2w, x.ln2_mean, x.ln2_rstd, N,
+                            C);
       // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
       dy = d_res;
       if (dropout_on()) {
@@ -309,7 +311,8 @@ struct GptModel::Impl {
       linear_backward(d_b, g.projw, g.projb, dy, x.atty, p.projw, N, C, C);
       be.attention_backward(d_qkv, d_b, x.qkv, x.atty, x.lse, attn_args(l));
       linear_backward(d_a, g.qkvw, g.qkvb, d_qkv, x.ln1, p.qkvw, N, C, 3 * C);
-      be.layernorm_backward(d_res, g.ln1w, g.ln1b, d_a, res[l], p.ln1w, x.ln1_mean, x.ln1_rstd, N, C);
+      be.layernorm_backward(d_res, g.ln1w, g.ln1b, d_a, res[l], p.ln1w, x.ln1_mean, x.ln1_rstd, N,
+                            C);
     }
     if (dropout_on()) be.dropout(d_res, N * C, cfg.dropout, fwd_opts.seed, site(-1, kSiteEmbed));
     be.embedding_backward(dwte, param(grads, "embed.wpe"), d_res, tokens, B, T, C);
@@ -327,9 +330,15 @@ GptModel::GptModel(const ModelConfig& config, const ParamTable& table, Backend& 
 
 GptModel::~GptModel() = default;
 
-void GptModel::plan(int64_t batch, int64_t seq) { impl_->plan(batch, seq); }
-int64_t GptModel::activation_bytes() const { return impl_->arena_bytes; }
-int64_t GptModel::workspace_bytes() const { return impl_->scratch_bytes; }
+void GptModel::plan(int64_t batch, int64_t seq) {
+  impl_->plan(batch, seq);
+}
+int64_t GptModel::activation_bytes() const {
+  return impl_->arena_bytes;
+}
+int64_t GptModel::workspace_bytes() const {
+  return impl_->scratch_bytes;
+}
 
 double GptModel::forward(Tensor params, const int32_t* tokens, const int32_t* targets,
                          int64_t batch, int64_t seq, const ForwardOptions& options) {
@@ -342,8 +351,12 @@ void GptModel::backward(Tensor params, Tensor grads, double loss_scale) {
   impl_->backward(params, grads, loss_scale);
 }
 
-Tensor GptModel::token_losses() const { return impl_->losses; }
-Tensor GptModel::logits() const { return impl_->logits; }
+Tensor GptModel::token_losses() const {
+  return impl_->losses;
+}
+Tensor GptModel::logits() const {
+  return impl_->logits;
+}
 
 void gpt_init_params(const ParamTable& table, Tensor params, uint64_t seed, Backend& backend) {
   std::vector<float> values;
@@ -355,8 +368,12 @@ void gpt_init_params(const ParamTable& table, Tensor params, uint64_t seed, Back
     int64_t cols = p.numel / p.shape[0];
     for (int64_t i = 0; i < p.numel; ++i) {
       switch (p.init) {
-        case InitKind::kOnes: values[i] = 1.0f; break;
-        case InitKind::kZeros: values[i] = 0.0f; break;
+        case InitKind::kOnes:
+          values[i] = 1.0f;
+          break;
+        case InitKind::kZeros:
+          values[i] = 0.0f;
+          break;
         case InitKind::kNormal: {
           if (i / cols >= rows_real) break;  // vocab padding rows stay zero
           auto bits = rng_bits(seed, RngStream::kInit, pi, static_cast<uint64_t>(i));

@@ -17,9 +17,9 @@ namespace ledgerlm {
 
 // Per-call options of forward: travel as data.
 struct ForwardOptions {
-  bool training = true;   // dropout active (when model.dropout > 0)
-  uint64_t seed = 0;      // dropout key
-  uint64_t site = 0;      // distinct per (step, micro-batch): dropout masks never repeat
+  bool training = true;  // dropout active (when model.dropout > 0)
+  uint64_t seed = 0;     // dropout key
+  uint64_t site = 0;     // distinct per (step, micro-batch): dropout masks never repeat
 };
 
 class GptModel {

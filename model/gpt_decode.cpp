@@ -26,7 +26,9 @@ GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backe
   scores_.assign(T, 0.0f);
 }
 
-void GptDecoder::reset() { length_ = 0; }
+void GptDecoder::reset() {
+  length_ = 0;
+}
 
 Tensor GptDecoder::p(const std::string& name) const {
   return Tensor(const_cast<float*>(params_) + table_.find(name).offset, DType::kF32);
@@ -61,8 +63,10 @@ const float* GptDecoder::step(int32_t token) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
     std::string b = "block." + std::to_string(l) + ".";
-    be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p(b + "ln1.weight"), p(b + "ln1.bias"), 1, C);
-    linear1(be_, qkv_.data(), ln_.data(), p(b + "attn.qkv.weight"), p(b + "attn.qkv.bias"), C, 3 * C);
+    be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p(b + "ln1.weight"), p(b + "ln1.bias"),
+                          1, C);
+    linear1(be_, qkv_.data(), ln_.data(), p(b + "attn.qkv.weight"), p(b + "attn.qkv.bias"), C,
+            3 * C);
     float* kc = k_cache_.data() + l * T * C;
     float* vc = v_cache_.data() + l * T * C;
     for (int64_t c = 0; c < C; ++c) {
@@ -89,15 +93,19 @@ const float* GptDecoder::step(int32_t token) {
         for (int64_t d = 0; d < hd; ++d) att_[h * hd + d] += w * vc[t * C + h * hd + d];
       }
     }
-    linear1(be_, proj_.data(), att_.data(), p(b + "attn.proj.weight"), p(b + "attn.proj.bias"), C, C);
+    linear1(be_, proj_.data(), att_.data(), p(b + "attn.proj.weight"), p(b + "attn.proj.bias"), C,
+            C);
     be_.add(F(x_), F(x_), F(proj_), C);
-    be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p(b + "ln2.weight"), p(b + "ln2.bias"), 1, C);
+    be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p(b + "ln2.weight"), p(b + "ln2.bias"),
+                          1, C);
     linear1(be_, fch_.data(), ln_.data(), p(b + "mlp.fc.weight"), p(b + "mlp.fc.bias"), C, 4 * C);
     be_.gelu_forward(F(fcg_), F(fch_), 4 * C);
-    linear1(be_, proj_.data(), fcg_.data(), p(b + "mlp.proj.weight"), p(b + "mlp.proj.bias"), 4 * C, C);
+    linear1(be_, proj_.data(), fcg_.data(), p(b + "mlp.proj.weight"), p(b + "mlp.proj.bias"), 4 * C,
+            C);
     be_.add(F(x_), F(x_), F(proj_), C);
   }
-  be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p("final.lnf.weight"), p("final.lnf.bias"), 1, C);
+  be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p("final.lnf.weight"),
+                        p("final.lnf.bias"), 1, C);
   linear1(be_, logits_.data(), ln_.data(), p("embed.wte"), Tensor(), C, cfg_.padded_vocab());
   ++length_;
   return logits_.data();

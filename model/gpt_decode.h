@@ -17,7 +17,7 @@ class GptDecoder {
   // params: fp32 flat buffer laid out by `table` (must outlive the decoder).
   GptDecoder(const ModelConfig& config, const ParamTable& table, Backend& backend,
              const float* params);
-  void reset();                    // forget the cache
+  void reset();  // forget the cache
   int64_t length() const { return length_; }
   // Appends `token` at position length() and returns the logits of the next token
   // ([padded_vocab], only the first vocab_size meaningful). Requires length() < block_size.

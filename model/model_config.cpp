@@ -7,9 +7,12 @@ namespace ledgerlm {
 
 const char* recompute_name(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kMlp: return "mlp";
-    case Recompute::kBlock: return "block";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kMlp:
+      return "mlp";
+    case Recompute::kBlock:
+      return "block";
   }
   return "?";
 }

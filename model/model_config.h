@@ -11,12 +11,12 @@ const char* recompute_name(Recompute r);
 Recompute recompute_parse(const std::string& text);  // throws Error naming model.recompute
 
 struct ModelConfig {
-  int64_t vocab_size = 0;   // 0: taken from the prepared data (meta.json)
+  int64_t vocab_size = 0;  // 0: taken from the prepared data (meta.json)
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t n_embd = 128;
-  int64_t block_size = 256;  // context length: the longest sequence the model accepts
-  double dropout = 0.0;      // attention and residual dropout probability
+  int64_t block_size = 256;        // context length: the longest sequence the model accepts
+  double dropout = 0.0;            // attention and residual dropout probability
   std::string recompute = "none";  // none | mlp | block (activation checkpointing)
 
   int64_t head_dim() const { return n_embd / n_head; }

@@ -9,7 +9,9 @@
 namespace ledgerlm {
 namespace {
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
 
 struct Builder {
   ParamTable* table;
@@ -58,28 +60,36 @@ ParamTable param_table_build(const ModelConfig& cfg, const ParamTableOptions& op
     std::string p = "block." + std::to_string(l) + ".";
     std::string h = "transformer.h." + std::to_string(l) + ".";
     t.units.push_back({"block." + std::to_string(l), 0, 0, 0, {}});
-    b.add(u, p + "ln1.weight", {C}, ParamKind::kNormWeight, InitKind::kOnes, 0, h + "ln_1.weight", false);
+    b.add(u, p + "ln1.weight", {C}, ParamKind::kNormWeight, InitKind::kOnes, 0, h + "ln_1.weight",
+          false);
     b.add(u, p + "ln1.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, h + "ln_1.bias", false);
     b.add(u, p + "attn.qkv.weight", {3 * C, C}, ParamKind::kMatrix, InitKind::kNormal, std,
           h + "attn.c_attn.weight", true);
-    b.add(u, p + "attn.qkv.bias", {3 * C}, ParamKind::kBias, InitKind::kZeros, 0, h + "attn.c_attn.bias", false);
+    b.add(u, p + "attn.qkv.bias", {3 * C}, ParamKind::kBias, InitKind::kZeros, 0,
+          h + "attn.c_attn.bias", false);
     b.add(u, p + "attn.proj.weight", {C, C}, ParamKind::kMatrix, InitKind::kNormal, proj_std,
           h + "attn.c_proj.weight", true);
-    b.add(u, p + "attn.proj.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, h + "attn.c_proj.bias", false);
-    b.add(u, p + "ln2.weight", {C}, ParamKind::kNormWeight, InitKind::kOnes, 0, h + "ln_2.weight", false);
+    b.add(u, p + "attn.proj.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0,
+          h + "attn.c_proj.bias", false);
+    b.add(u, p + "ln2.weight", {C}, ParamKind::kNormWeight, InitKind::kOnes, 0, h + "ln_2.weight",
+          false);
     b.add(u, p + "ln2.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, h + "ln_2.bias", false);
     b.add(u, p + "mlp.fc.weight", {4 * C, C}, ParamKind::kMatrix, InitKind::kNormal, std,
           h + "mlp.c_fc.weight", true);
-    b.add(u, p + "mlp.fc.bias", {4 * C}, ParamKind::kBias, InitKind::kZeros, 0, h + "mlp.c_fc.bias", false);
+    b.add(u, p + "mlp.fc.bias", {4 * C}, ParamKind::kBias, InitKind::kZeros, 0, h + "mlp.c_fc.bias",
+          false);
     b.add(u, p + "mlp.proj.weight", {C, 4 * C}, ParamKind::kMatrix, InitKind::kNormal, proj_std,
           h + "mlp.c_proj.weight", true);
-    b.add(u, p + "mlp.proj.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, h + "mlp.c_proj.bias", false);
+    b.add(u, p + "mlp.proj.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, h + "mlp.c_proj.bias",
+          false);
   }
 
   int uf = static_cast<int>(t.units.size());
   t.units.push_back({"final", 0, 0, 0, {}});
-  b.add(uf, "final.lnf.weight", {C}, ParamKind::kNormWeight, InitKind::kOnes, 0, "transformer.ln_f.weight", false);
-  b.add(uf, "final.lnf.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, "transformer.ln_f.bias", false);
+  b.add(uf, "final.lnf.weight", {C}, ParamKind::kNormWeight, InitKind::kOnes, 0,
+        "transformer.ln_f.weight", false);
+  b.add(uf, "final.lnf.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, "transformer.ln_f.bias",
+        false);
 
   // Layout: inside each unit, large tensors first (in table order), then the small ones grouped.
   int64_t base = 0;

@@ -22,14 +22,14 @@ enum class ParamKind : uint8_t { kEmbedding, kMatrix, kBias, kNormWeight };
 enum class InitKind : uint8_t { kNormal, kOnes, kZeros };
 
 struct ParamInfo {
-  std::string name;             // e.g. "block.3.attn.qkv.weight"
-  std::vector<int64_t> shape;   // logical shape, row-major; linear weights are (out, in)
+  std::string name;            // e.g. "block.3.attn.qkv.weight"
+  std::vector<int64_t> shape;  // logical shape, row-major; linear weights are (out, in)
   ParamKind kind = ParamKind::kMatrix;
-  int unit = 0;                 // index into ParamTable::units
-  int64_t offset_in_unit = 0;   // elements from the unit's start
-  int64_t offset = 0;           // elements from the flat buffer's start
+  int unit = 0;                // index into ParamTable::units
+  int64_t offset_in_unit = 0;  // elements from the unit's start
+  int64_t offset = 0;          // elements from the flat buffer's start
   int64_t numel = 0;
-  bool decay = false;           // weight decay applies (2-D weights; embeddings per config)
+  bool decay = false;  // weight decay applies (2-D weights; embeddings per config)
   InitKind init = InitKind::kZeros;
   double init_std = 0.0;
   // Hugging Face GPT-2 export: name, whether to transpose (Conv1D stores (in, out)), and how many
@@ -40,28 +40,28 @@ struct ParamInfo {
 };
 
 struct UnitInfo {
-  std::string name;      // "embed", "block.0", ..., "final"
-  int64_t offset = 0;    // elements from the flat buffer's start
-  int64_t used = 0;      // elements up to the end of the last tensor (aligned)
-  int64_t size = 0;      // padded to a multiple of world x block
+  std::string name;         // "embed", "block.0", ..., "final"
+  int64_t offset = 0;       // elements from the flat buffer's start
+  int64_t used = 0;         // elements up to the end of the last tensor (aligned)
+  int64_t size = 0;         // padded to a multiple of world x block
   std::vector<int> params;  // indices into ParamTable::params
 };
 
 struct ParamTableOptions {
-  int64_t block = 256;   // alignment and quantization block, elements
-  int64_t world = 1;     // data-parallel ranks the units are padded for
+  int64_t block = 256;  // alignment and quantization block, elements
+  int64_t world = 1;    // data-parallel ranks the units are padded for
   bool decay_embeddings = true;
 };
 
 struct ParamTable {
   std::vector<ParamInfo> params;
   std::vector<UnitInfo> units;
-  int64_t total = 0;        // flat buffer length in elements (including padding)
-  int64_t num_params = 0;   // real parameters (sum of numel)
+  int64_t total = 0;       // flat buffer length in elements (including padding)
+  int64_t num_params = 0;  // real parameters (sum of numel)
   ParamTableOptions options;
 
   const ParamInfo& find(const std::string& name) const;  // throws Error if absent
-  int index_of(const std::string& name) const;            // -1 if absent
+  int index_of(const std::string& name) const;           // -1 if absent
 };
 
 ParamTable param_table_build(const ModelConfig& config, const ParamTableOptions& options = {});

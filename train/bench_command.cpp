@@ -37,7 +37,8 @@ int command_bench(BenchCommand& cmd) {
   if (cfg.train.max_steps == 0) cfg.train.max_steps = cmd.steps;
   cfg.validate();
   LLM_REQUIRE(cmd.steps > 0 && cmd.warmup >= 0, "--steps must be > 0 and --warmup >= 0");
-  auto profiler = std::make_unique<ProfilingBackend>(backend_create_cpu(static_cast<int>(cfg.train.threads)));
+  auto profiler =
+      std::make_unique<ProfilingBackend>(backend_create_cpu(static_cast<int>(cfg.train.threads)));
   ProfilingBackend& be = *profiler;
   ModelState state(cfg, be);
   state.init_weights(static_cast<uint64_t>(cfg.train.seed));
@@ -62,14 +63,17 @@ int command_bench(BenchCommand& cmd) {
         tokens[i] = static_cast<int32_t>(bits[0] % static_cast<uint32_t>(cfg.model.vocab_size));
       }
       for (int64_t r = 0; r < B; ++r) {
-        std::copy(tokens.begin() + r * (T + 1), tokens.begin() + r * (T + 1) + T, inputs.begin() + r * T);
-        std::copy(tokens.begin() + r * (T + 1) + 1, tokens.begin() + (r + 1) * (T + 1), targets.begin() + r * T);
+        std::copy(tokens.begin() + r * (T + 1), tokens.begin() + r * (T + 1) + T,
+                  inputs.begin() + r * T);
+        std::copy(tokens.begin() + r * (T + 1) + 1, tokens.begin() + (r + 1) * (T + 1),
+                  targets.begin() + r * T);
       }
       auto t0 = Clock::now();
       state.model().forward(state.params(), inputs.data(), targets.data(), B, T, ForwardOptions{});
       f += ms_since(t0);
       t0 = Clock::now();
-      state.model().backward(state.params(), state.grads(), state.loss_scale() / static_cast<double>(A));
+      state.model().backward(state.params(), state.grads(),
+                             state.loss_scale() / static_cast<double>(A));
       b += ms_since(t0);
     }
     auto t0 = Clock::now();
@@ -96,37 +100,53 @@ int command_bench(BenchCommand& cmd) {
   int64_t rss = 0, hwm = 0;
   process_rss_bytes(&rss, &hwm);
 
-  std::printf("ledgerlm bench: L%lld H%lld C%lld T%lld B%lld A%lld vocab %lld | %s params | optim %s | params %s | %d threads\n",
-              static_cast<long long>(L), static_cast<long long>(cfg.model.n_head), static_cast<long long>(C),
-              static_cast<long long>(T), static_cast<long long>(B), static_cast<long long>(A),
-              static_cast<long long>(cfg.model.vocab_size), std::to_string(state.table().num_params).c_str(),
-              cfg.optim.name.c_str(), cfg.precision.params.c_str(), be.num_threads());
+  std::printf(
+      "ledgerlm bench: L%lld H%lld C%lld T%lld B%lld A%lld vocab %lld | %s params | optim %s | "
+      "params %s | %d threads\n",
+      static_cast<long long>(L), static_cast<long long>(cfg.model.n_head),
+      static_cast<long long>(C), static_cast<long long>(T), static_cast<long long>(B),
+      static_cast<long long>(A), static_cast<long long>(cfg.model.vocab_size),
+      std::to_string(state.table().num_params).c_str(), cfg.optim.name.c_str(),
+      cfg.precision.params.c_str(), be.num_threads());
   std::printf("FLOPs per token = 6N + 12*L*C*T = 6*%.0f + 12*%lld*%lld*%lld = %.4g\n", n_params,
-              static_cast<long long>(L), static_cast<long long>(C), static_cast<long long>(T), flops_per_token);
-  std::printf("step (median of %lld): %.2f ms | forward %.2f ms | backward %.2f ms | optimizer %.2f ms\n",
-              static_cast<long long>(cmd.steps), med_ms, median(fwd_ms), median(bwd_ms), median(opt_ms));
+              static_cast<long long>(L), static_cast<long long>(C), static_cast<long long>(T),
+              flops_per_token);
+  std::printf(
+      "step (median of %lld): %.2f ms | forward %.2f ms | backward %.2f ms | optimizer %.2f ms\n",
+      static_cast<long long>(cmd.steps), med_ms, median(fwd_ms), median(bwd_ms), median(opt_ms));
   std::printf("tokens/s %.0f (min step %.2f ms, max %.2f ms)\n", tps,
-              *std::min_element(step_ms.begin(), step_ms.end()), *std::max_element(step_ms.begin(), step_ms.end()));
-  std::printf("achieved %.1f GFLOP/s | measured peak fp32 %.1f GFLOP/s (%s)", gflops, peak.fp32_gflops, peak.fp32_isa);
+              *std::min_element(step_ms.begin(), step_ms.end()),
+              *std::max_element(step_ms.begin(), step_ms.end()));
+  std::printf("achieved %.1f GFLOP/s | measured peak fp32 %.1f GFLOP/s (%s)", gflops,
+              peak.fp32_gflops, peak.fp32_isa);
   if (peak.bf16_gflops > 0) std::printf(", bf16 dot %.1f GFLOP/s", peak.bf16_gflops);
   std::printf(" | MFU %.1f%% (vs %s peak)\n", 100.0 * gflops / peak_used,
               bf16_denominator ? "bf16" : "fp32");
-  std::printf("peak RSS %.1f MB | tracked peak %.1f MB\n", hwm / 1e6, be.tracker().total().peak / 1e6);
+  std::printf("peak RSS %.1f MB | tracked peak %.1f MB\n", hwm / 1e6,
+              be.tracker().total().peak / 1e6);
 
   std::vector<std::pair<std::string, OpTime>> ops(be.times().begin(), be.times().end());
-  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::sort(ops.begin(), ops.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   double op_total = 0;
   for (const auto& [name, t] : ops) op_total += t.seconds;
   std::printf("%-24s %10s %8s %8s\n", "op", "ms/step", "share", "calls");
   for (const auto& [name, t] : ops)
-    std::printf("%-24s %10.3f %7.1f%% %8lld\n", name.c_str(), 1e3 * t.seconds / static_cast<double>(cmd.steps),
-                100.0 * t.seconds / op_total, static_cast<long long>(t.calls / cmd.steps));
-  nlohmann::json j = {{"tokens_per_s", tps},        {"step_ms", med_ms},
-                      {"forward_ms", median(fwd_ms)}, {"backward_ms", median(bwd_ms)},
-                      {"optimizer_ms", median(opt_ms)}, {"gflops", gflops},
-                      {"peak_fp32_gflops", peak.fp32_gflops}, {"peak_bf16_gflops", peak.bf16_gflops},
-                      {"mfu", gflops / peak_used},     {"flops_per_token", flops_per_token},
-                      {"params", state.table().num_params}, {"peak_rss_bytes", hwm}};
+    std::printf("%-24s %10.3f %7.1f%% %8lld\n", name.c_str(),
+                1e3 * t.seconds / static_cast<double>(cmd.steps), 100.0 * t.seconds / op_total,
+                static_cast<long long>(t.calls / cmd.steps));
+  nlohmann::json j = {{"tokens_per_s", tps},
+                      {"step_ms", med_ms},
+                      {"forward_ms", median(fwd_ms)},
+                      {"backward_ms", median(bwd_ms)},
+                      {"optimizer_ms", median(opt_ms)},
+                      {"gflops", gflops},
+                      {"peak_fp32_gflops", peak.fp32_gflops},
+                      {"peak_bf16_gflops", peak.bf16_gflops},
+                      {"mfu", gflops / peak_used},
+                      {"flops_per_token", flops_per_token},
+                      {"params", state.table().num_params},
+                      {"peak_rss_bytes", hwm}};
   std::printf("bench_json %s\n", j.dump().c_str());
   return 0;
 }

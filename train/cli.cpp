@@ -22,18 +22,25 @@ int cli_main(int argc, char** argv) {
   PrepareOptions prep;
   std::string prep_input;
   auto* prepare = app.add_subcommand("prepare", "tokenize a corpus into train/val token shards");
-  prepare->add_option("--input", prep_input, "a text file, a directory of files, or - (stdin)")->required();
+  prepare->add_option("--input", prep_input, "a text file, a directory of files, or - (stdin)")
+      ->required();
   prepare->add_option("--out", prep.out_dir, "output directory (must not exist)")->required();
-  prepare->add_option("--tokenizer", prep.tokenizer, "bpe (sentencepiece) | bytes")->capture_default_str();
-  prepare->add_option("--vocab-size", prep.vocab_size, "BPE vocabulary size")->capture_default_str();
-  prepare->add_option("--val-fraction", prep.val_fraction, "last fraction of each document held out")->capture_default_str();
+  prepare->add_option("--tokenizer", prep.tokenizer, "bpe (sentencepiece) | bytes")
+      ->capture_default_str();
+  prepare->add_option("--vocab-size", prep.vocab_size, "BPE vocabulary size")
+      ->capture_default_str();
+  prepare
+      ->add_option("--val-fraction", prep.val_fraction, "last fraction of each document held out")
+      ->capture_default_str();
   prepare->add_option("--seed", prep.seed, "tokenizer training seed")->capture_default_str();
 
   TrainCommand train_cmd;
-  auto* train = app.add_subcommand("train", "train a model (every config key is a --section.key flag)");
+  auto* train =
+      app.add_subcommand("train", "train a model (every config key is a --section.key flag)");
   config_register_flags(train, &train_cmd.config, &train_cmd.run);
   train->add_option("--resume", train_cmd.resume, "auto | PATH: continue from a checkpoint");
-  train->add_option("--init-from", train_cmd.init_from, "start from the weights of a run or checkpoint");
+  train->add_option("--init-from", train_cmd.init_from,
+                    "start from the weights of a run or checkpoint");
 
   EvalCommand eval_cmd;
   auto* eval = app.add_subcommand("eval", "loss per token and bits per byte of a trained run");
@@ -50,8 +57,10 @@ int cli_main(int argc, char** argv) {
   sample->add_option("--prompt", sample_cmd.prompt, "text to continue");
   sample->add_option("--tokens", sample_cmd.tokens, "tokens to generate")->capture_default_str();
   sample->add_option("--temperature", sample_cmd.temperature, "0: greedy")->capture_default_str();
-  sample->add_option("--top-k", sample_cmd.top_k, "keep the k most likely (0: off)")->capture_default_str();
-  sample->add_option("--top-p", sample_cmd.top_p, "nucleus probability (1: off)")->capture_default_str();
+  sample->add_option("--top-k", sample_cmd.top_k, "keep the k most likely (0: off)")
+      ->capture_default_str();
+  sample->add_option("--top-p", sample_cmd.top_p, "nucleus probability (1: off)")
+      ->capture_default_str();
   sample->add_option("--seed", sample_cmd.seed, "sampling seed")->capture_default_str();
   sample->add_flag("--no-cache", sample_cmd.no_cache, "recompute the prefix for every token");
   sample->add_option("--threads", sample_cmd.threads, "CPU threads (0: all cores)");
@@ -64,7 +73,8 @@ int cli_main(int argc, char** argv) {
 
   ConfigBinding show_binding;
   RunConfig show_run;
-  auto* show = app.add_subcommand("config", "print the resolved config (defaults, --config file, flags) as TOML");
+  auto* show = app.add_subcommand(
+      "config", "print the resolved config (defaults, --config file, flags) as TOML");
   config_register_flags(show, &show_binding, &show_run);
 
   MemoryCommand memory_cmd;
@@ -73,8 +83,10 @@ int cli_main(int argc, char** argv) {
   ExportCommand export_cmd;
   auto* export_app = app.add_subcommand("export", "export a run's weights for other tools");
   export_app->add_option("--run", export_cmd.run_dir, "run directory (runs/NAME)")->required();
-  export_app->add_option("--format", export_cmd.format, "hf (Hugging Face GPT-2)")->capture_default_str();
-  export_app->add_option("--out", export_cmd.out_dir, "output directory (must not exist)")->required();
+  export_app->add_option("--format", export_cmd.format, "hf (Hugging Face GPT-2)")
+      ->capture_default_str();
+  export_app->add_option("--out", export_cmd.out_dir, "output directory (must not exist)")
+      ->required();
 
   try {
     app.parse(argc, argv);

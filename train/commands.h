@@ -31,8 +31,8 @@ struct SampleCommand {
   std::string prompt;
   int64_t tokens = 200;
   double temperature = 1.0;
-  int64_t top_k = 0;    // 0: off
-  double top_p = 1.0;   // 1: off
+  int64_t top_k = 0;   // 0: off
+  double top_p = 1.0;  // 1: off
   int64_t seed = 0;
   bool no_cache = false;  // decode by recomputing the whole prefix each token
   int64_t threads = 0;

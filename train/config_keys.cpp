@@ -165,14 +165,18 @@ void config_set(const ConfigKey& key, const std::string& value, const std::strin
       }
       break;
     }
-    case KeyType::kString: *static_cast<std::string*>(key.field) = value; break;
+    case KeyType::kString:
+      *static_cast<std::string*>(key.field) = value;
+      break;
   }
 }
 
 std::string config_value_text(const ConfigKey& key) {
   std::ostringstream os;
   switch (key.type) {
-    case KeyType::kInt: os << *static_cast<int64_t*>(key.field); break;
+    case KeyType::kInt:
+      os << *static_cast<int64_t*>(key.field);
+      break;
     case KeyType::kFloat: {
       // Shortest text that reads back to the same double (0.0006, not 0.00059999999999999995).
       char buf[64];
@@ -181,7 +185,9 @@ std::string config_value_text(const ConfigKey& key) {
       if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
       return s;
     }
-    case KeyType::kBool: os << (*static_cast<bool*>(key.field) ? "true" : "false"); break;
+    case KeyType::kBool:
+      os << (*static_cast<bool*>(key.field) ? "true" : "false");
+      break;
     case KeyType::kString: {
       os << '"';
       for (char ch : *static_cast<std::string*>(key.field)) {
@@ -228,7 +234,8 @@ void config_apply(ConfigBinding* binding) {
     auto values = config_read_toml(binding->config_path, binding->keys);
     for (const auto& k : binding->keys) {
       auto it = values.find(k.full());
-      if (it != values.end()) config_set(k, it->second, "config file '" + binding->config_path + "'");
+      if (it != values.end())
+        config_set(k, it->second, "config file '" + binding->config_path + "'");
     }
   }
   std::map<std::string, std::string> given;

@@ -39,16 +39,21 @@ int command_eval(const EvalCommand& cmd) {
     const std::string path = run.config.data.dir + "/" + cmd.split + ".bin";
     tokens = shard_load(path, &backend->tracker(), run.meta.vocab_size);
     const DataSplitInfo& s = cmd.split == "val" ? run.meta.val : run.meta.train;
-    tokens_per_byte = static_cast<double>(s.tokens) / static_cast<double>(std::max<int64_t>(s.bytes, 1));
+    tokens_per_byte =
+        static_cast<double>(s.tokens) / static_cast<double>(std::max<int64_t>(s.bytes, 1));
     what = path;
   }
   std::vector<int64_t> starts = evaluate_all_windows(tokens.size(), T, cmd.max_windows);
-  LLM_REQUIRE(!starts.empty(), "'", what, "' has ", tokens.size(), " tokens, fewer than seq_len + 1 = ", T + 1);
+  LLM_REQUIRE(!starts.empty(), "'", what, "' has ", tokens.size(),
+              " tokens, fewer than seq_len + 1 = ", T + 1);
   GptModel model(run.config.model, run.table, *backend, DType::kF32, DType::kF32);
-  EvalResult r = evaluate_windows(model, run.params_tensor(), tokens, starts, T, cmd.batch, tokens_per_byte);
-  std::printf("eval %s on %s: %lld tokens in %zu windows of %lld\n", cmd.run_dir.c_str(), what.c_str(),
-              static_cast<long long>(r.tokens), starts.size(), static_cast<long long>(T));
-  std::printf("loss %.6f nats/token | perplexity %.3f | %.4f bits/byte\n", r.loss, r.perplexity, r.bpb);
+  EvalResult r =
+      evaluate_windows(model, run.params_tensor(), tokens, starts, T, cmd.batch, tokens_per_byte);
+  std::printf("eval %s on %s: %lld tokens in %zu windows of %lld\n", cmd.run_dir.c_str(),
+              what.c_str(), static_cast<long long>(r.tokens), starts.size(),
+              static_cast<long long>(T));
+  std::printf("loss %.6f nats/token | perplexity %.3f | %.4f bits/byte\n", r.loss, r.perplexity,
+              r.bpb);
   return 0;
 }
 

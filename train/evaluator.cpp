@@ -10,8 +10,9 @@ namespace ledgerlm {
 EvalResult evaluate_windows(GptModel& model, Tensor params, const TokenArray& tokens,
                             const std::vector<int64_t>& starts, int64_t seq, int64_t batch,
                             double tokens_per_byte) {
-  LLM_REQUIRE(!starts.empty(), "evaluation: no windows (is the split shorter than seq_len + 1 = ",
-              seq + 1, " tokens?)");
+  LLM_REQUIRE(!starts.empty(),
+              "evaluation: no windows (is the split shorter than seq_len + 1 = ", seq + 1,
+              " tokens?)");
   EvalResult r;
   std::vector<int32_t> window(static_cast<size_t>(seq + 1));
   std::vector<int32_t> inputs(static_cast<size_t>(batch * seq)), targets(inputs.size());

@@ -10,9 +10,9 @@
 namespace ledgerlm {
 
 struct EvalResult {
-  double loss = 0.0;    // nats per token
-  int64_t tokens = 0;   // predicted tokens
-  double bpb = 0.0;     // bits per byte of text: loss / ln 2 x tokens_per_byte of the split
+  double loss = 0.0;   // nats per token
+  int64_t tokens = 0;  // predicted tokens
+  double bpb = 0.0;    // bits per byte of text: loss / ln 2 x tokens_per_byte of the split
   double perplexity = 0.0;
 };
 

@@ -27,7 +27,8 @@ LoadedRun run_load(const std::string& run_dir, Backend& backend) {
   LLM_REQUIRE(std::filesystem::exists(weights), "run '", run_dir,
               "': no model.safetensors (did the training finish?)");
   SafeTensorsFile f = SafeTensorsFile::open(weights);
-  run.params = backend.allocate(MemTag::kParams, static_cast<size_t>(run.table.total) * sizeof(float));
+  run.params =
+      backend.allocate(MemTag::kParams, static_cast<size_t>(run.table.total) * sizeof(float));
   for (const auto& p : run.table.params) {
     const SafeTensorInfo& info = f.get(p.name);
     LLM_REQUIRE(info.shape == p.shape, "weights file '", weights, "': tensor '", p.name,

@@ -91,7 +91,8 @@ PeakFlops measure_peak_flops(int threads, double seconds) {
     p.fp32_gflops = run_parallel(fma_avx2, threads, seconds);
     p.fp32_isa = "avx2 fma";
   }
-  if (__builtin_cpu_supports("avx512bf16")) p.bf16_gflops = run_parallel(dot_bf16, threads, seconds);
+  if (__builtin_cpu_supports("avx512bf16"))
+    p.bf16_gflops = run_parallel(dot_bf16, threads, seconds);
   return p;
 }
 

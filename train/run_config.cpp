@@ -19,7 +19,9 @@ void require_one_of(const std::string& key, const std::string& value,
 
 }  // namespace
 
-void DataConfig::validate() const { LLM_REQUIRE(!dir.empty(), "data.dir: expected a directory"); }
+void DataConfig::validate() const {
+  LLM_REQUIRE(!dir.empty(), "data.dir: expected a directory");
+}
 
 void TrainConfig::validate() const {
   LLM_REQUIRE(!name.empty() && name.find('/') == std::string::npos,
@@ -51,7 +53,8 @@ void PrecisionConfig::validate() const {
   LLM_REQUIRE(init_scale > 0, "precision.init_scale: expected > 0 (got ", init_scale, ")");
   LLM_REQUIRE(growth_interval > 0, "precision.growth_interval: expected > 0");
   LLM_REQUIRE(growth_factor >= 1, "precision.growth_factor: expected >= 1");
-  LLM_REQUIRE(backoff_factor > 0 && backoff_factor < 1, "precision.backoff_factor: expected in (0, 1)");
+  LLM_REQUIRE(backoff_factor > 0 && backoff_factor < 1,
+              "precision.backoff_factor: expected in (0, 1)");
   LLM_REQUIRE(max_consecutive_skips > 0, "precision.max_consecutive_skips: expected > 0");
 }
 

@@ -16,33 +16,34 @@ struct DataConfig {
 };
 
 struct TrainConfig {
-  std::string name = "run";      // runs/NAME
+  std::string name = "run";  // runs/NAME
   std::string out_dir = "runs";
-  std::string device = "cpu";    // cpu | cuda
-  int64_t micro_batch = 8;       // B: sequences per micro-batch per rank
-  int64_t seq_len = 128;         // T
-  int64_t accum = 1;             // A: micro-batches per optimizer step
-  int64_t max_steps = 0;         // budget: optimizer steps (0 = no step limit)
-  int64_t max_tokens = 0;        // budget: tokens seen (0 = no token limit)
-  double max_seconds = 0;        // budget: wall-clock seconds of training (0 = no limit)
-  int64_t eval_interval = 100;   // steps between evaluations (0 = only at the end)
-  int64_t eval_windows = 64;     // fixed val windows (of seq_len tokens) per evaluation
-  int64_t log_interval = 10;     // steps between progress lines
-  int64_t save_interval = 0;     // steps between weight saves (0 = only at the end)
+  std::string device = "cpu";   // cpu | cuda
+  int64_t micro_batch = 8;      // B: sequences per micro-batch per rank
+  int64_t seq_len = 128;        // T
+  int64_t accum = 1;            // A: micro-batches per optimizer step
+  int64_t max_steps = 0;        // budget: optimizer steps (0 = no step limit)
+  int64_t max_tokens = 0;       // budget: tokens seen (0 = no token limit)
+  double max_seconds = 0;       // budget: wall-clock seconds of training (0 = no limit)
+  int64_t eval_interval = 100;  // steps between evaluations (0 = only at the end)
+  int64_t eval_windows = 64;    // fixed val windows (of seq_len tokens) per evaluation
+  int64_t log_interval = 10;    // steps between progress lines
+  int64_t save_interval = 0;    // steps between weight saves (0 = only at the end)
   int64_t seed = 1337;
-  int64_t threads = 0;           // 0: cores on this node / ranks on this node
-  bool overwrite = false;        // allow reusing an existing runs/NAME (else refuse)
+  int64_t threads = 0;     // 0: cores on this node / ranks on this node
+  bool overwrite = false;  // allow reusing an existing runs/NAME (else refuse)
   void validate() const;
 };
 
 struct PrecisionConfig {
-  std::string params = "fp32";      // compute copy dtype: fp32 | bf16 | fp16
-  std::string grads = "fp32";       // gradient dtype
-  std::string grad_accum = "auto";  // auto (fp32 when accum > 1, else grads) | fp32 | bf16 | fp16
-  std::string master = "fp32";      // fp32 | none (update the compute copy directly)
-  std::string state = "fp32";       // optimizer state dtype: fp32 | bf16 (reserved)
+  std::string params = "fp32";       // compute copy dtype: fp32 | bf16 | fp16
+  std::string grads = "fp32";        // gradient dtype
+  std::string grad_accum = "auto";   // auto (fp32 when accum > 1, else grads) | fp32 | bf16 | fp16
+  std::string master = "fp32";       // fp32 | none (update the compute copy directly)
+  std::string state = "fp32";        // optimizer state dtype: fp32 | bf16 (reserved)
   std::string rounding = "nearest";  // nearest | stochastic (master = none)
-  std::string loss_scale = "auto";  // auto (dynamic for fp16, none otherwise) | dynamic | static | none
+  std::string loss_scale =
+      "auto";  // auto (dynamic for fp16, none otherwise) | dynamic | static | none
   double init_scale = 65536.0;
   int64_t growth_interval = 2000;
   double growth_factor = 2.0;

@@ -52,7 +52,8 @@ int command_sample(const SampleCommand& cmd) {
     }
     ids.push_back(sample_token(logits, mc.vocab_size, so, static_cast<uint64_t>(n)));
   }
-  std::string text = run.tokenizer->decode(std::vector<int32_t>(ids.begin() + static_cast<long>(prompt_len), ids.end()));
+  std::string text = run.tokenizer->decode(
+      std::vector<int32_t>(ids.begin() + static_cast<long>(prompt_len), ids.end()));
   std::printf("%s%s\n", cmd.prompt.c_str(), text.c_str());
   return 0;
 }

@@ -31,20 +31,22 @@ std::string error_message(const Args&... args) {
   return os.str();
 }
 
-[[noreturn]] inline void fail(const std::string& message) { throw Error(message); }
+[[noreturn]] inline void fail(const std::string& message) {
+  throw Error(message);
+}
 
 }  // namespace ledgerlm
 
 // User-facing check: the message should name the file/key/value and what was expected.
-#define LLM_REQUIRE(cond, ...)                                  \
-  do {                                                          \
+#define LLM_REQUIRE(cond, ...)                                             \
+  do {                                                                     \
     if (!(cond)) ::ledgerlm::fail(::ledgerlm::error_message(__VA_ARGS__)); \
   } while (0)
 
 // Internal invariant: a failure is a bug in ledgerlm, so report where it happened.
-#define LLM_ASSERT(cond, ...)                                                           \
-  do {                                                                                  \
-    if (!(cond))                                                                        \
+#define LLM_ASSERT(cond, ...)                                                                   \
+  do {                                                                                          \
+    if (!(cond))                                                                                \
       ::ledgerlm::fail(::ledgerlm::error_message("internal error at ", __FILE__, ":", __LINE__, \
-                                                 ": ", #cond, " ", ##__VA_ARGS__));     \
+                                                 ": ", #cond, " ", ##__VA_ARGS__));             \
   } while (0)

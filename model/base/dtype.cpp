@@ -9,47 +9,71 @@ namespace ledgerlm {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kF64: return 8;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kU8: return 1;
-    case DType::kI32: return 4;
-    case DType::kU16: return 2;
+    case DType::kF32:
+      return 4;
+    case DType::kF64:
+      return 8;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kU8:
+      return 1;
+    case DType::kI32:
+      return 4;
+    case DType::kU16:
+      return 2;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "fp32";
-    case DType::kF64: return "fp64";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "fp16";
-    case DType::kU8: return "u8";
-    case DType::kI32: return "i32";
-    case DType::kU16: return "u16";
+    case DType::kF32:
+      return "fp32";
+    case DType::kF64:
+      return "fp64";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "fp16";
+    case DType::kU8:
+      return "u8";
+    case DType::kI32:
+      return "i32";
+    case DType::kU16:
+      return "u16";
   }
   return "?";
 }
 
 const char* dtype_safetensors_name(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF64: return "F64";
-    case DType::kBF16: return "BF16";
-    case DType::kF16: return "F16";
-    case DType::kU8: return "U8";
-    case DType::kI32: return "I32";
-    case DType::kU16: return "U16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF64:
+      return "F64";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kU8:
+      return "U8";
+    case DType::kI32:
+      return "I32";
+    case DType::kU16:
+      return "U16";
   }
   return "?";
 }
 
 bool dtype_parse_safetensors(const std::string& text, DType* out) {
-  static const struct { const char* name; DType t; } kNames[] = {
-      {"F32", DType::kF32}, {"F64", DType::kF64}, {"BF16", DType::kBF16}, {"F16", DType::kF16},
-      {"U8", DType::kU8},   {"I32", DType::kI32}, {"U16", DType::kU16}};
+  static const struct {
+    const char* name;
+    DType t;
+  } kNames[] = {{"F32", DType::kF32}, {"F64", DType::kF64}, {"BF16", DType::kBF16},
+                {"F16", DType::kF16}, {"U8", DType::kU8},   {"I32", DType::kI32},
+                {"U16", DType::kU16}};
   for (const auto& n : kNames) {
     if (text == n.name) {
       *out = n.t;
@@ -99,9 +123,10 @@ uint16_t f32_to_f16(float f) {
   std::memcpy(&bits, &f, 4);
   uint32_t sign = (bits >> 16) & 0x8000u;
   uint32_t abs = bits & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+  if (abs >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {  // subnormal or zero in fp16
+  if (abs < 0x38800000u) {                                      // subnormal or zero in fp16
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // < half the smallest subnormal
     uint32_t exp = abs >> 23;
     uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
@@ -122,7 +147,7 @@ uint16_t f32_to_f16_stochastic(float f, uint32_t random_bits) {
   float back = f16_to_f32(nearest);
   if (!std::isfinite(f) || back == f) return nearest;
   uint16_t other = (std::fabs(back) < std::fabs(f)) ? static_cast<uint16_t>(nearest + 1)
-                                                   : static_cast<uint16_t>(nearest - 1);
+                                                    : static_cast<uint16_t>(nearest - 1);
   float o = f16_to_f32(other);
   float lo = std::fmin(back, o), hi = std::fmax(back, o);
   float p_hi = (f - lo) / (hi - lo);

@@ -12,7 +12,7 @@ namespace ledgerlm {
 enum class DType : uint8_t { kF32, kF64, kBF16, kF16, kU8, kI32, kU16 };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);          // "fp32", "fp64", "bf16", "fp16", "u8", "i32", "u16"
+const char* dtype_name(DType t);              // "fp32", "fp64", "bf16", "fp16", "u8", "i32", "u16"
 const char* dtype_safetensors_name(DType t);  // "F32", "F64", "BF16", "F16", "U8", "I32", "U16"
 // Parses "fp32" | "bf16" | "fp16" | "fp64" (also "f32"...); throws Error naming `what` otherwise.
 DType dtype_parse(const std::string& text, const std::string& what);

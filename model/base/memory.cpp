@@ -12,21 +12,36 @@ namespace ledgerlm {
 
 const char* mem_tag_name(MemTag tag) {
   switch (tag) {
-    case MemTag::kParams: return "params";
-    case MemTag::kGrads: return "grads";
-    case MemTag::kMaster: return "master";
-    case MemTag::kOptimM: return "optim.m";
-    case MemTag::kOptimV: return "optim.v";
-    case MemTag::kOptimMomentum: return "optim.momentum";
-    case MemTag::kOptimCodes: return "optim.codes";
-    case MemTag::kOptimAbsmax: return "optim.absmax";
-    case MemTag::kOptimFactored: return "optim.factored";
-    case MemTag::kActivations: return "activations";
-    case MemTag::kWorkspace: return "workspace";
-    case MemTag::kComm: return "comm";
-    case MemTag::kData: return "data";
-    case MemTag::kOther: return "other";
-    case MemTag::kCount: break;
+    case MemTag::kParams:
+      return "params";
+    case MemTag::kGrads:
+      return "grads";
+    case MemTag::kMaster:
+      return "master";
+    case MemTag::kOptimM:
+      return "optim.m";
+    case MemTag::kOptimV:
+      return "optim.v";
+    case MemTag::kOptimMomentum:
+      return "optim.momentum";
+    case MemTag::kOptimCodes:
+      return "optim.codes";
+    case MemTag::kOptimAbsmax:
+      return "optim.absmax";
+    case MemTag::kOptimFactored:
+      return "optim.factored";
+    case MemTag::kActivations:
+      return "activations";
+    case MemTag::kWorkspace:
+      return "workspace";
+    case MemTag::kComm:
+      return "comm";
+    case MemTag::kData:
+      return "data";
+    case MemTag::kOther:
+      return "other";
+    case MemTag::kCount:
+      break;
   }
   return "?";
 }
@@ -67,12 +82,15 @@ Buffer::Buffer(MemoryTracker* tracker, MemTag tag, size_t bytes)
   if (bytes == 0) return;
   size_t rounded = (bytes + 63) / 64 * 64;
   data_ = std::aligned_alloc(64, rounded);
-  LLM_REQUIRE(data_ != nullptr, "out of memory allocating ", bytes, " bytes for ", mem_tag_name(tag));
+  LLM_REQUIRE(data_ != nullptr, "out of memory allocating ", bytes, " bytes for ",
+              mem_tag_name(tag));
   std::memset(data_, 0, rounded);  // touch the pages: measured RSS then matches tracked bytes
   if (tracker_) tracker_->on_alloc(tag_, bytes_);
 }
 
-Buffer::~Buffer() { reset(); }
+Buffer::~Buffer() {
+  reset();
+}
 
 void Buffer::reset() {
   if (data_) {
