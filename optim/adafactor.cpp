@@ -7,7 +7,11 @@
 // reduce, and keeps the full R and C (they are tiny), so every rank folds identical statistics.
 // RMS(U) depends on the reduced R and C, so Adafactor needs a second reduce call per step.
 // Weight decay (where the group has it) is decoupled: w *= 1 - rho*lr_mult*wd.
+// The beta1 momentum m and the vectors' V are stored as OptimConfig::state_dtype (fp32 or bf16,
+// updated in fp32); the factored row/column statistics are always fp32 (they are tiny, and their
+// ratios set every element's step size).
 #include <memory>
+#include <type_traits>
 
 #include "optim/kernels_trust.h"
 #include "optim/optim_common.h"
@@ -23,7 +27,7 @@ class AdafactorOptimizer : public RangeOptimizer {
 
   double state_bytes_per_param() const override {
     if (backend_ == nullptr || segs_.empty())  // before init: matrices dominate, stats are tiny
-      return (config_.adafactor_beta1 > 0.0 ? 4.0 : 0.0) + 0.02;
+      return (config_.adafactor_beta1 > 0.0 ? state_elem_bytes() : 0.0) + 0.02;
     int64_t bytes = 0, params = 0;
     for (const auto& c : components_) bytes += c.bytes;
     for (const auto& s : segs_) params += s.count;
@@ -35,10 +39,6 @@ class AdafactorOptimizer : public RangeOptimizer {
     const double beta2 = adafactor_beta2(info.step, config_.adafactor_decay_rate);
     const double rho_base =
         config_.adafactor_relative_step ? adafactor_relative_rho(info.step) : info.lr;
-    float* row = row_.as<float>();
-    float* col = col_.as<float>();
-    float* v = v_.as<float>();
-    float* m = m_.empty() ? nullptr : m_.as<float>();
     const size_t n = segs_.size();
     std::vector<AdafactorStep<float>> steps(n);
     for (size_t k = 0; k < n; ++k) {
@@ -50,60 +50,12 @@ class AdafactorOptimizer : public RangeOptimizer {
       s.one_minus_beta1 = static_cast<float>(1.0 - config_.adafactor_beta1);
       s.decay = static_cast<float>(1.0 - rho_base * segs_[k].lr_mult * segs_[k].weight_decay);
     }
-    optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
-      // Reduce 1: per tensor sum w^2, then (matrices) row and column partial sums.
-      // Both reduces are laid out by table position (not by segment), so every rank reduces the
-      // same layout whatever slice of the tensors it holds.
-      std::vector<double> red1(red1_size_), red2(table_.params.size());
-      for (size_t k = 0; k < n; ++k) {
-        const OptimSegment& seg = segs_[k];
-        const int64_t o = seg.local;
-        double* r = red1.data() + red1_off_[k];
-        if (factored(seg)) {
-          r[0] = adafactor_phase_factored_sums(master + o, g.shifted(o), seg.param_begin, seg.count,
-                                               seg.cols, steps[k], r + 1, r + 1 + seg.rows);
-        } else {
-          const auto s = adafactor_phase_vector(master + o, v + state_off_[k], g.shifted(o),
-                                                seg.count, steps[k]);
-          r[0] = s[0];
-          red2[seg.param] = s[1];
-        }
-      }
-      optim_reduce(info, red1);
-      // Fold R, C; reduce 2: sum U^2 of the matrices.
-      std::vector<std::vector<float>> frac(n);
-      for (size_t k = 0; k < n; ++k) {
-        const OptimSegment& seg = segs_[k];
-        if (!factored(seg)) continue;
-        const double* r = red1.data() + red1_off_[k];
-        float* rk = row + state_off_[k];
-        float* ck = col + col_off_[k];
-        const double sum_r =
-            adafactor_factored_fold(rk, ck, seg.rows, seg.cols, r + 1, r + 1 + seg.rows, steps[k]);
-        frac[k].resize(static_cast<size_t>(seg.rows));
-        for (int64_t i = 0; i < seg.rows; ++i)
-          frac[k][i] = static_cast<float>(static_cast<double>(rk[i]) / sum_r);
-        red2[seg.param] = adafactor_phase_factored_u2(g.shifted(seg.local), seg.param_begin,
-                                                      seg.count, seg.cols, frac[k].data(), ck);
-      }
-      // Vector tensors' U^2 sums were computed locally before; they are partials too.
-      optim_reduce(info, red2);
-      for (size_t k = 0; k < n; ++k) {
-        const OptimSegment& seg = segs_[k];
-        const int64_t o = seg.local;
-        const auto a =
-            adafactor_scalars(red1[red1_off_[k]], red2[seg.param], seg.numel,
-                              rho_base * seg.lr_mult, config_.adafactor_eps2, config_.adafactor_d);
-        const float u_scale = static_cast<float>(a.u_scale), alpha = static_cast<float>(a.alpha);
-        float* mk = m ? m + o : nullptr;
-        if (factored(seg))
-          adafactor_phase_apply_factored(master + o, mk, g.shifted(o), seg.param_begin, seg.count,
-                                         seg.cols, frac[k].data(), col + col_off_[k], u_scale,
-                                         alpha, steps[k]);
-        else
-          adafactor_phase_apply_vector(master + o, mk, v + state_off_[k], g.shifted(o), seg.count,
-                                       u_scale, alpha, steps[k]);
-      }
+    // v_ and m_ share the dtype; either may be empty (no vectors / no momentum).
+    optim_with_state(v_.data(), state_dtype(), [&](auto* v) {
+      using S = std::remove_pointer_t<decltype(v)>;
+      S* m = m_.empty() ? nullptr : static_cast<S*>(m_.data());
+      optim_with_grad_view(grads, info.grad_scale,
+                           [&](auto g) { run(master, v, m, g, info, steps, rho_base); });
     });
   }
 
@@ -114,12 +66,10 @@ class AdafactorOptimizer : public RangeOptimizer {
       if (factored(seg)) {
         views.push_back(whole_view("row", seg.param, row_.as<float>() + state_off_[k], seg.rows));
         views.push_back(whole_view("col", seg.param, col_.as<float>() + col_off_[k], seg.cols));
-      } else {
-        StateView sv = mirror_view("v", seg, v_.as<float>());
-        sv.data = v_.as<float>() + state_off_[k];  // v is stored compactly, not mirrored
-        views.push_back(sv);
+      } else {  // v is stored compactly, not mirrored
+        views.push_back(mirror_view("v", seg, v_, state_dtype(), state_off_[k]));
       }
-      if (!m_.empty()) views.push_back(mirror_view("m", seg, m_.as<float>()));
+      if (!m_.empty()) views.push_back(mirror_view("m", seg, m_));
     }
     return views;
   }
@@ -154,13 +104,75 @@ class AdafactorOptimizer : public RangeOptimizer {
     }
     row_ = allocate_state("row", MemTag::kOptimFactored, DType::kF32, rows);
     col_ = allocate_state("col", MemTag::kOptimFactored, DType::kF32, cols);
-    v_ = allocate_state("v", MemTag::kOptimV, DType::kF32, vec);
+    v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), vec);
     if (config_.adafactor_beta1 > 0.0)
-      m_ = allocate_state("m", MemTag::kOptimM, DType::kF32, end_ - begin_);
+      m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), end_ - begin_);
   }
 
  private:
   static bool factored(const OptimSegment& seg) { return seg.dims >= 2; }
+
+  // One step; S is the storage of v and m (float or StateBF16), m null without momentum.
+  template <class S, class G>
+  void run(float* master, S* v, S* m, const G& g, const OptimStepInfo& info,
+           const std::vector<AdafactorStep<float>>& steps, double rho_base) {
+    float* row = row_.as<float>();
+    float* col = col_.as<float>();
+    const size_t n = segs_.size();
+    // Reduce 1: per tensor sum w^2, then (matrices) row and column partial sums.
+    // Both reduces are laid out by table position (not by segment), so every rank reduces the
+    // same layout whatever slice of the tensors it holds.
+    std::vector<double> red1(red1_size_), red2(table_.params.size());
+    for (size_t k = 0; k < n; ++k) {
+      const OptimSegment& seg = segs_[k];
+      const int64_t o = seg.local;
+      double* r = red1.data() + red1_off_[k];
+      if (factored(seg)) {
+        r[0] = adafactor_phase_factored_sums(master + o, g.shifted(o), seg.param_begin, seg.count,
+                                             seg.cols, steps[k], r + 1, r + 1 + seg.rows);
+      } else {
+        const auto s = adafactor_phase_vector(master + o, v + state_off_[k], g.shifted(o),
+                                              seg.count, steps[k]);
+        r[0] = s[0];
+        red2[seg.param] = s[1];
+      }
+    }
+    optim_reduce(info, red1);
+    // Fold R, C; reduce 2: sum U^2 of the matrices.
+    std::vector<std::vector<float>> frac(n);
+    for (size_t k = 0; k < n; ++k) {
+      const OptimSegment& seg = segs_[k];
+      if (!factored(seg)) continue;
+      const double* r = red1.data() + red1_off_[k];
+      float* rk = row + state_off_[k];
+      float* ck = col + col_off_[k];
+      const double sum_r =
+          adafactor_factored_fold(rk, ck, seg.rows, seg.cols, r + 1, r + 1 + seg.rows, steps[k]);
+      frac[k].resize(static_cast<size_t>(seg.rows));
+      for (int64_t i = 0; i < seg.rows; ++i)
+        frac[k][i] = static_cast<float>(static_cast<double>(rk[i]) / sum_r);
+      red2[seg.param] = adafactor_phase_factored_u2(g.shifted(seg.local), seg.param_begin,
+                                                    seg.count, seg.cols, frac[k].data(), ck);
+    }
+    // Vector tensors' U^2 sums were computed locally before; they are partials too.
+    optim_reduce(info, red2);
+    for (size_t k = 0; k < n; ++k) {
+      const OptimSegment& seg = segs_[k];
+      const int64_t o = seg.local;
+      const auto a =
+          adafactor_scalars(red1[red1_off_[k]], red2[seg.param], seg.numel, rho_base * seg.lr_mult,
+                            config_.adafactor_eps2, config_.adafactor_d);
+      const float u_scale = static_cast<float>(a.u_scale), alpha = static_cast<float>(a.alpha);
+      S* mk = m ? m + o : nullptr;
+      if (factored(seg))
+        adafactor_phase_apply_factored(master + o, mk, g.shifted(o), seg.param_begin, seg.count,
+                                       seg.cols, frac[k].data(), col + col_off_[k], u_scale, alpha,
+                                       steps[k]);
+      else
+        adafactor_phase_apply_vector(master + o, mk, v + state_off_[k], g.shifted(o), seg.count,
+                                     u_scale, alpha, steps[k]);
+    }
+  }
 
   StateView whole_view(const std::string& name, int param, float* data, int64_t numel) const {
     StateView sv;

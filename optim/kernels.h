@@ -1,10 +1,12 @@
 // Per-tensor update kernels for SGD and AdamW, templated over the scalar type T so that the fp32
-// optimizers and the double-precision known-answer tests run the same arithmetic.
+// optimizers and the double-precision known-answer tests run the same arithmetic, and over the
+// storage type S of the state that mirrors the parameters (T itself, or bf16: see StateBF16).
 //
 // Each algorithm is split into per-element stages (weight decay, state update, parameter update).
 // The loop / foreach / fused implementations only differ in how they schedule these stages over
 // tensors, never in the arithmetic: every stage reads its inputs from the arrays the previous stage
-// wrote (fp32 values either way), so all three give bit-identical results. Gradients are read
+// wrote, and the fused kernels use exactly the value that was stored (after rounding, for bf16
+// state), so all three give bit-identical results. Gradients are read
 // through a view that widens bf16/fp16 and multiplies by the step's grad_scale on the fly.
 #pragma once
 
@@ -67,6 +69,49 @@ void optim_with_grad_view(Tensor grads, double scale, Fn&& fn) {
   }
 }
 
+// ---- state storage ------------------------------------------------------------------------------
+// State is either stored as T (state_load / state_put are plain reads and writes) or as bf16:
+// loaded and widened to fp32, updated in fp32, rounded to nearest even on store. state_put returns
+// the value that was stored (widened back), which is what a later stage would read, so a fused
+// pass and a staged pass see the same numbers. A distinct type (not uint16_t) keeps bf16 state
+// from being confused with fp16 or raw integers.
+struct StateBF16 {
+  uint16_t bits;
+};
+static_assert(sizeof(StateBF16) == 2, "StateBF16 must be stored as exactly two bytes");
+
+template <class T>
+inline T state_load(const T& x) {
+  return x;
+}
+inline float state_load(const StateBF16& x) {
+  return bf16_to_f32(x.bits);
+}
+template <class T>
+inline T state_put(T& dst, T x) {
+  dst = x;
+  return x;
+}
+inline float state_put(StateBF16& dst, float x) {
+  dst.bits = f32_to_bf16(x);
+  return bf16_to_f32(dst.bits);
+}
+
+// Calls fn(ptr) with `data` typed as the state storage for `dtype` (float* or StateBF16*).
+template <class Fn>
+void optim_with_state(void* data, DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32:
+      fn(static_cast<float*>(data));
+      return;
+    case DType::kBF16:
+      fn(static_cast<StateBF16*>(data));
+      return;
+    default:
+      fail(error_message("optimizer: state must be fp32 or bf16 (got ", dtype_name(dtype), ")"));
+  }
+}
+
 // ---- deterministic partial sums -----------------------------------------------------------------
 // K sums over i in [0, n) of term(i, acc), accumulated in double. Fixed-size chunks are summed in
 // parallel and then combined in chunk order, so the result does not depend on the thread count.
@@ -126,20 +171,22 @@ void sgd_stage_decay(T* w, int64_t n, const SgdStep<T>& s) {
   for (int64_t i = 0; i < n; ++i) w[i] = w[i] * s.decay;
 }
 // Stage 2: momentum buffer.
-template <class T, class G>
-void sgd_stage_buf(const T* w, T* buf, const G& g, int64_t n, const SgdStep<T>& s) {
+template <class T, class S, class G>
+void sgd_stage_buf(const T* w, S* buf, const G& g, int64_t n, const SgdStep<T>& s) {
   if (s.momentum == T(0)) return;
-  for (int64_t i = 0; i < n; ++i) buf[i] = sgd_elem_buf(buf[i], sgd_elem_grad<T>(g[i], w[i], s), s);
+  for (int64_t i = 0; i < n; ++i)
+    state_put(buf[i], sgd_elem_buf<T>(state_load(buf[i]), sgd_elem_grad<T>(g[i], w[i], s), s));
 }
 // Stage 3: parameter update (re-derives g from the gradient, as stage 2 did).
-template <class T, class G>
-void sgd_stage_param(T* w, const T* buf, const G& g, int64_t n, const SgdStep<T>& s) {
+template <class T, class S, class G>
+void sgd_stage_param(T* w, const S* buf, const G& g, int64_t n, const SgdStep<T>& s) {
   for (int64_t i = 0; i < n; ++i)
-    w[i] = sgd_elem_param(w[i], sgd_elem_grad<T>(g[i], w[i], s), buf ? buf[i] : T(0), s);
+    w[i] = sgd_elem_param<T>(w[i], sgd_elem_grad<T>(g[i], w[i], s), buf ? state_load(buf[i]) : T(0),
+                             s);
 }
 // All stages in one parallel, vectorisable pass. `buf` may be null when momentum == 0.
-template <class T, class G>
-void sgd_update(T* w, T* buf, const G& g, int64_t n, const SgdStep<T>& s) {
+template <class T, class S, class G>
+void sgd_update(T* w, S* buf, const G& g, int64_t n, const SgdStep<T>& s) {
   if (s.momentum == T(0)) {
 #pragma omp parallel for simd schedule(static) if (n >= kOptimParallelMin)
     for (int64_t i = 0; i < n; ++i) {
@@ -152,8 +199,7 @@ void sgd_update(T* w, T* buf, const G& g, int64_t n, const SgdStep<T>& s) {
   for (int64_t i = 0; i < n; ++i) {
     const T wd = s.decay == T(1) ? w[i] : w[i] * s.decay;
     const T gi = sgd_elem_grad<T>(g[i], wd, s);
-    const T b = sgd_elem_buf(buf[i], gi, s);
-    buf[i] = b;
+    const T b = state_put(buf[i], sgd_elem_buf<T>(state_load(buf[i]), gi, s));
     w[i] = sgd_elem_param(wd, gi, b, s);
   }
 }
@@ -207,28 +253,27 @@ void adamw_stage_decay(T* w, int64_t n, const AdamWStep<T>& s) {
   if (s.decay == T(1)) return;
   for (int64_t i = 0; i < n; ++i) w[i] = w[i] * s.decay;
 }
-template <class T, class G>
-void adamw_stage_moments(T* m, T* v, const G& g, int64_t n, const AdamWStep<T>& s) {
+template <class T, class S, class G>
+void adamw_stage_moments(S* m, S* v, const G& g, int64_t n, const AdamWStep<T>& s) {
   for (int64_t i = 0; i < n; ++i) {
     const T gi = g[i];
-    m[i] = adamw_elem_m(m[i], gi, s);
-    v[i] = adamw_elem_v(v[i], gi, s);
+    state_put(m[i], adamw_elem_m<T>(state_load(m[i]), gi, s));
+    state_put(v[i], adamw_elem_v<T>(state_load(v[i]), gi, s));
   }
 }
-template <class T>
-void adamw_stage_param(T* w, const T* m, const T* v, int64_t n, const AdamWStep<T>& s) {
-  for (int64_t i = 0; i < n; ++i) w[i] = adamw_elem_param(w[i], m[i], v[i], s);
+template <class T, class S>
+void adamw_stage_param(T* w, const S* m, const S* v, int64_t n, const AdamWStep<T>& s) {
+  for (int64_t i = 0; i < n; ++i)
+    w[i] = adamw_elem_param<T>(w[i], state_load(m[i]), state_load(v[i]), s);
 }
-// All stages in one parallel, vectorisable pass.
-template <class T, class G>
-void adamw_update(T* w, T* m, T* v, const G& g, int64_t n, const AdamWStep<T>& s) {
+// All stages in one parallel, vectorisable pass; the update uses the moments as stored.
+template <class T, class S, class G>
+void adamw_update(T* w, S* m, S* v, const G& g, int64_t n, const AdamWStep<T>& s) {
 #pragma omp parallel for simd schedule(static) if (n >= kOptimParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const T gi = g[i];
-    const T mi = adamw_elem_m(m[i], gi, s);
-    const T vi = adamw_elem_v(v[i], gi, s);
-    m[i] = mi;
-    v[i] = vi;
+    const T mi = state_put(m[i], adamw_elem_m<T>(state_load(m[i]), gi, s));
+    const T vi = state_put(v[i], adamw_elem_v<T>(state_load(v[i]), gi, s));
     const T wd = s.decay == T(1) ? w[i] : w[i] * s.decay;
     w[i] = adamw_elem_param(wd, mi, vi, s);
   }

@@ -1,6 +1,8 @@
 // Per-tensor kernels for the optimizers that need tensor-wide quantities: LAMB and LARS (trust
 // ratios from norms) and Adafactor (factored second moment, RMS clipping). Templated over the
-// scalar type T like kernels.h.
+// scalar type T and the storage type S of parameter-shaped state (m, v, momentum) like kernels.h;
+// Adafactor's factored row/column statistics are always T. Wherever a phase derives a norm from
+// state it has just updated, it uses the value as stored, which is what the next phase reads.
 //
 // Every algorithm is split into phases around its reductions: a phase returns partial sums over
 // the elements it was given (a slice of a tensor on this rank), the caller adds the partials of
@@ -50,15 +52,13 @@ inline T lamb_elem_r(T w, T m, T v, const LambStep<T>& s) {
 }
 
 // Phase 1: moments; returns {sum w^2, sum r^2} over these elements.
-template <class T, class G>
-std::array<double, 2> lamb_phase_moments(const T* w, T* m, T* v, const G& g, int64_t n,
+template <class T, class S, class G>
+std::array<double, 2> lamb_phase_moments(const T* w, S* m, S* v, const G& g, int64_t n,
                                          const LambStep<T>& s) {
   return optim_chunked_sums<2>(n, [&](int64_t i, std::array<double, 2>& acc) {
     const T gi = g[i];
-    const T mi = s.beta1 * m[i] + s.one_minus_beta1 * gi;
-    const T vi = s.beta2 * v[i] + s.one_minus_beta2 * (gi * gi);
-    m[i] = mi;
-    v[i] = vi;
+    const T mi = state_put(m[i], T(s.beta1 * state_load(m[i]) + s.one_minus_beta1 * gi));
+    const T vi = state_put(v[i], T(s.beta2 * state_load(v[i]) + s.one_minus_beta2 * (gi * gi)));
     const double wi = static_cast<double>(w[i]);
     const double r = static_cast<double>(lamb_elem_r(w[i], mi, vi, s));
     acc[0] += wi * wi;
@@ -74,15 +74,16 @@ inline double lamb_trust_ratio(double w_norm, double r_norm, bool clamp, double 
 }
 
 // Phase 2: w -= scale * r with scale = lr * trust.
-template <class T>
-void lamb_phase_apply(T* w, const T* m, const T* v, int64_t n, const LambStep<T>& s, T scale) {
+template <class T, class S>
+void lamb_phase_apply(T* w, const S* m, const S* v, int64_t n, const LambStep<T>& s, T scale) {
 #pragma omp parallel for simd schedule(static) if (n >= kOptimParallelMin)
-  for (int64_t i = 0; i < n; ++i) w[i] = w[i] - scale * lamb_elem_r(w[i], m[i], v[i], s);
+  for (int64_t i = 0; i < n; ++i)
+    w[i] = w[i] - scale * lamb_elem_r<T>(w[i], state_load(m[i]), state_load(v[i]), s);
 }
 
 // Whole tensor on one rank.
-template <class T, class G>
-void lamb_update(T* w, T* m, T* v, const G& g, int64_t n, const LambStep<T>& s, double lr,
+template <class T, class S, class G>
+void lamb_update(T* w, S* m, S* v, const G& g, int64_t n, const LambStep<T>& s, double lr,
                  bool clamp, double lo, double hi) {
   const auto sums = lamb_phase_moments(w, m, v, g, n, s);
   const double trust = lamb_trust_ratio(std::sqrt(sums[0]), std::sqrt(sums[1]), clamp, lo, hi);
@@ -114,18 +115,18 @@ struct LarsStep {
   T scaled_lr = 0;  // lr * local
 };
 
-template <class T, class G>
-void lars_phase_apply(T* w, T* buf, const G& g, int64_t n, const LarsStep<T>& s) {
+template <class T, class S, class G>
+void lars_phase_apply(T* w, S* buf, const G& g, int64_t n, const LarsStep<T>& s) {
 #pragma omp parallel for simd schedule(static) if (n >= kOptimParallelMin)
   for (int64_t i = 0; i < n; ++i) {
-    const T b = s.momentum * buf[i] + s.scaled_lr * (g[i] + s.wd * w[i]);
-    buf[i] = b;
+    const T b =
+        state_put(buf[i], T(s.momentum * state_load(buf[i]) + s.scaled_lr * (g[i] + s.wd * w[i])));
     w[i] = w[i] - b;
   }
 }
 
-template <class T, class G>
-void lars_update(T* w, T* buf, const G& g, int64_t n, double lr, double momentum, double wd,
+template <class T, class S, class G>
+void lars_update(T* w, S* buf, const G& g, int64_t n, double lr, double momentum, double wd,
                  double eta, bool use_trust) {
   double local = 1.0;
   if (use_trust) {
@@ -209,13 +210,13 @@ inline T adafactor_elem_u_factored(T g, T row_frac, T col) {
 }
 
 // Phase 1 (vector): v = beta2*v + (1-beta2)*(g^2+eps1); returns {sum w^2, sum U^2}.
-template <class T, class G>
-std::array<double, 2> adafactor_phase_vector(const T* w, T* v, const G& g, int64_t n,
+template <class T, class S, class G>
+std::array<double, 2> adafactor_phase_vector(const T* w, S* v, const G& g, int64_t n,
                                              const AdafactorStep<T>& s) {
   return optim_chunked_sums<2>(n, [&](int64_t i, std::array<double, 2>& acc) {
     const T gi = g[i];
-    const T vi = s.beta2 * v[i] + s.one_minus_beta2 * (gi * gi + s.eps1);
-    v[i] = vi;
+    const T vi =
+        state_put(v[i], T(s.beta2 * state_load(v[i]) + s.one_minus_beta2 * (gi * gi + s.eps1)));
     const double wi = static_cast<double>(w[i]);
     const double u = static_cast<double>(gi / std::sqrt(vi));
     acc[0] += wi * wi;
@@ -236,19 +237,16 @@ double adafactor_phase_factored_u2(const G& g, int64_t p0, int64_t n, int64_t co
 }
 
 // The update scale: U_hat = U * u_scale with u_scale = 1/max(1, RMS(U)/d); step = alpha.
-template <class T>
-inline void adafactor_elem_apply(T& w, T* m, T u, T u_scale, T alpha, const AdafactorStep<T>& s) {
+template <class T, class S>
+inline void adafactor_elem_apply(T& w, S* m, T u, T u_scale, T alpha, const AdafactorStep<T>& s) {
   T step = u * u_scale;
-  if (m) {
-    step = s.beta1 * *m + s.one_minus_beta1 * step;
-    *m = step;
-  }
+  if (m) step = state_put(*m, T(s.beta1 * state_load(*m) + s.one_minus_beta1 * step));
   w = w * s.decay - alpha * step;
 }
 
 // Phase 3 (matrix slice). `m` may be null (no momentum).
-template <class T, class G>
-void adafactor_phase_apply_factored(T* w, T* m, const G& g, int64_t p0, int64_t n, int64_t cols,
+template <class T, class S, class G>
+void adafactor_phase_apply_factored(T* w, S* m, const G& g, int64_t p0, int64_t n, int64_t cols,
                                     const T* row_frac, const T* col, T u_scale, T alpha,
                                     const AdafactorStep<T>& s) {
 #pragma omp parallel for schedule(static) if (n >= kOptimParallelMin)
@@ -260,12 +258,12 @@ void adafactor_phase_apply_factored(T* w, T* m, const G& g, int64_t p0, int64_t 
 }
 
 // Phase 3 (vector).
-template <class T, class G>
-void adafactor_phase_apply_vector(T* w, T* m, const T* v, const G& g, int64_t n, T u_scale, T alpha,
+template <class T, class S, class G>
+void adafactor_phase_apply_vector(T* w, S* m, const S* v, const G& g, int64_t n, T u_scale, T alpha,
                                   const AdafactorStep<T>& s) {
 #pragma omp parallel for schedule(static) if (n >= kOptimParallelMin)
   for (int64_t i = 0; i < n; ++i) {
-    const T u = g[i] / std::sqrt(v[i]);
+    const T u = g[i] / std::sqrt(T(state_load(v[i])));
     adafactor_elem_apply(w[i], m ? m + i : nullptr, u, u_scale, alpha, s);
   }
 }
@@ -293,8 +291,8 @@ inline double adafactor_relative_rho(int64_t step) {
 }
 
 // Whole matrix (rows x cols) on one rank; `m` may be null.
-template <class T, class G>
-void adafactor_update_matrix(T* w, T* row, T* col, T* m, const G& g, int64_t rows, int64_t cols,
+template <class T, class S, class G>
+void adafactor_update_matrix(T* w, T* row, T* col, S* m, const G& g, int64_t rows, int64_t cols,
                              const AdafactorStep<T>& s, double rho, double eps2, double d) {
   const int64_t n = rows * cols;
   std::vector<double> rs(static_cast<size_t>(rows)), cs(static_cast<size_t>(cols));

@@ -1,6 +1,7 @@
 // LAMB (arXiv 1904.00962): Adam moments, update r = m_hat/(sqrt(v_hat)+eps) + wd*w scaled per
 // tensor by the trust ratio phi(||w||)/||r||. Norms come from partial sums over this rank's slice
 // of each tensor, reduced across ranks in one batched call, so sharding does not change them.
+// m and v are stored as OptimConfig::state_dtype (fp32 or bf16), updated in fp32.
 #include <memory>
 
 #include "optim/kernels_trust.h"
@@ -14,53 +15,54 @@ class LambOptimizer : public RangeOptimizer {
  public:
   using RangeOptimizer::RangeOptimizer;
   std::string name() const override { return "lamb"; }
-  double state_bytes_per_param() const override { return 8.0; }
+  double state_bytes_per_param() const override { return 2.0 * state_elem_bytes(); }
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
-    float* m = m_.as<float>();
-    float* v = v_.as<float>();
     std::vector<LambStep<float>> steps;
     for (const auto& seg : segs_)
       steps.push_back(lamb_step_make<float>(config_.beta1, config_.beta2, config_.eps,
                                             seg.weight_decay, info.step));
     const bool clamp = config_.lamb_phi == "clamp";
-    optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
-      // Indexed by table position, not by segment: every rank must reduce the same layout.
-      std::vector<double> sums(2 * table_.params.size());
-      for (size_t k = 0; k < segs_.size(); ++k) {
-        const int64_t o = segs_[k].local;
-        const auto s =
-            lamb_phase_moments(master + o, m + o, v + o, g.shifted(o), segs_[k].count, steps[k]);
-        sums[2 * segs_[k].param] = s[0];
-        sums[2 * segs_[k].param + 1] = s[1];
-      }
-      optim_reduce(info, sums);
-      for (size_t k = 0; k < segs_.size(); ++k) {
-        const int64_t o = segs_[k].local;
-        const size_t p = static_cast<size_t>(segs_[k].param);
-        const double trust = lamb_trust_ratio(std::sqrt(sums[2 * p]), std::sqrt(sums[2 * p + 1]),
-                                              clamp, config_.trust_lo, config_.trust_hi);
-        const double lr = info.lr * segs_[k].lr_mult;
-        lamb_phase_apply(master + o, m + o, v + o, segs_[k].count, steps[k],
-                         static_cast<float>(lr * trust));
-      }
+    optim_with_state(m_.data(), state_dtype(), [&](auto* m) {
+      auto* v = static_cast<decltype(m)>(v_.data());
+      optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
+        // Indexed by table position, not by segment: every rank must reduce the same layout.
+        std::vector<double> sums(2 * table_.params.size());
+        for (size_t k = 0; k < segs_.size(); ++k) {
+          const int64_t o = segs_[k].local;
+          const auto s =
+              lamb_phase_moments(master + o, m + o, v + o, g.shifted(o), segs_[k].count, steps[k]);
+          sums[2 * segs_[k].param] = s[0];
+          sums[2 * segs_[k].param + 1] = s[1];
+        }
+        optim_reduce(info, sums);
+        for (size_t k = 0; k < segs_.size(); ++k) {
+          const int64_t o = segs_[k].local;
+          const size_t p = static_cast<size_t>(segs_[k].param);
+          const double trust = lamb_trust_ratio(std::sqrt(sums[2 * p]), std::sqrt(sums[2 * p + 1]),
+                                                clamp, config_.trust_lo, config_.trust_hi);
+          const double lr = info.lr * segs_[k].lr_mult;
+          lamb_phase_apply(master + o, m + o, v + o, segs_[k].count, steps[k],
+                           static_cast<float>(lr * trust));
+        }
+      });
     });
   }
 
   std::vector<StateView> state_views() override {
     std::vector<StateView> views;
     for (const auto& seg : segs_) {
-      views.push_back(mirror_view("m", seg, m_.as<float>()));
-      views.push_back(mirror_view("v", seg, v_.as<float>()));
+      views.push_back(mirror_view("m", seg, m_));
+      views.push_back(mirror_view("v", seg, v_));
     }
     return views;
   }
 
  protected:
   void on_init() override {
-    m_ = allocate_state("m", MemTag::kOptimM, DType::kF32, end_ - begin_);
-    v_ = allocate_state("v", MemTag::kOptimV, DType::kF32, end_ - begin_);
+    m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), end_ - begin_);
+    v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), end_ - begin_);
   }
 
  private:

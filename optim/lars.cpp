@@ -1,7 +1,8 @@
 // LARS (arXiv 1708.03888): momentum SGD whose step is scaled per tensor by the local LR
 // eta*||w|| / (||g|| + wd*||w||). Norms come from partial sums over this rank's slice, reduced
 // across ranks in one batched call. 1-D tensors (biases, norm weights) can be excluded from the
-// trust ratio (local LR 1), as is common practice.
+// trust ratio (local LR 1), as is common practice. The momentum buffer is stored as
+// OptimConfig::state_dtype (fp32 or bf16), updated in fp32.
 #include <memory>
 
 #include "optim/kernels_trust.h"
@@ -15,47 +16,48 @@ class LarsOptimizer : public RangeOptimizer {
  public:
   using RangeOptimizer::RangeOptimizer;
   std::string name() const override { return "lars"; }
-  double state_bytes_per_param() const override { return 4.0; }
+  double state_bytes_per_param() const override { return state_elem_bytes(); }
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
-    float* buf = buf_.as<float>();
-    optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
-      // Indexed by table position, not by segment: every rank must reduce the same layout.
-      std::vector<double> sums(2 * table_.params.size());
-      for (size_t k = 0; k < segs_.size(); ++k) {
-        if (!uses_trust(segs_[k])) continue;
-        const int64_t o = segs_[k].local;
-        const auto s = lars_phase_norms(master + o, g.shifted(o), segs_[k].count);
-        sums[2 * segs_[k].param] = s[0];
-        sums[2 * segs_[k].param + 1] = s[1];
-      }
-      optim_reduce(info, sums);
-      for (size_t k = 0; k < segs_.size(); ++k) {
-        const OptimSegment& seg = segs_[k];
-        const size_t p = static_cast<size_t>(seg.param);
-        const double local = uses_trust(seg)
-                                 ? lars_local_lr(std::sqrt(sums[2 * p]), std::sqrt(sums[2 * p + 1]),
-                                                 config_.lars_eta, seg.weight_decay)
-                                 : 1.0;
-        LarsStep<float> s{static_cast<float>(config_.momentum),
-                          static_cast<float>(seg.weight_decay),
-                          static_cast<float>(info.lr * seg.lr_mult * local)};
-        const int64_t o = seg.local;
-        lars_phase_apply(master + o, buf + o, g.shifted(o), seg.count, s);
-      }
+    optim_with_state(buf_.data(), state_dtype(), [&](auto* buf) {
+      optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
+        // Indexed by table position, not by segment: every rank must reduce the same layout.
+        std::vector<double> sums(2 * table_.params.size());
+        for (size_t k = 0; k < segs_.size(); ++k) {
+          if (!uses_trust(segs_[k])) continue;
+          const int64_t o = segs_[k].local;
+          const auto s = lars_phase_norms(master + o, g.shifted(o), segs_[k].count);
+          sums[2 * segs_[k].param] = s[0];
+          sums[2 * segs_[k].param + 1] = s[1];
+        }
+        optim_reduce(info, sums);
+        for (size_t k = 0; k < segs_.size(); ++k) {
+          const OptimSegment& seg = segs_[k];
+          const size_t p = static_cast<size_t>(seg.param);
+          const double local =
+              uses_trust(seg) ? lars_local_lr(std::sqrt(sums[2 * p]), std::sqrt(sums[2 * p + 1]),
+                                              config_.lars_eta, seg.weight_decay)
+                              : 1.0;
+          LarsStep<float> s{static_cast<float>(config_.momentum),
+                            static_cast<float>(seg.weight_decay),
+                            static_cast<float>(info.lr * seg.lr_mult * local)};
+          const int64_t o = seg.local;
+          lars_phase_apply(master + o, buf + o, g.shifted(o), seg.count, s);
+        }
+      });
     });
   }
 
   std::vector<StateView> state_views() override {
     std::vector<StateView> views;
-    for (const auto& seg : segs_) views.push_back(mirror_view("momentum", seg, buf_.as<float>()));
+    for (const auto& seg : segs_) views.push_back(mirror_view("momentum", seg, buf_));
     return views;
   }
 
  protected:
   void on_init() override {
-    buf_ = allocate_state("momentum", MemTag::kOptimMomentum, DType::kF32, end_ - begin_);
+    buf_ = allocate_state("momentum", MemTag::kOptimMomentum, state_dtype(), end_ - begin_);
   }
 
  private:

@@ -69,12 +69,12 @@ Buffer RangeOptimizer::allocate_state(const std::string& name, MemTag tag, DType
 }
 
 StateView RangeOptimizer::mirror_view(const std::string& name, const OptimSegment& seg,
-                                      const float* base) const {
+                                      const Buffer& buf, DType dtype, int64_t offset) const {
   StateView v;
   v.name = name;
   v.param = seg.param;
-  v.dtype = DType::kF32;
-  v.data = const_cast<float*>(base + seg.local);
+  v.dtype = dtype;
+  v.data = static_cast<char*>(buf.data()) + offset * static_cast<int64_t>(dtype_size(dtype));
   v.param_begin = seg.param_begin;
   v.numel = seg.count;
   v.shape = table_.params[seg.param].shape;

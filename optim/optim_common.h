@@ -47,8 +47,16 @@ class RangeOptimizer : public Optimizer {
   virtual void on_init() = 0;
   // A zeroed buffer of `elements` x dtype, recorded as a state component.
   Buffer allocate_state(const std::string& name, MemTag tag, DType dtype, int64_t elements);
-  // A view of a state that mirrors the parameter layout (element i <-> master[i]).
-  StateView mirror_view(const std::string& name, const OptimSegment& seg, const float* base) const;
+  // A view of a state that mirrors the parameter layout (element i <-> master[i]), of the given
+  // dtype; `offset` is the segment's first element in `buf` (seg.local for mirrored buffers).
+  StateView mirror_view(const std::string& name, const OptimSegment& seg, const Buffer& buf,
+                        DType dtype, int64_t offset) const;
+  StateView mirror_view(const std::string& name, const OptimSegment& seg, const Buffer& buf) const {
+    return mirror_view(name, seg, buf, state_dtype(), seg.local);
+  }
+  // Storage dtype of parameter-shaped state (OptimConfig::state_dtype) and its element size.
+  DType state_dtype() const { return config_.state_dtype; }
+  double state_elem_bytes() const { return static_cast<double>(dtype_size(config_.state_dtype)); }
   void require_initialized() const;
 
   OptimConfig config_;

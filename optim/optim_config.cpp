@@ -68,6 +68,8 @@ void OptimConfig::validate() const {
   LLM_REQUIRE(std::isfinite(min_lr_ratio) && min_lr_ratio >= 0.0 && min_lr_ratio <= 1.0,
               "optim.min_lr_ratio: expected in [0, 1] (got ", min_lr_ratio, ")");
   require_nonneg(grad_clip, "optim.grad_clip");
+  LLM_REQUIRE(state_dtype == DType::kF32 || state_dtype == DType::kBF16,
+              "precision.state: expected fp32 or bf16 (got ", dtype_name(state_dtype), ")");
 }
 
 }  // namespace ledgerlm

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "model/base/dtype.h"
+
 namespace ledgerlm {
 
 struct OptimConfig {
@@ -44,6 +46,11 @@ struct OptimConfig {
   int64_t warmup_steps = 0;
   double min_lr_ratio = 0.1;  // floor = lr * min_lr_ratio
   double grad_clip = 1.0;     // clip by global norm; 0 = off
+  // Storage of the state that mirrors the parameters (m, v, momentum; Adafactor's m and vector
+  // v): fp32 or bf16 (updated in fp32, rounded to nearest even on store). Set from the
+  // precision.state key by the trainer, not an optim.* key. 8-bit AdamW's codes/absmax and
+  // fp32 fallback m/v and Adafactor's factored statistics are always their own dtypes.
+  DType state_dtype = DType::kF32;
 
   void validate() const;  // throws Error naming the offending optim.* key
 };

@@ -18,7 +18,8 @@ TEST(Readme, ListsEveryConfigKeyInItsSection) {
     size_t section = readme.find("**[" + key.section + "]**");
     ASSERT_NE(section, std::string::npos) << "README lacks the [" << key.section << "] table";
     size_t next = readme.find("**[", section + 3);
-    std::string table = readme.substr(section, next == std::string::npos ? std::string::npos : next - section);
+    std::string table =
+        readme.substr(section, next == std::string::npos ? std::string::npos : next - section);
     EXPECT_NE(table.find("| `" + key.key + "` |"), std::string::npos)
         << "README's [" << key.section << "] table lacks " << key.full()
         << " (regenerate with scripts/gen_config_reference.py)";
@@ -27,7 +28,8 @@ TEST(Readme, ListsEveryConfigKeyInItsSection) {
 
 TEST(Readme, ListsEverySubcommand) {
   std::string readme = testing::read_file(testing::source_dir() + "/README.md");
-  for (const char* cmd : {"prepare", "train", "eval", "sample", "bench", "config", "memory", "export"})
+  for (const char* cmd :
+       {"prepare", "train", "eval", "sample", "bench", "config", "memory", "export"})
     EXPECT_NE(readme.find(std::string("`ledgerlm ") + cmd), std::string::npos) << cmd;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "model/base/rng.h"
@@ -149,6 +150,30 @@ TEST(LedgerAccuracy, PrecisionAndAccumulationVariants) {
     const std::string what = std::string(v.params) + "/" + v.grads + "/master " + v.master +
                              "/accum " + std::to_string(v.accum);
     check_bar(run_steps(cfg, 2), what);
+  }
+}
+
+TEST(LedgerAccuracy, Bf16OptimizerState) {
+  // precision.state = bf16: the parameter-shaped states (m, v, momentum, Adafactor's m and
+  // vector V) take 2 bytes per element. The planner must predict exactly that (same bar as
+  // above: model state within 1%), and the prediction must really be the halved figure.
+  for (const char* optim : {"sgd", "adamw", "lamb", "lars", "adafactor"}) {
+    RunConfig cfg = tiny_config(optim, "none");
+    cfg.precision.state = "bf16";
+    if (std::string(optim) == "adafactor") cfg.optim.adafactor_beta1 = 0.9;
+    const Measured m = run_steps(cfg, 1);
+    check_bar(m, std::string(optim) + "/state bf16");
+    const int64_t E = m.plan.input.elements;
+    const MemTag tag = (std::string(optim) == "sgd" || std::string(optim) == "lars")
+                           ? MemTag::kOptimMomentum
+                           : MemTag::kOptimM;
+    EXPECT_EQ(m.plan.per_rank_for_tag(tag), 2 * E) << optim;
+    EXPECT_EQ(m.row_peak(tag), 2 * E) << optim;
+    for (const auto& c : m.plan.components) {
+      if (c.tag == tag) {
+        EXPECT_EQ(c.dtype, "bf16") << optim << " " << c.name;
+      }
+    }
   }
 }
 

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/safetensors.h"
 #include "tests/test_util.h"
 
 namespace ledgerlm {
@@ -129,6 +130,18 @@ TEST_P(ResumeBitExact, SixPlusSixEqualsTwelve) {
   expect_same_file(out + "/full/model.safetensors", out + "/resumed/model.safetensors");
   expect_same_file(out + "/full/ckpt/step_000012/optimizer.safetensors",
                    out + "/resumed/ckpt/step_000012/optimizer.safetensors");
+  // With precision.state = bf16 the checkpoint stores the state in its own dtype (2 bytes per
+  // element), never widened to fp32.
+  if (std::string(c.flags).find("--precision.state bf16") != std::string::npos) {
+    const SafeTensorsFile f =
+        SafeTensorsFile::open(out + "/resumed/ckpt/step_000012/optimizer.safetensors");
+    int bf16 = 0;
+    for (const SafeTensorInfo& t : f.tensors()) {
+      EXPECT_EQ(t.dtype, DType::kBF16) << t.name;
+      bf16 += t.dtype == DType::kBF16;
+    }
+    EXPECT_GT(bf16, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -142,6 +155,8 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"adafactor", " --optim.name adafactor --optim.adafactor_beta1 0.9"},
         ResumeCase{"adamw8bit", " --optim.name adamw8bit"},
         ResumeCase{"adamw_bf16_master_fp32", " --optim.name adamw --precision.params bf16"},
+        // m and v stored as bf16: the checkpoint holds their exact bits (BF16 tensors).
+        ResumeCase{"adamw_bf16_state", " --optim.name adamw --precision.state bf16"},
         // Large initial scale and a short growth interval: the scaler backs off and grows
         // within the run, so its state must travel in the checkpoint.
         ResumeCase{"adamw_fp16_dynamic_scaling",

@@ -83,7 +83,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("precision", c.precision, grads, S, "gradients: fp32 | bf16 | fp16");
   LLM_KEY("precision", c.precision, grad_accum, S, "accumulation: auto | fp32 | bf16 | fp16");
   LLM_KEY("precision", c.precision, master, S, "master weights: fp32 | none");
-  LLM_KEY("precision", c.precision, state, S, "optimizer state: fp32 | bf16");
+  LLM_KEY("precision", c.precision, state, S,
+          "optimizer state storage (m, v, momentum): fp32 | bf16");
   LLM_KEY("precision", c.precision, rounding, S, "write of the compute copy: nearest | stochastic");
   LLM_KEY("precision", c.precision, loss_scale, S, "auto | dynamic | static | none");
   LLM_KEY("precision", c.precision, init_scale, F, "initial (or static) loss scale");

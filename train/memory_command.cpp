@@ -119,6 +119,7 @@ PlanInput memory_command_input(MemoryCommand& cmd) {
   in.separate_master = pp.separate_master;
   in.master_none = pp.master_none;
   in.optim = r.optim;
+  in.optim.state_dtype = dtype_parse(r.precision.state, "precision.state");
   in.world = cmd.world;
   in.zero = r.dist.zero;
   in.micro_batch = r.train.micro_batch;

@@ -64,13 +64,14 @@ struct Builder {
 void add_optimizer_states(Builder& b, const PlanInput& in) {
   const OptimConfig& o = in.optim;
   const int64_t E = in.elements;
+  const DType S = o.state_dtype;  // parameter-shaped state (precision.state): fp32 or bf16
   if (o.name == "adamw" || o.name == "lamb") {
-    b.state("optim.m", MemTag::kOptimM, DType::kF32, E);
-    b.state("optim.v", MemTag::kOptimV, DType::kF32, E);
+    b.state("optim.m", MemTag::kOptimM, S, E);
+    b.state("optim.v", MemTag::kOptimV, S, E);
   } else if (o.name == "sgd") {
-    if (o.momentum > 0.0) b.state("optim.momentum", MemTag::kOptimMomentum, DType::kF32, E);
+    if (o.momentum > 0.0) b.state("optim.momentum", MemTag::kOptimMomentum, S, E);
   } else if (o.name == "lars") {
-    b.state("optim.momentum", MemTag::kOptimMomentum, DType::kF32, E);
+    b.state("optim.momentum", MemTag::kOptimMomentum, S, E);
   } else if (o.name == "adafactor") {
     // Matrices keep row and column statistics, vectors a full second moment.
     int64_t rows = 0, cols = 0, vec = 0;
@@ -91,11 +92,12 @@ void add_optimizer_states(Builder& b, const PlanInput& in) {
     }
     b.state("optim.row", MemTag::kOptimFactored, DType::kF32, rows);
     b.state("optim.col", MemTag::kOptimFactored, DType::kF32, cols);
-    b.state("optim.v", MemTag::kOptimV, DType::kF32, vec);
-    if (o.adafactor_beta1 > 0.0) b.state("optim.m", MemTag::kOptimM, DType::kF32, E);
+    b.state("optim.v", MemTag::kOptimV, S, vec);
+    if (o.adafactor_beta1 > 0.0) b.state("optim.m", MemTag::kOptimM, S, E);
   } else if (o.name == "adamw8bit") {
     // Tensors of kSmallTensor+ elements: 8-bit codes in whole blocks plus one fp32 absmax per
-    // block; the small ones (and embeddings when asked) keep fp32 m and v.
+    // block; the small ones (and embeddings when asked) keep fp32 m and v whatever
+    // precision.state says.
     const int64_t B = o.block_size;
     int64_t q = 0, f = 0;
     if (in.tensors.empty()) q = round_up(in.num_params, B);
@@ -134,10 +136,11 @@ int64_t MemoryPlan::per_rank_for_tag(MemTag tag) const {
 
 double plan_optimizer_bytes_per_param(const OptimConfig& o) {
   const double master = 4.0;
-  if (o.name == "sgd") return master + (o.momentum > 0.0 ? 4.0 : 0.0);
-  if (o.name == "adamw" || o.name == "lamb") return master + 8.0;
-  if (o.name == "lars") return master + 4.0;
-  if (o.name == "adafactor") return master + (o.adafactor_beta1 > 0.0 ? 4.0 : 0.0);
+  const double s = static_cast<double>(dtype_size(o.state_dtype));  // per state element
+  if (o.name == "sgd") return master + (o.momentum > 0.0 ? s : 0.0);
+  if (o.name == "adamw" || o.name == "lamb") return master + 2.0 * s;
+  if (o.name == "lars") return master + s;
+  if (o.name == "adafactor") return master + (o.adafactor_beta1 > 0.0 ? s : 0.0);
   if (o.name == "adamw8bit") return master + 2.0 + 8.0 / static_cast<double>(o.block_size);
   fail("optim.name = '" + o.name + "': unknown optimizer");
 }
@@ -321,6 +324,7 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.separate_master = pp.separate_master;
   in.master_none = pp.master_none;
   in.optim = cfg.optim;
+  in.optim.state_dtype = dtype_parse(cfg.precision.state, "precision.state");
   in.world = world;
   in.zero = cfg.dist.zero;
   in.micro_batch = cfg.train.micro_batch;
@@ -414,6 +418,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
           {"optimizer", x.optim.name},
           {"params_dtype", dtype_name(x.params)},
           {"grads_dtype", dtype_name(x.grads)},
+          {"state_dtype", dtype_name(x.optim.state_dtype)},
           {"components", comps},
           {"model_state_bytes", plan.model_state_bytes},
           {"model_state_per_rank_bytes", plan.model_state_per_rank},

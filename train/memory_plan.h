@@ -91,6 +91,7 @@ struct MemoryPlan {
 };
 
 // Bytes per parameter of master + optimizer state ("K"): SGD 4, momentum SGD 8, AdamW 12, ...
+// with fp32 state; optim.state_dtype = bf16 halves the parameter-shaped states (AdamW 8).
 // (nominal: per-tensor states such as Adafactor's factored statistics count as ~0).
 double plan_optimizer_bytes_per_param(const OptimConfig& optim);
 

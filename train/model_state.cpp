@@ -70,7 +70,10 @@ ModelState::ModelState(const RunConfig& config, Backend& backend)
   if (plan_.separate_master) master_ = backend_.allocate(MemTag::kMaster, n * sizeof(float));
   if (plan_.master_none)  // fp32 view the optimizer updates, rounded back into the compute copy
     master_scratch_ = backend_.allocate(MemTag::kWorkspace, n * sizeof(float));
-  optim_ = optimizer_create(config_.optim);
+  // precision.state picks the storage of the optimizer's parameter-shaped state (m, v, momentum).
+  OptimConfig optim = config_.optim;
+  optim.state_dtype = dtype_parse(config_.precision.state, "precision.state");
+  optim_ = optimizer_create(optim);
   optim_->init(table_, 0, table_.total, backend_);
   model_ = std::make_unique<GptModel>(config_.model, table_, backend_, plan_.params, plan_.grads);
 }

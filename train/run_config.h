@@ -36,11 +36,12 @@ struct TrainConfig {
 };
 
 struct PrecisionConfig {
-  std::string params = "fp32";       // compute copy dtype: fp32 | bf16 | fp16
-  std::string grads = "fp32";        // gradient dtype
-  std::string grad_accum = "auto";   // auto (fp32 when accum > 1, else grads) | fp32 | bf16 | fp16
-  std::string master = "fp32";       // fp32 | none (update the compute copy directly)
-  std::string state = "fp32";        // optimizer state dtype: fp32 | bf16 (reserved)
+  std::string params = "fp32";      // compute copy dtype: fp32 | bf16 | fp16
+  std::string grads = "fp32";       // gradient dtype
+  std::string grad_accum = "auto";  // auto (fp32 when accum > 1, else grads) | fp32 | bf16 | fp16
+  std::string master = "fp32";      // fp32 | none (update the compute copy directly)
+  std::string state =
+      "fp32";  // optimizer state dtype: fp32 | bf16 (m, v, momentum; 8-bit codes unchanged)
   std::string rounding = "nearest";  // nearest | stochastic (master = none)
   std::string loss_scale =
       "auto";  // auto (dynamic for fp16, none otherwise) | dynamic | static | none
