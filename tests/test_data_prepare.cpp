@@ -17,6 +17,7 @@
 #include "data/tokenizer.h"
 #include "model/base/check.h"
 #include "model/base/rng.h"
+#include "tests/data_test_support.h"
 #include "tests/test_util.h"
 
 namespace ledgerlm {
@@ -24,27 +25,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char templ[] = "/tmp/llm_prep_XXXXXX";
-    path_ = ::mkdtemp(templ);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  // Names of the entries directly inside, sorted (to check nothing was left behind).
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  std::string path_;
+// Each test's own temp directory, removed at the end of the test.
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("llm_prep_") {}
 };
 
 // A document of `lines` lines of pseudo-random words, with tabs, space runs and UTF-8.

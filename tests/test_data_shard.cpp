@@ -12,6 +12,7 @@
 #include "data/sha256.h"
 #include "data/shard.h"
 #include "model/base/check.h"
+#include "tests/data_test_support.h"
 #include "tests/test_util.h"
 
 namespace ledgerlm {
@@ -19,20 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char templ[] = "/tmp/llm_shard_XXXXXX";
-    path_ = ::mkdtemp(templ);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+// Each test's own temp directory, removed at the end of the test.
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("llm_shard_") {}
 };
 
 // Expects `fn` to throw an Error whose message contains every string in `parts`.

@@ -25,6 +25,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/safetensors.h"
+#include "tests/resume_test_support.h"
 #include "tests/test_util.h"
 
 namespace ledgerlm {
@@ -36,7 +37,6 @@ using testing::run_command;
 // A deterministic pseudo-English corpus (~40 KB), prepared once per process.
 const std::string& corpus_dir() {
   static const std::string dir = [] {
-    const std::string tmp = testing::make_temp_dir("resume_data_");
     const char* words[] = {"the",   "lord", "said", "unto", "moses",    "and",    "land",  "of",
                            "egypt", "went", "up",   "into", "mountain", "people", "light", "day"};
     std::string text;
@@ -46,21 +46,13 @@ const std::string& corpus_dir() {
       text += words[(x >> 33) % 16];
       text += (i % 13 == 12) ? ".\n" : " ";
     }
-    testing::write_file(tmp + "/corpus.txt", text);
-    auto r = run_command(testing::ledgerlm_binary() + " prepare --input " + tmp +
-                         "/corpus.txt --out " + tmp + "/data --tokenizer bytes");
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return tmp + "/data";
+    return testing::resume_prepare_corpus("resume_data_", text);
   }();
   return dir;
 }
 
 std::string base_flags(const std::string& out, const std::string& name) {
-  return " --data.dir " + corpus_dir() + " --train.out_dir " + out + " --train.name " + name +
-         " --model.n_layer 2 --model.n_head 2 --model.n_embd 32 --model.block_size 32"
-         " --train.seq_len 32 --train.micro_batch 4 --train.eval_interval 0"
-         " --train.eval_windows 4 --train.log_interval 100 --train.threads 1"
-         " --optim.warmup_steps 3";
+  return testing::resume_tiny_flags(corpus_dir(), out, name) + " --optim.warmup_steps 3";
 }
 
 testing::CommandResult train(const std::string& flags) {

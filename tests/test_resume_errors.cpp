@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "tests/resume_test_support.h"
 #include "tests/test_util.h"
 
 namespace ledgerlm {
@@ -22,7 +23,6 @@ using testing::run_command;
 
 const std::string& corpus_dir() {
   static const std::string dir = [] {
-    const std::string tmp = testing::make_temp_dir("resume_err_data_");
     std::string text;
     uint64_t x = 99;
     for (int i = 0; i < 30000; ++i) {
@@ -30,20 +30,13 @@ const std::string& corpus_dir() {
       text += static_cast<char>('a' + (x >> 33) % 20);
       if (i % 50 == 49) text += "\n";
     }
-    testing::write_file(tmp + "/corpus.txt", text);
-    auto r = run_command(testing::ledgerlm_binary() + " prepare --input " + tmp +
-                         "/corpus.txt --out " + tmp + "/data --tokenizer bytes");
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return tmp + "/data";
+    return testing::resume_prepare_corpus("resume_err_data_", text);
   }();
   return dir;
 }
 
 std::string flags(const std::string& out, const std::string& name) {
-  return " --data.dir " + corpus_dir() + " --train.out_dir " + out + " --train.name " + name +
-         " --model.n_layer 2 --model.n_head 2 --model.n_embd 32 --model.block_size 32"
-         " --train.seq_len 32 --train.micro_batch 4 --train.eval_interval 0"
-         " --train.eval_windows 4 --train.log_interval 100 --train.threads 1";
+  return testing::resume_tiny_flags(corpus_dir(), out, name);
 }
 
 testing::CommandResult ledgerlm(const std::string& args) {

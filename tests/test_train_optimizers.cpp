@@ -10,55 +10,17 @@
 #include <string>
 #include <vector>
 
-#include "model/base/rng.h"
+#include "tests/train_test_support.h"
 #include "train/model_state.h"
 
 namespace ledgerlm {
 namespace {
 
-constexpr const char* kText =
-    "in the beginning god created the heaven and the earth. and the earth was without form, and "
-    "void; and darkness was upon the face of the deep. and the spirit of god moved upon the face "
-    "of the waters. and god said, let there be light: and there was light. ";
-
-// Characters -> ids in [0, 32); the text repeated `copies` times (a period of 263 characters).
-std::vector<int32_t> corpus_make(int copies) {
-  std::vector<int32_t> out;
-  for (int c = 0; c < copies; ++c)
-    for (const char* p = kText; *p; ++p) {
-      const char ch = *p;
-      int32_t id = 31;
-      if (ch >= 'a' && ch <= 'z')
-        id = ch - 'a';
-      else if (ch == ' ')
-        id = 26;
-      else if (ch == '.')
-        id = 27;
-      else if (ch == ',')
-        id = 28;
-      else if (ch == ';')
-        id = 29;
-      else if (ch == ':')
-        id = 30;
-      out.push_back(id);
-    }
-  return out;
-}
+using testing::corpus_make;
 
 // L2 H2 C32, T32, B8, vocab 32 (padded 64).
 RunConfig tiny_config(const std::string& optim) {
-  RunConfig c;
-  c.model.vocab_size = 32;
-  c.model.n_layer = 2;
-  c.model.n_head = 2;
-  c.model.n_embd = 32;
-  c.model.block_size = 32;
-  c.train.micro_batch = 8;
-  c.train.seq_len = 32;
-  c.train.seed = 11;
-  c.optim.name = optim;
-  c.optim.weight_decay = 0.0;
-  return c;
+  return testing::tiny_config_make(optim, 11);
 }
 
 // Trains `steps` steps at constant LR on batches drawn from the corpus (same batches for every
@@ -77,19 +39,10 @@ TrainResult train_tiny(const RunConfig& cfg, int steps, int tail) {
   state.model().plan(B, T);
   static const std::vector<int32_t> corpus = corpus_make(16);
   std::vector<int32_t> inputs(static_cast<size_t>(B * T)), targets(inputs.size());
-  const uint64_t span = corpus.size() - static_cast<uint64_t>(T) - 1;
   TrainResult r;
   double tail_sum = 0.0;
   for (int64_t s = 1; s <= steps; ++s) {
-    for (int64_t b = 0; b < B; ++b) {
-      const auto bits =
-          rng_bits(5, RngStream::kData, static_cast<uint64_t>(s), static_cast<uint64_t>(b));
-      const int64_t start = static_cast<int64_t>(bits[0] % span);
-      for (int64_t t = 0; t < T; ++t) {
-        inputs[static_cast<size_t>(b * T + t)] = corpus[static_cast<size_t>(start + t)];
-        targets[static_cast<size_t>(b * T + t)] = corpus[static_cast<size_t>(start + t + 1)];
-      }
-    }
+    testing::batch_fill(corpus, 5, static_cast<uint64_t>(s), B, T, inputs.data(), targets.data());
     state.zero_grads();
     const double loss = state.model().forward(state.params(), inputs.data(), targets.data(), B, T);
     state.model().backward(state.params(), state.grads(), state.loss_scale());

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/base/rng.h"
+#include "tests/train_test_support.h"
 #include "train/model_state.h"
 
 namespace ledgerlm {
@@ -21,48 +21,11 @@ namespace {
 
 // ---- a tiny GPT and a learnable corpus ---------------------------------------------------------
 
-constexpr const char* kText =
-    "in the beginning god created the heaven and the earth. and the earth was without form, and "
-    "void; and darkness was upon the face of the deep. and the spirit of god moved upon the face "
-    "of the waters. and god said, let there be light: and there was light. ";
-
-// Characters -> ids in [0, 32): letters, space, punctuation; the text repeated `copies` times.
-std::vector<int32_t> corpus_make(int copies) {
-  std::vector<int32_t> out;
-  for (int c = 0; c < copies; ++c)
-    for (const char* p = kText; *p; ++p) {
-      const char ch = *p;
-      int32_t id = 31;
-      if (ch >= 'a' && ch <= 'z')
-        id = ch - 'a';
-      else if (ch == ' ')
-        id = 26;
-      else if (ch == '.')
-        id = 27;
-      else if (ch == ',')
-        id = 28;
-      else if (ch == ';')
-        id = 29;
-      else if (ch == ':')
-        id = 30;
-      out.push_back(id);
-    }
-  return out;
-}
+using testing::corpus_make;
 
 RunConfig tiny_config() {
-  RunConfig c;
-  c.model.vocab_size = 32;
-  c.model.n_layer = 2;
-  c.model.n_head = 2;
-  c.model.n_embd = 32;
-  c.model.block_size = 32;
-  c.train.micro_batch = 8;
-  c.train.seq_len = 32;
-  c.train.seed = 7;
-  c.optim.name = "adamw";
+  RunConfig c = testing::tiny_config_make("adamw", 7);
   c.optim.lr = 3e-3;
-  c.optim.weight_decay = 0.0;
   return c;
 }
 
@@ -84,17 +47,8 @@ struct TinyTrainer {
   }
 
   void fill_batch(int64_t step, int64_t micro) {
-    const int64_t B = cfg.train.micro_batch, T = cfg.train.seq_len;
-    const uint64_t span = corpus.size() - static_cast<uint64_t>(T) - 1;
-    for (int64_t b = 0; b < B; ++b) {
-      auto bits = rng_bits(99, RngStream::kData, static_cast<uint64_t>(step * 64 + micro),
-                           static_cast<uint64_t>(b));
-      const int64_t start = static_cast<int64_t>(bits[0] % span);
-      for (int64_t t = 0; t < T; ++t) {
-        inputs[static_cast<size_t>(b * T + t)] = corpus[static_cast<size_t>(start + t)];
-        targets[static_cast<size_t>(b * T + t)] = corpus[static_cast<size_t>(start + t + 1)];
-      }
-    }
+    testing::batch_fill(corpus, 99, static_cast<uint64_t>(step * 64 + micro), cfg.train.micro_batch,
+                        cfg.train.seq_len, inputs.data(), targets.data());
   }
 
   // Forward + backward over the accumulation micro-batches of `step` (1-based); returns the loss.

@@ -1,0 +1,44 @@
+// Shared by the data tests (test_data_*): a scoped temporary directory, removed with everything
+// in it when the test ends (the data tests check what files a command leaves behind, so each test
+// gets a directory of its own rather than a process-wide one).
+#pragma once
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace ledgerlm::testing {
+
+class TempDir {
+ public:
+  // A fresh directory /tmp/<prefix>XXXXXX.
+  explicit TempDir(const std::string& prefix) {
+    std::string templ = "/tmp/" + prefix + "XXXXXX";
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // Names of the entries directly inside, sorted (to check nothing was left behind).
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path_))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace ledgerlm::testing

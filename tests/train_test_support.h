@@ -1,0 +1,76 @@
+// Shared by the trainer-level tests (test_train_*): a small repetitive character corpus that the
+// tiny GPT learns within a few dozen steps, the tiny GPT's RunConfig, and the batch of one step
+// drawn from that corpus (deterministic, so every run of a test sees the same batches).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/base/rng.h"
+#include "train/run_config.h"
+
+namespace ledgerlm::testing {
+
+inline constexpr const char* kTinyText =
+    "in the beginning god created the heaven and the earth. and the earth was without form, and "
+    "void; and darkness was upon the face of the deep. and the spirit of god moved upon the face "
+    "of the waters. and god said, let there be light: and there was light. ";
+
+// Characters -> ids in [0, 32): letters, space, punctuation; kTinyText repeated `copies` times
+// (a period of 263 characters).
+inline std::vector<int32_t> corpus_make(int copies) {
+  std::vector<int32_t> out;
+  for (int c = 0; c < copies; ++c)
+    for (const char* p = kTinyText; *p; ++p) {
+      const char ch = *p;
+      int32_t id = 31;
+      if (ch >= 'a' && ch <= 'z')
+        id = ch - 'a';
+      else if (ch == ' ')
+        id = 26;
+      else if (ch == '.')
+        id = 27;
+      else if (ch == ',')
+        id = 28;
+      else if (ch == ';')
+        id = 29;
+      else if (ch == ':')
+        id = 30;
+      out.push_back(id);
+    }
+  return out;
+}
+
+// L2 H2 C32, T32, B8, vocab 32 (padded 64), no weight decay; the LR is left to the caller.
+inline RunConfig tiny_config_make(const std::string& optim, int64_t seed) {
+  RunConfig c;
+  c.model.vocab_size = 32;
+  c.model.n_layer = 2;
+  c.model.n_head = 2;
+  c.model.n_embd = 32;
+  c.model.block_size = 32;
+  c.train.micro_batch = 8;
+  c.train.seq_len = 32;
+  c.train.seed = seed;
+  c.optim.name = optim;
+  c.optim.weight_decay = 0.0;
+  return c;
+}
+
+// Fills inputs / targets (B*T each) with B corpus windows and their next tokens; window b starts
+// at rng_bits(seed, kData, index, b) mod the valid span, so a given (seed, index) is one batch.
+inline void batch_fill(const std::vector<int32_t>& corpus, uint64_t seed, uint64_t index, int64_t B,
+                       int64_t T, int32_t* inputs, int32_t* targets) {
+  const uint64_t span = corpus.size() - static_cast<uint64_t>(T) - 1;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto bits = rng_bits(seed, RngStream::kData, index, static_cast<uint64_t>(b));
+    const int64_t start = static_cast<int64_t>(bits[0] % span);
+    for (int64_t t = 0; t < T; ++t) {
+      inputs[b * T + t] = corpus[static_cast<size_t>(start + t)];
+      targets[b * T + t] = corpus[static_cast<size_t>(start + t + 1)];
+    }
+  }
+}
+
+}  // namespace ledgerlm::testing
