@@ -181,6 +181,11 @@ TEST(LedgerAccuracy, UntrackedBytesAreBounded) {
   // Growth of the RSS high-water mark over a run minus the tracker's peak: what was allocated
   // without a tag (allocator overhead, BLAS buffers, thread stacks, small vectors). The bound is
   // 4 MiB + 5% of the tracked peak (measured here: see the printed figures).
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's shadow memory, redzones and quarantine land in RSS by design (~14 MB
+  // here): the bound is about the real allocator, so it is checked in the normal build only.
+  GTEST_SKIP() << "RSS under AddressSanitizer includes its shadow memory and quarantine";
+#endif
   for (const char* rc : {"none", "block"}) {
     Measured m = run_steps(tiny_config("adamw", rc), 2);
     if (m.rec.rss_baseline < 0) GTEST_SKIP() << "cannot reset the RSS high-water mark here";
