@@ -231,6 +231,46 @@ TEST_F(OpsForward, AttentionDropoutMaskFromCounterRng) {
   expect_close("attention dropout lse (undropped softmax)", lse, ref_lse, 1e-12, 1e-12);
 }
 
+// seq = 75 spans three query blocks of the tiled kernel (32 + 32 + 11 rows), so blocks that see
+// earlier keys, the causal triangle inside each block and a partial last block are all covered,
+// with and without dropout; one thread and two threads must give identical bits.
+TEST_F(OpsForward, AttentionAcrossQueryBlocks) {
+  for (const double dropout : {0.0, 0.25}) {
+    AttentionArgs a;
+    a.batch = 2, a.seq = 75, a.channels = 16, a.heads = 2, a.dropout = dropout, a.seed = 5,
+    a.site = 9;
+    Vec qkv = random_vec(a.batch * a.seq * 3 * a.channels, 31);
+    const uint64_t threshold = cpu::cpu_dropout_threshold(a.dropout);
+    auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+      if (a.dropout == 0.0) return 1.0;
+      const uint64_t index = static_cast<uint64_t>(((b * a.heads + h) * a.seq + i) * a.seq + j);
+      return cpu::cpu_dropout_bits(a.seed, a.site, index) >= threshold ? 1.0 / (1.0 - a.dropout)
+                                                                       : 0.0;
+    };
+    Vec ref_out, ref_lse;
+    naive_attention(qkv, a.batch, a.seq, a.channels, a.heads, mask, &ref_out, &ref_lse);
+    Vec out(ref_out.size()), lse(ref_lse.size());
+    be->attention_forward(t64(out), t64(lse), t64(qkv), a);
+    // fp64 with a different summation order: ~1e-15 relative.
+    expect_close("attention out fp64, 3 query blocks", out, ref_out, 1e-12, 1e-12);
+    expect_close("attention lse fp64, 3 query blocks", lse, ref_lse, 1e-12, 1e-12);
+    // fp32: sums of <= 75 O(1) terms and exp/log: well under 1e-5.
+    VecF qf = to_f32(qkv), of(out.size()), lf(lse.size());
+    be->attention_forward(t32(of), t32(lf), t32(qf), a);
+    expect_close("attention out fp32, 3 query blocks", to_f64(of), ref_out, 1e-5, 1e-5);
+    expect_close("attention lse fp32, 3 query blocks", to_f64(lf), ref_lse, 1e-5, 1e-5);
+
+    auto one = backend_create_cpu(1);
+    VecF dout = to_f32(random_vec(of.size(), 32)), of1(of.size()), lf1(lf.size());
+    one->attention_forward(t32(of1), t32(lf1), t32(qf), a);
+    EXPECT_EQ(0, std::memcmp(of.data(), of1.data(), of.size() * 4)) << "forward, 1 vs 2 threads";
+    VecF d2(qf.size()), d1(qf.size());
+    be->attention_backward(t32(d2), t32(dout), t32(qf), t32(of), t32(lf), a);
+    one->attention_backward(t32(d1), t32(dout), t32(qf), t32(of), t32(lf), a);
+    EXPECT_EQ(0, std::memcmp(d1.data(), d2.data(), d1.size() * 4)) << "backward, 1 vs 2 threads";
+  }
+}
+
 TEST_F(OpsForward, LayerNormFp32MatchesFp64) {
   const int64_t rows = 17, c = 33;
   Vec x = random_vec(rows * c, 12, 3.0), w = random_vec(c, 13), b = random_vec(c, 14);

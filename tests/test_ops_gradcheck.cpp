@@ -196,6 +196,11 @@ TEST_F(GradCheck, AttentionDropout) {
   attention_gradcheck(*be, 2, 5, 8, 2, 0.3, "attention dropout");
 }
 
+// seq = 40 spans two query blocks of the tiled kernel (32 + 8): dK and dV collect from both.
+TEST_F(GradCheck, AttentionAcrossQueryBlocks) {
+  attention_gradcheck(*be, 1, 40, 8, 2, 0.2, "attention 2 query blocks, dropout");
+}
+
 TEST_F(GradCheck, SoftmaxCrossEntropyPadded) {
   const int64_t rows = 4, vocab = 5, padded = 8;
   const double grad_scale = 0.7;  // loss = grad_scale * sum(losses)

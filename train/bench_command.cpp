@@ -135,6 +135,17 @@ int command_bench(BenchCommand& cmd) {
     std::printf("%-24s %10.3f %7.1f%% %8lld\n", name.c_str(),
                 1e3 * t.seconds / static_cast<double>(cmd.steps), 100.0 * t.seconds / op_total,
                 static_cast<long long>(t.calls / cmd.steps));
+  std::vector<std::pair<std::string, OpTime>> shapes(be.gemm_times().begin(),
+                                                     be.gemm_times().end());
+  std::sort(shapes.begin(), shapes.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::printf("%-34s %10s %8s %10s\n", "gemm by shape (op(A)op(B) m x n x k)", "ms/step", "calls",
+              "GFLOP/s");
+  for (const auto& [key, t] : shapes)
+    std::printf("%-34s %10.3f %8lld %10.1f\n", key.c_str(),
+                1e3 * t.seconds / static_cast<double>(cmd.steps),
+                static_cast<long long>(t.calls / cmd.steps),
+                t.seconds > 0 ? t.flops / t.seconds / 1e9 : 0.0);
   nlohmann::json j = {{"tokens_per_s", tps},
                       {"step_ms", med_ms},
                       {"forward_ms", median(fwd_ms)},

@@ -48,8 +48,20 @@ void ProfilingBackend::scale(Tensor x, int64_t n, double s) {
   inner_->scale(x, n, s);
 }
 void ProfilingBackend::gemm(const GemmArgs& args) {
-  Timer tm(times_, "gemm");
-  inner_->gemm(args);
+  std::string key = std::string(args.trans_a ? "T" : "N") + (args.trans_b ? "T " : "N ") +
+                    std::to_string(args.m) + "x" + std::to_string(args.n) + "x" +
+                    std::to_string(args.k) + (args.bias.empty() ? "" : " +bias") +
+                    (args.accumulate ? " +=C" : "");
+  OpTime& shape = gemm_times_[key];
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    Timer tm(times_, "gemm");
+    inner_->gemm(args);
+  }
+  shape.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  shape.calls += 1;
+  shape.flops +=
+      2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
 }
 void ProfilingBackend::bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) {
   Timer tm(times_, "bias_backward");

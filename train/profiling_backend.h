@@ -13,13 +13,20 @@ namespace ledgerlm {
 struct OpTime {
   double seconds = 0.0;
   int64_t calls = 0;
+  double flops = 0.0;  // GEMMs only: 2 m n k per call
 };
 
 class ProfilingBackend : public Backend {
  public:
   explicit ProfilingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
   const std::map<std::string, OpTime>& times() const { return times_; }
-  void reset_times() { times_.clear(); }
+  // GEMM time by shape, keyed like "NT 2048x1152x384 +bias" (op(A) op(B) m x n x k, then
+  // +bias / +=C), so the GEMM share can be read as GFLOP/s per layer shape.
+  const std::map<std::string, OpTime>& gemm_times() const { return gemm_times_; }
+  void reset_times() {
+    times_.clear();
+    gemm_times_.clear();
+  }
 
   std::string name() const override { return inner_->name(); }
   int num_threads() const override { return inner_->num_threads(); }
@@ -56,6 +63,7 @@ class ProfilingBackend : public Backend {
  private:
   std::unique_ptr<Backend> inner_;
   std::map<std::string, OpTime> times_;
+  std::map<std::string, OpTime> gemm_times_;
 };
 
 }  // namespace ledgerlm

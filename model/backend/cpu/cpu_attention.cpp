@@ -5,9 +5,7 @@
 //
 // Kept for backward: ONLY `out` [B, T, C] and `lse` [B, H, T] (the log-sum-exp of each row of
 // scaled scores over keys j <= i, of the softmax BEFORE dropout), both in the activation dtype.
-// The T x T probabilities are never stored: backward recomputes p_ij = exp(s_ij - lse_i) from
-// q, k and lse, one row at a time in a per-thread buffer of T values (plus this head's K and V
-// transposed, 2 x hd x T values, so a query's scores vectorise over keys).
+// The T x T probabilities are never stored: backward recomputes p_ij = exp(s_ij - lse_i).
 //
 // Dropout (args.dropout = p > 0) multiplies p_ij by m_ij = keep_ij / (1 - p) after the softmax.
 // keep_ij is a pure function of (seed, site, index) with index = ((b*H + h)*T + i)*T + j
@@ -18,12 +16,16 @@
 // Backward, with P~ = P * M the dropped probabilities and o_i = sum_j P~_ij v_j:
 //   dv_j += P~_ij dout_i,  dP_ij = m_ij (dout_i . v_j),  D_i = dout_i . o_i = sum_j p_ij dP_ij,
 //   ds_ij = p_ij (dP_ij - D_i),  dq_i = scale sum_j ds_ij k_j,  dk_j += scale ds_ij q_i.
-// Work is split over (b, h): each pair owns its rows of dq, dk, dv, so no two threads write the
-// same element and the summation order is fixed (deterministic for any thread count).
 //
-// Speed: the per-head work is compiled twice, for baseline x86-64 and for AVX-512 (picked at
-// run time), and each row's exps run as one vector pass (cpu_simd.cpp) instead of a libm call
-// per score; the backward computes a query's probability row before walking its keys.
+// Tiling: queries are taken in blocks of kQueryBlock rows; a block only sees keys [0, end of
+// block), so the causal mask wastes at most one triangle per block. Each block's products
+// (S = Q K^T, O = P V; in backward dP = dO V^T, dV += P^T dO, dQ = dS K, dK += dS^T Q) are small
+// GEMMs called on the strided qkv rows in place (no transposed copies), and only the softmax
+// rows in between are elementwise. Work is split over (b, h); BLAS runs single-threaded inside
+// the parallel region (OpenBLAS's OpenMP build checks omp_in_parallel), and each (b, h) owns its
+// rows of dq, dk, dv, so the summation order is fixed: deterministic for any thread count.
+// Per thread the scratch is two kQueryBlock x T matrices and a row of T mask values.
+#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -48,15 +50,36 @@ AttnShape attention_check(const AttentionArgs& a) {
               ") must be divisible by heads (", a.heads, ")");
   LLM_REQUIRE(a.dropout >= 0.0 && a.dropout < 1.0,
               "cpu backend: attention dropout must be in [0, 1), got ", a.dropout);
+  LLM_REQUIRE(3 * a.channels < (int64_t{1} << 31) && a.seq < (int64_t{1} << 31),
+              "cpu backend: attention sizes must fit in int32 for BLAS");
   return {a.batch, a.seq, a.channels, a.heads, a.channels / a.heads};
 }
 
 #define LLM_ALWAYS_INLINE __attribute__((always_inline))
 #define LLM_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq")))
 
-// Per-thread scratch elements: rows p, mask and g.v of T values, K and V transposed (hd x T each).
+// Query rows per block: large enough for the GEMMs to run near the machine's rate, small enough
+// that the masked triangle (half a block per block) stays a small share of the work.
+constexpr int64_t kQueryBlock = 32;
+
+// Per-thread scratch elements: the score/probability block, the dP/dS block, a mask row
+// (train/memory_plan.cpp predicts the same figure: change both together).
 int64_t attention_scratch(const AttnShape& s) {
-  return 3 * s.t + 2 * s.hd * s.t;
+  return 2 * kQueryBlock * s.t + s.t;
+}
+
+// Row-major C[m,n] = alpha op(A) op(B) + beta C with explicit leading dimensions.
+void small_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+void small_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
 template <class T>
@@ -81,28 +104,6 @@ LLM_ALWAYS_INLINE inline void attention_fill_mask(T* m, uint64_t base, int64_t c
   }
 }
 
-// dst[d][j] = src[j * stride + d]: one head's keys (or values) as [hd][T] rows, so the scores
-// of a query against all keys vectorise over keys without horizontal sums.
-template <class T>
-LLM_ALWAYS_INLINE inline void transpose_head(const T* src, int64_t stride, int64_t t, int64_t hd,
-                                             T* dst) {
-  for (int64_t j = 0; j < t; ++j)
-    for (int64_t d = 0; d < hd; ++d) dst[d * t + j] = src[j * stride + d];
-}
-
-// out[j] = sum_d (mul * x[d]) * xt[d][j] for j in [0, count): summed over d in order.
-template <class T>
-LLM_ALWAYS_INLINE inline void scores_row(const T* x, const T* xt, int64_t t, int64_t hd,
-                                         int64_t count, T mul, T* out) {
-  for (int64_t j = 0; j < count; ++j) out[j] = T(0);
-  for (int64_t d = 0; d < hd; ++d) {
-    const T xd = mul * x[d];
-    const T* col = xt + d * t;
-#pragma omp simd
-    for (int64_t j = 0; j < count; ++j) out[j] += xd * col[j];
-  }
-}
-
 // x[j] = exp(x[j] * mul - sub) for j in [0, n): the vector exp of cpu_simd.cpp in the AVX-512
 // instantiation, std::exp otherwise.
 template <class T, bool kAvx512>
@@ -114,96 +115,94 @@ LLM_ALWAYS_INLINE inline void exp_row(T* x, int64_t n, T mul, T sub) {
   }
 }
 
-// One (batch, head) pair of the forward pass; p and mask are per-thread rows of T values.
+// One (batch, head) pair of the forward pass. sc is a kQueryBlock x T block (row stride T).
 template <class T, bool kAvx512>
 LLM_ALWAYS_INLINE inline void attention_forward_head(T* out, T* lse, const T* qkv,
                                                      const AttentionArgs& a, const AttnShape& s,
-                                                     int64_t bh, T* p, T* mask) {
+                                                     int64_t bh, T* sc, T* mask) {
   const int64_t row = 3 * s.c;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hd)));
   const bool drop = a.dropout > 0.0;
   const int64_t b = bh / s.h, h = bh % s.h;
-  const T* base = qkv + b * s.t * row + h * s.hd;
-  T* kt = mask + s.t;  // this head's keys transposed, [hd][T]
-  transpose_head(base + s.c, row, s.t, s.hd, kt);
-  for (int64_t i = 0; i < s.t; ++i) {
-    const T* q = base + i * row;
-    scores_row(q, kt, s.t, s.hd, i + 1, scale, p);
-    T mx = -INFINITY;
-    for (int64_t j = 0; j <= i; ++j) mx = std::max(mx, p[j]);
-    exp_row<T, kAvx512>(p, i + 1, T(1), mx);
-    T sum = 0;
-    for (int64_t j = 0; j <= i; ++j) sum += p[j];
-    const T inv = T(1) / sum;
-    if (drop) {
-      attention_fill_mask(mask, static_cast<uint64_t>((bh * s.t + i) * s.t), i + 1, a);
-      for (int64_t j = 0; j <= i; ++j) p[j] *= inv * mask[j];
-    } else {
-      for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
+  const T* q = qkv + b * s.t * row + h * s.hd;
+  const T* k = q + s.c;
+  const T* v = q + 2 * s.c;
+  T* o = out + b * s.t * s.c + h * s.hd;
+  for (int64_t i0 = 0; i0 < s.t; i0 += kQueryBlock) {
+    const int64_t rows = std::min(kQueryBlock, s.t - i0), keys = i0 + rows;
+    small_gemm(false, true, rows, keys, s.hd, scale, q + i0 * row, row, k, row, T(0), sc, s.t);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      T* p = sc + r * s.t;
+      T mx = -INFINITY;
+      for (int64_t j = 0; j <= i; ++j) mx = std::max(mx, p[j]);
+      exp_row<T, kAvx512>(p, i + 1, T(1), mx);
+      T sum = 0;
+      for (int64_t j = 0; j <= i; ++j) sum += p[j];
+      const T inv = T(1) / sum;
+      if (drop) {
+        attention_fill_mask(mask, static_cast<uint64_t>((bh * s.t + i) * s.t), i + 1, a);
+        for (int64_t j = 0; j <= i; ++j) p[j] *= inv * mask[j];
+      } else {
+        for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
+      }
+      for (int64_t j = i + 1; j < keys; ++j) p[j] = T(0);  // causal mask within the block
+      lse[bh * s.t + i] = mx + std::log(sum);
     }
-    T* o = out + (b * s.t + i) * s.c + h * s.hd;
-    for (int64_t d = 0; d < s.hd; ++d) o[d] = T(0);
-    for (int64_t j = 0; j <= i; ++j) {
-      const T* v = base + j * row + 2 * s.c;
-      const T pj = p[j];
-#pragma omp simd
-      for (int64_t d = 0; d < s.hd; ++d) o[d] += pj * v[d];
-    }
-    lse[bh * s.t + i] = mx + std::log(sum);
+    small_gemm(false, false, rows, s.hd, keys, T(1), sc, s.t, v, row, T(0), o + i0 * s.c, s.c);
   }
 }
 
 // One (batch, head) pair of the backward pass: it owns this head's rows of dq, dk and dv.
+// sc and ds are kQueryBlock x T blocks (row stride T).
 template <class T, bool kAvx512>
 LLM_ALWAYS_INLINE inline void attention_backward_head(T* dqkv, const T* dout, const T* qkv,
                                                       const T* out, const T* lse,
                                                       const AttentionArgs& a, const AttnShape& s,
-                                                      int64_t bh, T* p, T* mask) {
+                                                      int64_t bh, T* sc, T* ds, T* mask) {
   const int64_t row = 3 * s.c;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hd)));
   const bool drop = a.dropout > 0.0;
   const int64_t b = bh / s.h, h = bh % s.h;
-  const T* base = qkv + b * s.t * row + h * s.hd;
-  T* dbase = dqkv + b * s.t * row + h * s.hd;
-  T* gv = mask + s.t;       // g_i . v_j for the current query row
-  T* kt = gv + s.t;         // keys transposed, [hd][T]
-  T* vt = kt + s.hd * s.t;  // values transposed, [hd][T]
-  transpose_head(base + s.c, row, s.t, s.hd, kt);
-  transpose_head(base + 2 * s.c, row, s.t, s.hd, vt);
-  // dk and dv of this head are sums over queries: clear them, then accumulate.
-  for (int64_t j = 0; j < s.t; ++j) {
-    T* dk = dbase + j * row + s.c;
-    for (int64_t d = 0; d < s.hd; ++d) dk[d] = dk[s.c + d] = T(0);
-  }
-  for (int64_t i = 0; i < s.t; ++i) {
-    const T* q = base + i * row;
-    const T* g = dout + (b * s.t + i) * s.c + h * s.hd;
-    const T* o = out + (b * s.t + i) * s.c + h * s.hd;
-    T* dq = dbase + i * row;
-    for (int64_t d = 0; d < s.hd; ++d) dq[d] = T(0);
-    const T big_d = dot(g, o, s.hd);
-    // The row of probabilities first (scores, then one exp pass), as in the forward, and the
-    // row of g . v_j, both vectorised over keys through the transposed K and V.
-    scores_row(q, kt, s.t, s.hd, i + 1, scale, p);
-    exp_row<T, kAvx512>(p, i + 1, T(1), lse[bh * s.t + i]);
-    scores_row(g, vt, s.t, s.hd, i + 1, T(1), gv);
-    if (drop) attention_fill_mask(mask, static_cast<uint64_t>((bh * s.t + i) * s.t), i + 1, a);
-    for (int64_t j = 0; j <= i; ++j) {
-      const T* k = base + j * row + s.c;
-      T* dk = dbase + j * row + s.c;
-      T* dv = dk + s.c;
-      const T pj = p[j];
-      const T m = drop ? mask[j] : T(1);
-      const T pm = pj * m;
-      const T dp = m * gv[j];
-      const T ds = pj * (dp - big_d) * scale;
+  const T* q = qkv + b * s.t * row + h * s.hd;
+  const T* k = q + s.c;
+  const T* v = q + 2 * s.c;
+  T* dq = dqkv + b * s.t * row + h * s.hd;
+  T* dk = dq + s.c;
+  T* dv = dq + 2 * s.c;
+  const T* g = dout + b * s.t * s.c + h * s.hd;
+  const T* o = out + b * s.t * s.c + h * s.hd;
+  // dk and dv of this head are sums over query blocks: clear them, then accumulate.
+  for (int64_t j = 0; j < s.t; ++j)
+    for (int64_t d = 0; d < s.hd; ++d) dk[j * row + d] = dv[j * row + d] = T(0);
+  for (int64_t i0 = 0; i0 < s.t; i0 += kQueryBlock) {
+    const int64_t rows = std::min(kQueryBlock, s.t - i0), keys = i0 + rows;
+    // Recomputed scores and dP~ = dout . v for the whole block, then the rows elementwise.
+    small_gemm(false, true, rows, keys, s.hd, scale, q + i0 * row, row, k, row, T(0), sc, s.t);
+    small_gemm(false, true, rows, keys, s.hd, T(1), g + i0 * s.c, s.c, v, row, T(0), ds, s.t);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      T* p = sc + r * s.t;
+      T* dp = ds + r * s.t;
+      const T big_d = dot(g + i * s.c, o + i * s.c, s.hd);
+      exp_row<T, kAvx512>(p, i + 1, T(1), lse[bh * s.t + i]);
+      if (drop) {
+        attention_fill_mask(mask, static_cast<uint64_t>((bh * s.t + i) * s.t), i + 1, a);
 #pragma omp simd
-      for (int64_t d = 0; d < s.hd; ++d) {
-        dv[d] += pm * g[d];
-        dq[d] += ds * k[d];
-        dk[d] += ds * q[d];
+        for (int64_t j = 0; j <= i; ++j) {
+          dp[j] = p[j] * (mask[j] * dp[j] - big_d) * scale;
+          p[j] *= mask[j];
+        }
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j <= i; ++j) dp[j] = p[j] * (dp[j] - big_d) * scale;
       }
+      for (int64_t j = i + 1; j < keys; ++j) p[j] = dp[j] = T(0);  // causal mask in the block
     }
+    // dV[0:keys] += P~^T dO,  dQ = dS K,  dK[0:keys] += dS^T Q.
+    small_gemm(true, false, keys, s.hd, rows, T(1), sc, s.t, g + i0 * s.c, s.c, T(1), dv, row);
+    small_gemm(false, false, rows, s.hd, keys, T(1), ds, s.t, k, row, T(0), dq + i0 * row, row);
+    small_gemm(true, false, keys, s.hd, rows, T(1), ds, s.t, q + i0 * row, row, T(1), dk, row);
   }
 }
 
@@ -211,36 +210,37 @@ LLM_ALWAYS_INLINE inline void attention_backward_head(T* dqkv, const T* dout, co
 // targets baseline x86-64), chosen per call by cpu_has_avx512().
 LLM_TARGET_AVX512 void attention_forward_head_avx512(float* out, float* lse, const float* qkv,
                                                      const AttentionArgs& a, const AttnShape& s,
-                                                     int64_t bh, float* p, float* mask) {
-  attention_forward_head<float, true>(out, lse, qkv, a, s, bh, p, mask);
+                                                     int64_t bh, float* sc, float* mask) {
+  attention_forward_head<float, true>(out, lse, qkv, a, s, bh, sc, mask);
 }
 LLM_TARGET_AVX512 void attention_backward_head_avx512(float* dqkv, const float* dout,
                                                       const float* qkv, const float* out,
                                                       const float* lse, const AttentionArgs& a,
-                                                      const AttnShape& s, int64_t bh, float* p,
-                                                      float* mask) {
-  attention_backward_head<float, true>(dqkv, dout, qkv, out, lse, a, s, bh, p, mask);
+                                                      const AttnShape& s, int64_t bh, float* sc,
+                                                      float* ds, float* mask) {
+  attention_backward_head<float, true>(dqkv, dout, qkv, out, lse, a, s, bh, sc, ds, mask);
 }
 
+// The parallel region is entered even for small problems so that BLAS inside it always runs on
+// one thread (the result then does not depend on the thread count).
 template <class T>
 void attention_forward_impl(T* out, T* lse, const T* qkv, const AttentionArgs& a, T* scratch,
                             int threads) {
   const AttnShape s = attention_check(a);
   const bool simd = std::is_same_v<T, float> && cpu_has_avx512();
-#pragma omp parallel num_threads(threads) if (s.b * s.h * s.t * s.t * s.hd > 65536)
+#pragma omp parallel num_threads(threads)
   {
-    // Per thread: probabilities, dropout mask, transposed keys (see attention_scratch).
-    T* p = scratch + omp_get_thread_num() * attention_scratch(s);
-    T* mask = p + s.t;
+    T* sc = scratch + omp_get_thread_num() * attention_scratch(s);
+    T* mask = sc + 2 * kQueryBlock * s.t;
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < s.b * s.h; ++bh) {
       if constexpr (std::is_same_v<T, float>) {
         if (simd) {
-          attention_forward_head_avx512(out, lse, qkv, a, s, bh, p, mask);
+          attention_forward_head_avx512(out, lse, qkv, a, s, bh, sc, mask);
           continue;
         }
       }
-      attention_forward_head<T, false>(out, lse, qkv, a, s, bh, p, mask);
+      attention_forward_head<T, false>(out, lse, qkv, a, s, bh, sc, mask);
     }
   }
 }
@@ -250,19 +250,20 @@ void attention_backward_impl(T* dqkv, const T* dout, const T* qkv, const T* out,
                              const AttentionArgs& a, T* scratch, int threads) {
   const AttnShape s = attention_check(a);
   const bool simd = std::is_same_v<T, float> && cpu_has_avx512();
-#pragma omp parallel num_threads(threads) if (s.b * s.h * s.t * s.t * s.hd > 65536)
+#pragma omp parallel num_threads(threads)
   {
-    T* p = scratch + omp_get_thread_num() * attention_scratch(s);
-    T* mask = p + s.t;
+    T* sc = scratch + omp_get_thread_num() * attention_scratch(s);
+    T* ds = sc + kQueryBlock * s.t;
+    T* mask = ds + kQueryBlock * s.t;
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < s.b * s.h; ++bh) {
       if constexpr (std::is_same_v<T, float>) {
         if (simd) {
-          attention_backward_head_avx512(dqkv, dout, qkv, out, lse, a, s, bh, p, mask);
+          attention_backward_head_avx512(dqkv, dout, qkv, out, lse, a, s, bh, sc, ds, mask);
           continue;
         }
       }
-      attention_backward_head<T, false>(dqkv, dout, qkv, out, lse, a, s, bh, p, mask);
+      attention_backward_head<T, false>(dqkv, dout, qkv, out, lse, a, s, bh, sc, ds, mask);
     }
   }
 }
