@@ -104,21 +104,31 @@ void CpuBackend::gemm(const GemmArgs& g) {
       c = static_cast<T*>(workspace(WorkSlot::kGemmC, static_cast<size_t>(g.m * g.n) * sizeof(T)));
       if (g.accumulate) convert(Tensor(c, ct), g.c, g.m * g.n);
     }
-    if (g.k == 0) {
-      // BLAS may return early for k == 0 without applying beta: the product is zero.
-      if (!g.accumulate) zero(Tensor(c, ct), g.m * g.n);
-    } else {
-      blas_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, a, b, g.accumulate ? T(1) : T(0), c);
-    }
-    if (!g.bias.empty()) {
+    // The bias goes into C before the product (rows of C = bias, or C += bias when
+    // accumulating) and BLAS then adds with beta = 1: one write pass over C instead of a
+    // read-modify-write pass after the GEMM.
+    const bool has_bias = !g.bias.empty();
+    if (has_bias) {
       const T* bias = widen(g.bias, g.n, WorkSlot::kParams);
       const int64_t m = g.m, n = g.n;
+      const bool acc = g.accumulate;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (m * n > 32768)
       for (int64_t r = 0; r < m; ++r) {
         T* row = c + r * n;
+        if (acc) {
 #pragma omp simd
-        for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+          for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+        } else {
+          std::memcpy(row, bias, static_cast<size_t>(n) * sizeof(T));
+        }
       }
+    }
+    const bool add_to_c = g.accumulate || has_bias;
+    if (g.k == 0) {
+      // BLAS may return early for k == 0 without applying beta: the product is zero.
+      if (!add_to_c) zero(Tensor(c, ct), g.m * g.n);
+    } else {
+      blas_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, a, b, add_to_c ? T(1) : T(0), c);
     }
     if (c_widened) convert(g.c, Tensor(c, ct), g.m * g.n);
   };
