@@ -40,6 +40,7 @@ struct GptModel::Impl {
   const ParamTable& table;
   DType pdt, gdt, adt;
   Recompute recompute = Recompute::kNone;
+  bool bf16_matmul = false;  // precision.matmul = bf16 (see GptModel::set_bf16_matmul)
   int64_t B = 0, T = 0;
 
   Buffer arena;             // activations kept for backward
@@ -184,6 +185,7 @@ struct GptModel::Impl {
     g.n = out_f;
     g.k = in_f;
     g.trans_b = true;
+    g.bf16_inputs = bf16_matmul;
     be.gemm(g);
   }
 
@@ -199,6 +201,7 @@ struct GptModel::Impl {
     gw.k = rows;
     gw.trans_a = true;
     gw.accumulate = true;
+    gw.bf16_inputs = bf16_matmul;
     be.gemm(gw);
     if (!dbias.empty()) be.bias_backward(dbias, dout, rows, out_f);
     if (!dinp.empty()) {
@@ -209,6 +212,7 @@ struct GptModel::Impl {
       gi.m = rows;
       gi.n = in_f;
       gi.k = out_f;
+      gi.bf16_inputs = bf16_matmul;
       be.gemm(gi);
     }
   }
@@ -329,6 +333,10 @@ GptModel::GptModel(const ModelConfig& config, const ParamTable& table, Backend& 
 }
 
 GptModel::~GptModel() = default;
+
+void GptModel::set_bf16_matmul(bool on) {
+  impl_->bf16_matmul = on;
+}
 
 void GptModel::plan(int64_t batch, int64_t seq) {
   impl_->plan(batch, seq);

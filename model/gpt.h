@@ -30,6 +30,9 @@ class GptModel {
   ~GptModel();
 
   const ModelConfig& config() const { return config_; }
+  // precision.matmul = bf16: the linear layers' GEMMs (forward, input and weight gradients) round
+  // both operands to bf16 and accumulate in fp32 (GemmArgs::bf16_inputs). Off by default.
+  void set_bf16_matmul(bool on);
   const ParamTable& table() const { return table_; }
 
   // Allocates the activation arena for micro-batch B and sequence T (re-plans if they change).

@@ -23,7 +23,7 @@ for line in subprocess.run([binary, "config"], check=True, capture_output=True, 
 
 src = (root / "train" / "config_keys.cpp").read_text()
 current = None
-for m in re.finditer(r'LLM_KEY\("(\w+)", c\.\w+, (\w+), (\w), "([^"]*)"\);', src):
+for m in re.finditer(r'LLM_KEY\("(\w+)",\s*c\.\w+,\s*(\w+),\s*(\w),\s*"([^"]*)"\);', src):
     sec, key, _, text = m.groups()
     if sec != current:
         print(f"\n**[{sec}]**\n\n| key | default | meaning |\n|---|---|---|")

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/backend/cpu/cpu_gemm_bf16.h"
 #include "model/base/rng.h"
 #include "train/ledger.h"
 #include "train/model_state.h"
@@ -150,6 +151,25 @@ TEST(LedgerAccuracy, PrecisionAndAccumulationVariants) {
     const std::string what = std::string(v.params) + "/" + v.grads + "/master " + v.master +
                              "/accum " + std::to_string(v.accum);
     check_bar(run_steps(cfg, 2), what);
+  }
+}
+
+TEST(LedgerAccuracy, Bf16Matmul) {
+  // precision.matmul = bf16: the native kernel packs both GEMM operands into bf16 pairs, the
+  // portable path keeps fp32 bf16-rounded copies; the planner predicts whichever this CPU runs
+  // (same bar as above: workspace within 10%).
+  for (const bool native : {true, false}) {
+    if (native && !cpu::cpu_has_bf16_dot()) continue;
+    cpu::cpu_set_bf16_dot_enabled(native);
+    for (const char* params : {"fp32", "bf16"}) {
+      RunConfig cfg = tiny_config("adamw", "none");
+      cfg.precision.params = params;
+      cfg.precision.grads = params;
+      cfg.precision.matmul = "bf16";
+      check_bar(run_steps(cfg, 2),
+                std::string(native ? "native" : "portable") + " matmul bf16, params " + params);
+    }
+    cpu::cpu_set_bf16_dot_enabled(true);
   }
 }
 

@@ -147,6 +147,8 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"adafactor", " --optim.name adafactor --optim.adafactor_beta1 0.9"},
         ResumeCase{"adamw8bit", " --optim.name adamw8bit"},
         ResumeCase{"adamw_bf16_master_fp32", " --optim.name adamw --precision.params bf16"},
+        ResumeCase{"adamw_bf16_matmul_bf16",
+                   " --optim.name adamw --precision.params bf16 --precision.matmul bf16"},
         // m and v stored as bf16: the checkpoint holds their exact bits (BF16 tensors).
         ResumeCase{"adamw_bf16_state", " --optim.name adamw --precision.state bf16"},
         // Large initial scale and a short growth interval: the scaler backs off and grows

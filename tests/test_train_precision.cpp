@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/backend/cpu/cpu_gemm_bf16.h"
 #include "tests/train_test_support.h"
 #include "train/model_state.h"
 
@@ -247,6 +248,69 @@ TEST(TrainPrecision, Bf16WithMasterTracksFp32Loss) {
   std::printf(
       "bf16 vs fp32 over 20 steps: max |dloss| %.4g, mean %.4g (fp32 %.4f -> %.4f, bf16 -> %.4f)\n",
       max_gap, sum_gap / 20.0, first, last32, last16);
+}
+
+TEST(TrainPrecision, Bf16MatmulTracksFp32Loss) {
+  // precision.matmul = bf16 on bf16 weights: the activations and activation gradients entering
+  // every linear-layer GEMM are rounded to bf16 too (2^-9 relative each), which moves the logits
+  // by a few 1e-3 relative, the same order as bf16 weights alone (see above), so the same bounds
+  // apply: 0.015 nats per step, 0.005 mean over 20 steps. Run on the native AVX512_BF16 kernel
+  // where the CPU has it and on the portable rounded-sgemm path; the two round identically and
+  // differ only in summation order, so they agree far more tightly (1e-3 nats per step).
+  std::vector<std::vector<double>> curves;
+  for (const bool native : {true, false}) {
+    if (native && !cpu::cpu_has_bf16_dot()) continue;
+    cpu::cpu_set_bf16_dot_enabled(native);
+    RunConfig c32 = tiny_config();
+    RunConfig cmm = tiny_config();
+    cmm.precision.params = "bf16";
+    cmm.precision.grads = "bf16";
+    cmm.precision.matmul = "bf16";
+    RunConfig c16 = cmm;
+    c16.precision.matmul = "fp32";
+    TinyTrainer a(c32), b(cmm), w(c16);
+    double max_gap = 0.0, sum_gap = 0.0, first = 0.0, last = 0.0, vs_widened = 0.0;
+    std::vector<double> curve;
+    for (int64_t s = 1; s <= 20; ++s) {
+      const double l32 = a.train_step(s), lmm = b.train_step(s);
+      // Against bf16 weights with fp32 matmul inputs: the rounding of activations must show.
+      vs_widened = std::max(vs_widened, std::fabs(w.train_step(s) - lmm));
+      ASSERT_TRUE(std::isfinite(lmm));
+      if (s == 1) first = l32;
+      last = lmm;
+      curve.push_back(lmm);
+      max_gap = std::max(max_gap, std::fabs(l32 - lmm));
+      sum_gap += std::fabs(l32 - lmm);
+      EXPECT_LE(std::fabs(l32 - lmm), 0.015)
+          << "step " << s << ": fp32 " << l32 << ", matmul bf16 " << lmm;
+    }
+    EXPECT_LE(sum_gap / 20.0, 0.005);
+    EXPECT_GT(vs_widened, 1e-6) << "matmul = bf16 changed nothing: activations not rounded";
+    EXPECT_LT(last, first - 0.5) << "the matmul bf16 run did not train";
+    std::printf(
+        "%s matmul bf16 vs fp32 over 20 steps: max |dloss| %.4g, mean %.4g (vs bf16 weights with "
+        "fp32 matmul: max %.4g)\n",
+        native ? "native" : "portable", max_gap, sum_gap / 20.0, vs_widened);
+    curves.push_back(curve);
+    cpu::cpu_set_bf16_dot_enabled(true);
+  }
+  if (curves.size() == 2) {
+    for (size_t s = 0; s < curves[0].size(); ++s)
+      EXPECT_LE(std::fabs(curves[0][s] - curves[1][s]), 1e-3)
+          << "native vs portable, step " << s + 1;
+  }
+}
+
+TEST(TrainPrecision, Bf16MatmulNeedsFp32OrBf16Params) {
+  RunConfig c = tiny_config();
+  c.precision.params = "fp16";
+  c.precision.matmul = "bf16";
+  try {
+    c.precision.validate();
+    FAIL() << "precision.matmul = bf16 with fp16 params was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("precision.matmul"), std::string::npos) << e.what();
+  }
 }
 
 // ---- bf16 optimizer state

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/backend/cpu/cpu_gemm_bf16.h"
 #include "model/base/check.h"
 #include "model/base/rng.h"
 #include "optim/schedule.h"
@@ -92,22 +93,23 @@ int command_bench(BenchCommand& cmd) {
   const double tps = tokens_per_step / (med_ms / 1e3);
   const double gflops = tps * flops_per_token / 1e9;
   PeakFlops peak = measure_peak_flops(be.num_threads());
-  const bool low_precision = state.plan().params != DType::kF32;
-  // The denominator is the faster of the rates the run could use: bf16 dot products only help
-  // low-precision runs, and on some CPUs they are slower than fp32 FMAs.
-  const bool bf16_denominator = low_precision && peak.bf16_gflops > peak.fp32_gflops;
+  // The denominator is the peak of the instructions the linear layers' GEMMs run on: bf16 dot
+  // products with precision.matmul = bf16 on a CPU that has them, fp32 FMAs otherwise (bf16
+  // weights alone are widened to fp32 and go through sgemm).
+  const bool bf16_denominator =
+      cfg.precision.matmul == "bf16" && cpu::cpu_has_bf16_dot() && peak.bf16_gflops > 0;
   const double peak_used = bf16_denominator ? peak.bf16_gflops : peak.fp32_gflops;
   int64_t rss = 0, hwm = 0;
   process_rss_bytes(&rss, &hwm);
 
   std::printf(
       "ledgerlm bench: L%lld H%lld C%lld T%lld B%lld A%lld vocab %lld | %s params | optim %s | "
-      "params %s | %d threads\n",
+      "params %s | matmul %s | %d threads\n",
       static_cast<long long>(L), static_cast<long long>(cfg.model.n_head),
       static_cast<long long>(C), static_cast<long long>(T), static_cast<long long>(B),
       static_cast<long long>(A), static_cast<long long>(cfg.model.vocab_size),
       std::to_string(state.table().num_params).c_str(), cfg.optim.name.c_str(),
-      cfg.precision.params.c_str(), be.num_threads());
+      cfg.precision.params.c_str(), cfg.precision.matmul.c_str(), be.num_threads());
   std::printf("FLOPs per token = 6N + 12*L*C*T = 6*%.0f + 12*%lld*%lld*%lld = %.4g\n", n_params,
               static_cast<long long>(L), static_cast<long long>(C), static_cast<long long>(T),
               flops_per_token);

@@ -86,6 +86,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("precision", c.precision, state, S,
           "optimizer state storage (m, v, momentum): fp32 | bf16");
   LLM_KEY("precision", c.precision, rounding, S, "write of the compute copy: nearest | stochastic");
+  LLM_KEY("precision", c.precision, matmul, S,
+          "linear-layer GEMM inputs: fp32 | bf16 (rounded, fp32 sums, VDPBF16PS)");
   LLM_KEY("precision", c.precision, loss_scale, S, "auto | dynamic | static | none");
   LLM_KEY("precision", c.precision, init_scale, F, "initial (or static) loss scale");
   LLM_KEY("precision", c.precision, growth_interval, I, "good steps before the scale grows");

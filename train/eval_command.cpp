@@ -47,6 +47,8 @@ int command_eval(const EvalCommand& cmd) {
   LLM_REQUIRE(!starts.empty(), "'", what, "' has ", tokens.size(),
               " tokens, fewer than seq_len + 1 = ", T + 1);
   GptModel model(run.config.model, run.table, *backend, DType::kF32, DType::kF32);
+  // The run's GEMM input precision, as the training-time eval used it.
+  model.set_bf16_matmul(run.config.precision.matmul == "bf16");
   EvalResult r =
       evaluate_windows(model, run.params_tensor(), tokens, starts, T, cmd.batch, tokens_per_byte);
   std::printf("eval %s on %s: %lld tokens in %zu windows of %lld\n", cmd.run_dir.c_str(),

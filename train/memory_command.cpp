@@ -116,6 +116,7 @@ PlanInput memory_command_input(MemoryCommand& cmd) {
   }
   in.params = pp.params;
   in.grads = pp.grads;
+  in.bf16_matmul = r.precision.matmul == "bf16";
   in.separate_master = pp.separate_master;
   in.master_none = pp.master_none;
   in.optim = r.optim;

@@ -16,6 +16,7 @@
 #include <cstdio>
 
 #include "data/meta.h"
+#include "model/backend/cpu/cpu_gemm_bf16.h"
 #include "model/base/check.h"
 #include "train/model_state.h"
 
@@ -176,19 +177,36 @@ int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch) {
   return 4 * act_buf(N * C) + 2 * act_buf(4 * N * C) + act_buf(3 * N * C);
 }
 
-int64_t plan_cpu_workspace_bytes(const PlanShapes& s, int64_t batch, int64_t elements, DType params,
-                                 DType grads, int64_t threads) {
-  const int64_t P = std::max<int64_t>(threads, 1);
+int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
+  const PlanShapes& s = x.shapes;
+  const int64_t P = std::max<int64_t>(x.threads, 1);
   // Gradient-norm partial sums: one double per 32768-element chunk of the flat buffer.
-  int64_t partials = ceil_div(elements, 32768) * 8;
+  int64_t partials = ceil_div(x.elements, 32768) * 8;
   if (!s.known()) return page_buf(partials);
-  const int64_t N = batch * s.seq, C = s.n_embd, Vp = s.padded_vocab;
-  const bool p16 = params != DType::kF32, g16 = grads != DType::kF32;
+  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, Vp = s.padded_vocab;
+  const bool p16 = x.params != DType::kF32, g16 = x.grads != DType::kF32;
   // 16-bit weights / gradients are widened to fp32 for BLAS: the largest matrix (the tied token
   // embedding or an MLP weight).
   const int64_t widest = std::max(Vp * C, 4 * C * C) * 4;
-  const int64_t gemm_b = p16 ? widest : 0, gemm_c = g16 ? widest : 0;
-  // Widened layernorm weight+bias (2C), or a 16-bit GEMM bias (up to 4C).
+  int64_t gemm_a = 0, gemm_b = p16 ? widest : 0;
+  const int64_t gemm_c = g16 ? widest : 0;
+  if (x.bf16_matmul) {
+    // Every linear layer's three GEMMs (forward, input gradient, weight gradient) as
+    // op(A) [m,k] x op(B) [k,n]. The native kernel packs both operands into bf16 pairs
+    // (cpu_gemm_bf16_packed_*); the portable path keeps an fp32 bf16-rounded copy of each.
+    const bool native = cpu::cpu_has_bf16_dot();
+    gemm_b = 0;
+    const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    for (const auto& io : layers) {
+      const int64_t in = io[0], out = io[1];
+      const int64_t gemms[3][3] = {{N, out, in}, {N, in, out}, {out, in, N}};  // m, n, k
+      for (const auto& g : gemms) {
+        const int64_t m = g[0], n = g[1], k = g[2];
+        gemm_a = std::max(gemm_a, native ? cpu::cpu_gemm_bf16_packed_a(m, k) * 4 : m * k * 4);
+        gemm_b = std::max(gemm_b, native ? cpu::cpu_gemm_bf16_packed_b(n, k) * 4 : k * n * 4);
+      }
+    }
+  }
   const int64_t small_params = std::max<int64_t>(2 * C, p16 ? 4 * C : 0) * 4;
   // Bias-gradient partial rows per thread chunk (widest bias 4C).
   partials = std::max(partials, std::min(P, N) * 4 * C * 4);
@@ -197,8 +215,8 @@ int64_t plan_cpu_workspace_bytes(const PlanShapes& s, int64_t batch, int64_t ele
   const int64_t per_thread = std::max(P * (2 * 32 + 1) * s.seq, P * C) * 4;
   // Token grouping of the embedding backward: 2N + 1 int64.
   const int64_t index = (2 * N + 1) * 8;
-  return page_buf(gemm_b) + page_buf(gemm_c) + page_buf(small_params) + page_buf(partials) +
-         page_buf(per_thread) + page_buf(index);
+  return page_buf(gemm_a) + page_buf(gemm_b) + page_buf(gemm_c) + page_buf(small_params) +
+         page_buf(partials) + page_buf(per_thread) + page_buf(index);
 }
 
 MemoryPlan memory_plan_compute(const PlanInput& in) {
@@ -234,8 +252,7 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
     plan.notes.push_back("activations: not predicted (give --layers --hidden --heads --seq)");
   }
   if (x.cpu_workspace)
-    b.add("workspace.backend", MemTag::kWorkspace, "-",
-          plan_cpu_workspace_bytes(s, x.micro_batch, E, x.params, x.grads, x.threads), false, false,
+    b.add("workspace.backend", MemTag::kWorkspace, "-", plan_cpu_workspace_bytes(x), false, false,
           false);
   if (x.master_none)  // fp32 view of the compute copy the optimizer updates
     b.add("workspace.master", MemTag::kWorkspace, "fp32", E * 4, false, false, x.zero >= 1);
@@ -332,6 +349,7 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.accum = cfg.train.accum;
   in.recompute = recompute_parse(cfg.model.recompute);
   in.threads = threads;
+  in.bf16_matmul = cfg.precision.matmul == "bf16";
   in.data_bytes = data_bytes;
   return in;
 }

@@ -57,6 +57,7 @@ struct PlanInput {
   int64_t micro_batch = 1, accum = 1;
   Recompute recompute = Recompute::kNone;
   int64_t threads = 1;        // CPU backend threads (per-thread scratch)
+  bool bf16_matmul = false;   // precision.matmul = bf16 (packed or rounded GEMM operands)
   bool cpu_workspace = true;  // include the CPU backend's scratch buffers
   int64_t data_bytes = -1;    // tokens held in memory by the loader (-1: unknown)
 };
@@ -99,9 +100,10 @@ double plan_optimizer_bytes_per_param(const OptimConfig& optim);
 // buffer rounded up to 64 bytes), and the model's scratch for activation gradients.
 int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute recompute);
 int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch);
-// The CPU backend's persistent scratch (GEMM operand widening, partial sums, per-thread rows).
-int64_t plan_cpu_workspace_bytes(const PlanShapes& s, int64_t batch, int64_t elements, DType params,
-                                 DType grads, int64_t threads);
+// The CPU backend's persistent scratch (GEMM operand widening or bf16 packing, partial sums,
+// per-thread rows) for x.shapes, x.micro_batch, x.elements, x.params, x.grads, x.threads and
+// x.bf16_matmul.
+int64_t plan_cpu_workspace_bytes(const PlanInput& x);
 
 MemoryPlan memory_plan_compute(const PlanInput& in);
 

@@ -76,6 +76,7 @@ ModelState::ModelState(const RunConfig& config, Backend& backend)
   optim_ = optimizer_create(optim);
   optim_->init(table_, 0, table_.total, backend_);
   model_ = std::make_unique<GptModel>(config_.model, table_, backend_, plan_.params, plan_.grads);
+  model_->set_bf16_matmul(config_.precision.matmul == "bf16");
 }
 
 float* ModelState::master() {

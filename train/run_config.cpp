@@ -49,6 +49,10 @@ void PrecisionConfig::validate() const {
   require_one_of("precision.master", master, {"fp32", "none"});
   require_one_of("precision.state", state, {"fp32", "bf16"});
   require_one_of("precision.rounding", rounding, {"nearest", "stochastic"});
+  require_one_of("precision.matmul", matmul, {"fp32", "bf16"});
+  LLM_REQUIRE(matmul != "bf16" || params != "fp16",
+              "precision.matmul: bf16 needs precision.params fp32 or bf16 (fp16 weights would be "
+              "rounded a second time)");
   require_one_of("precision.loss_scale", loss_scale, {"auto", "dynamic", "static", "none"});
   LLM_REQUIRE(init_scale > 0, "precision.init_scale: expected > 0 (got ", init_scale, ")");
   LLM_REQUIRE(growth_interval > 0, "precision.growth_interval: expected > 0");

@@ -43,6 +43,9 @@ struct PrecisionConfig {
   std::string state =
       "fp32";  // optimizer state dtype: fp32 | bf16 (m, v, momentum; 8-bit codes unchanged)
   std::string rounding = "nearest";  // nearest | stochastic (master = none)
+  // Inputs of the linear layers' GEMMs: fp32 (exact; bf16 weights are widened) | bf16 (both
+  // operands rounded to bf16, fp32 accumulation, bf16 dot-product instructions where available).
+  std::string matmul = "fp32";
   std::string loss_scale =
       "auto";  // auto (dynamic for fp16, none otherwise) | dynamic | static | none
   double init_scale = 65536.0;

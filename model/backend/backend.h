@@ -49,6 +49,9 @@ struct GemmArgs {
   bool trans_a = false;
   bool trans_b = false;
   bool accumulate = false;  // C += ... instead of C = ...
+  // precision.matmul = bf16: A and B are rounded to bf16 before the product (products exact in
+  // fp32, sums in fp32), run on bf16 dot-product instructions where the device has them.
+  bool bf16_inputs = false;
 };
 
 // Causal multi-head self-attention on a fused qkv projection, flash-style: for backward only

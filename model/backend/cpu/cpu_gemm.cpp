@@ -4,16 +4,18 @@
 // another dtype (bf16/fp16 weights, bf16 gradients) are widened into persistent workspace
 // buffers first, and a C in a 16-bit dtype is computed in fp32 and rounded to nearest even on
 // store (with accumulate, the old C is widened, added to by BLAS with beta = 1, and rounded once).
-// A native bf16 GEMM (cpu_gemm_bf16.cpp, AVX512_BF16) exists for bf16 weights times fp32
-// activations, but it is opt-in (LEDGERLM_CPU_BF16_GEMM=1): on the Xeon this was tuned on,
-// VDPBF16PS issues at ~0.6x the rate of 512-bit FMA (tests/bench/bench_dot_rate.cpp: ~1.25x the
-// FLOP rate, not 2x), and the kernel measured ~0.6x OpenBLAS sgemm on the bench_small shapes
-// (tests/bench/bench_gemm.cpp), so widening the weights and calling sgemm is the faster default.
+//
+// precision.matmul = bf16 (GemmArgs::bf16_inputs) rounds A and B to bf16 first. On CPUs with
+// AVX512_BF16 the product runs on VDPBF16PS (cpu_gemm_bf16.cpp); elsewhere the rounded operands
+// go through sgemm: the same rounding, a different summation order. Whether that is faster than
+// fp32 depends on the CPU: VDPBF16PS does twice the FLOPs of an FMA per instruction, but where
+// it issues at a quarter of the FMA rate (measured by tests/bench/bench_dot_rate.cpp on the Xeon
+// this was tuned on) it is half as fast, so matmul = fp32 stays the default.
 #include <cblas.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
@@ -38,13 +40,8 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* 
               static_cast<int>(n));
 }
 
-// The native bf16 path: only with LEDGERLM_CPU_BF16_GEMM=1 and a CPU that has it (see above).
-bool bf16_gemm_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("LEDGERLM_CPU_BF16_GEMM");
-    return cpu_has_bf16_dot() && env != nullptr && std::strcmp(env, "1") == 0;
-  }();
-  return on;
+bool bf16_or_f32(const Tensor& t) {
+  return t.dtype == DType::kF32 || t.dtype == DType::kBF16;
 }
 
 constexpr DType dtype_of(float) {
@@ -66,23 +63,6 @@ void CpuBackend::gemm(const GemmArgs& g) {
   LLM_REQUIRE(g.m < (int64_t{1} << 31) && g.n < (int64_t{1} << 31) && g.k < (int64_t{1} << 31),
               "cpu backend: gemm sizes must fit in int32 for BLAS");
   if (g.m == 0 || g.n == 0) return;
-  if (g.a.dtype == DType::kF32 && g.b.dtype == DType::kBF16 && g.c.dtype == DType::kF32 &&
-      !g.trans_a && g.k > 0 && bf16_gemm_enabled()) {
-    Bf16GemmArgs n;
-    n.a = g.a.as<const float>();
-    n.b = g.b.as<const uint16_t>();
-    n.c = g.c.as<float>();
-    if (!g.bias.empty()) {
-      float* bias = static_cast<float*>(workspace(WorkSlot::kParams, g.n * sizeof(float)));
-      convert(Tensor(bias, DType::kF32), g.bias, g.n);
-      n.bias = bias;
-    }
-    n.m = g.m, n.n = g.n, n.k = g.k;
-    n.trans_b = g.trans_b;
-    n.accumulate = g.accumulate;
-    cpu_gemm_bf16(*this, n);
-    return;
-  }
   const bool use_double =
       g.a.dtype == DType::kF64 || g.b.dtype == DType::kF64 || g.c.dtype == DType::kF64;
 
@@ -96,8 +76,25 @@ void CpuBackend::gemm(const GemmArgs& g) {
       convert(Tensor(w, ct), t, count);
       return w;
     };
-    const T* a = widen(g.a, g.m * g.k, WorkSlot::kGemmA);
-    const T* b = widen(g.b, g.k * g.n, WorkSlot::kGemmB);
+    // bf16 operands for precision.matmul = bf16: a copy in the compute dtype holding the
+    // bf16-rounded values (fp64 goes through fp32 first; that double rounding is below bf16's).
+    auto widen_rounded = [&](Tensor t, int64_t count, WorkSlot slot) -> T* {
+      T* w = static_cast<T*>(workspace(slot, static_cast<size_t>(count) * sizeof(T)));
+      convert(Tensor(w, ct), t, count);
+      for (int64_t i = 0; i < count; ++i)
+        w[i] = static_cast<T>(bf16_to_f32(f32_to_bf16(static_cast<float>(w[i]))));
+      return w;
+    };
+    const bool native_bf16 = g.bf16_inputs && std::is_same_v<T, float> && g.k > 0 &&
+                             bf16_or_f32(g.a) && bf16_or_f32(g.b) && cpu_has_bf16_dot();
+    const T* a = nullptr;
+    const T* b = nullptr;
+    if (!native_bf16) {
+      a = g.bf16_inputs ? widen_rounded(g.a, g.m * g.k, WorkSlot::kGemmA)
+                        : widen(g.a, g.m * g.k, WorkSlot::kGemmA);
+      b = g.bf16_inputs ? widen_rounded(g.b, g.k * g.n, WorkSlot::kGemmB)
+                        : widen(g.b, g.k * g.n, WorkSlot::kGemmB);
+    }
     T* c = g.c.as<T>();
     const bool c_widened = g.c.dtype != ct;
     if (c_widened) {
@@ -127,6 +124,17 @@ void CpuBackend::gemm(const GemmArgs& g) {
     if (g.k == 0) {
       // BLAS may return early for k == 0 without applying beta: the product is zero.
       if (!add_to_c) zero(Tensor(c, ct), g.m * g.n);
+    } else if (native_bf16) {
+      if constexpr (std::is_same_v<T, float>) {
+        Bf16GemmArgs n;
+        n.a = g.a.data, n.b = g.b.data;
+        n.a_dtype = g.a.dtype, n.b_dtype = g.b.dtype;
+        n.trans_a = g.trans_a, n.trans_b = g.trans_b;
+        n.c = c;
+        n.m = g.m, n.n = g.n, n.k = g.k;
+        n.load_c = add_to_c;
+        cpu_gemm_bf16(*this, n);
+      }
     } else {
       blas_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, a, b, add_to_c ? T(1) : T(0), c);
     }

@@ -1,29 +1,41 @@
-// The CPU backend's native bf16 GEMM (AVX-512 BF16, selected at run time): fp32 activations times
-// bf16 weights with fp32 accumulation. See cpu_gemm_bf16.cpp for the layout and the numerics.
+// The CPU backend's native bf16 GEMM (AVX-512 BF16, selected at run time) for
+// precision.matmul = bf16: both operands rounded to bf16, products exact in fp32, fp32 sums.
+// See cpu_gemm_bf16.cpp for the layout and the numerics.
 #pragma once
 
 #include <cstdint>
+
+#include "model/base/dtype.h"
 
 namespace ledgerlm::cpu {
 
 class CpuBackend;
 
-// C[M,N] (+)= bf16(A[M,K]) op(B) (+ bias[N]). A fp32 row-major [M,K]; B bf16 bits, [N,K] when
-// trans_b else [K,N]; C fp32 [M,N]; bias fp32 or null. k > 0.
+// C[M,N] (+)= bf16(op(A)) bf16(op(B)). A is [M,K] ([K,M] if trans_a), B is [K,N] ([N,K] if
+// trans_b), both row-major and dense, each fp32 (rounded to nearest even while packing) or bf16
+// bits. C is fp32 [M,N]; load_c adds the product to the existing C. k > 0.
 struct Bf16GemmArgs {
-  const float* a = nullptr;
-  const uint16_t* b = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  DType a_dtype = DType::kF32, b_dtype = DType::kF32;  // kF32 or kBF16
+  bool trans_a = false, trans_b = false;
   float* c = nullptr;
-  const float* bias = nullptr;
   int64_t m = 0, n = 0, k = 0;
-  bool trans_b = false;
-  bool accumulate = false;
+  bool load_c = false;
 };
 
-// True when this CPU has AVX-512F/BW/VL and AVX512_BF16 (VDPBF16PS).
+// True when this CPU has AVX-512F/BW/VL and AVX512_BF16 (VDPBF16PS) and the native kernel is not
+// switched off by cpu_set_bf16_dot_enabled(false).
 bool cpu_has_bf16_dot();
+// Tests switch the native kernel off to exercise the portable path on any CPU (process-wide).
+void cpu_set_bf16_dot_enabled(bool enabled);
 
 // Runs on `be`'s threads, packing into its kGemmA/kGemmB workspace. Requires cpu_has_bf16_dot().
 void cpu_gemm_bf16(CpuBackend& be, const Bf16GemmArgs& args);
+
+// Elements of packed workspace (uint32 bf16 pairs) the kernel uses for op(A) [M,K] and op(B)
+// [K,N]: the memory planner predicts the workspace from these.
+int64_t cpu_gemm_bf16_packed_a(int64_t m, int64_t k);
+int64_t cpu_gemm_bf16_packed_b(int64_t n, int64_t k);
 
 }  // namespace ledgerlm::cpu
