@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Side-by-side training throughput: ledgerlm (fp32 and bf16 params) vs the PyTorch reference
-# model (tests/reference/gpt_ref.py, torch.optim.AdamW) on the same shapes and random tokens.
+# Side-by-side training throughput: ledgerlm (fp32 params; bf16 params; bf16 params with
+# precision.matmul = bf16, i.e. the bf16 dot-product GEMM) vs the PyTorch reference model
+# (tests/reference/gpt_ref.py, torch.optim.AdamW) on the same shapes and random tokens.
 #
 # usage: scripts/bench_vs_torch.sh [--build DIR] [--reps N] [--steps N] [CONFIG.toml ...]
 #   default configs: configs/bench_tiny.toml configs/bench_small.toml; default build: build.
 #
-# Runs alternate (ledgerlm fp32, torch, torch with OPENBLAS_CORETYPE=Cooperlake, ledgerlm bf16)
+# Runs alternate (ledgerlm fp32, torch, torch with OPENBLAS_CORETYPE=Cooperlake, ledgerlm bf16,
+# ledgerlm bf16 matmul)
 # in each repetition, so slow phases of a shared machine hit every contender alike. PyTorch gets
 # OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE (without them it is ~3x
 # slower here). Debian's torch takes its sgemm from the system OpenBLAS (openmp build through
@@ -15,7 +17,8 @@
 #
 # Peak: `ledgerlm bench` runs an FMA micro-benchmark (fp32, and bf16 dot-product VDPBF16PS where
 # the CPU has it) on the same threads; MFU = achieved GFLOP/s / that peak, FLOPs per token =
-# 6N + 12*L*C*T (printed).
+# 6N + 12*L*C*T (printed). The bf16-matmul row's MFU is against the bf16 dot peak (the units its
+# GEMMs run on, where the CPU has them); every other row's against the fp32 FMA peak.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,7 +54,7 @@ for cfg in "${configs[@]}"; do
   T=$(toml_get "$cfg" seq_len); B=$(toml_get "$cfg" micro_batch); V=$(toml_get "$cfg" vocab_size)
   echo "== $cfg: L$L H$H C$C T$T B$B vocab $V | $reps repetitions x $steps steps | threads 2 =="
   out="$tmp/$(basename "$cfg" .toml)"
-  : >"$out.ll_fp32"; : >"$out.ll_bf16"; : >"$out.torch"; : >"$out.torch_cl"
+  : >"$out.ll_fp32"; : >"$out.ll_bf16"; : >"$out.ll_mm16"; : >"$out.torch"; : >"$out.torch_cl"
   for ((r = 1; r <= reps; r++)); do
     "$bin" bench --config "$cfg" --steps "$steps" --precision.params fp32 >"$out.log" 2>&1 ||
       { cat "$out.log" >&2; exit 1; }
@@ -66,6 +69,10 @@ for cfg in "${configs[@]}"; do
       { cat "$out.log" >&2; exit 1; }
     grep '^bench_json ' "$out.log" | sed 's/^bench_json //' >>"$out.ll_bf16"
     [[ $r -eq 1 ]] && cp "$out.log" "$out.first_bf16.log"
+    "$bin" bench --config "$cfg" --steps "$steps" --precision.params bf16 \
+      --precision.matmul bf16 >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
+    grep '^bench_json ' "$out.log" | sed 's/^bench_json //' >>"$out.ll_mm16"
+    [[ $r -eq 1 ]] && cp "$out.log" "$out.first_mm16.log"
     echo "  repetition $r/$reps done (load average $(cut -d' ' -f1 /proc/loadavg))"
   done
   "$py" - "$out" <<'EOF'
@@ -75,11 +82,13 @@ def load(suffix):
     with open(base + suffix) as f:
         return [json.loads(line) for line in f if line.strip()]
 runs = {"ledgerlm fp32": load(".ll_fp32"), "ledgerlm bf16": load(".ll_bf16"),
+        "ledgerlm bf16 matmul": load(".ll_mm16"),
         "torch (default core)": load(".torch"), "torch (Cooperlake)": load(".torch_cl")}
 ll = runs["ledgerlm fp32"][0]
 fpt = ll["flops_per_token"]
-peak32 = max(r["peak_fp32_gflops"] for r in runs["ledgerlm fp32"] + runs["ledgerlm bf16"])
-peak16 = max(r["peak_bf16_gflops"] for r in runs["ledgerlm fp32"] + runs["ledgerlm bf16"])
+ours = runs["ledgerlm fp32"] + runs["ledgerlm bf16"] + runs["ledgerlm bf16 matmul"]
+peak32 = max(r["peak_fp32_gflops"] for r in ours)
+peak16 = max(r["peak_bf16_gflops"] for r in ours)
 print(f"FLOPs per token (6N + 12*L*C*T, N = {ll['params']} ledgerlm params incl. vocab padding) = {fpt:.4g}")
 print(f"measured peak (FMA micro-benchmark, 2 threads, best of runs): fp32 {peak32:.1f} GFLOP/s"
       + (f", bf16 dot {peak16:.1f} GFLOP/s" if peak16 > 0 else ", no bf16 dot-product"))
@@ -90,18 +99,22 @@ for name, rs in runs.items():
     m = statistics.median(tps)
     med[name] = m
     gf = m * fpt / 1e9
-    peak = peak16 if name.endswith("bf16") and peak16 > 0 else peak32
+    peak = peak16 if name.endswith("matmul") and peak16 > 0 else peak32
     rss = max(r["peak_rss_bytes"] for r in rs) / 1e6
     print(f"{name:24s} {m:10.0f} {min(tps):8.0f} {max(tps):8.0f} {gf:8.1f} {100 * gf / peak:5.1f}% {rss:12.1f}")
 best_torch = max(med["torch (default core)"], med["torch (Cooperlake)"])
-for name in ("ledgerlm fp32", "ledgerlm bf16"):
+for name in ("ledgerlm fp32", "ledgerlm bf16", "ledgerlm bf16 matmul"):
     print(f"ratio {name} / torch: {med[name] / med['torch (default core)']:.2f} (default core), "
           f"{med[name] / med['torch (Cooperlake)']:.2f} (Cooperlake), {med[name] / best_torch:.2f} (best torch)")
-print(f"(MFU of bf16 runs is against the bf16 dot peak; torch BLAS: {runs['torch (default core)'][0]['blas']})")
+print("(ledgerlm bf16: bf16 weights widened to fp32 for sgemm; bf16 matmul: GEMM operands rounded to"
+      " bf16 on VDPBF16PS, MFU against the bf16 dot peak;"
+      f" torch BLAS: {runs['torch (default core)'][0]['blas']})")
 EOF
   echo "-- ledgerlm bench, first repetition, fp32 (split and top ops):"
   sed -n '/^step /p;/^op /,/^bench_json/p' "$out.first_fp32.log" | grep -v '^bench_json' | head -12
   echo "-- ledgerlm bench, first repetition, bf16:"
   sed -n '/^step /p;/^op /,/^bench_json/p' "$out.first_bf16.log" | grep -v '^bench_json' | head -12
+  echo "-- ledgerlm bench, first repetition, bf16 matmul:"
+  sed -n '/^step /p;/^op /,/^bench_json/p' "$out.first_mm16.log" | grep -v '^bench_json' | head -12
   echo
 done

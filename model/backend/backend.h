@@ -34,7 +34,8 @@ struct Tensor {
   }
   // The view `elements` elements further on.
   Tensor offset(int64_t elements) const {
-    return Tensor(static_cast<char*>(data) + elements * static_cast<int64_t>(dtype_size(dtype)), dtype);
+    return Tensor(static_cast<char*>(data) + elements * static_cast<int64_t>(dtype_size(dtype)),
+                  dtype);
   }
 };
 
@@ -58,9 +59,9 @@ struct GemmArgs {
 // the output and the per-row log-sum-exp are kept (B*H*T values), never the T x T probabilities.
 struct AttentionArgs {
   int64_t batch = 0, seq = 0, channels = 0, heads = 0;
-  double dropout = 0.0;   // attention-probability dropout
-  uint64_t seed = 0;      // dropout mask key: (seed, stream kDropout, site, element)
-  uint64_t site = 0;      // distinct per layer and micro-batch/step
+  double dropout = 0.0;  // attention-probability dropout
+  uint64_t seed = 0;     // dropout mask key: (seed, stream kDropout, site, element)
+  uint64_t site = 0;     // distinct per layer and micro-batch/step
 };
 
 class Backend {
