@@ -264,6 +264,36 @@ TEST_F(OpsForward, AttentionAcrossQueryBlocks) {
   }
 }
 
+// The fp32 attention runs register-tiled AVX-512 block kernels (head_dim a multiple of 16, on
+// CPUs with AVX-512) or BLAS otherwise; fp64 always runs BLAS and is what the gradient checks
+// prove. fp32 out, lse and dqkv must match fp64 for head dims 16, 64 and 24 (BLAS fallback) over
+// several query blocks, with dropout: sums of <= 75 O(1) terms carry ~sqrt(75) * 2^-24 relative
+// rounding, exp/log a few ulps, so 2e-5 + 2e-5 max|ref| bounds them with margin while a wrong
+// tile edge or a dropped term (an O(1) error) fails.
+TEST_F(OpsForward, AttentionFp32MatchesFp64ForwardAndBackward) {
+  struct Shape {
+    int64_t batch, seq, c, heads;
+  };
+  for (const Shape sh : {Shape{2, 75, 32, 2}, Shape{1, 70, 128, 2}, Shape{1, 37, 48, 2}}) {
+    AttentionArgs a;
+    a.batch = sh.batch, a.seq = sh.seq, a.channels = sh.c, a.heads = sh.heads;
+    a.dropout = 0.1, a.seed = 3, a.site = 4;
+    const std::string what =
+        "hd " + std::to_string(sh.c / sh.heads) + " T " + std::to_string(sh.seq);
+    Vec qkv = random_vec(sh.batch * sh.seq * 3 * sh.c, 41);
+    Vec dout = random_vec(sh.batch * sh.seq * sh.c, 42);
+    Vec out(dout.size()), lse(sh.batch * sh.heads * sh.seq), dqkv(qkv.size());
+    be->attention_forward(t64(out), t64(lse), t64(qkv), a);
+    be->attention_backward(t64(dqkv), t64(dout), t64(qkv), t64(out), t64(lse), a);
+    VecF qf = to_f32(qkv), df = to_f32(dout), of(out.size()), lf(lse.size()), dqf(qkv.size());
+    be->attention_forward(t32(of), t32(lf), t32(qf), a);
+    be->attention_backward(t32(dqf), t32(df), t32(qf), t32(of), t32(lf), a);
+    expect_close("attention out fp32 vs fp64, " + what, to_f64(of), out, 2e-5, 2e-5);
+    expect_close("attention lse fp32 vs fp64, " + what, to_f64(lf), lse, 2e-5, 2e-5);
+    expect_close("attention dqkv fp32 vs fp64, " + what, to_f64(dqf), dqkv, 2e-5, 2e-5);
+  }
+}
+
 TEST_F(OpsForward, LayerNormFp32MatchesFp64) {
   const int64_t rows = 17, c = 33;
   Vec x = random_vec(rows * c, 12, 3.0), w = random_vec(c, 13), b = random_vec(c, 14);

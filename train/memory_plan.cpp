@@ -210,9 +210,10 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   const int64_t small_params = std::max<int64_t>(2 * C, p16 ? 4 * C : 0) * 4;
   // Bias-gradient partial rows per thread chunk (widest bias 4C).
   partials = std::max(partials, std::min(P, N) * 4 * C * 4);
-  // Per-thread attention blocks (two 32 x T blocks and a T mask row; 32 = kQueryBlock of
-  // model/backend/cpu/cpu_attention.cpp) and embedding-gradient rows (C).
-  const int64_t per_thread = std::max(P * (2 * 32 + 1) * s.seq, P * C) * 4;
+  // Per-thread attention blocks (two 32 x T blocks, a T mask row, three hd x T head copies;
+  // 32 = kQueryBlock of model/backend/cpu/cpu_attention.cpp) and embedding-gradient rows (C).
+  const int64_t hd = C / std::max<int64_t>(s.n_head, 1);
+  const int64_t per_thread = std::max(P * (2 * 32 + 1 + 3 * hd) * s.seq, P * C) * 4;
   // Token grouping of the embedding backward: 2N + 1 int64.
   const int64_t index = (2 * N + 1) * 8;
   return page_buf(gemm_a) + page_buf(gemm_b) + page_buf(gemm_c) + page_buf(small_params) +

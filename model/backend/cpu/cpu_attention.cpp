@@ -24,7 +24,12 @@
 // rows in between are elementwise. Work is split over (b, h); BLAS runs single-threaded inside
 // the parallel region (OpenBLAS's OpenMP build checks omp_in_parallel), and each (b, h) owns its
 // rows of dq, dk, dv, so the summation order is fixed: deterministic for any thread count.
-// Per thread the scratch is two kQueryBlock x T matrices and a row of T mask values.
+// Per thread the scratch is two kQueryBlock x T matrices, a row of T mask values and this head's
+// keys and values transposed (hd x T each).
+//
+// The fp32 path on AVX-512 CPUs (head_dim a multiple of 16) runs the block products on the
+// register-tiled kernels of cpu_attention_avx512.cpp instead of BLAS: at these sizes (32 x T x hd)
+// BLAS spends much of each call packing. fp64 (gradient checks) and other CPUs use BLAS.
 #include <cblas.h>
 #include <omp.h>
 
@@ -32,6 +37,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "model/backend/cpu/cpu_attention_avx512.h"
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_simd.h"
@@ -62,10 +68,11 @@ AttnShape attention_check(const AttentionArgs& a) {
 // that the masked triangle (half a block per block) stays a small share of the work.
 constexpr int64_t kQueryBlock = 32;
 
-// Per-thread scratch elements: the score/probability block, the dP/dS block, a mask row
-// (train/memory_plan.cpp predicts the same figure: change both together).
+// Per-thread scratch elements: the score/probability block, the dP/dS block, a mask row, and
+// three hd x T head copies (K^T, and V or V^T and K: train/memory_plan.cpp predicts the same
+// figure, change both together).
 int64_t attention_scratch(const AttnShape& s) {
-  return 2 * kQueryBlock * s.t + s.t;
+  return 2 * kQueryBlock * s.t + s.t + 3 * s.hd * s.t;
 }
 
 // Row-major C[m,n] = alpha op(A) op(B) + beta C with explicit leading dimensions.
@@ -128,16 +135,34 @@ LLM_ALWAYS_INLINE inline void attention_forward_head(T* out, T* lse, const T* qk
   const T* k = q + s.c;
   const T* v = q + 2 * s.c;
   T* o = out + b * s.t * s.c + h * s.hd;
+  T* kt = mask + s.t;       // K^T [hd][T]
+  T* vc = kt + s.hd * s.t;  // V as dense [T][hd] rows: P V streams them contiguously
+  bool blocks = false;
+  if constexpr (kAvx512) {
+    blocks = cpu_attention_blocks_usable(s.hd);
+    if (blocks) {
+      cpu_attention_transpose(k, row, s.t, s.hd, kt, s.t);
+      for (int64_t j = 0; j < s.t; ++j) std::copy(v + j * row, v + j * row + s.hd, vc + j * s.hd);
+    }
+  }
   for (int64_t i0 = 0; i0 < s.t; i0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, s.t - i0), keys = i0 + rows;
-    small_gemm(false, true, rows, keys, s.hd, scale, q + i0 * row, row, k, row, T(0), sc, s.t);
+    if constexpr (kAvx512) {
+      if (blocks)
+        cpu_attention_scores(q + i0 * row, row, kt, s.t, rows, keys, s.hd, scale, sc, s.t);
+    }
+    if (!blocks)
+      small_gemm(false, true, rows, keys, s.hd, scale, q + i0 * row, row, k, row, T(0), sc, s.t);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
       T* p = sc + r * s.t;
+      // Vector reductions (a fixed lane-wise order: deterministic, not left-to-right).
       T mx = -INFINITY;
-      for (int64_t j = 0; j <= i; ++j) mx = std::max(mx, p[j]);
+#pragma omp simd reduction(max : mx)
+      for (int64_t j = 0; j <= i; ++j) mx = p[j] > mx ? p[j] : mx;
       exp_row<T, kAvx512>(p, i + 1, T(1), mx);
       T sum = 0;
+#pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j <= i; ++j) sum += p[j];
       const T inv = T(1) / sum;
       if (drop) {
@@ -149,7 +174,12 @@ LLM_ALWAYS_INLINE inline void attention_forward_head(T* out, T* lse, const T* qk
       for (int64_t j = i + 1; j < keys; ++j) p[j] = T(0);  // causal mask within the block
       lse[bh * s.t + i] = mx + std::log(sum);
     }
-    small_gemm(false, false, rows, s.hd, keys, T(1), sc, s.t, v, row, T(0), o + i0 * s.c, s.c);
+    if constexpr (kAvx512) {
+      if (blocks)
+        cpu_attention_combine(sc, s.t, 1, vc, s.hd, rows, keys, s.hd, o + i0 * s.c, s.c, false);
+    }
+    if (!blocks)
+      small_gemm(false, false, rows, s.hd, keys, T(1), sc, s.t, v, row, T(0), o + i0 * s.c, s.c);
   }
 }
 
@@ -172,14 +202,34 @@ LLM_ALWAYS_INLINE inline void attention_backward_head(T* dqkv, const T* dout, co
   T* dv = dq + 2 * s.c;
   const T* g = dout + b * s.t * s.c + h * s.hd;
   const T* o = out + b * s.t * s.c + h * s.hd;
+  T* kt = mask + s.t;       // K^T [hd][T]
+  T* vt = kt + s.hd * s.t;  // V^T [hd][T]
+  T* kc = vt + s.hd * s.t;  // K as dense [T][hd] rows: dS K streams them contiguously
+  bool blocks = false;
+  if constexpr (kAvx512) {
+    blocks = cpu_attention_blocks_usable(s.hd);
+    if (blocks) {
+      cpu_attention_transpose(k, row, s.t, s.hd, kt, s.t);
+      cpu_attention_transpose(v, row, s.t, s.hd, vt, s.t);
+      for (int64_t j = 0; j < s.t; ++j) std::copy(k + j * row, k + j * row + s.hd, kc + j * s.hd);
+    }
+  }
   // dk and dv of this head are sums over query blocks: clear them, then accumulate.
   for (int64_t j = 0; j < s.t; ++j)
     for (int64_t d = 0; d < s.hd; ++d) dk[j * row + d] = dv[j * row + d] = T(0);
   for (int64_t i0 = 0; i0 < s.t; i0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, s.t - i0), keys = i0 + rows;
     // Recomputed scores and dP~ = dout . v for the whole block, then the rows elementwise.
-    small_gemm(false, true, rows, keys, s.hd, scale, q + i0 * row, row, k, row, T(0), sc, s.t);
-    small_gemm(false, true, rows, keys, s.hd, T(1), g + i0 * s.c, s.c, v, row, T(0), ds, s.t);
+    if constexpr (kAvx512) {
+      if (blocks) {
+        cpu_attention_scores(q + i0 * row, row, kt, s.t, rows, keys, s.hd, scale, sc, s.t);
+        cpu_attention_scores(g + i0 * s.c, s.c, vt, s.t, rows, keys, s.hd, T(1), ds, s.t);
+      }
+    }
+    if (!blocks) {
+      small_gemm(false, true, rows, keys, s.hd, scale, q + i0 * row, row, k, row, T(0), sc, s.t);
+      small_gemm(false, true, rows, keys, s.hd, T(1), g + i0 * s.c, s.c, v, row, T(0), ds, s.t);
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
       T* p = sc + r * s.t;
@@ -200,9 +250,18 @@ LLM_ALWAYS_INLINE inline void attention_backward_head(T* dqkv, const T* dout, co
       for (int64_t j = i + 1; j < keys; ++j) p[j] = dp[j] = T(0);  // causal mask in the block
     }
     // dV[0:keys] += P~^T dO,  dQ = dS K,  dK[0:keys] += dS^T Q.
-    small_gemm(true, false, keys, s.hd, rows, T(1), sc, s.t, g + i0 * s.c, s.c, T(1), dv, row);
-    small_gemm(false, false, rows, s.hd, keys, T(1), ds, s.t, k, row, T(0), dq + i0 * row, row);
-    small_gemm(true, false, keys, s.hd, rows, T(1), ds, s.t, q + i0 * row, row, T(1), dk, row);
+    if constexpr (kAvx512) {
+      if (blocks) {
+        cpu_attention_combine(sc, 1, s.t, g + i0 * s.c, s.c, keys, rows, s.hd, dv, row, true);
+        cpu_attention_combine(ds, s.t, 1, kc, s.hd, rows, keys, s.hd, dq + i0 * row, row, false);
+        cpu_attention_combine(ds, 1, s.t, q + i0 * row, row, keys, rows, s.hd, dk, row, true);
+      }
+    }
+    if (!blocks) {
+      small_gemm(true, false, keys, s.hd, rows, T(1), sc, s.t, g + i0 * s.c, s.c, T(1), dv, row);
+      small_gemm(false, false, rows, s.hd, keys, T(1), ds, s.t, k, row, T(0), dq + i0 * row, row);
+      small_gemm(true, false, keys, s.hd, rows, T(1), ds, s.t, q + i0 * row, row, T(1), dk, row);
+    }
   }
 }
 
