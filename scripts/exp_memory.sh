@@ -3,7 +3,8 @@
 # T256, B8) on the default KJV corpus, measured per component by the tracking allocator and
 # compared with the planner's prediction, for:
 #   - each optimizer (sgd, adamw, lamb, lars, adafactor, adamw8bit), fp32 params;
-#   - fp32 params vs bf16 params (+ bf16 grads) with an fp32 master (AdamW);
+#   - fp32 params vs bf16 params (+ bf16 grads) with an fp32 master (AdamW), and the same with
+#     precision.matmul = bf16 (packed bf16 GEMM operands in the workspace);
 #   - recompute none / mlp / block (AdamW);
 #   - micro-batch 1/2/4/8 at a fixed global batch of 8 sequences (accumulation 8/4/2/1).
 # Each run trains a few steps (runs/NAME/ledger.json keeps predicted and measured). Writes
@@ -58,6 +59,8 @@ done
 run precision "fp32 params" prec_fp32 --optim.name adamw --precision.params fp32
 run precision "bf16 params + fp32 master" prec_bf16 --optim.name adamw --precision.params bf16 \
   --precision.grads bf16 --precision.master fp32
+run precision "bf16 params + fp32 master, matmul bf16" prec_bf16_mm --optim.name adamw \
+  --precision.params bf16 --precision.grads bf16 --precision.master fp32 --precision.matmul bf16
 for rc in none mlp block; do
   run recompute "$rc" "rc_$rc" --optim.name adamw --model.recompute "$rc"
 done
