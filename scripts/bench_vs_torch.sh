@@ -6,13 +6,15 @@
 # usage: scripts/bench_vs_torch.sh [--build DIR] [--reps N] [--steps N] [CONFIG.toml ...]
 #   default configs: configs/bench_tiny.toml configs/bench_small.toml; default build: build.
 #
-# Runs alternate (ledgerlm fp32, torch, torch with OPENBLAS_CORETYPE=Cooperlake, ledgerlm bf16,
-# ledgerlm bf16 matmul)
+# Runs alternate (ledgerlm fp32, torch, torch with OPENBLAS_CORETYPE=Cooperlake, torch with a
+# short spin before sleeping, ledgerlm bf16, ledgerlm bf16 matmul)
 # in each repetition, so slow phases of a shared machine hit every contender alike. PyTorch gets
 # OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE (without them it is ~3x
 # slower here). Debian's torch takes its sgemm from the system OpenBLAS (openmp build through
 # libblas.so.3), which falls back to generic kernels on this CPU unless OPENBLAS_CORETYPE is set:
-# both variants are reported. Each run reports the median over its timed steps; the table gives
+# both variants are reported. ledgerlm runs with its own defaults (it sets OMP_WAIT_POLICY=PASSIVE
+# with GOMP_SPINCOUNT=1000 when the user set no wait policy): the third torch variant gets that
+# same short spin, so neither side has a threading setting the other lacks. Each run reports the median over its timed steps; the table gives
 # the median, min and max of those medians over the repetitions.
 #
 # Peak: `ledgerlm bench` runs an FMA micro-benchmark (fp32, and bf16 dot-product VDPBF16PS where
@@ -42,6 +44,8 @@ py=/usr/bin/python3
 "$py" -c "import torch" 2>/dev/null || { echo "bench_vs_torch: $py has no torch (apt install python3-torch)" >&2; exit 1; }
 
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE
+# ledgerlm without the exported wait policy: it picks its own (see above).
+ledgerlm() { env -u OMP_WAIT_POLICY "$bin" "$@"; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -55,8 +59,9 @@ for cfg in "${configs[@]}"; do
   echo "== $cfg: L$L H$H C$C T$T B$B vocab $V | $reps repetitions x $steps steps | threads 2 =="
   out="$tmp/$(basename "$cfg" .toml)"
   : >"$out.ll_fp32"; : >"$out.ll_bf16"; : >"$out.ll_mm16"; : >"$out.torch"; : >"$out.torch_cl"
+  : >"$out.torch_spin"
   for ((r = 1; r <= reps; r++)); do
-    "$bin" bench --config "$cfg" --steps "$steps" --precision.params fp32 >"$out.log" 2>&1 ||
+    ledgerlm bench --config "$cfg" --steps "$steps" --precision.params fp32 >"$out.log" 2>&1 ||
       { cat "$out.log" >&2; exit 1; }
     grep '^bench_json ' "$out.log" | sed 's/^bench_json //' >>"$out.ll_fp32"
     [[ $r -eq 1 ]] && cp "$out.log" "$out.first_fp32.log"
@@ -65,11 +70,14 @@ for cfg in "${configs[@]}"; do
     OPENBLAS_CORETYPE=Cooperlake "$py" scripts/bench_torch_step.py --layers "$L" --heads "$H" \
       --embd "$C" --seq "$T" --batch "$B" --vocab "$V" --steps "$steps" |
       sed -n 's/^torch_json //p' >>"$out.torch_cl"
-    "$bin" bench --config "$cfg" --steps "$steps" --precision.params bf16 >"$out.log" 2>&1 ||
+    OPENBLAS_CORETYPE=Cooperlake GOMP_SPINCOUNT=1000 "$py" scripts/bench_torch_step.py \
+      --layers "$L" --heads "$H" --embd "$C" --seq "$T" --batch "$B" --vocab "$V" \
+      --steps "$steps" | sed -n 's/^torch_json //p' >>"$out.torch_spin"
+    ledgerlm bench --config "$cfg" --steps "$steps" --precision.params bf16 >"$out.log" 2>&1 ||
       { cat "$out.log" >&2; exit 1; }
     grep '^bench_json ' "$out.log" | sed 's/^bench_json //' >>"$out.ll_bf16"
     [[ $r -eq 1 ]] && cp "$out.log" "$out.first_bf16.log"
-    "$bin" bench --config "$cfg" --steps "$steps" --precision.params bf16 \
+    ledgerlm bench --config "$cfg" --steps "$steps" --precision.params bf16 \
       --precision.matmul bf16 >"$out.log" 2>&1 || { cat "$out.log" >&2; exit 1; }
     grep '^bench_json ' "$out.log" | sed 's/^bench_json //' >>"$out.ll_mm16"
     [[ $r -eq 1 ]] && cp "$out.log" "$out.first_mm16.log"
@@ -83,7 +91,8 @@ def load(suffix):
         return [json.loads(line) for line in f if line.strip()]
 runs = {"ledgerlm fp32": load(".ll_fp32"), "ledgerlm bf16": load(".ll_bf16"),
         "ledgerlm bf16 matmul": load(".ll_mm16"),
-        "torch (default core)": load(".torch"), "torch (Cooperlake)": load(".torch_cl")}
+        "torch (default core)": load(".torch"), "torch (Cooperlake)": load(".torch_cl"),
+        "torch (Cooperlake+spin)": load(".torch_spin")}
 ll = runs["ledgerlm fp32"][0]
 fpt = ll["flops_per_token"]
 ours = runs["ledgerlm fp32"] + runs["ledgerlm bf16"] + runs["ledgerlm bf16 matmul"]
@@ -102,10 +111,13 @@ for name, rs in runs.items():
     peak = peak16 if name.endswith("matmul") and peak16 > 0 else peak32
     rss = max(r["peak_rss_bytes"] for r in rs) / 1e6
     print(f"{name:24s} {m:10.0f} {min(tps):8.0f} {max(tps):8.0f} {gf:8.1f} {100 * gf / peak:5.1f}% {rss:12.1f}")
-best_torch = max(med["torch (default core)"], med["torch (Cooperlake)"])
+torch_names = ("torch (default core)", "torch (Cooperlake)", "torch (Cooperlake+spin)")
+best_torch = max(med[n] for n in torch_names)
 for name in ("ledgerlm fp32", "ledgerlm bf16", "ledgerlm bf16 matmul"):
     print(f"ratio {name} / torch: {med[name] / med['torch (default core)']:.2f} (default core), "
-          f"{med[name] / med['torch (Cooperlake)']:.2f} (Cooperlake), {med[name] / best_torch:.2f} (best torch)")
+          f"{med[name] / med['torch (Cooperlake)']:.2f} (Cooperlake), "
+          f"{med[name] / med['torch (Cooperlake+spin)']:.2f} (Cooperlake+spin), "
+          f"{med[name] / best_torch:.2f} (best torch)")
 print("(ledgerlm bf16: bf16 weights widened to fp32 for sgemm; bf16 matmul: GEMM operands rounded to"
       " bf16 on VDPBF16PS, MFU against the bf16 dot peak;"
       f" torch BLAS: {runs['torch (default core)'][0]['blas']})")
