@@ -183,6 +183,16 @@ void naive_attention(const Vec& qkv, int64_t batch, int64_t seq, int64_t c, int6
     }
 }
 
+// The attention dropout multiplier of element (b, h, i, j), recomputed from the counter RNG the
+// way the kernel keys it: keep / (1 - p), or 1 without dropout.
+double attention_dropout_scale(const AttentionArgs& a, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (a.dropout == 0.0) return 1.0;
+  const uint64_t index = static_cast<uint64_t>(((b * a.heads + h) * a.seq + i) * a.seq + j);
+  const bool keep =
+      cpu::cpu_dropout_bits(a.seed, a.site, index) >= cpu::cpu_dropout_threshold(a.dropout);
+  return keep ? 1.0 / (1.0 - a.dropout) : 0.0;
+}
+
 TEST_F(OpsForward, AttentionMatchesExplicitSoftmax) {
   AttentionArgs a;
   a.batch = 2, a.seq = 9, a.channels = 12, a.heads = 3;
@@ -207,13 +217,11 @@ TEST_F(OpsForward, AttentionDropoutMaskFromCounterRng) {
   AttentionArgs a;
   a.batch = 2, a.seq = 6, a.channels = 8, a.heads = 2, a.dropout = 0.4, a.seed = 11, a.site = 3;
   Vec qkv = random_vec(a.batch * a.seq * 3 * a.channels, 10);
-  const uint64_t threshold = cpu::cpu_dropout_threshold(a.dropout);
   int64_t dropped = 0;
   auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
-    const uint64_t index = static_cast<uint64_t>(((b * a.heads + h) * a.seq + i) * a.seq + j);
-    const bool keep = cpu::cpu_dropout_bits(a.seed, a.site, index) >= threshold;
-    dropped += !keep;
-    return keep ? 1.0 / (1.0 - a.dropout) : 0.0;
+    const double m = attention_dropout_scale(a, b, h, i, j);
+    dropped += m == 0.0;
+    return m;
   };
   Vec ref_out, ref_lse;
   naive_attention(qkv, a.batch, a.seq, a.channels, a.heads, mask, &ref_out, &ref_lse);
@@ -233,12 +241,8 @@ TEST_F(OpsForward, AttentionAcrossQueryBlocks) {
     a.batch = 2, a.seq = 75, a.channels = 16, a.heads = 2, a.dropout = dropout, a.seed = 5,
     a.site = 9;
     Vec qkv = random_vec(a.batch * a.seq * 3 * a.channels, 31);
-    const uint64_t threshold = cpu::cpu_dropout_threshold(a.dropout);
     auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
-      if (a.dropout == 0.0) return 1.0;
-      const uint64_t index = static_cast<uint64_t>(((b * a.heads + h) * a.seq + i) * a.seq + j);
-      return cpu::cpu_dropout_bits(a.seed, a.site, index) >= threshold ? 1.0 / (1.0 - a.dropout)
-                                                                       : 0.0;
+      return attention_dropout_scale(a, b, h, i, j);
     };
     Vec ref_out, ref_lse;
     naive_attention(qkv, a.batch, a.seq, a.channels, a.heads, mask, &ref_out, &ref_lse);
