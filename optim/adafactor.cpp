@@ -7,6 +7,10 @@
 // reduce, and keeps the full R and C (they are tiny), so every rank folds identical statistics.
 // RMS(U) depends on the reduced R and C, so Adafactor needs a second reduce call per step.
 // Weight decay (where the group has it) is decoupled: w *= 1 - rho*lr_mult*wd.
+// Only real elements take part: the token embedding's padding rows (vocab rounded up to a
+// multiple of 64) are left out of the row/column statistics, the RMS terms divide by the real
+// element count, and those rows are never updated — so a padded embedding steps exactly like
+// the unpadded tensor would.
 // The beta1 momentum m and the vectors' V are stored as OptimConfig::state_dtype (fp32 or bf16,
 // updated in fp32); the factored row/column statistics are always fp32 (they are tiny, and their
 // ratios set every element's step size).
@@ -128,11 +132,12 @@ class AdafactorOptimizer : public RangeOptimizer {
       const int64_t o = seg.local;
       double* r = red1.data() + red1_off_[k];
       if (factored(seg)) {
-        r[0] = adafactor_phase_factored_sums(master + o, g.shifted(o), seg.param_begin, seg.count,
-                                             seg.cols, steps[k], r + 1, r + 1 + seg.rows);
+        r[0] =
+            adafactor_phase_factored_sums(master + o, g.shifted(o), seg.param_begin, seg.real_count,
+                                          seg.cols, steps[k], r + 1, r + 1 + seg.rows);
       } else {
         const auto s = adafactor_phase_vector(master + o, v + state_off_[k], g.shifted(o),
-                                              seg.count, steps[k]);
+                                              seg.real_count, steps[k]);
         r[0] = s[0];
         red2[seg.param] = s[1];
       }
@@ -152,7 +157,7 @@ class AdafactorOptimizer : public RangeOptimizer {
       for (int64_t i = 0; i < seg.rows; ++i)
         frac[k][i] = static_cast<float>(static_cast<double>(rk[i]) / sum_r);
       red2[seg.param] = adafactor_phase_factored_u2(g.shifted(seg.local), seg.param_begin,
-                                                    seg.count, seg.cols, frac[k].data(), ck);
+                                                    seg.real_count, seg.cols, frac[k].data(), ck);
     }
     // Vector tensors' U^2 sums were computed locally before; they are partials too.
     optim_reduce(info, red2);
@@ -160,17 +165,17 @@ class AdafactorOptimizer : public RangeOptimizer {
       const OptimSegment& seg = segs_[k];
       const int64_t o = seg.local;
       const auto a =
-          adafactor_scalars(red1[red1_off_[k]], red2[seg.param], seg.numel, rho_base * seg.lr_mult,
-                            config_.adafactor_eps2, config_.adafactor_d);
+          adafactor_scalars(red1[red1_off_[k]], red2[seg.param], seg.real_numel,
+                            rho_base * seg.lr_mult, config_.adafactor_eps2, config_.adafactor_d);
       const float u_scale = static_cast<float>(a.u_scale), alpha = static_cast<float>(a.alpha);
       S* mk = m ? m + o : nullptr;
       if (factored(seg))
-        adafactor_phase_apply_factored(master + o, mk, g.shifted(o), seg.param_begin, seg.count,
-                                       seg.cols, frac[k].data(), col + col_off_[k], u_scale, alpha,
-                                       steps[k]);
+        adafactor_phase_apply_factored(master + o, mk, g.shifted(o), seg.param_begin,
+                                       seg.real_count, seg.cols, frac[k].data(), col + col_off_[k],
+                                       u_scale, alpha, steps[k]);
       else
-        adafactor_phase_apply_vector(master + o, mk, v + state_off_[k], g.shifted(o), seg.count,
-                                     u_scale, alpha, steps[k]);
+        adafactor_phase_apply_vector(master + o, mk, v + state_off_[k], g.shifted(o),
+                                     seg.real_count, u_scale, alpha, steps[k]);
     }
   }
 

@@ -22,6 +22,8 @@ std::vector<OptimSegment> optim_segments_build(const ParamTable& table, int64_t 
     s.count = hi - lo;
     s.param_begin = lo - p.offset;
     s.numel = p.numel;
+    s.real_numel = p.kind == ParamKind::kEmbedding ? p.hf_rows * (p.numel / p.shape[0]) : p.numel;
+    s.real_count = std::clamp<int64_t>(s.real_numel - s.param_begin, 0, s.count);
     s.dims = static_cast<int>(p.shape.size());
     s.cols = p.shape.empty() ? 1 : p.shape.back();
     s.rows = s.cols > 0 ? p.numel / s.cols : 0;

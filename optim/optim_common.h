@@ -13,11 +13,16 @@ namespace ledgerlm {
 
 // The part of one parameter tensor that lies inside an optimizer's range [begin, end).
 struct OptimSegment {
-  int param = -1;              // index into the ParamTable
-  int64_t local = 0;           // first element, relative to the range's begin
-  int64_t count = 0;           // elements held here
-  int64_t param_begin = 0;     // first element held here, relative to the tensor's start
-  int64_t numel = 0;           // the whole tensor's element count
+  int param = -1;           // index into the ParamTable
+  int64_t local = 0;        // first element, relative to the range's begin
+  int64_t count = 0;        // elements held here
+  int64_t param_begin = 0;  // first element held here, relative to the tensor's start
+  int64_t numel = 0;        // the whole tensor's element count
+  // Elements that are real parameters: the token embedding's rows past the vocabulary (padding
+  // to a multiple of 64) are zero weights with zero gradients. Per-tensor statistics that divide
+  // by a size (Adafactor's RMS) count only real elements.
+  int64_t real_numel = 0;
+  int64_t real_count = 0;      // of this segment's `count` elements, the real ones (a prefix)
   int64_t rows = 1, cols = 1;  // 2-D view: cols = last dim, rows = the rest (vectors: 1 x n)
   int dims = 1;
   ParamKind kind = ParamKind::kMatrix;

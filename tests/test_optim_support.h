@@ -19,7 +19,11 @@ class TestBackend : public Backend {
   std::string name() const override { return "test"; }
   int num_threads() const override { return 1; }
   MemoryTracker& tracker() override { return tracker_; }
+  MemSpace memory_space() const override { return MemSpace::kHost; }
   Buffer allocate(MemTag tag, size_t bytes) override { return Buffer(&tracker_, tag, bytes); }
+  void copy_from_host(Tensor, const void*, int64_t) override { no(); }
+  void copy_to_host(void*, Tensor, int64_t) override { no(); }
+  void copy(Tensor, Tensor, int64_t) override { no(); }
   void zero(Tensor, int64_t) override { no(); }
   void convert(Tensor, Tensor, int64_t, Rounding, uint64_t, uint64_t) override { no(); }
   void accumulate(Tensor, Tensor, int64_t) override { no(); }
@@ -47,7 +51,7 @@ class TestBackend : public Backend {
   void add(Tensor, Tensor, Tensor, int64_t) override { no(); }
   void gelu_forward(Tensor, Tensor, int64_t) override { no(); }
   void gelu_backward(Tensor, Tensor, Tensor, int64_t) override { no(); }
-  void dropout(Tensor, int64_t, double, uint64_t, uint64_t) override { no(); }
+  void dropout(Tensor, int64_t, double, const DropoutKey&) override { no(); }
   void attention_forward(Tensor, Tensor, Tensor, const AttentionArgs&) override { no(); }
   void attention_backward(Tensor, Tensor, Tensor, Tensor, Tensor, const AttentionArgs&) override {
     no();
@@ -66,6 +70,7 @@ struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;
   ParamKind kind = ParamKind::kMatrix;
+  int64_t real_rows = 0;  // leading rows that are real (ParamInfo::hf_rows); 0: all of them
 };
 
 // One unit, tensors in the given order, each starting at a multiple of `block`; the total is
@@ -84,6 +89,7 @@ inline ParamTable make_table(const std::vector<TensorSpec>& specs, int64_t block
     p.kind = s.kind;
     p.numel = 1;
     for (int64_t d : s.shape) p.numel *= d;
+    p.hf_rows = s.real_rows > 0 ? s.real_rows : s.shape[0];
     p.offset = p.offset_in_unit = cursor;
     p.decay = s.kind == ParamKind::kMatrix || s.kind == ParamKind::kEmbedding;
     cursor = (cursor + p.numel + block - 1) / block * block;
