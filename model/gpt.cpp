@@ -7,8 +7,12 @@
 //   fch (N, 4C), fch_gelu (N, 4C)
 // recompute=mlp keeps one shared fch/fch_gelu and recomputes them per layer in backward;
 // recompute=block keeps only res[l] and recomputes the whole block (into one shared set of
-// buffers) during backward. Dropout masks are pure functions of (seed, site), so recomputed
-// forwards are bit-identical to the original.
+// buffers) during backward. Dropout masks are pure functions of (seed, step, layer, site,
+// global-batch sequence, element), so recomputed forwards are bit-identical to the original and
+// any split of the global batch draws the same masks.
+//
+// Parameters are reached by (unit, offset inside the unit), resolved from the table once at
+// construction; each unit's base comes from the UnitAccess between its acquire and release.
 #include "model/gpt.h"
 
 #include <cmath>
@@ -17,6 +21,7 @@
 
 #include "model/base/check.h"
 #include "model/base/rng.h"
+#include "model/param_refs.h"
 
 namespace ledgerlm {
 namespace {
@@ -28,6 +33,13 @@ struct LayerActs {
 struct LayerParams {
   Tensor ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
+
+LayerParams layer_views(const Tensor& unit, const BlockOffsets& o) {
+  return {unit.offset(o.ln1w), unit.offset(o.ln1b),    unit.offset(o.qkvw),
+          unit.offset(o.qkvb), unit.offset(o.projw),   unit.offset(o.projb),
+          unit.offset(o.ln2w), unit.offset(o.ln2b),    unit.offset(o.fcw),
+          unit.offset(o.fcb),  unit.offset(o.fcprojw), unit.offset(o.fcprojb)};
+}
 
 // Dropout sites: each (call, layer, position) gets its own mask stream.
 enum DropSite : uint64_t { kSiteEmbed = 0, kSiteAttnProb = 1, kSiteAttnOut = 2, kSiteMlpOut = 3 };
@@ -42,6 +54,7 @@ struct GptModel::Impl {
   Recompute recompute = Recompute::kNone;
   bool bf16_matmul = false;  // precision.matmul = bf16 (see GptModel::set_bf16_matmul)
   int64_t B = 0, T = 0;
+  ModelRefs refs;
 
   Buffer arena;             // activations kept for backward
   Buffer scratch;           // workspace: activation gradients and temporaries
@@ -60,22 +73,22 @@ struct GptModel::Impl {
   double fused_grad_scale = 0.0;
 
   Impl(Backend& b, const ModelConfig& c, const ParamTable& t, DType p, DType g, DType a)
-      : be(b), cfg(c), table(t), pdt(p), gdt(g), adt(a) {
+      : be(b), cfg(c), table(t), pdt(p), gdt(g), adt(a), refs(model_refs_build(t, c.n_layer)) {
     recompute = recompute_parse(cfg.recompute);
   }
 
-  Tensor param(const Tensor& base, const std::string& name) const {
-    return base.offset(table.find(name).offset);
+  // Typed views of a unit's base (UnitAccess hands out untyped element offsets).
+  Tensor param_unit(UnitAccess& u, int unit) const {
+    Tensor t = u.params(unit);
+    LLM_ASSERT(t.dtype == pdt, "unit ", unit, " parameters have dtype ", dtype_name(t.dtype),
+               ", the model expects ", dtype_name(pdt));
+    return t;
   }
-
-  LayerParams layer_params(const Tensor& base, int64_t l) const {
-    std::string p = "block." + std::to_string(l) + ".";
-    return {param(base, p + "ln1.weight"),       param(base, p + "ln1.bias"),
-            param(base, p + "attn.qkv.weight"),  param(base, p + "attn.qkv.bias"),
-            param(base, p + "attn.proj.weight"), param(base, p + "attn.proj.bias"),
-            param(base, p + "ln2.weight"),       param(base, p + "ln2.bias"),
-            param(base, p + "mlp.fc.weight"),    param(base, p + "mlp.fc.bias"),
-            param(base, p + "mlp.proj.weight"),  param(base, p + "mlp.proj.bias")};
+  Tensor grad_unit(UnitAccess& u, int unit) const {
+    Tensor t = u.grads(unit);
+    LLM_ASSERT(t.dtype == gdt, "unit ", unit, " gradients have dtype ", dtype_name(t.dtype),
+               ", the model expects ", dtype_name(gdt));
+    return t;
   }
 
   // Carves named views from one allocation; first pass measures, second assigns.
@@ -165,11 +178,18 @@ struct GptModel::Impl {
     args.dropout = fwd_opts.training ? cfg.dropout : 0.0;
     args.seed = fwd_opts.seed;
     args.site = site(l, kSiteAttnProb);
+    args.first_sequence = fwd_opts.first_sequence;
     return args;
   }
 
+  // One site per (step, layer, place): sequences are told apart by DropoutKey's sequence index.
   uint64_t site(int64_t layer, DropSite which) const {
-    return (fwd_opts.site * 1024 + static_cast<uint64_t>(layer + 1)) * 4 + which;
+    return (fwd_opts.step * 1024 + static_cast<uint64_t>(layer + 1)) * 4 + which;
+  }
+
+  // The key of an elementwise dropout on a [B*T, C] activation.
+  DropoutKey drop_key(int64_t layer, DropSite which) const {
+    return DropoutKey{fwd_opts.seed, site(layer, which), fwd_opts.first_sequence, T * cfg.n_embd};
   }
 
   bool dropout_on() const { return fwd_opts.training && cfg.dropout > 0.0; }
@@ -223,25 +243,25 @@ struct GptModel::Impl {
     be.gelu_forward(x.fch_gelu, x.fch, N * 4 * C);
   }
 
-  void block_forward(Tensor params, int64_t l) {
+  // Block l's forward; the caller has acquired its unit (forward or recompute).
+  void block_forward(UnitAccess& units, int64_t l) {
     const int64_t N = B * T, C = cfg.n_embd;
     const LayerActs& x = acts[l];
-    LayerParams p = layer_params(params, l);
+    LayerParams p = layer_views(param_unit(units, refs.block_unit[l]), refs.blocks[l]);
     be.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, res[l], p.ln1w, p.ln1b, N, C);
     linear(x.qkv, x.ln1, p.qkvw, p.qkvb, N, C, 3 * C);
     be.attention_forward(x.atty, x.lse, x.qkv, attn_args(l));
     linear(tmp_proj, x.atty, p.projw, p.projb, N, C, C);
-    if (dropout_on())
-      be.dropout(tmp_proj, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteAttnOut));
+    if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, drop_key(l, kSiteAttnOut));
     be.add(x.res2, res[l], tmp_proj, N * C);
     be.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p.ln2w, p.ln2b, N, C);
     mlp_hidden(x, p);
     linear(tmp_proj, x.fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C);
-    if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteMlpOut));
+    if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, drop_key(l, kSiteMlpOut));
     be.add(res[l + 1], x.res2, tmp_proj, N * C);
   }
 
-  double forward(Tensor params, const int32_t* tok, const int32_t* targets, int64_t batch,
+  double forward(UnitAccess& units, const int32_t* tok, const int32_t* targets, int64_t batch,
                  int64_t seq, const ForwardOptions& opts) {
     plan(batch, seq);
     fwd_opts = opts;
@@ -250,13 +270,25 @@ struct GptModel::Impl {
       LLM_REQUIRE(tok[i] >= 0 && tok[i] < V, "token id ", tok[i], " out of range [0, ", V, ")");
     tokens_copy.assign(tok, tok + N);
     tokens = tokens_copy.data();
-    be.embedding_forward(res[0], tokens, param(params, "embed.wte"), param(params, "embed.wpe"), B,
-                         T, C);
-    if (dropout_on()) be.dropout(res[0], N * C, cfg.dropout, fwd_opts.seed, site(-1, kSiteEmbed));
-    for (int64_t l = 0; l < cfg.n_layer; ++l) block_forward(params, l);
-    be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer],
-                         param(params, "final.lnf.weight"), param(params, "final.lnf.bias"), N, C);
-    linear(logits, lnf, param(params, "embed.wte"), Tensor(), N, C, Vp);
+    const int E = refs.embed_unit, F = refs.final_unit;
+    units.acquire(E, UnitPhase::kForward);
+    Tensor embed = param_unit(units, E);
+    be.embedding_forward(res[0], tokens, embed.offset(refs.wte), embed.offset(refs.wpe), B, T, C);
+    units.release(E, UnitPhase::kForward);
+    if (dropout_on()) be.dropout(res[0], N * C, cfg.dropout, drop_key(-1, kSiteEmbed));
+    for (int64_t l = 0; l < cfg.n_layer; ++l) {
+      units.acquire(refs.block_unit[l], UnitPhase::kForward);
+      block_forward(units, l);
+      units.release(refs.block_unit[l], UnitPhase::kForward);
+    }
+    units.acquire(F, UnitPhase::kForward);
+    Tensor fin = param_unit(units, F);
+    be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer], fin.offset(refs.lnfw),
+                         fin.offset(refs.lnfb), N, C);
+    units.release(F, UnitPhase::kForward);
+    units.acquire(E, UnitPhase::kForward);  // the tied head
+    linear(logits, lnf, param_unit(units, E).offset(refs.wte), Tensor(), N, C, Vp);
+    units.release(E, UnitPhase::kForward);
     have_targets = targets != nullptr;
     fused_grad_scale = 0.0;
     if (!have_targets) return 0.0;
@@ -273,53 +305,76 @@ struct GptModel::Impl {
     return sum / static_cast<double>(N);
   }
 
-  void backward(Tensor params, Tensor grads, double loss_scale) {
+  // Block l's backward from d_res (the gradient of the block's output), leaving the gradient of
+  // its input in d_res; the caller has acquired its unit for backward.
+  void block_backward(UnitAccess& units, int64_t l) {
+    const int64_t N = B * T, C = cfg.n_embd;
+    const LayerActs& x = acts[l];
+    LayerParams p = layer_views(param_unit(units, refs.block_unit[l]), refs.blocks[l]);
+    LayerParams g = layer_views(grad_unit(units, refs.block_unit[l]), refs.blocks[l]);
+    // MLP: res[l+1] = res2 + drop(proj(gelu(fc(ln2(res2)))))
+    Tensor dy = d_res;
+    if (dropout_on()) {
+      be.convert(d_a, d_res, N * C);
+      be.dropout(d_a, N * C, cfg.dropout, drop_key(l, kSiteMlpOut));
+      dy = d_a;
+    }
+    if (recompute == Recompute::kMlp) mlp_hidden(x, p);
+    linear_backward(d_wide_a, g.fcprojw, g.fcprojb, dy, x.fch_gelu, p.fcprojw, N, 4 * C, C);
+    be.gelu_backward(d_wide_b, x.fch, d_wide_a, N * 4 * C);
+    linear_backward(d_b, g.fcw, g.fcb, d_wide_b, x.ln2, p.fcw, N, C, 4 * C);
+    be.layernorm_backward(d_res, g.ln2w, g.ln2b, d_b, x.res2, p.ln2w, x.ln2_mean, x.ln2_rstd, N, C);
+    // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
+    dy = d_res;
+    if (dropout_on()) {
+      be.convert(d_a, d_res, N * C);
+      be.dropout(d_a, N * C, cfg.dropout, drop_key(l, kSiteAttnOut));
+      dy = d_a;
+    }
+    linear_backward(d_b, g.projw, g.projb, dy, x.atty, p.projw, N, C, C);
+    be.attention_backward(d_qkv, d_b, x.qkv, x.atty, x.lse, attn_args(l));
+    linear_backward(d_a, g.qkvw, g.qkvb, d_qkv, x.ln1, p.qkvw, N, C, 3 * C);
+    be.layernorm_backward(d_res, g.ln1w, g.ln1b, d_a, res[l], p.ln1w, x.ln1_mean, x.ln1_rstd, N, C);
+  }
+
+  void backward(UnitAccess& units, double loss_scale) {
     LLM_ASSERT(have_targets, "backward needs a forward with targets");
     const int64_t N = B * T, C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size;
     const int64_t Vp = cfg.padded_vocab();
+    const int E = refs.embed_unit, F = refs.final_unit;
     // dlogits in place of the logits (the forward kept them intact).
     be.softmax_cross_entropy(losses, logits, targets_copy.data(), N, V, Vp,
                              loss_scale / static_cast<double>(N));
     have_targets = false;  // logits are now gradients: a second backward would be wrong
-    Tensor wte = param(params, "embed.wte");
-    Tensor dwte = param(grads, "embed.wte");
-    linear_backward(d_a, dwte, Tensor(), logits, lnf, wte, N, C, Vp);
+    units.acquire(E, UnitPhase::kBackward);
+    linear_backward(d_a, grad_unit(units, E).offset(refs.wte), Tensor(), logits, lnf,
+                    param_unit(units, E).offset(refs.wte), N, C, Vp);
+    units.release(E, UnitPhase::kBackward);
+    units.acquire(F, UnitPhase::kBackward);
+    Tensor fin = param_unit(units, F), dfin = grad_unit(units, F);
     be.zero(d_res, N * C);
-    be.layernorm_backward(d_res, param(grads, "final.lnf.weight"), param(grads, "final.lnf.bias"),
-                          d_a, res[L], param(params, "final.lnf.weight"), lnf_mean, lnf_rstd, N, C);
+    be.layernorm_backward(d_res, dfin.offset(refs.lnfw), dfin.offset(refs.lnfb), d_a, res[L],
+                          fin.offset(refs.lnfw), lnf_mean, lnf_rstd, N, C);
+    units.release(F, UnitPhase::kBackward);
+    units.grads_done(F);
     for (int64_t l = L - 1; l >= 0; --l) {
-      const LayerActs& x = acts[l];
-      LayerParams p = layer_params(params, l);
-      LayerParams g = layer_params(grads, l);
-      if (recompute == Recompute::kBlock) block_forward(params, l);
-      // MLP: res[l+1] = res2 + drop(proj(gelu(fc(ln2(res2)))))
-      Tensor dy = d_res;
-      if (dropout_on()) {
-        be.convert(d_a, d_res, N * C);
-        be.dropout(d_a, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteMlpOut));
-        dy = d_a;
+      const int u = refs.block_unit[l];
+      if (recompute == Recompute::kBlock) {
+        units.acquire(u, UnitPhase::kRecompute);
+        block_forward(units, l);
+        units.release(u, UnitPhase::kRecompute);
       }
-      if (recompute == Recompute::kMlp) mlp_hidden(x, p);
-      linear_backward(d_wide_a, g.fcprojw, g.fcprojb, dy, x.fch_gelu, p.fcprojw, N, 4 * C, C);
-      be.gelu_backward(d_wide_b, x.fch, d_wide_a, N * 4 * C);
-      linear_backward(d_b, g.fcw, g.fcb, d_wide_b, x.ln2, p.fcw, N, C, 4 * C);
-      be.layernorm_backward(d_res, g.ln2w, g.ln2b, d_b, x.res2, p.ln2w, x.ln2_mean, x.ln2_rstd, N,
-                            C);
-      // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
-      dy = d_res;
-      if (dropout_on()) {
-        be.convert(d_a, d_res, N * C);
-        be.dropout(d_a, N * C, cfg.dropout, fwd_opts.seed, site(l, kSiteAttnOut));
-        dy = d_a;
-      }
-      linear_backward(d_b, g.projw, g.projb, dy, x.atty, p.projw, N, C, C);
-      be.attention_backward(d_qkv, d_b, x.qkv, x.atty, x.lse, attn_args(l));
-      linear_backward(d_a, g.qkvw, g.qkvb, d_qkv, x.ln1, p.qkvw, N, C, 3 * C);
-      be.layernorm_backward(d_res, g.ln1w, g.ln1b, d_a, res[l], p.ln1w, x.ln1_mean, x.ln1_rstd, N,
-                            C);
+      units.acquire(u, UnitPhase::kBackward);
+      block_backward(units, l);
+      units.release(u, UnitPhase::kBackward);
+      units.grads_done(u);
     }
-    if (dropout_on()) be.dropout(d_res, N * C, cfg.dropout, fwd_opts.seed, site(-1, kSiteEmbed));
-    be.embedding_backward(dwte, param(grads, "embed.wpe"), d_res, tokens, B, T, C);
+    if (dropout_on()) be.dropout(d_res, N * C, cfg.dropout, drop_key(-1, kSiteEmbed));
+    units.acquire(E, UnitPhase::kBackward);
+    Tensor dembed = grad_unit(units, E);
+    be.embedding_backward(dembed.offset(refs.wte), dembed.offset(refs.wpe), d_res, tokens, B, T, C);
+    units.release(E, UnitPhase::kBackward);
+    units.grads_done(E);
   }
 };
 
@@ -348,15 +403,26 @@ int64_t GptModel::workspace_bytes() const {
   return impl_->scratch_bytes;
 }
 
+double GptModel::forward(UnitAccess& units, const int32_t* tokens, const int32_t* targets,
+                         int64_t batch, int64_t seq, const ForwardOptions& options) {
+  return impl_->forward(units, tokens, targets, batch, seq, options);
+}
+
+void GptModel::backward(UnitAccess& units, double loss_scale) {
+  impl_->backward(units, loss_scale);
+}
+
 double GptModel::forward(Tensor params, const int32_t* tokens, const int32_t* targets,
                          int64_t batch, int64_t seq, const ForwardOptions& options) {
   LLM_ASSERT(params.dtype == impl_->pdt, "parameter dtype mismatch");
-  return impl_->forward(params, tokens, targets, batch, seq, options);
+  FlatUnits units(table_, params);
+  return impl_->forward(units, tokens, targets, batch, seq, options);
 }
 
 void GptModel::backward(Tensor params, Tensor grads, double loss_scale) {
   LLM_ASSERT(grads.dtype == impl_->gdt, "gradient dtype mismatch");
-  impl_->backward(params, grads, loss_scale);
+  FlatUnits units(table_, params, grads);
+  impl_->backward(units, loss_scale);
 }
 
 Tensor GptModel::token_losses() const {

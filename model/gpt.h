@@ -12,6 +12,7 @@
 #include "model/backend/backend.h"
 #include "model/model_config.h"
 #include "model/param_table.h"
+#include "model/unit_access.h"
 
 namespace ledgerlm {
 
@@ -19,7 +20,10 @@ namespace ledgerlm {
 struct ForwardOptions {
   bool training = true;  // dropout active (when model.dropout > 0)
   uint64_t seed = 0;     // dropout key
-  uint64_t site = 0;     // distinct per (step, micro-batch): dropout masks never repeat
+  uint64_t step = 0;     // dropout masks differ per step (DropoutKey::site)
+  // Index in the step's global batch of batch row 0: each sequence's dropout mask follows its
+  // place in the global batch, so any split into micro-batches (or ranks) draws the same masks.
+  uint64_t first_sequence = 0;
 };
 
 class GptModel {
@@ -43,9 +47,14 @@ class GptModel {
 
   // Runs the model on tokens [B, T]. With targets: returns the mean cross-entropy over B*T
   // (nats) and keeps what backward needs; without: returns 0 and leaves logits readable.
-  double forward(Tensor params, const int32_t* tokens, const int32_t* targets, int64_t batch,
+  // Weights come unit by unit from `units`, with the announcements of unit_access.h.
+  double forward(UnitAccess& units, const int32_t* tokens, const int32_t* targets, int64_t batch,
                  int64_t seq, const ForwardOptions& options = {});
   // grads += loss_scale * d(mean loss)/d(params), for the batch of the last forward.
+  void backward(UnitAccess& units, double loss_scale);
+  // The same over flat buffers laid out by the table (FlatUnits).
+  double forward(Tensor params, const int32_t* tokens, const int32_t* targets, int64_t batch,
+                 int64_t seq, const ForwardOptions& options = {});
   void backward(Tensor params, Tensor grads, double loss_scale);
   // Per-token losses of the last forward with targets ([B*T], act dtype).
   Tensor token_losses() const;

@@ -10,6 +10,15 @@ namespace ledgerlm {
 GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backend& backend,
                        const float* params)
     : cfg_(config), table_(table), be_(backend), params_(params) {
+  const ModelRefs refs = model_refs_build(table, config.n_layer);
+  const int64_t embed = table.units[refs.embed_unit].offset;
+  const int64_t fin = table.units[refs.final_unit].offset;
+  wte_ = embed + refs.wte;
+  wpe_ = embed + refs.wpe;
+  lnfw_ = fin + refs.lnfw;
+  lnfb_ = fin + refs.lnfb;
+  for (size_t l = 0; l < refs.blocks.size(); ++l)
+    blocks_.push_back(block_offsets_shift(refs.blocks[l], table.units[refs.block_unit[l]].offset));
   const int64_t C = cfg_.n_embd, L = cfg_.n_layer, T = cfg_.block_size;
   k_cache_.assign(static_cast<size_t>(L * T * C), 0.0f);
   v_cache_.assign(k_cache_.size(), 0.0f);
@@ -30,8 +39,8 @@ void GptDecoder::reset() {
   length_ = 0;
 }
 
-Tensor GptDecoder::p(const std::string& name) const {
-  return Tensor(const_cast<float*>(params_) + table_.find(name).offset, DType::kF32);
+Tensor GptDecoder::p(int64_t offset) const {
+  return Tensor(const_cast<float*>(params_) + offset, DType::kF32);
 }
 
 namespace {
@@ -57,16 +66,14 @@ const float* GptDecoder::step(int32_t token) {
   LLM_REQUIRE(token >= 0 && token < cfg_.vocab_size, "token id ", token, " out of range");
   const int64_t pos = length_;
   auto F = [](std::vector<float>& v) { return Tensor(v.data(), DType::kF32); };
-  const float* wte = params_ + table_.find("embed.wte").offset;
-  const float* wpe = params_ + table_.find("embed.wpe").offset;
+  const float* wte = params_ + wte_;
+  const float* wpe = params_ + wpe_;
   for (int64_t c = 0; c < C; ++c) x_[c] = wte[token * C + c] + wpe[pos * C + c];
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
-    std::string b = "block." + std::to_string(l) + ".";
-    be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p(b + "ln1.weight"), p(b + "ln1.bias"),
-                          1, C);
-    linear1(be_, qkv_.data(), ln_.data(), p(b + "attn.qkv.weight"), p(b + "attn.qkv.bias"), C,
-            3 * C);
+    const BlockOffsets& b = blocks_[static_cast<size_t>(l)];
+    be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p(b.ln1w), p(b.ln1b), 1, C);
+    linear1(be_, qkv_.data(), ln_.data(), p(b.qkvw), p(b.qkvb), C, 3 * C);
     float* kc = k_cache_.data() + l * T * C;
     float* vc = v_cache_.data() + l * T * C;
     for (int64_t c = 0; c < C; ++c) {
@@ -93,20 +100,16 @@ const float* GptDecoder::step(int32_t token) {
         for (int64_t d = 0; d < hd; ++d) att_[h * hd + d] += w * vc[t * C + h * hd + d];
       }
     }
-    linear1(be_, proj_.data(), att_.data(), p(b + "attn.proj.weight"), p(b + "attn.proj.bias"), C,
-            C);
+    linear1(be_, proj_.data(), att_.data(), p(b.projw), p(b.projb), C, C);
     be_.add(F(x_), F(x_), F(proj_), C);
-    be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p(b + "ln2.weight"), p(b + "ln2.bias"),
-                          1, C);
-    linear1(be_, fch_.data(), ln_.data(), p(b + "mlp.fc.weight"), p(b + "mlp.fc.bias"), C, 4 * C);
+    be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p(b.ln2w), p(b.ln2b), 1, C);
+    linear1(be_, fch_.data(), ln_.data(), p(b.fcw), p(b.fcb), C, 4 * C);
     be_.gelu_forward(F(fcg_), F(fch_), 4 * C);
-    linear1(be_, proj_.data(), fcg_.data(), p(b + "mlp.proj.weight"), p(b + "mlp.proj.bias"), 4 * C,
-            C);
+    linear1(be_, proj_.data(), fcg_.data(), p(b.fcprojw), p(b.fcprojb), 4 * C, C);
     be_.add(F(x_), F(x_), F(proj_), C);
   }
-  be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p("final.lnf.weight"),
-                        p("final.lnf.bias"), 1, C);
-  linear1(be_, logits_.data(), ln_.data(), p("embed.wte"), Tensor(), C, cfg_.padded_vocab());
+  be_.layernorm_forward(F(ln_), F(mean_), F(rstd_), F(x_), p(lnfw_), p(lnfb_), 1, C);
+  linear1(be_, logits_.data(), ln_.data(), p(wte_), Tensor(), C, cfg_.padded_vocab());
   ++length_;
   return logits_.data();
 }

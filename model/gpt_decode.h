@@ -8,6 +8,7 @@
 
 #include "model/backend/backend.h"
 #include "model/model_config.h"
+#include "model/param_refs.h"
 #include "model/param_table.h"
 
 namespace ledgerlm {
@@ -31,7 +32,10 @@ class GptDecoder {
   int64_t length_ = 0;
   std::vector<float> k_cache_, v_cache_;  // [L, block_size, C]
   std::vector<float> x_, ln_, qkv_, att_, proj_, fch_, fcg_, logits_, mean_, rstd_, scores_;
-  Tensor p(const std::string& name) const;
+  // Flat-buffer offsets of the tensors, resolved once (param_refs.h).
+  int64_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
+  std::vector<BlockOffsets> blocks_;
+  Tensor p(int64_t offset) const;
 };
 
 }  // namespace ledgerlm

@@ -15,6 +15,7 @@
 #include "model/base/rng.h"
 #include "train/ledger.h"
 #include "train/model_state.h"
+#include "train/train_step.h"
 
 namespace ledgerlm {
 namespace {
@@ -52,6 +53,23 @@ struct Measured {
 
 // A real in-process run: ModelState + GptModel, a few optimizer steps on random tokens. The RSS
 // high-water mark is reset first so this run's growth is measured on its own.
+// Uniform tokens (and targets) in [0, 65): micro-batch a of step s from rng (1, s*16 + a).
+class RandomTokens final : public BatchSource {
+ public:
+  RandomTokens(int64_t B, int64_t T) : in_(static_cast<size_t>(B * T)), tg_(in_.size()) {}
+  MicroBatch micro_batch(int64_t s, int64_t a) override {
+    for (size_t i = 0; i < in_.size(); ++i) {
+      auto bits = rng_bits(1, RngStream::kData, static_cast<uint64_t>(s * 16 + a), i);
+      in_[i] = static_cast<int32_t>(bits[0] % 65);
+      tg_[i] = static_cast<int32_t>(bits[1] % 65);
+    }
+    return {in_.data(), tg_.data(), 0};
+  }
+
+ private:
+  std::vector<int32_t> in_, tg_;
+};
+
 Measured run_steps(const RunConfig& cfg, int steps) {
   Measured m;
   m.plan = memory_plan_compute(plan_input_from_config(cfg, 1, kThreads, -1));
@@ -65,22 +83,10 @@ Measured run_steps(const RunConfig& cfg, int steps) {
     auto backend = backend_create_cpu(kThreads);
     ModelState state(cfg, *backend);
     state.init_weights(7);
-    const int64_t B = cfg.train.micro_batch, T = cfg.train.seq_len, A = cfg.train.accum;
+    const int64_t B = cfg.train.micro_batch, T = cfg.train.seq_len;
     state.model().plan(B, T);
-    std::vector<int32_t> in(static_cast<size_t>(B * T)), tg(in.size());
-    for (int s = 1; s <= steps; ++s) {
-      state.zero_grads();
-      for (int64_t a = 0; a < A; ++a) {
-        for (size_t i = 0; i < in.size(); ++i) {
-          auto bits = rng_bits(1, RngStream::kData, static_cast<uint64_t>(s * 16 + a), i);
-          in[i] = static_cast<int32_t>(bits[0] % 65);
-          tg[i] = static_cast<int32_t>(bits[1] % 65);
-        }
-        state.model().forward(state.params(), in.data(), tg.data(), B, T);
-        state.model().backward(state.params(), state.grads(), state.loss_scale() / A);
-      }
-      state.optimizer_step(s, cfg.optim.lr);
-    }
+    RandomTokens batches(B, T);
+    for (int s = 1; s <= steps; ++s) train_step(state, batches, s, cfg.optim.lr);
     m.rows = ledger_compare(m.plan, backend->tracker());
     m.total = backend->tracker().total();
     m.rec = ledger_reconcile(backend->tracker(), reset ? rss : -1);

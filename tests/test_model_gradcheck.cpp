@@ -83,7 +83,7 @@ void run_gradcheck(const GradCheckCase& tc) {
   ForwardOptions fo;
   fo.training = true;
   fo.seed = 4242;
-  fo.site = 3;
+  fo.step = 3;
 
   std::vector<double> params;
   fill_params(table, params, 99);

@@ -187,9 +187,10 @@ void naive_attention(const Vec& qkv, int64_t batch, int64_t seq, int64_t c, int6
 // way the kernel keys it: keep / (1 - p), or 1 without dropout.
 double attention_dropout_scale(const AttentionArgs& a, int64_t b, int64_t h, int64_t i, int64_t j) {
   if (a.dropout == 0.0) return 1.0;
-  const uint64_t index = static_cast<uint64_t>(((b * a.heads + h) * a.seq + i) * a.seq + j);
-  const bool keep =
-      cpu::cpu_dropout_bits(a.seed, a.site, index) >= cpu::cpu_dropout_threshold(a.dropout);
+  const uint64_t index = static_cast<uint64_t>((h * a.seq + i) * a.seq + j);
+  const uint64_t sequence = a.first_sequence + static_cast<uint64_t>(b);
+  const bool keep = cpu::cpu_dropout_bits(a.seed, a.site, sequence, index) >=
+                    cpu::cpu_dropout_threshold(a.dropout);
   return keep ? 1.0 / (1.0 - a.dropout) : 0.0;
 }
 
@@ -216,6 +217,7 @@ TEST_F(OpsForward, AttentionMatchesExplicitSoftmax) {
 TEST_F(OpsForward, AttentionDropoutMaskFromCounterRng) {
   AttentionArgs a;
   a.batch = 2, a.seq = 6, a.channels = 8, a.heads = 2, a.dropout = 0.4, a.seed = 11, a.site = 3;
+  a.first_sequence = 5;  // the mask follows the global sequence index, not the batch row
   Vec qkv = random_vec(a.batch * a.seq * 3 * a.channels, 10);
   int64_t dropped = 0;
   auto mask = [&](int64_t b, int64_t h, int64_t i, int64_t j) {

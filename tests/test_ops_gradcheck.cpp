@@ -230,12 +230,12 @@ TEST_F(GradCheck, Dropout) {
   Vec x = random_vec(n, 24), wout = random_vec(n, 25);
   auto loss = [&] {
     Vec y = x;
-    be->dropout(t64(y), n, p, 5, 9);
+    be->dropout(t64(y), n, p, DropoutKey{5, 9, 0, n / 4});
     return dot(y, wout);
   };
   // Backward of inverted dropout is the same masked scaling applied to dout.
   Vec dx = wout;
-  be->dropout(t64(dx), n, p, 5, 9);
+  be->dropout(t64(dx), n, p, DropoutKey{5, 9, 0, n / 4});
   check_grad("dropout dx", x, dx, loss);
 }
 

@@ -163,19 +163,44 @@ TEST_F(OpsUtility, DropoutKeepsOneMinusPAndScales) {
   // n = 1e5 Bernoulli(0.7) draws: sd of the kept fraction 0.00145; bound 0.01 is ~7 sigma.
   const double p = 0.3;
   std::vector<float> x(kN, 1.0f), y(kN, 1.0f), z(kN, 1.0f);
-  be->dropout(Tensor(x.data(), DType::kF32), kN, p, 3, 4);
-  be->dropout(Tensor(y.data(), DType::kF32), kN, p, 3, 4);
-  be->dropout(Tensor(z.data(), DType::kF32), kN, p, 3, 5);
+  const DropoutKey key{3, 4, 0, kN}, other_site{3, 5, 0, kN};
+  be->dropout(Tensor(x.data(), DType::kF32), kN, p, key);
+  be->dropout(Tensor(y.data(), DType::kF32), kN, p, key);
+  be->dropout(Tensor(z.data(), DType::kF32), kN, p, other_site);
   int64_t kept = 0;
   for (int64_t i = 0; i < kN; ++i) {
     ASSERT_TRUE(x[i] == 0.0f || x[i] == static_cast<float>(1.0 / 0.7)) << x[i];
-    ASSERT_EQ(x[i] != 0.0f, cpu::cpu_dropout_bits(3, 4, i) >= cpu::cpu_dropout_threshold(p));
+    ASSERT_EQ(x[i] != 0.0f, cpu::cpu_dropout_bits(3, 4, 0, i) >= cpu::cpu_dropout_threshold(p));
     kept += x[i] != 0.0f;
   }
   EXPECT_NEAR(static_cast<double>(kept) / kN, 0.7, 0.01);
   EXPECT_EQ(x, y) << "same (seed, site): same mask";
   EXPECT_NE(x, z) << "another site: another mask";
-  EXPECT_THROW(be->dropout(Tensor(x.data(), DType::kF32), kN, 1.0, 3, 4), Error);
+  EXPECT_THROW(be->dropout(Tensor(x.data(), DType::kF32), kN, 1.0, key), Error);
+}
+
+// The mask of a sequence depends on its place in the global batch, not on which call (micro-batch
+// or rank) holds it: a tensor of 6 sequences equals its two halves dropped with first_sequence 0
+// and 3, bitwise (the same elements keyed the same way). The per-sequence element count 1001 is
+// odd, so Philox groups of four do not line up with the sequences.
+TEST_F(OpsUtility, DropoutMaskFollowsTheGlobalSequence) {
+  const int64_t per_seq = 1001, seqs = 6, n = per_seq * seqs;
+  std::vector<float> whole(n, 1.0f), split(n, 1.0f), shifted(n, 1.0f);
+  be->dropout(Tensor(whole.data(), DType::kF32), n, 0.5, DropoutKey{7, 2, 10, per_seq});
+  be->dropout(Tensor(split.data(), DType::kF32), n / 2, 0.5, DropoutKey{7, 2, 10, per_seq});
+  be->dropout(Tensor(split.data() + n / 2, DType::kF32), n / 2, 0.5, DropoutKey{7, 2, 13, per_seq});
+  EXPECT_EQ(whole, split);
+  for (int64_t s = 0; s < seqs; ++s)
+    for (int64_t e = 0; e < per_seq; ++e)
+      ASSERT_EQ(whole[s * per_seq + e] != 0.0f,
+                cpu::cpu_dropout_bits(7, 2, 10 + s, e) >= cpu::cpu_dropout_threshold(0.5))
+          << "sequence " << s << " element " << e;
+  be->dropout(Tensor(shifted.data(), DType::kF32), n, 0.5, DropoutKey{7, 2, 11, per_seq});
+  EXPECT_NE(whole, shifted) << "another place in the batch: another mask";
+  EXPECT_THROW(
+      be->dropout(Tensor(whole.data(), DType::kF32), n - 1, 0.5, DropoutKey{7, 2, 0, per_seq}),
+      Error)
+      << "a partial sequence is refused";
 }
 
 TEST_F(OpsUtility, FactoryThreadsAndMemory) {

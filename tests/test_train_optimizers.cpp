@@ -38,15 +38,13 @@ TrainResult train_tiny(const RunConfig& cfg, int steps, int tail) {
   const int64_t B = cfg.train.micro_batch, T = cfg.train.seq_len;
   state.model().plan(B, T);
   static const std::vector<int32_t> corpus = corpus_make(16);
-  std::vector<int32_t> inputs(static_cast<size_t>(B * T)), targets(inputs.size());
+  testing::CorpusBatches batches(corpus, 5, B, T,
+                                 [](int64_t s, int64_t) { return static_cast<uint64_t>(s); });
   TrainResult r;
   double tail_sum = 0.0;
   for (int64_t s = 1; s <= steps; ++s) {
-    testing::batch_fill(corpus, 5, static_cast<uint64_t>(s), B, T, inputs.data(), targets.data());
-    state.zero_grads();
-    const double loss = state.model().forward(state.params(), inputs.data(), targets.data(), B, T);
-    state.model().backward(state.params(), state.grads(), state.loss_scale());
-    StepStats st = state.optimizer_step(s, cfg.optim.lr);
+    const StepResult st = train_step(state, batches, s, cfg.optim.lr);
+    const double loss = st.loss;
     EXPECT_FALSE(st.skipped) << cfg.optim.name << " step " << s;
     if (s == 1) r.first = loss;
     if (s > steps - tail) tail_sum += loss;

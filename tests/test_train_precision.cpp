@@ -67,12 +67,20 @@ struct TinyTrainer {
     return loss / static_cast<double>(A);
   }
 
-  // A full training step at constant LR; returns the loss before the update.
+  // A full training step (ledgerlm's train_step) at constant LR over the same batches as
+  // forward_backward; returns the loss before the update.
   double train_step(int64_t step, StepStats* stats = nullptr) {
-    const double loss = forward_backward(step);
-    StepStats st = state->optimizer_step(step, cfg.optim.lr);
-    if (stats) *stats = st;
-    return loss;
+    testing::CorpusBatches batches(
+        corpus, 99, cfg.train.micro_batch, cfg.train.seq_len,
+        [](int64_t s, int64_t m) { return static_cast<uint64_t>(s * 64 + m); });
+    const StepResult r = ledgerlm::train_step(*state, batches, step, cfg.optim.lr);
+    if (stats) {
+      stats->grad_norm = r.grad_norm;
+      stats->lr = r.lr;
+      stats->skipped = r.skipped;
+      stats->optim_ms = r.optim_ms;
+    }
+    return r.loss;
   }
 
   int64_t n() const { return state->table().total; }

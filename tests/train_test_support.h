@@ -1,14 +1,17 @@
 // Shared by the trainer-level tests (test_train_*): a small repetitive character corpus that the
-// tiny GPT learns within a few dozen steps, the tiny GPT's RunConfig, and the batch of one step
-// drawn from that corpus (deterministic, so every run of a test sees the same batches).
+// tiny GPT learns within a few dozen steps, the tiny GPT's RunConfig, the batch of one step
+// drawn from that corpus (deterministic, so every run of a test sees the same batches), and a
+// BatchSource serving those batches to train_step.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "model/base/rng.h"
 #include "train/run_config.h"
+#include "train/train_step.h"
 
 namespace ledgerlm::testing {
 
@@ -72,5 +75,33 @@ inline void batch_fill(const std::vector<int32_t>& corpus, uint64_t seed, uint64
     }
   }
 }
+
+// Micro-batch m of step s is batch_fill(corpus, seed, index(s, m)); its rows are sequences
+// m*B .. m*B + B-1 of the step's global batch.
+class CorpusBatches final : public BatchSource {
+ public:
+  using Index = std::function<uint64_t(int64_t step, int64_t micro)>;
+  CorpusBatches(const std::vector<int32_t>& corpus, uint64_t seed, int64_t B, int64_t T,
+                Index index)
+      : corpus_(corpus),
+        seed_(seed),
+        b_(B),
+        t_(T),
+        index_(std::move(index)),
+        inputs_(static_cast<size_t>(B * T)),
+        targets_(inputs_.size()) {}
+
+  MicroBatch micro_batch(int64_t step, int64_t micro) override {
+    batch_fill(corpus_, seed_, index_(step, micro), b_, t_, inputs_.data(), targets_.data());
+    return {inputs_.data(), targets_.data(), static_cast<uint64_t>(micro * b_)};
+  }
+
+ private:
+  const std::vector<int32_t>& corpus_;
+  uint64_t seed_;
+  int64_t b_, t_;
+  Index index_;
+  std::vector<int32_t> inputs_, targets_;
+};
 
 }  // namespace ledgerlm::testing

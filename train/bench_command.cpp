@@ -16,6 +16,7 @@
 #include "train/model_state.h"
 #include "train/peak_flops.h"
 #include "train/profiling_backend.h"
+#include "train/train_step.h"
 
 namespace ledgerlm {
 namespace {
@@ -30,6 +31,37 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// Uniform random tokens: micro-batch m of step s draws (seed, kData, (s-1)*A + m, element), each
+// row a window of T + 1 tokens split into inputs and shifted targets.
+class RandomBatches final : public BatchSource {
+ public:
+  explicit RandomBatches(const RunConfig& cfg)
+      : cfg_(cfg),
+        tokens_(static_cast<size_t>(cfg.train.micro_batch * (cfg.train.seq_len + 1))),
+        inputs_(static_cast<size_t>(cfg.train.micro_batch * cfg.train.seq_len)),
+        targets_(inputs_.size()) {}
+
+  MicroBatch micro_batch(int64_t step, int64_t micro) override {
+    const int64_t B = cfg_.train.micro_batch, T = cfg_.train.seq_len, A = cfg_.train.accum;
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      auto bits = rng_bits(static_cast<uint64_t>(cfg_.train.seed), RngStream::kData,
+                           static_cast<uint64_t>((step - 1) * A + micro), i);
+      tokens_[i] = static_cast<int32_t>(bits[0] % static_cast<uint32_t>(cfg_.model.vocab_size));
+    }
+    for (int64_t r = 0; r < B; ++r) {
+      std::copy(tokens_.begin() + r * (T + 1), tokens_.begin() + r * (T + 1) + T,
+                inputs_.begin() + r * T);
+      std::copy(tokens_.begin() + r * (T + 1) + 1, tokens_.begin() + (r + 1) * (T + 1),
+                targets_.begin() + r * T);
+    }
+    return {inputs_.data(), targets_.data(), static_cast<uint64_t>(micro * B)};
+  }
+
+ private:
+  const RunConfig& cfg_;
+  std::vector<int32_t> tokens_, inputs_, targets_;
+};
+
 }  // namespace
 
 int command_bench(BenchCommand& cmd) {
@@ -38,54 +70,30 @@ int command_bench(BenchCommand& cmd) {
   if (cfg.train.max_steps == 0) cfg.train.max_steps = cmd.steps;
   cfg.validate();
   LLM_REQUIRE(cmd.steps > 0 && cmd.warmup >= 0, "--steps must be > 0 and --warmup >= 0");
-  auto profiler =
-      std::make_unique<ProfilingBackend>(backend_create_cpu(static_cast<int>(cfg.train.threads)));
+  auto profiler = std::make_unique<ProfilingBackend>(
+      backend_create(cfg.train.device, {static_cast<int>(cfg.train.threads), 0}));
   ProfilingBackend& be = *profiler;
   ModelState state(cfg, be);
   state.init_weights(static_cast<uint64_t>(cfg.train.seed));
   const int64_t B = cfg.train.micro_batch, T = cfg.train.seq_len, A = cfg.train.accum;
   const int64_t L = cfg.model.n_layer, C = cfg.model.n_embd;
   state.model().plan(B, T);
-  std::vector<int32_t> tokens(static_cast<size_t>(B * (T + 1)));
-  std::vector<int32_t> inputs(static_cast<size_t>(B * T)), targets(inputs.size());
+  RandomBatches batches(cfg);
 
   const double n_params = static_cast<double>(state.table().num_params);
   const double flops_per_token = 6.0 * n_params + 12.0 * L * C * T;
   std::vector<double> step_ms, fwd_ms, bwd_ms, opt_ms;
-  for (int64_t s = 0; s < cmd.warmup + cmd.steps; ++s) {
-    if (s == cmd.warmup) be.reset_times();
-    double f = 0, b = 0;
-    auto t_step = Clock::now();
-    state.zero_grads();
-    for (int64_t m = 0; m < A; ++m) {
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        auto bits = rng_bits(static_cast<uint64_t>(cfg.train.seed), RngStream::kData,
-                             static_cast<uint64_t>(s * A + m), i);
-        tokens[i] = static_cast<int32_t>(bits[0] % static_cast<uint32_t>(cfg.model.vocab_size));
-      }
-      for (int64_t r = 0; r < B; ++r) {
-        std::copy(tokens.begin() + r * (T + 1), tokens.begin() + r * (T + 1) + T,
-                  inputs.begin() + r * T);
-        std::copy(tokens.begin() + r * (T + 1) + 1, tokens.begin() + (r + 1) * (T + 1),
-                  targets.begin() + r * T);
-      }
-      auto t0 = Clock::now();
-      state.model().forward(state.params(), inputs.data(), targets.data(), B, T, ForwardOptions{});
-      f += ms_since(t0);
-      t0 = Clock::now();
-      state.model().backward(state.params(), state.grads(),
-                             state.loss_scale() / static_cast<double>(A));
-      b += ms_since(t0);
-    }
-    auto t0 = Clock::now();
-    state.optimizer_step(s + 1, schedule_lr(cfg.optim, s + 1, cmd.warmup + cmd.steps));
-    double o = ms_since(t0);
-    double total = ms_since(t_step);
-    if (s >= cmd.warmup) {
+  for (int64_t s = 1; s <= cmd.warmup + cmd.steps; ++s) {
+    if (s == cmd.warmup + 1) be.reset_times();
+    const auto t_step = Clock::now();
+    const StepResult r =
+        train_step(state, batches, s, schedule_lr(cfg.optim, s, cmd.warmup + cmd.steps));
+    const double total = ms_since(t_step);
+    if (s > cmd.warmup) {
       step_ms.push_back(total);
-      fwd_ms.push_back(f);
-      bwd_ms.push_back(b);
-      opt_ms.push_back(o);
+      fwd_ms.push_back(r.forward_ms);
+      bwd_ms.push_back(r.backward_ms);
+      opt_ms.push_back(r.optim_ms);
     }
   }
   const double tokens_per_step = static_cast<double>(B * A * T);

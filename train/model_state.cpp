@@ -77,6 +77,7 @@ ModelState::ModelState(const RunConfig& config, Backend& backend)
   optim_->init(table_, 0, table_.total, backend_);
   model_ = std::make_unique<GptModel>(config_.model, table_, backend_, plan_.params, plan_.grads);
   model_->set_bf16_matmul(config_.precision.matmul == "bf16");
+  units_ = std::make_unique<FlatUnits>(table_, params(), grads());
 }
 
 float* ModelState::master() {

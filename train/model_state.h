@@ -51,6 +51,9 @@ class ModelState {
 
   Tensor params() const { return Tensor(params_.data(), plan_.params); }
   Tensor grads() const { return Tensor(grads_.data(), plan_.grads); }
+  // The model's view of the weights and gradients, unit by unit (unit_access.h): the flat
+  // buffers of this process.
+  UnitAccess& units() { return *units_; }
   // The fp32 weights the optimizer updates (the master copy, or the params when they are fp32).
   float* master();
 
@@ -92,6 +95,7 @@ class ModelState {
   Buffer params_, grads_, master_, master_scratch_;
   std::unique_ptr<Optimizer> optim_;
   std::unique_ptr<GptModel> model_;
+  std::unique_ptr<FlatUnits> units_;
   LossScaler scaler_;
 };
 

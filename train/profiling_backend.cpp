@@ -22,6 +22,18 @@ class Timer {
 
 }  // namespace
 
+void ProfilingBackend::copy_from_host(Tensor dst, const void* src, int64_t n) {
+  Timer tm(times_, "copy_from_host");
+  inner_->copy_from_host(dst, src, n);
+}
+void ProfilingBackend::copy_to_host(void* dst, Tensor src, int64_t n) {
+  Timer tm(times_, "copy_to_host");
+  inner_->copy_to_host(dst, src, n);
+}
+void ProfilingBackend::copy(Tensor dst, Tensor src, int64_t n) {
+  Timer tm(times_, "copy");
+  inner_->copy(dst, src, n);
+}
 void ProfilingBackend::zero(Tensor t, int64_t n) {
   Timer tm(times_, "zero");
   inner_->zero(t, n);
@@ -102,9 +114,9 @@ void ProfilingBackend::gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n
   Timer tm(times_, "gelu_backward");
   inner_->gelu_backward(dx, x, dout, n);
 }
-void ProfilingBackend::dropout(Tensor x, int64_t n, double p, uint64_t seed, uint64_t site) {
+void ProfilingBackend::dropout(Tensor x, int64_t n, double p, const DropoutKey& key) {
   Timer tm(times_, "dropout");
-  inner_->dropout(x, n, p, seed, site);
+  inner_->dropout(x, n, p, key);
 }
 void ProfilingBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv,
                                          const AttentionArgs& args) {

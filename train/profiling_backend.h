@@ -31,7 +31,11 @@ class ProfilingBackend : public Backend {
   std::string name() const override { return inner_->name(); }
   int num_threads() const override { return inner_->num_threads(); }
   MemoryTracker& tracker() override { return inner_->tracker(); }
+  MemSpace memory_space() const override { return inner_->memory_space(); }
   Buffer allocate(MemTag tag, size_t bytes) override { return inner_->allocate(tag, bytes); }
+  void copy_from_host(Tensor dst, const void* src, int64_t n) override;
+  void copy_to_host(void* dst, Tensor src, int64_t n) override;
+  void copy(Tensor dst, Tensor src, int64_t n) override;
   void zero(Tensor t, int64_t n) override;
   void convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, uint64_t seed,
                uint64_t stream_offset) override;
@@ -53,7 +57,7 @@ class ProfilingBackend : public Backend {
   void add(Tensor out, Tensor a, Tensor b, int64_t n) override;
   void gelu_forward(Tensor out, Tensor x, int64_t n) override;
   void gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) override;
-  void dropout(Tensor x, int64_t n, double p, uint64_t seed, uint64_t site) override;
+  void dropout(Tensor x, int64_t n, double p, const DropoutKey& key) override;
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                           const AttentionArgs& args) override;

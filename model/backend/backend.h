@@ -10,6 +10,9 @@
 //   Low-precision inputs are widened to fp32 and results rounded to nearest even on store.
 // - Parameter gradients are always ACCUMULATED (+=) so micro-batches sum without extra passes;
 //   activation gradients are WRITTEN (=) unless the argument says otherwise.
+// - Tensors passed to ops live in the backend's memory (memory_space()). Host code reaches
+//   them only through copy_from_host / copy_to_host; a CPU backend's memory happens to be host
+//   memory, a device backend's is not.
 #pragma once
 
 #include <cstdint>
@@ -55,13 +58,31 @@ struct GemmArgs {
   bool bf16_inputs = false;
 };
 
+// Which random numbers a dropout mask uses. Element e of sequence s (the sequence's index in the
+// step's global batch, so the mask does not depend on how the batch is split into micro-batches
+// or ranks) is kept iff word e % 4 of rng_bits(seed, kDropout, site, (s << 40) | (e / 4)) is
+// >= p * 2^32: `site` names the place (step, layer, which dropout), e < 2^42, s < 2^24.
+struct DropoutKey {
+  uint64_t seed = 0;
+  uint64_t site = 0;
+  uint64_t first_sequence = 0;    // global-batch index of the first sequence in the tensor
+  int64_t sequence_elements = 0;  // elements per sequence: the tensor holds n / this sequences
+};
+
 // Causal multi-head self-attention on a fused qkv projection, flash-style: for backward only
 // the output and the per-row log-sum-exp are kept (B*H*T values), never the T x T probabilities.
 struct AttentionArgs {
   int64_t batch = 0, seq = 0, channels = 0, heads = 0;
-  double dropout = 0.0;  // attention-probability dropout
-  uint64_t seed = 0;     // dropout mask key: (seed, stream kDropout, site, element)
-  uint64_t site = 0;     // distinct per layer and micro-batch/step
+  double dropout = 0.0;         // attention-probability dropout
+  uint64_t seed = 0;            // dropout mask key (see DropoutKey): sequence b of the batch is
+  uint64_t site = 0;            // global sequence first_sequence + b, its element index is
+  uint64_t first_sequence = 0;  // (head * T + query) * T + key
+};
+
+// Backend construction options (the factory's input).
+struct BackendOptions {
+  int threads = 0;  // CPU threads (0: all cores / ranks on this node)
+  int device = 0;   // accelerator index for device backends
 };
 
 class Backend {
@@ -72,8 +93,16 @@ class Backend {
 
   // ---- memory -------------------------------------------------------------------------------
   virtual MemoryTracker& tracker() = 0;
+  // Where this backend's allocations live (host for the CPU backend).
+  virtual MemSpace memory_space() const = 0;
   // A zero-filled allocation in the backend's memory, accounted to `tag`.
   virtual Buffer allocate(MemTag tag, size_t bytes) = 0;
+  // Explicit copies of n elements of dst.dtype (src has the same dtype): host memory into the
+  // backend's, the backend's into host memory, and within the backend's memory. The only way
+  // host code moves data in or out of backend buffers.
+  virtual void copy_from_host(Tensor dst, const void* src, int64_t n) = 0;
+  virtual void copy_to_host(void* dst, Tensor src, int64_t n) = 0;
+  virtual void copy(Tensor dst, Tensor src, int64_t n) = 0;
   virtual void zero(Tensor t, int64_t n) = 0;
   // dst[i] = src[i] converted between dtypes (rounding as asked when narrowing to bf16/fp16;
   // stochastic rounding draws from (seed, kRounding, stream_offset + i)).
@@ -116,9 +145,10 @@ class Backend {
   virtual void gelu_forward(Tensor out, Tensor x, int64_t n) = 0;
   virtual void gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) = 0;
 
-  // Inverted dropout in place: x *= mask / (1 - p), the mask a pure function of
-  // (seed, site, element), so forward, backward and recompute see the same mask.
-  virtual void dropout(Tensor x, int64_t n, double p, uint64_t seed, uint64_t site) = 0;
+  // Inverted dropout in place: x *= mask / (1 - p), the mask a pure function of the key and the
+  // element's (sequence, index) (DropoutKey), so forward, backward and recompute see the same
+  // mask, and so does any split of the global batch.
+  virtual void dropout(Tensor x, int64_t n, double p, const DropoutKey& key) = 0;
 
   // qkv: [B, T, 3C] (q | k | v, head h at columns h*hd..), out: [B, T, C], lse: [B, H, T].
   virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) = 0;
@@ -133,6 +163,13 @@ class Backend {
                                      int64_t rows, int64_t vocab, int64_t padded_vocab,
                                      double grad_scale) = 0;
 };
+
+// The backend called `name` ("cpu"; "cuda" in builds with the CUDA backend); an unknown or
+// unavailable name is an Error naming it and the choices.
+std::unique_ptr<Backend> backend_create(const std::string& name,
+                                        const BackendOptions& options = {});
+// Names backend_create accepts in this build.
+std::string backend_names();
 
 // The CPU backend with `threads` OpenMP threads (0: all cores / ranks on this node).
 std::unique_ptr<Backend> backend_create_cpu(int threads = 0);

@@ -79,25 +79,54 @@ void MemoryTracker::reset_peaks() {
   total_.peak = total_.current;
 }
 
+const char* mem_space_name(MemSpace space) {
+  return space == MemSpace::kHost ? "host" : "device";
+}
+
 namespace {
+
 constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+class HostAllocator final : public Allocator {
+ public:
+  MemSpace space() const override { return MemSpace::kHost; }
+
+  void* allocate(size_t bytes) override {
+    // Large buffers (activations, weights, optimizer state) start on a 2 MiB boundary and are
+    // asked to be backed by transparent huge pages: GEMM packing and strided activation walks
+    // touch many pages, and 4 KiB pages cost TLB misses there (bench_small: ~5-10% faster
+    // steps). The size is not rounded up to 2 MiB: the tail past the last whole huge page stays
+    // on small pages, so resident bytes still match the tracked bytes. Where THP is off this is
+    // a no-op.
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    const bool huge = bytes >= kHugePageBytes;
+    void* data = nullptr;
+    if (posix_memalign(&data, huge ? kHugePageBytes : 64, rounded) != 0) return nullptr;
+    if (huge) madvise(data, rounded, MADV_HUGEPAGE);
+    std::memset(data, 0, rounded);  // touch the pages: measured RSS then matches tracked bytes
+    return data;
+  }
+
+  void deallocate(void* data, size_t) override { std::free(data); }
+};
+
 }  // namespace
 
+Allocator& host_allocator() {
+  static HostAllocator allocator;
+  return allocator;
+}
+
 Buffer::Buffer(MemoryTracker* tracker, MemTag tag, size_t bytes)
-    : tracker_(tracker), tag_(tag), bytes_(bytes) {
+    : Buffer(&host_allocator(), tracker, tag, bytes) {}
+
+Buffer::Buffer(Allocator* allocator, MemoryTracker* tracker, MemTag tag, size_t bytes)
+    : allocator_(allocator), tracker_(tracker), tag_(tag), bytes_(bytes) {
   if (bytes == 0) return;
-  // Large buffers (activations, weights, optimizer state) start on a 2 MiB boundary and are
-  // asked to be backed by transparent huge pages: GEMM packing and strided activation walks
-  // touch many pages, and 4 KiB pages cost TLB misses there (bench_small: ~5-10% faster steps).
-  // The size is not rounded up to 2 MiB: the tail past the last whole huge page stays on small
-  // pages, so resident bytes still match the tracked bytes. Where THP is off this is a no-op.
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  const bool huge = bytes >= kHugePageBytes;
-  if (posix_memalign(&data_, huge ? kHugePageBytes : 64, rounded) != 0) data_ = nullptr;
-  LLM_REQUIRE(data_ != nullptr, "out of memory allocating ", bytes, " bytes for ",
-              mem_tag_name(tag));
-  if (huge) madvise(data_, rounded, MADV_HUGEPAGE);
-  std::memset(data_, 0, rounded);  // touch the pages: measured RSS then matches tracked bytes
+  LLM_ASSERT(allocator_ != nullptr, "Buffer without an allocator");
+  data_ = allocator_->allocate(bytes);
+  LLM_REQUIRE(data_ != nullptr, "out of ", mem_space_name(allocator_->space()),
+              " memory allocating ", bytes, " bytes for ", mem_tag_name(tag));
   if (tracker_) tracker_->on_alloc(tag_, bytes_);
 }
 
@@ -107,7 +136,7 @@ Buffer::~Buffer() {
 
 void Buffer::reset() {
   if (data_) {
-    std::free(data_);
+    allocator_->deallocate(data_, bytes_);
     if (tracker_) tracker_->on_free(tag_, bytes_);
   }
   data_ = nullptr;
@@ -115,7 +144,11 @@ void Buffer::reset() {
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : tracker_(other.tracker_), tag_(other.tag_), bytes_(other.bytes_), data_(other.data_) {
+    : allocator_(other.allocator_),
+      tracker_(other.tracker_),
+      tag_(other.tag_),
+      bytes_(other.bytes_),
+      data_(other.data_) {
   other.data_ = nullptr;
   other.bytes_ = 0;
 }
@@ -123,6 +156,7 @@ Buffer::Buffer(Buffer&& other) noexcept
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     reset();
+    allocator_ = other.allocator_;
     tracker_ = other.tracker_;
     tag_ = other.tag_;
     bytes_ = other.bytes_;

@@ -2,6 +2,11 @@
 // The tracker keeps current and peak bytes per tag and overall; the memory ledger (train/) reads
 // it and reconciles it with the process's own high-water mark. A Buffer is an owning, aligned,
 // tagged allocation (RAII); all large storage in ledgerlm is a Buffer.
+//
+// A Buffer knows where it lives: host memory (the CPU backend, data, staging copies) or a
+// device's memory (an accelerator backend). Its Allocator says which and does the allocation;
+// code outside a backend never dereferences a buffer in MemSpace::kDevice and moves data with
+// the backend's explicit copies (Backend::copy_from_host / copy_to_host / copy).
 #pragma once
 
 #include <array>
@@ -35,6 +40,24 @@ enum class MemTag : uint8_t {
 constexpr size_t kMemTagCount = static_cast<size_t>(MemTag::kCount);
 const char* mem_tag_name(MemTag tag);  // "params", "grads", "master", "optim.m", ...
 
+// Where a buffer's bytes are: addressable by host code, or only by a device's kernels.
+enum class MemSpace : uint8_t { kHost, kDevice };
+const char* mem_space_name(MemSpace space);  // "host", "device"
+
+// Provides and takes back raw memory for Buffers. allocate() returns zero-filled memory of at
+// least `bytes` bytes (64-byte aligned) or nullptr when out of memory.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual MemSpace space() const = 0;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* data, size_t bytes) = 0;
+};
+
+// Host memory: 64-byte aligned, zero-filled and touched (so RSS matches the tracked bytes);
+// buffers of 2 MiB or more start on a 2 MiB boundary and ask for transparent huge pages.
+Allocator& host_allocator();
+
 struct MemUsage {
   int64_t current = 0;
   int64_t peak = 0;
@@ -58,7 +81,10 @@ class MemoryTracker {
 class Buffer {
  public:
   Buffer() = default;
+  // Host memory (host_allocator()).
   Buffer(MemoryTracker* tracker, MemTag tag, size_t bytes);
+  // Memory from `allocator` (a backend's host or device memory).
+  Buffer(Allocator* allocator, MemoryTracker* tracker, MemTag tag, size_t bytes);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -72,10 +98,12 @@ class Buffer {
   }
   size_t bytes() const { return bytes_; }
   MemTag tag() const { return tag_; }
+  MemSpace space() const { return allocator_ ? allocator_->space() : MemSpace::kHost; }
   bool empty() const { return data_ == nullptr; }
   void reset();
 
  private:
+  Allocator* allocator_ = nullptr;
   MemoryTracker* tracker_ = nullptr;
   MemTag tag_ = MemTag::kOther;
   size_t bytes_ = 0;

@@ -8,10 +8,11 @@
 // The T x T probabilities are never stored: backward recomputes p_ij = exp(s_ij - lse_i).
 //
 // Dropout (args.dropout = p > 0) multiplies p_ij by m_ij = keep_ij / (1 - p) after the softmax.
-// keep_ij is a pure function of (seed, site, index) with index = ((b*H + h)*T + i)*T + j
-// (cpu_dropout_bits), so backward reproduces the mask without storing it. Attention and the
-// elementwise dropout() share the (seed, kDropout, site) key space: callers give them distinct
-// sites.
+// keep_ij is a pure function of (seed, site, sequence, index) with sequence = first_sequence + b
+// (its place in the global batch) and index = (h*T + i)*T + j (cpu_dropout_bits), so backward
+// reproduces the mask without storing it, and any split of the batch draws the same mask.
+// Attention and the elementwise dropout() share the (seed, kDropout, site) key space: callers
+// give them distinct sites.
 //
 // Backward, with P~ = P * M the dropped probabilities and o_i = sum_j P~_ij v_j:
 //   dv_j += P~_ij dout_i,  dP_ij = m_ij (dout_i . v_j),  D_i = dout_i . o_i = sum_j p_ij dP_ij,
@@ -97,16 +98,17 @@ LLM_ALWAYS_INLINE inline T dot(const T* x, const T* y, int64_t n) {
   return s;
 }
 
-// m[j] = keep_ij / (1 - p) for j in [0, count), index = base + j.
+// m[j] = keep_ij / (1 - p) for j in [0, count): elements base + j of batch row `b`'s sequence.
 template <class T>
-LLM_ALWAYS_INLINE inline void attention_fill_mask(T* m, uint64_t base, int64_t count,
+LLM_ALWAYS_INLINE inline void attention_fill_mask(T* m, int64_t b, uint64_t base, int64_t count,
                                                   const AttentionArgs& a) {
   const uint64_t threshold = cpu_dropout_threshold(a.dropout);
   const T keep_scale = static_cast<T>(1.0 / (1.0 - a.dropout));
+  const uint64_t sequence = a.first_sequence + static_cast<uint64_t>(b);
   std::array<uint32_t, 4> words{};
   for (int64_t j = 0; j < count; ++j) {
     const uint64_t idx = base + static_cast<uint64_t>(j);
-    if (j == 0 || (idx & 3) == 0) words = rng_bits(a.seed, RngStream::kDropout, a.site, idx >> 2);
+    if (j == 0 || (idx & 3) == 0) words = cpu_dropout_words(a.seed, a.site, sequence, idx);
     m[j] = words[idx & 3] >= threshold ? keep_scale : T(0);
   }
 }
@@ -166,7 +168,8 @@ LLM_ALWAYS_INLINE inline void attention_forward_head(T* out, T* lse, const T* qk
       for (int64_t j = 0; j <= i; ++j) sum += p[j];
       const T inv = T(1) / sum;
       if (drop) {
-        attention_fill_mask(mask, static_cast<uint64_t>((bh * s.t + i) * s.t), i + 1, a);
+        attention_fill_mask(mask, bh / s.h, static_cast<uint64_t>((bh % s.h * s.t + i) * s.t),
+                            i + 1, a);
         for (int64_t j = 0; j <= i; ++j) p[j] *= inv * mask[j];
       } else {
         for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
@@ -237,7 +240,8 @@ LLM_ALWAYS_INLINE inline void attention_backward_head(T* dqkv, const T* dout, co
       const T big_d = dot(g + i * s.c, o + i * s.c, s.hd);
       exp_row<T, kAvx512>(p, i + 1, T(1), lse[bh * s.t + i]);
       if (drop) {
-        attention_fill_mask(mask, static_cast<uint64_t>((bh * s.t + i) * s.t), i + 1, a);
+        attention_fill_mask(mask, bh / s.h, static_cast<uint64_t>((bh % s.h * s.t + i) * s.t),
+                            i + 1, a);
 #pragma omp simd
         for (int64_t j = 0; j <= i; ++j) {
           dp[j] = p[j] * (mask[j] * dp[j] - big_d) * scale;

@@ -56,6 +56,32 @@ Buffer CpuBackend::allocate(MemTag tag, size_t bytes) {
   return Buffer(&tracker_, tag, bytes);
 }
 
+// The CPU backend's memory is host memory: its copies are memcpy (parallel for large ones).
+void CpuBackend::copy_from_host(Tensor dst, const void* src, int64_t n) {
+  copy(dst, Tensor(const_cast<void*>(src), dst.dtype), n);
+}
+
+void CpuBackend::copy_to_host(void* dst, Tensor src, int64_t n) {
+  copy(Tensor(dst, src.dtype), src, n);
+}
+
+void CpuBackend::copy(Tensor dst, Tensor src, int64_t n) {
+  if (n <= 0) return;
+  LLM_REQUIRE(dst.data != nullptr && src.data != nullptr, "cpu backend: copy of a null tensor");
+  LLM_REQUIRE(dst.dtype == src.dtype, "cpu backend: copy from ", dtype_name(src.dtype), " to ",
+              dtype_name(dst.dtype), " (use convert to change the dtype)");
+  const int64_t bytes = n * static_cast<int64_t>(dtype_size(dst.dtype));
+  const int64_t piece = kChunk * 4;
+  const int64_t pieces = (bytes + piece - 1) / piece;
+  char* d = static_cast<char*>(dst.data);
+  const char* s = static_cast<const char*>(src.data);
+#pragma omp parallel for schedule(static) num_threads(threads_) if (pieces > 1)
+  for (int64_t c = 0; c < pieces; ++c) {
+    const int64_t begin = c * piece;
+    std::memmove(d + begin, s + begin, static_cast<size_t>(std::min(bytes - begin, piece)));
+  }
+}
+
 void* CpuBackend::workspace(WorkSlot slot, size_t bytes) {
   Buffer& buf = work_[static_cast<size_t>(slot)];
   if (buf.bytes() < bytes) {

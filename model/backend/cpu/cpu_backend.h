@@ -37,7 +37,11 @@ class CpuBackend final : public Backend {
   int num_threads() const override { return threads_; }
 
   MemoryTracker& tracker() override { return tracker_; }
+  MemSpace memory_space() const override { return MemSpace::kHost; }
   Buffer allocate(MemTag tag, size_t bytes) override;
+  void copy_from_host(Tensor dst, const void* src, int64_t n) override;
+  void copy_to_host(void* dst, Tensor src, int64_t n) override;
+  void copy(Tensor dst, Tensor src, int64_t n) override;
   void zero(Tensor t, int64_t n) override;
   void convert(Tensor dst, Tensor src, int64_t n, Rounding rounding = Rounding::kNearest,
                uint64_t seed = 0, uint64_t stream_offset = 0) override;
@@ -63,7 +67,7 @@ class CpuBackend final : public Backend {
   void add(Tensor out, Tensor a, Tensor b, int64_t n) override;
   void gelu_forward(Tensor out, Tensor x, int64_t n) override;
   void gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) override;
-  void dropout(Tensor x, int64_t n, double p, uint64_t seed, uint64_t site) override;
+  void dropout(Tensor x, int64_t n, double p, const DropoutKey& key) override;
 
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
@@ -99,10 +103,15 @@ inline uint32_t cpu_rounding_bits(uint64_t seed, uint64_t index) {
   return rng_bits(seed, RngStream::kRounding, index >> 2, 0)[index & 3];
 }
 
-// The same layout for dropout: word index%4 of rng_bits(seed, kDropout, site, index / 4).
-// An element is kept iff its bits >= cpu_dropout_threshold(p), i.e. with probability 1 - p.
-inline uint32_t cpu_dropout_bits(uint64_t seed, uint64_t site, uint64_t index) {
-  return rng_bits(seed, RngStream::kDropout, site, index >> 2)[index & 3];
+// The dropout mask's bits of element `index` of global-batch sequence `sequence` (DropoutKey):
+// word index%4 of rng_bits(seed, kDropout, site, (sequence << 40) | index / 4). An element is
+// kept iff its bits >= cpu_dropout_threshold(p), i.e. with probability 1 - p.
+inline std::array<uint32_t, 4> cpu_dropout_words(uint64_t seed, uint64_t site, uint64_t sequence,
+                                                 uint64_t index) {
+  return rng_bits(seed, RngStream::kDropout, site, (sequence << 40) | (index >> 2));
+}
+inline uint32_t cpu_dropout_bits(uint64_t seed, uint64_t site, uint64_t sequence, uint64_t index) {
+  return cpu_dropout_words(seed, site, sequence, index)[index & 3];
 }
 inline uint64_t cpu_dropout_threshold(double p) {
   return static_cast<uint64_t>(p * 4294967296.0 + 0.5);

@@ -1,10 +1,11 @@
 // Elementwise activation ops: residual add, GELU (tanh approximation) forward/backward, and
-// inverted dropout keyed by (seed, site, element).
+// inverted dropout keyed by (seed, site, global-batch sequence, element).
 //
 // All loops are split into fixed chunks (results do not depend on the thread count) and written
 // as plain loops gcc vectorises, except where exp and the Philox draws keep them scalar; fp32
 // GELU runs the AVX-512 kernels of cpu_simd.cpp where the CPU has them.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <type_traits>
 
@@ -115,12 +116,16 @@ void CpuBackend::gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) {
   });
 }
 
-void CpuBackend::dropout(Tensor x, int64_t n, double p, uint64_t seed, uint64_t site) {
+void CpuBackend::dropout(Tensor x, int64_t n, double p, const DropoutKey& key) {
   LLM_REQUIRE(p >= 0.0 && p < 1.0, "cpu backend: dropout probability must be in [0, 1), got ", p);
   if (n <= 0 || p == 0.0) return;
+  LLM_REQUIRE(key.sequence_elements > 0 && n % key.sequence_elements == 0,
+              "cpu backend: dropout over ", n, " elements needs whole sequences of ",
+              key.sequence_elements, " elements");
   const DType act = require_act_dtype(x, "dropout x");
   const int64_t chunks = chunk_count(n);
   const uint64_t threshold = cpu_dropout_threshold(p);
+  const uint64_t per_seq = static_cast<uint64_t>(key.sequence_elements);
   dispatch_act(act, [&](auto tag) {
     using T = decltype(tag);
     T* xp = x.as<T>();
@@ -128,12 +133,18 @@ void CpuBackend::dropout(Tensor x, int64_t n, double p, uint64_t seed, uint64_t 
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-      // kChunk is a multiple of 4, so each Philox call serves exactly one group of 4 elements.
-      for (int64_t i = begin; i < end; i += 4) {
-        const auto words = rng_bits(seed, RngStream::kDropout, site, static_cast<uint64_t>(i) >> 2);
-        const int64_t stop = std::min<int64_t>(end, i + 4);
-        for (int64_t j = i; j < stop; ++j) {
-          xp[j] = words[j - i] >= threshold ? xp[j] * keep_scale : T(0);
+      // (sequence, element) of `begin`, then walked forward: one division per chunk. One Philox
+      // call serves the four elements e..e+3 of a sequence with e a multiple of 4.
+      uint64_t seq = static_cast<uint64_t>(begin) / per_seq;
+      uint64_t e = static_cast<uint64_t>(begin) - seq * per_seq;
+      std::array<uint32_t, 4> words{};
+      for (int64_t i = begin; i < end; ++i) {
+        if (i == begin || e == 0 || (e & 3) == 0)
+          words = cpu_dropout_words(key.seed, key.site, key.first_sequence + seq, e);
+        xp[i] = words[e & 3] >= threshold ? xp[i] * keep_scale : T(0);
+        if (++e == per_seq) {
+          e = 0;
+          ++seq;
         }
       }
     }

@@ -1,0 +1,22 @@
+// The backend factory: a backend by name, so that the trainer, bench, eval and sample choose it
+// from configuration (train.device) instead of naming a concrete class. A backend added to the
+// build registers here.
+#include <memory>
+#include <string>
+
+#include "model/backend/backend.h"
+#include "model/base/check.h"
+
+namespace ledgerlm {
+
+std::string backend_names() {
+  return "cpu";
+}
+
+std::unique_ptr<Backend> backend_create(const std::string& name, const BackendOptions& options) {
+  if (name == "cpu") return backend_create_cpu(options.threads);
+  fail(error_message("backend '", name,
+                     "' is not available in this build (choices: ", backend_names(), ")"));
+}
+
+}  // namespace ledgerlm

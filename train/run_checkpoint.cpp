@@ -1,0 +1,170 @@
+// Checkpoint meta.json, resume checks and --resume / --init-from resolution (see
+// run_checkpoint.h).
+#include "train/run_checkpoint.h"
+
+#include <filesystem>
+
+#include "model/base/check.h"
+#include "train/config_keys.h"
+#include "train/run_dir.h"
+
+namespace ledgerlm {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+double number_or(const json& j, const char* key, double fallback) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+}
+
+// Config values as text quote strings; messages show them bare.
+std::string unquote(const std::string& v) {
+  return v.size() >= 2 && v.front() == '"' && v.back() == '"' ? v.substr(1, v.size() - 2) : v;
+}
+
+// Keys that define the architecture (or what the saved state means): refused on resume.
+constexpr const char* kArchitectureKeys[] = {"model.vocab_size", "model.n_layer",    "model.n_head",
+                                             "model.n_embd",     "model.block_size", "optim.name"};
+
+}  // namespace
+
+json finite_or_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+const char* master_text(const PrecisionPlan& plan) {
+  return plan.separate_master ? "fp32" : (plan.master_none ? "none" : "fp32 (= params)");
+}
+
+json checkpoint_meta(const RunConfig& cfg, ModelState& state, const LoopState& ls,
+                     const RunLedger& ledger, int world) {
+  const PrecisionPlan& plan = state.plan();
+  const LossScalerState& sc = state.scaler().state();
+  json components = json::array();
+  for (const StateComponent& c : state.optimizer().state_components())
+    components.push_back({{"name", c.name}, {"dtype", dtype_name(c.dtype)}, {"bytes", c.bytes}});
+  json ledger_rec = json::object();
+  ledger.add_measured(&ledger_rec);
+  RunConfig copy = cfg;
+  return {
+      {"trainer",
+       {{"step", ls.step},
+        {"tokens_seen", ls.tokens},
+        {"train_seconds", ls.train_seconds},
+        {"skipped_steps", ls.skipped},
+        {"best_val_loss", finite_or_null(ls.best_val)},
+        {"best_val_bpb", finite_or_null(ls.best_bpb)},
+        {"last_val_loss", finite_or_null(ls.last_val)}}},
+      {"data_loader",
+       {{"step", ls.step},
+        {"micro", 0},
+        {"note", "the loader is a pure function of (seed, step, micro): nothing else to save"}}},
+      {"rng",
+       {{"seed", cfg.train.seed},
+        {"note",
+         "counter-based: init, data order, dropout and stochastic rounding are functions of "
+         "(seed, step, micro-batch, layer, element); seed and step restore them"}}},
+      {"schedule",
+       {{"name", cfg.optim.schedule},
+        {"step", ls.step},
+        {"note", "the LR is a pure function of (config, step)"}}},
+      {"loss_scaler",
+       {{"enabled", plan.scaler_on},
+        {"dynamic", plan.scaler_dynamic},
+        {"scale", sc.scale},
+        {"good_steps", sc.good_steps},
+        {"skipped_steps", sc.skipped_steps},
+        {"consecutive_skips", sc.consecutive_skips}}},
+      {"model",
+       {{"vocab_size", cfg.model.vocab_size},
+        {"padded_vocab", cfg.model.padded_vocab()},
+        {"n_layer", cfg.model.n_layer},
+        {"n_head", cfg.model.n_head},
+        {"n_embd", cfg.model.n_embd},
+        {"block_size", cfg.model.block_size},
+        {"num_params", state.table().num_params},
+        {"compute_dtype", dtype_name(plan.params)},
+        {"master", master_text(plan)},
+        {"weights_note",
+         "model.safetensors holds the fp32 master (compute.safetensors the compute copy, the "
+         "master rounded to nearest), or the compute copy itself when master = none"}}},
+      {"optimizer", {{"name", state.optimizer().name()}, {"components", components}}},
+      {"layout",
+       {{"world_size", world},
+        {"zero_stage", cfg.dist.zero},
+        {"block", state.table().options.block},
+        {"flat_elements", state.table().total},
+        {"note", "tensors are stored whole and unpadded; each rank writes its element ranges"}}},
+      {"config", run_config_flat(cfg)},
+      {"config_toml", config_to_toml(config_keys(copy))},
+      {"ledger", ledger_rec.value("mem", json::object())}};
+}
+
+json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg) {
+  const json& saved = ckpt.meta().value("config", json::object());
+  LLM_REQUIRE(saved.is_object() && !saved.empty(), "checkpoint file '", ckpt.dir(),
+              "/meta.json': no saved config");
+  json changed = json::object();
+  for (const auto& [key, now] : run_config_flat(cfg)) {
+    if (!saved.contains(key) || !saved[key].is_string()) continue;  // a key added since
+    const std::string before = unquote(saved[key].get<std::string>());
+    const std::string now_text = unquote(now);
+    if (before == now_text) continue;
+    for (const char* arch : kArchitectureKeys)
+      LLM_REQUIRE(key != arch, "cannot resume from '", ckpt.dir(), "': ", key, " = ", now_text,
+                  " but the checkpoint was saved with ", key, " = ", before,
+                  " (the architecture and optimizer cannot change on resume; --init-from starts "
+                  "a new run from the weights)");
+    changed[key] = {{"from", before}, {"to", now_text}};
+  }
+  return changed;
+}
+
+void restore_loop_state(const CheckpointReader& ckpt, LoopState* ls) {
+  const json& t = ckpt.meta().value("trainer", json::object());
+  LLM_REQUIRE(t.is_object() && t.contains("step") && t.contains("tokens_seen"), "checkpoint file '",
+              ckpt.dir(), "/meta.json': missing trainer state");
+  ls->step = t["step"].get<int64_t>();
+  LLM_REQUIRE(ls->step == ckpt.step(), "checkpoint file '", ckpt.dir(),
+              "/meta.json': trainer step ", ls->step, " differs from the checkpoint step ",
+              ckpt.step());
+  ls->tokens = t["tokens_seen"].get<int64_t>();
+  ls->train_seconds = number_or(t, "train_seconds", 0.0);
+  ls->skipped = t.value("skipped_steps", static_cast<int64_t>(0));
+  ls->best_val = number_or(t, "best_val_loss", INFINITY);
+  ls->best_bpb = number_or(t, "best_val_bpb", INFINITY);
+  ls->last_val = number_or(t, "last_val_loss", NAN);
+}
+
+void restore_scaler(const CheckpointReader& ckpt, ModelState& state) {
+  const json& s = ckpt.meta().value("loss_scaler", json::object());
+  if (!state.plan().scaler_on || !s.value("enabled", false)) return;  // nothing to carry over
+  LossScalerState st;
+  st.scale = number_or(s, "scale", 0.0);
+  st.good_steps = s.value("good_steps", static_cast<int64_t>(0));
+  st.skipped_steps = s.value("skipped_steps", static_cast<int64_t>(0));
+  st.consecutive_skips = s.value("consecutive_skips", static_cast<int64_t>(0));
+  state.scaler().load_state(st);
+}
+
+void init_from(ModelState& state, const std::string& path) {
+  LLM_REQUIRE(fs::exists(path), "--init-from: '", path, "' does not exist");
+  if (fs::is_regular_file(path)) return state.load_weights(path);
+  if (!fs::exists(fs::path(path) / "meta.json") && fs::exists(fs::path(path) / "model.safetensors"))
+    return state.load_weights((fs::path(path) / "model.safetensors").string());
+  state.checkpoint_load_weights(CheckpointReader::open(checkpoint_resolve(path)));
+}
+
+std::string resume_source(const std::string& resume, const std::string& run_dir) {
+  if (resume != "auto") return checkpoint_resolve(resume);
+  std::string latest = checkpoint_latest(run_dir + "/ckpt");
+  if (latest.empty())
+    LLM_REQUIRE(
+        !fs::exists(run_dir + "/metrics.jsonl"), "--resume auto: run '", run_dir,
+        "' has no checkpoint to resume from (pass --train.overwrite true to start it over)");
+  return latest;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,276 @@
+// The training loop (see train_loop.h).
+#include "train/train_loop.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "optim/schedule.h"
+#include "train/evaluator.h"
+#include "train/ledger.h"
+#include "train/metrics.h"
+#include "train/stop_signal.h"
+#include "train/train_step.h"
+
+namespace ledgerlm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+class TrainLoop {
+ public:
+  explicit TrainLoop(TrainRun& run)
+      : run_(run),
+        cfg_(run.cfg),
+        state_(*run.state),
+        ls_(run.loop),
+        batches_(*run.loader),
+        ledger_(run.cfg, *run.state, run.world, run.rank),
+        log_(run.run_dir + "/metrics.jsonl") {
+    const DataMeta& meta = run.meta;
+    tokens_per_byte_ = meta.val.bytes > 0 ? static_cast<double>(meta.val.tokens) /
+                                                static_cast<double>(meta.val.bytes)
+                                          : 0.0;
+    val_starts_ = run.loader->val_windows(cfg_.train.seq_len, cfg_.train.eval_windows);
+    last_saved_ = run.resuming() ? ls_.step : -1;
+  }
+
+  int run() {
+    print_header();
+    t_start_ = Clock::now();
+    stop_signal_install();
+    std::string stop_reason;
+    while (!budget_spent(ls_.train_seconds)) {
+      const int64_t step = ++ls_.step;
+      const int64_t total =
+          schedule_total_steps(cfg_.train, run_.tokens_per_step(), step, ls_.train_seconds);
+      const double lr = schedule_lr(cfg_.optim, step, total);
+      const auto t0 = Clock::now();
+      const StepResult r = train_step(state_, batches_, step, lr);
+      if (r.skipped) ++ls_.skipped;
+      ls_.tokens += run_.tokens_per_step();
+      const double step_s = seconds_since(t0);
+      ls_.train_seconds += step_s;
+      const bool last = budget_spent(ls_.train_seconds);
+      log_step(r, step_s, total, last);
+      if ((cfg_.train.eval_interval > 0 && step % cfg_.train.eval_interval == 0) || last)
+        run_eval(step);
+      if (cfg_.train.save_interval > 0 && step % cfg_.train.save_interval == 0 && !last)
+        state_.save_weights(run_.run_dir + "/model.safetensors");
+      if (cfg_.ckpt.interval > 0 && step % cfg_.ckpt.interval == 0 && !last) save_checkpoint();
+      if (!last) {
+        stop_reason = stop_check(run_.run_dir);  // several ranks: all-reduce (max) of this flag
+        if (!stop_reason.empty()) break;
+      }
+    }
+    if (ls_.step == 0) run_eval(0);
+    if (ls_.step > 0 && last_saved_ != ls_.step) save_checkpoint();
+    state_.save_weights(run_.run_dir + "/model.safetensors");
+    stop_signal_restore();
+    return stop_reason.empty() ? finish() : finish_stopped(stop_reason);
+  }
+
+ private:
+  bool budget_spent(double train_seconds) const {
+    const TrainConfig& t = cfg_.train;
+    return (t.max_steps > 0 && ls_.step >= t.max_steps) ||
+           (t.max_tokens > 0 && ls_.tokens >= t.max_tokens) ||
+           (t.max_seconds > 0 && train_seconds >= t.max_seconds);
+  }
+
+  void print_header() {
+    const ModelConfig& m = cfg_.model;
+    const int64_t B = cfg_.train.micro_batch, A = cfg_.train.accum;
+    std::printf(
+        "ledgerlm train: run %s | %s params | L%lld H%lld C%lld T%lld | vocab %lld (padded "
+        "%lld)\n",
+        run_.run_dir.c_str(), format_count(static_cast<double>(state_.table().num_params)).c_str(),
+        static_cast<long long>(m.n_layer), static_cast<long long>(m.n_head),
+        static_cast<long long>(m.n_embd), static_cast<long long>(cfg_.train.seq_len),
+        static_cast<long long>(m.vocab_size), static_cast<long long>(m.padded_vocab()));
+    std::printf(
+        "global batch = world %d x micro-batch %lld x accumulation %lld = %lld sequences = %lld "
+        "tokens per step\n",
+        run_.world, static_cast<long long>(B), static_cast<long long>(A),
+        static_cast<long long>(run_.world * B * A), static_cast<long long>(run_.tokens_per_step()));
+    std::printf(
+        "optimizer %s (impl %s), lr %g, schedule %s, precision params %s grads %s master %s, %d "
+        "threads\n",
+        cfg_.optim.name.c_str(), cfg_.optim.impl.c_str(), cfg_.optim.lr,
+        cfg_.optim.schedule.c_str(), dtype_name(state_.plan().params),
+        dtype_name(state_.plan().grads), master_text(state_.plan()), run_.backend->num_threads());
+    ledger_.print_prediction();
+    if (run_.resuming()) print_resume();
+    std::fflush(stdout);
+  }
+
+  void print_resume() {
+    std::printf("resumed from %s: step %lld, %s tokens (loaded %s in %.2fs)\n",
+                run_.resumed_from.c_str(), static_cast<long long>(ls_.step),
+                format_count(static_cast<double>(ls_.tokens)).c_str(),
+                format_count(static_cast<double>(run_.resumed_bytes)).c_str(), run_.load_seconds);
+    for (const auto& [key, c] : run_.changed.items())
+      std::printf("resume: %s changed from %s to %s\n", key.c_str(),
+                  c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
+    log_.write({{"step", ls_.step},
+                {"tokens", ls_.tokens},
+                {"resume", run_.resumed_from},
+                {"ckpt_load_s", run_.load_seconds},
+                {"ckpt_bytes", run_.resumed_bytes},
+                {"config_changed", run_.changed}});
+  }
+
+  // The step's metrics record, and on progress steps the memory figures and a progress line.
+  void log_step(const StepResult& r, double step_s, int64_t total_steps, bool last) {
+    const int64_t step = ls_.step;
+    const double tps = static_cast<double>(run_.tokens_per_step()) / step_s;
+    json rec = {{"step", step},
+                {"tokens", ls_.tokens},
+                {"wall_s", seconds_since(t_start_)},
+                {"train_s", ls_.train_seconds},
+                {"loss", r.loss},
+                {"lr", r.lr},
+                {"grad_norm", r.grad_norm},
+                {"tokens_per_s", tps},
+                {"step_ms", step_s * 1e3},
+                {"optim_ms", r.optim_ms},
+                {"comm_ms", r.comm_ms},
+                {"loss_scale", state_.loss_scale()},
+                {"skipped_steps", ls_.skipped}};
+    const bool progress = step % cfg_.train.log_interval == 0 || step == 1 || last;
+    if (progress) ledger_.add_measured(&rec);
+    log_.write(rec);
+    if (progress) print_progress(r, tps, step_s, total_steps);
+  }
+
+  void print_progress(const StepResult& r, double tps, double step_s, int64_t total_steps) {
+    const TrainConfig& t = cfg_.train;
+    double frac = 0.0;
+    if (t.max_steps > 0) frac = std::max(frac, static_cast<double>(ls_.step) / t.max_steps);
+    if (t.max_tokens > 0) frac = std::max(frac, static_cast<double>(ls_.tokens) / t.max_tokens);
+    if (t.max_seconds > 0) frac = std::max(frac, ls_.train_seconds / t.max_seconds);
+    const double eta = frac > 0 ? ls_.train_seconds * (1.0 - frac) / frac : NAN;
+    std::printf(
+        "step %lld/%lld | loss %.4f | val %s | lr %.2e | norm %.3f | %s tok/s | %.0f ms | ETA "
+        "%s%s\n",
+        static_cast<long long>(ls_.step), static_cast<long long>(total_steps), r.loss,
+        std::isnan(ls_.last_val) ? "-" : std::to_string(ls_.last_val).substr(0, 6).c_str(), r.lr,
+        r.grad_norm, format_count(tps).c_str(), step_s * 1e3, format_duration(eta).c_str(),
+        r.skipped ? " | SKIPPED (overflow)" : "");
+    std::fflush(stdout);
+  }
+
+  void run_eval(int64_t at_step) {
+    EvalResult ev =
+        evaluate_windows(state_.model(), state_.params(), run_.loader->val_tokens(), val_starts_,
+                         cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
+    ls_.last_val = ev.loss;
+    if (ev.loss < ls_.best_val) {
+      ls_.best_val = ev.loss;
+      ls_.best_bpb = ev.bpb;
+    }
+    log_.write({{"step", at_step},
+                {"tokens", ls_.tokens},
+                {"wall_s", seconds_since(t_start_)},
+                {"val_loss", ev.loss},
+                {"val_bpb", ev.bpb},
+                {"val_ppl", ev.perplexity},
+                {"val_tokens", ev.tokens}});
+    std::printf("eval  step %lld | val loss %.4f | val bpb %.4f | ppl %.2f | tokens %s\n",
+                static_cast<long long>(at_step), ev.loss, ev.bpb, ev.perplexity,
+                format_count(static_cast<double>(ls_.tokens)).c_str());
+    std::fflush(stdout);
+  }
+
+  void save_checkpoint() {
+    CkptSaveOptions so;
+    so.keep = cfg_.ckpt.keep;
+    so.world = run_.world;
+    so.rank = run_.rank;
+    CkptSaveResult res = checkpoint_save(run_.run_dir + "/ckpt", ls_.step,
+                                         checkpoint_meta(cfg_, state_, ls_, ledger_, run_.world),
+                                         state_.checkpoint_pieces(), so);
+    last_saved_ = ls_.step;
+    log_.write({{"step", ls_.step},
+                {"tokens", ls_.tokens},
+                {"ckpt", res.dir},
+                {"ckpt_save_s", res.seconds},
+                {"ckpt_bytes", res.bytes},
+                {"ckpt_data_bytes", res.data_bytes}});
+    std::printf("ckpt  step %lld | %s | %s bytes in %.2fs\n", static_cast<long long>(ls_.step),
+                res.dir.c_str(), format_count(static_cast<double>(res.bytes)).c_str(), res.seconds);
+    std::fflush(stdout);
+  }
+
+  int finish_stopped(const std::string& reason) {
+    stop_file_clear(run_.run_dir);
+    log_.write({{"step", ls_.step}, {"tokens", ls_.tokens}, {"stopped", reason}});
+    ledger_.finish(run_.run_dir);
+    std::printf(
+        "stopped by %s after step %lld: checkpoint %s/ckpt/%s\n"
+        "resume with: ledgerlm train --config %s/config.toml --resume auto\n",
+        reason.c_str(), static_cast<long long>(ls_.step), run_.run_dir.c_str(),
+        checkpoint_dir_name(ls_.step).c_str(), run_.run_dir.c_str());
+    return 0;
+  }
+
+  int finish() {
+    const double wall = seconds_since(t_start_);
+    const double mean_tps = ls_.tokens / std::max(ls_.train_seconds, 1e-9);
+    json summary = {{"summary", true},
+                    {"steps", ls_.step},
+                    {"tokens", ls_.tokens},
+                    {"wall_s", wall},
+                    {"train_s", ls_.train_seconds},
+                    {"mean_tokens_per_s", mean_tps},
+                    {"best_val_loss", finite_or_null(ls_.best_val)},
+                    {"best_val_bpb", finite_or_null(ls_.best_bpb)},
+                    {"skipped_steps", ls_.skipped}};
+    ledger_.add_measured(&summary);
+    log_.write(summary);
+    ledger_.finish(run_.run_dir);
+    std::printf(
+        "done: %lld steps, %s tokens in %s (%s tok/s) | best val loss %.4f, bpb %.4f | weights "
+        "%s/model.safetensors\n",
+        static_cast<long long>(ls_.step), format_count(static_cast<double>(ls_.tokens)).c_str(),
+        format_duration(wall).c_str(), format_count(mean_tps).c_str(), ls_.best_val, ls_.best_bpb,
+        run_.run_dir.c_str());
+    return 0;
+  }
+
+  TrainRun& run_;
+  const RunConfig& cfg_;
+  ModelState& state_;
+  LoopState& ls_;
+  LoaderBatches batches_;
+  RunLedger ledger_;
+  MetricsLog log_;
+  double tokens_per_byte_ = 0.0;
+  std::vector<int64_t> val_starts_;
+  int64_t last_saved_ = -1;
+  Clock::time_point t_start_;
+};
+
+}  // namespace
+
+int64_t schedule_total_steps(const TrainConfig& t, int64_t tokens_per_step, int64_t step,
+                             double elapsed) {
+  if (t.max_steps > 0) return t.max_steps;
+  if (t.max_tokens > 0) return (t.max_tokens + tokens_per_step - 1) / tokens_per_step;
+  if (step <= 1 || elapsed <= 0) return std::max<int64_t>(step, 1000000);
+  return std::max<int64_t>(step, static_cast<int64_t>(step * t.max_seconds / elapsed));
+}
+
+int train_loop(TrainRun& run) {
+  TrainLoop loop(run);
+  return loop.run();
+}
+
+}  // namespace ledgerlm
