@@ -104,8 +104,9 @@ int command_bench(BenchCommand& cmd) {
   // The denominator is the peak of the instructions the linear layers' GEMMs run on: bf16 dot
   // products with precision.matmul = bf16 on a CPU that has them, fp32 FMAs otherwise (bf16
   // weights alone are widened to fp32 and go through sgemm).
-  const bool bf16_denominator =
-      cfg.precision.matmul == "bf16" && cpu::cpu_has_bf16_dot() && peak.bf16_gflops > 0;
+  const bool bf16_denominator = cfg.precision.matmul == "bf16" &&
+                                cpu::cpu_bf16_dot_used(cpu::cpu_isa_default()) &&
+                                peak.bf16_gflops > 0;
   const double peak_used = bf16_denominator ? peak.bf16_gflops : peak.fp32_gflops;
   int64_t rss = 0, hwm = 0;
   process_rss_bytes(&rss, &hwm);

@@ -194,7 +194,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
     // Every linear layer's three GEMMs (forward, input gradient, weight gradient) as
     // op(A) [m,k] x op(B) [k,n]. The native kernel packs both operands into bf16 pairs
     // (cpu_gemm_bf16_packed_*); the portable path keeps an fp32 bf16-rounded copy of each.
-    const bool native = cpu::cpu_has_bf16_dot();
+    const bool native = cpu::cpu_bf16_dot_used(cpu::cpu_isa_default());
     gemm_b = 0;
     const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
     for (const auto& io : layers) {

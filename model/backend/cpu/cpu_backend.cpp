@@ -11,8 +11,10 @@
 #include <cblas.h>
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_kernels.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -43,9 +45,30 @@ inline void store_stochastic(Half& dst, V v, uint32_t bits) {
   dst.bits = f32_to_f16_stochastic(static_cast<float>(v), bits);
 }
 
+// The fp32 <-> bf16/fp16 conversions on the kernel table (bitwise the scalar ones); false for
+// other dtype pairs.
+template <class D, class S>
+inline bool convert_fast(const CpuKernels& k, D* d, const S* s, int64_t n) {
+  if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Bf16>) {
+    k.bf16_to_f32(d, reinterpret_cast<const uint16_t*>(s), n);
+  } else if constexpr (std::is_same_v<D, Bf16> && std::is_same_v<S, float>) {
+    k.f32_to_bf16(reinterpret_cast<uint16_t*>(d), s, n);
+  } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, Half>) {
+    k.f16_to_f32(d, reinterpret_cast<const uint16_t*>(s), n);
+  } else if constexpr (std::is_same_v<D, Half> && std::is_same_v<S, float>) {
+    k.f32_to_f16(reinterpret_cast<uint16_t*>(d), s, n);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {
+CpuBackend::CpuBackend(int threads, CpuIsa isa)
+    : threads_(threads > 0 ? threads : omp_get_num_procs()),
+      isa_(isa),
+      kernels_(&cpu_kernels(isa)) {
   // The num_threads clauses in the kernels pin their regions to threads_; setting the defaults
   // too keeps OpenBLAS (OpenMP build) and any caller code in step with it.
   omp_set_num_threads(threads_);
@@ -129,11 +152,14 @@ void CpuBackend::convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, u
       using S = decltype(stag);
       D* d = dst.as<D>();
       const S* s = src.as<const S>();
+      const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
         if (!stochastic) {
-          for (int64_t i = begin; i < end; ++i) store_value(d[i], load_value(s[i]));
+          if (!convert_fast(kern, d + begin, s + begin, end - begin)) {
+            for (int64_t i = begin; i < end; ++i) store_value(d[i], load_value(s[i]));
+          }
           continue;
         }
         std::array<uint32_t, 4> words{};
@@ -254,8 +280,14 @@ std::string cpu_blas_better_coretype() {
 }  // namespace cpu
 
 std::unique_ptr<Backend> backend_create_cpu(int threads) {
-  LLM_REQUIRE(threads >= 0, "cpu backend: threads must be >= 0 (0 = all cores), got ", threads);
-  return std::make_unique<cpu::CpuBackend>(threads);
+  return cpu::backend_create_cpu_isa(threads, cpu::cpu_isa_default());
 }
+
+namespace cpu {
+std::unique_ptr<Backend> backend_create_cpu_isa(int threads, CpuIsa isa) {
+  LLM_REQUIRE(threads >= 0, "cpu backend: threads must be >= 0 (0 = all cores), got ", threads);
+  return std::make_unique<CpuBackend>(threads, isa);
+}
+}  // namespace cpu
 
 }  // namespace ledgerlm

@@ -12,9 +12,12 @@
 #include <string>
 
 #include "model/backend/backend.h"
+#include "model/backend/cpu/cpu_isa.h"
 #include "model/base/rng.h"
 
 namespace ledgerlm::cpu {
+
+struct CpuKernels;
 
 // Scratch buffers that persist across calls (grown on demand, never shrunk), accounted to
 // MemTag::kWorkspace. Each op uses distinct slots for buffers it needs at the same time.
@@ -31,10 +34,13 @@ enum class WorkSlot : int {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads);
+  // `threads` OpenMP threads (0: all cores); fp32 kernels on the `isa` path (cpu_isa.h), which
+  // this CPU must support.
+  CpuBackend(int threads, CpuIsa isa);
 
   std::string name() const override { return "cpu"; }
   int num_threads() const override { return threads_; }
+  CpuIsa isa() const { return isa_; }
 
   MemoryTracker& tracker() override { return tracker_; }
   MemSpace memory_space() const override { return MemSpace::kHost; }
@@ -81,9 +87,15 @@ class CpuBackend final : public Backend {
 
  private:
   int threads_;
+  CpuIsa isa_;
+  const CpuKernels* kernels_;
   MemoryTracker tracker_;
   std::array<Buffer, static_cast<size_t>(WorkSlot::kCount)> work_;
 };
+
+// The CPU backend on an explicit path (tests run every path the CPU supports side by side);
+// backend_create_cpu(threads) takes cpu_isa_default().
+std::unique_ptr<Backend> backend_create_cpu_isa(int threads, CpuIsa isa);
 
 // The OpenBLAS build configuration and the core kernel set it chose at load time, e.g.
 // "OpenBLAS 0.3.21 ... USE_OPENMP ... | core SkylakeX" (to confirm the OpenMP build is loaded).

@@ -4,12 +4,15 @@
 // loses nothing to the summation), loss = lse - logit[target]. With grad_scale != 0 the row is
 // overwritten by grad_scale * (softmax - onehot(target)) and the padding columns by 0, so a
 // later GEMM over the padded width sees no gradient there. Rows are independent: parallel over
-// rows, deterministic for any thread count.
+// rows, deterministic for any thread count. fp32 rows run on the kernel table of the backend's
+// path (vector max, exp and scaling; the exp sum still in double lanes), fp64 the loops here.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_kernels.h"
 
 namespace ledgerlm::cpu {
 
@@ -32,29 +35,40 @@ void CpuBackend::softmax_cross_entropy(Tensor losses, Tensor logits, const int32
     T* lp = logits.as<T>();
     T* loss = losses.as<T>();
     const int64_t v = vocab, pv = padded_vocab;
+    const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (rows * v > 32768)
     for (int64_t r = 0; r < rows; ++r) {
       T* x = lp + r * pv;
-      T mx = -INFINITY;
-      for (int64_t j = 0; j < v; ++j) mx = std::max(mx, x[j]);
       const int64_t target = targets[r];
       const T target_logit = x[target];
+      T mx = -INFINITY;
       double sum = 0.0;
-      if (write_grad) {
-        // The row is overwritten anyway: keep exp(x - max) in place so exp runs once per column.
-        for (int64_t j = 0; j < v; ++j) {
-          x[j] = std::exp(x[j] - mx);
-          sum += static_cast<double>(x[j]);
-        }
+      if constexpr (std::is_same_v<T, float>) {
+        mx = kern.row_max(x, v);
+        // With the gradient the row is overwritten anyway: exp(x - max) stays in place, so exp
+        // runs once per column.
+        sum = kern.exp_sum_row(x, v, mx, write_grad);
       } else {
-        for (int64_t j = 0; j < v; ++j) sum += static_cast<double>(std::exp(x[j] - mx));
+        for (int64_t j = 0; j < v; ++j) mx = std::max(mx, x[j]);
+        if (write_grad) {
+          for (int64_t j = 0; j < v; ++j) {
+            x[j] = std::exp(x[j] - mx);
+            sum += static_cast<double>(x[j]);
+          }
+        } else {
+          for (int64_t j = 0; j < v; ++j) sum += static_cast<double>(std::exp(x[j] - mx));
+        }
       }
       const double lse = static_cast<double>(mx) + std::log(sum);
       loss[r] = static_cast<T>(lse - static_cast<double>(target_logit));
       if (!write_grad) continue;
       const T scaled_inv = static_cast<T>(grad_scale / sum);
       const T gs = static_cast<T>(grad_scale);
-      for (int64_t j = 0; j < v; ++j) x[j] *= scaled_inv;
+      if constexpr (std::is_same_v<T, float>) {
+        kern.scale_row(x, v, scaled_inv);
+      } else {
+        for (int64_t j = 0; j < v; ++j) x[j] *= scaled_inv;
+      }
       x[target] -= gs;
       for (int64_t j = v; j < pv; ++j) x[j] = T(0);
     }

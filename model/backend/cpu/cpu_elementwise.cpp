@@ -3,7 +3,7 @@
 //
 // All loops are split into fixed chunks (results do not depend on the thread count) and written
 // as plain loops gcc vectorises, except where exp and the Philox draws keep them scalar; fp32
-// GELU runs the AVX-512 kernels of cpu_simd.cpp where the CPU has them.
+// GELU runs the kernel table of the backend's path (cpu_kernels.h), fp64 the loops here.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
-#include "model/backend/cpu/cpu_simd.h"
+#include "model/backend/cpu/cpu_kernels.h"
 
 namespace ledgerlm::cpu {
 namespace {
@@ -64,15 +64,13 @@ void CpuBackend::gelu_forward(Tensor out, Tensor x, int64_t n) {
     T* o = out.as<T>();
     const T* xp = x.as<const T>();
     const T k = static_cast<T>(kSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
-    const bool simd = std::is_same_v<T, float> && cpu_has_avx512();
+    const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
       if constexpr (std::is_same_v<T, float>) {
-        if (simd) {
-          cpu_gelu_forward_avx512(o + begin, xp + begin, end - begin);
-          continue;
-        }
+        kern.gelu_forward(o + begin, xp + begin, end - begin);
+        continue;
       }
       for (int64_t i = begin; i < end; ++i) {
         const T v = xp[i];
@@ -95,15 +93,13 @@ void CpuBackend::gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) {
     const T* xp = x.as<const T>();
     const T* g = dout.as<const T>();
     const T k = static_cast<T>(kSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
-    const bool simd = std::is_same_v<T, float> && cpu_has_avx512();
+    const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
       if constexpr (std::is_same_v<T, float>) {
-        if (simd) {
-          cpu_gelu_backward_avx512(d + begin, xp + begin, g + begin, end - begin);
-          continue;
-        }
+        kern.gelu_backward(d + begin, xp + begin, g + begin, end - begin);
+        continue;
       }
       for (int64_t i = begin; i < end; ++i) {
         const T v = xp[i];

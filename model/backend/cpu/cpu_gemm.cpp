@@ -86,7 +86,7 @@ void CpuBackend::gemm(const GemmArgs& g) {
       return w;
     };
     const bool native_bf16 = g.bf16_inputs && std::is_same_v<T, float> && g.k > 0 &&
-                             bf16_or_f32(g.a) && bf16_or_f32(g.b) && cpu_has_bf16_dot();
+                             bf16_or_f32(g.a) && bf16_or_f32(g.b) && cpu_bf16_dot_used(isa_);
     const T* a = nullptr;
     const T* b = nullptr;
     if (!native_bf16) {

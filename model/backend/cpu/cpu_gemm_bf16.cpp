@@ -179,10 +179,11 @@ std::atomic<bool> bf16_dot_enabled{true};
 }  // namespace
 
 bool cpu_has_bf16_dot() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512bf16");
-  return has && bf16_dot_enabled.load(std::memory_order_relaxed);
+  return cpu_has_avx512_bf16() && bf16_dot_enabled.load(std::memory_order_relaxed);
+}
+
+bool cpu_bf16_dot_used(CpuIsa isa) {
+  return isa == CpuIsa::kAvx512 && cpu_has_bf16_dot();
 }
 
 void cpu_set_bf16_dot_enabled(bool enabled) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "model/backend/cpu/cpu_isa.h"
 #include "model/base/dtype.h"
 
 namespace ledgerlm::cpu {
@@ -27,6 +28,9 @@ struct Bf16GemmArgs {
 // True when this CPU has AVX-512F/BW/VL and AVX512_BF16 (VDPBF16PS) and the native kernel is not
 // switched off by cpu_set_bf16_dot_enabled(false).
 bool cpu_has_bf16_dot();
+// True when a backend on path `isa` runs precision.matmul = bf16 on the native kernel: the
+// avx512 path on a CPU with cpu_has_bf16_dot().
+bool cpu_bf16_dot_used(CpuIsa isa);
 // Tests switch the native kernel off to exercise the portable path on any CPU (process-wide).
 void cpu_set_bf16_dot_enabled(bool enabled);
 

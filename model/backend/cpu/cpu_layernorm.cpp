@@ -4,15 +4,20 @@
 // mean and rstd in the activation dtype. Backward accumulates into dx (the residual stream's
 // gradient) and into dweight/dbias; the parameter gradients are reduced over a fixed partition
 // of the rows into `threads` chunks whose partials are summed in chunk order (deterministic for
-// a given thread count). Weights in bf16/fp16 are widened once per call into workspace.
+// a given thread count). Weights in bf16/fp16 are widened once per call into workspace. The row
+// loops (cpu_layernorm_rows.h) are compiled per path: fp32 runs the backend's kernel table,
+// fp64 the instantiation here.
 #include <algorithm>
 #include <cmath>
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_kernels.h"
 
 namespace ledgerlm::cpu {
 namespace {
+
+#include "model/backend/cpu/cpu_layernorm_rows.h"
 
 constexpr double kLayerNormEps = 1e-5;
 // Below this many elements a parallel region costs more than it saves.
@@ -47,22 +52,20 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor 
     T* mp = mean.as<T>();
     T* rp = rstd.as<T>();
     const int64_t c = channels;
-#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * c > kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* xr = xp + r * c;
-      T* orow = op + r * c;
-      T sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t i = 0; i < c; ++i) sum += xr[i];
-      const T m = sum / static_cast<T>(c);
-      T var = 0;
-#pragma omp simd reduction(+ : var)
-      for (int64_t i = 0; i < c; ++i) var += (xr[i] - m) * (xr[i] - m);
-      const T s = T(1) / std::sqrt(var / static_cast<T>(c) + static_cast<T>(kLayerNormEps));
-#pragma omp simd
-      for (int64_t i = 0; i < c; ++i) orow[i] = (xr[i] - m) * s * w[i] + b[i];
-      mp[r] = m;
-      rp[r] = s;
+    // Rows are independent: any partition gives the same result.
+    const int64_t chunks = rows * c > kParallelMin ? std::min<int64_t>(threads_, rows) : 1;
+    const CpuKernels& kern = *kernels_;
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t begin = rows * ch / chunks, end = rows * (ch + 1) / chunks;
+      if constexpr (std::is_same_v<T, float>) {
+        LayerNormRows lr;
+        lr.begin = begin, lr.end = end, lr.c = c;
+        lr.x = xp, lr.w = w, lr.b = b, lr.out = op, lr.mean = mp, lr.rstd = rp;
+        kern.layernorm_forward(lr);
+      } else {
+        ln_forward_rows<T>(op, mp, rp, xp, w, b, begin, end, c, static_cast<T>(kLayerNormEps));
+      }
     }
   });
 }
@@ -94,34 +97,21 @@ void CpuBackend::layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Ten
     const T* mp = mean.as<const T>();
     const T* rp = rstd.as<const T>();
     T* dxp = dx.as<T>();
+    const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (rows * c > kParallelMin)
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t begin = rows * ch / chunks, end = rows * (ch + 1) / chunks;
       T* dw = partial + ch * 2 * c;
       T* db = dw + c;
       for (int64_t i = 0; i < c; ++i) dw[i] = db[i] = T(0);
-      for (int64_t r = begin; r < end; ++r) {
-        const T* xr = xp + r * c;
-        const T* gr = dop + r * c;
-        T* dxr = dxp + r * c;
-        const T m = mp[r], s = rp[r];
-        // dx = rstd * (g*w - mean(g*w) - xhat * mean(g*w*xhat))
-        T sum_g = 0, sum_gx = 0;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-        for (int64_t i = 0; i < c; ++i) {
-          const T xhat = (xr[i] - m) * s;
-          const T gw = gr[i] * w[i];
-          sum_g += gw;
-          sum_gx += gw * xhat;
-          dw[i] += gr[i] * xhat;
-          db[i] += gr[i];
-        }
-        const T mean_g = sum_g / static_cast<T>(c), mean_gx = sum_gx / static_cast<T>(c);
-#pragma omp simd
-        for (int64_t i = 0; i < c; ++i) {
-          const T xhat = (xr[i] - m) * s;
-          dxr[i] += s * (gr[i] * w[i] - mean_g - xhat * mean_gx);
-        }
+      if constexpr (std::is_same_v<T, float>) {
+        LayerNormRows lr;
+        lr.begin = begin, lr.end = end, lr.c = c;
+        lr.x = xp, lr.w = w, lr.mean = const_cast<float*>(mp), lr.rstd = const_cast<float*>(rp);
+        lr.dout = dop, lr.dx = dxp, lr.dw = dw, lr.db = db;
+        kern.layernorm_backward(lr);
+      } else {
+        ln_backward_rows<T>(dxp, dw, db, dop, xp, w, mp, rp, begin, end, c);
       }
     }
     T* dw = partial;

@@ -1,0 +1,53 @@
+// The avx2 kernel table: the vector kernel bodies compiled for AVX2 + FMA + F16C (16 ymm
+// registers).
+//
+// Every header outside the kernel bodies is included before the target pragma, so that no
+// inline function or template of theirs is compiled for avx2 and then shared, through the
+// linker, with code that runs on CPUs without it. The bodies live in this unit's own namespace.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+#include "model/backend/cpu/cpu_attention.h"
+#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/cpu/cpu_kernels.h"
+#include "model/base/dtype.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,bmi,bmi2")
+
+namespace ledgerlm::cpu::avx2 {
+namespace {
+
+constexpr CpuIsa kIsa = CpuIsa::kAvx2;
+#include "model/backend/cpu/cpu_vec_avx2.h"
+
+// Attention tiles: scores 4 rows x 3 vectors (12 accumulators), combine 4 rows x 2 vectors.
+constexpr int kScoreRows = 4, kScoreVecs = 3, kCombineRows = 4, kCombineVecs = 2;
+
+// In this order: each body uses the ones before it.
+#include "model/backend/cpu/cpu_kernels_body.h"
+// (the tiles and their products policy)
+#include "model/backend/cpu/cpu_attention_tiles_body.h"
+// (the per-head algorithm over that policy)
+#include "model/backend/cpu/cpu_attention_head.h"
+// (layernorm rows as plain loops, vectorised for this target)
+#include "model/backend/cpu/cpu_layernorm_rows.h"
+// (the table of everything above)
+#include "model/backend/cpu/cpu_kernels_table_body.h"
+
+}  // namespace
+}  // namespace ledgerlm::cpu::avx2
+
+#pragma GCC pop_options
+
+namespace ledgerlm::cpu {
+
+const CpuKernels& cpu_kernels_avx2() {
+  return avx2::kTable;
+}
+
+}  // namespace ledgerlm::cpu
