@@ -1,7 +1,8 @@
-// The AVX-512 fp32 GELU kernels (cpu_simd.cpp) through the backend: fp32 forward/backward against
-// the fp64 path on the same inputs, over a dense range, a tail that is not a multiple of the
-// vector width, and saturating extremes; and the fp32 result does not depend on the thread
-// count. On CPUs without AVX-512 the same checks run the portable scalar loops.
+// The fp32 GELU kernels of the default path (cpu_kernels.h: avx512, avx2 or portable, as the CPU
+// and LEDGERLM_CPU_ISA choose) through the backend: fp32 forward/backward against the fp64 path on
+// the same inputs, over a dense range, a tail that is not a multiple of the vector width, and
+// saturating extremes; and the fp32 result does not depend on the thread count.
+// test_ops_isa.cpp compares every path the CPU supports with the portable one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
