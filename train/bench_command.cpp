@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/backend/cpu/cpu_gemm_bf16.h"
+#include "model/backend/cpu/cpu_report.h"
 #include "model/base/check.h"
 #include "model/base/rng.h"
 #include "optim/schedule.h"
@@ -119,6 +120,14 @@ int command_bench(BenchCommand& cmd) {
       static_cast<long long>(A), static_cast<long long>(cfg.model.vocab_size),
       std::to_string(state.table().num_params).c_str(), cfg.optim.name.c_str(),
       cfg.precision.params.c_str(), cfg.precision.matmul.c_str(), be.num_threads());
+  nlohmann::json cpu_json;
+  if (be.name() == "cpu") {
+    const cpu::CpuReport rep = cpu::cpu_report(cpu::cpu_isa_default(), C / cfg.model.n_head,
+                                               cfg.precision.matmul == "bf16");
+    std::printf("cpu: %s | path %s\nkernels: %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
+                rep.kernels.c_str(), rep.gemm.c_str());
+    cpu_json = {{"cpu", rep.cpu}, {"path", rep.path}, {"kernels", rep.kernels}, {"gemm", rep.gemm}};
+  }
   std::printf("FLOPs per token = 6N + 12*L*C*T = 6*%.0f + 12*%lld*%lld*%lld = %.4g\n", n_params,
               static_cast<long long>(L), static_cast<long long>(C), static_cast<long long>(T),
               flops_per_token);
@@ -168,7 +177,8 @@ int command_bench(BenchCommand& cmd) {
                       {"mfu", gflops / peak_used},
                       {"flops_per_token", flops_per_token},
                       {"params", state.table().num_params},
-                      {"peak_rss_bytes", hwm}};
+                      {"peak_rss_bytes", hwm},
+                      {"backend", cpu_json}};
   std::printf("bench_json %s\n", j.dump().c_str());
   return 0;
 }

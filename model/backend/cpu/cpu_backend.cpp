@@ -10,10 +10,12 @@
 
 #include <cblas.h>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/backend/cpu/cpu_kernels.h"
 #include "model/base/check.h"
 
@@ -69,6 +71,7 @@ CpuBackend::CpuBackend(int threads, CpuIsa isa)
     : threads_(threads > 0 ? threads : omp_get_num_procs()),
       isa_(isa),
       kernels_(&cpu_kernels(isa)) {
+  cpu_gemm_lib_init(isa);
   // The num_threads clauses in the kernels pin their regions to threads_; setting the defaults
   // too keeps OpenBLAS (OpenMP build) and any caller code in step with it.
   omp_set_num_threads(threads_);
@@ -270,6 +273,11 @@ std::string cpu_blas_config() {
 
 std::string cpu_blas_better_coretype() {
   const char* core = openblas_get_corename();
+  // A forced avx2 path caps OpenBLAS at its AVX2 kernels as well: an AVX-512 machine then runs
+  // what an AVX2 CPU would.
+  const char* path = std::getenv("LEDGERLM_CPU_ISA");
+  if (path != nullptr && std::string(path) == "avx2")
+    return core != nullptr && std::string(core) == "Haswell" ? "" : "Haswell";
   if (core == nullptr || std::string(core) != "Prescott") return "";
   if (__builtin_cpu_supports("avx512bf16")) return "Cooperlake";
   if (__builtin_cpu_supports("avx512f")) return "SkylakeX";

@@ -105,7 +105,9 @@ std::string cpu_blas_config();
 // its generic "Prescott" kernels, about 3x slower sgemm than with SkylakeX kernels. The core is
 // chosen when the library loads, so only the environment variable OPENBLAS_CORETYPE set before
 // the process starts can fix it. Returns the value to set ("Cooperlake", "SkylakeX", "Haswell")
-// when the loaded core is the fallback and this CPU can do better, else "".
+// when the loaded core is the fallback and this CPU can do better, else "". With
+// LEDGERLM_CPU_ISA=avx2 it returns "Haswell" (unless that core is loaded): the forced path caps
+// the GEMM library's kernels too.
 std::string cpu_blas_better_coretype();
 
 // The 32 random bits stochastic rounding uses for element `index` of a stream: word index%4 of

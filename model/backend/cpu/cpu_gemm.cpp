@@ -1,4 +1,5 @@
-// GEMM through OpenBLAS (cblas_sgemm / cblas_dgemm) with a fused bias, and the bias gradient.
+// GEMM with a fused bias, and the bias gradient: fp32 on oneDNN or OpenBLAS as cpu_gemm_lib.h
+// chooses by path and shape, fp64 on OpenBLAS (cblas_dgemm).
 //
 // The compute dtype is fp64 when any of A, B, C is fp64 and fp32 otherwise. Operands stored in
 // another dtype (bf16/fp16 weights, bf16 gradients) are widened into persistent workspace
@@ -20,20 +21,20 @@
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_gemm_bf16.h"
+#include "model/backend/cpu/cpu_gemm_lib.h"
 
 namespace ledgerlm::cpu {
 namespace {
 
-// BLAS entry point per compute type.
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
-               float beta, float* c) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
-              static_cast<int>(n));
+// Library entry point per compute type: fp32 on the library cpu_gemm_lib_choose picks for the
+// path and shape, fp64 on OpenBLAS.
+void blas_gemm(CpuIsa isa, int threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+               const float* a, const float* b, float beta, float* c) {
+  cpu_sgemm(cpu_gemm_lib_choose(isa, m, n, k, ta, tb), threads, ta, tb, m, n, k, a, ta ? m : k, b,
+            tb ? k : n, beta, c, n);
 }
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, const double* b,
-               double beta, double* c) {
+void blas_gemm(CpuIsa, int, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
+               const double* b, double beta, double* c) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
               static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), beta, c,
@@ -136,7 +137,8 @@ void CpuBackend::gemm(const GemmArgs& g) {
         cpu_gemm_bf16(*this, n);
       }
     } else {
-      blas_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, a, b, add_to_c ? T(1) : T(0), c);
+      blas_gemm(isa_, threads_, g.trans_a, g.trans_b, g.m, g.n, g.k, a, b, add_to_c ? T(1) : T(0),
+                c);
     }
     if (c_widened) convert(g.c, Tensor(c, ct), g.m * g.n);
   };
