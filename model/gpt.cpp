@@ -253,8 +253,8 @@ struct GptModel::Impl {
     be.attention_forward(x.atty, x.lse, x.qkv, attn_args(l));
     linear(tmp_proj, x.atty, p.projw, p.projb, N, C, C);
     if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, drop_key(l, kSiteAttnOut));
-    be.add(x.res2, res[l], tmp_proj, N * C);
-    be.layernorm_forward(x.ln2, x.ln2_mean, x.ln2_rstd, x.res2, p.ln2w, p.ln2b, N, C);
+    be.add_layernorm_forward(x.res2, x.ln2, x.ln2_mean, x.ln2_rstd, res[l], tmp_proj, p.ln2w,
+                             p.ln2b, N, C);
     mlp_hidden(x, p);
     linear(tmp_proj, x.fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C);
     if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, drop_key(l, kSiteMlpOut));
@@ -321,8 +321,8 @@ struct GptModel::Impl {
     }
     if (recompute == Recompute::kMlp) mlp_hidden(x, p);
     linear_backward(d_wide_a, g.fcprojw, g.fcprojb, dy, x.fch_gelu, p.fcprojw, N, 4 * C, C);
-    be.gelu_backward(d_wide_b, x.fch, d_wide_a, N * 4 * C);
-    linear_backward(d_b, g.fcw, g.fcb, d_wide_b, x.ln2, p.fcw, N, C, 4 * C);
+    be.gelu_bias_backward(d_wide_b, g.fcb, x.fch, d_wide_a, N, 4 * C);
+    linear_backward(d_b, g.fcw, Tensor(), d_wide_b, x.ln2, p.fcw, N, C, 4 * C);
     be.layernorm_backward(d_res, g.ln2w, g.ln2b, d_b, x.res2, p.ln2w, x.ln2_mean, x.ln2_rstd, N, C);
     // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
     dy = d_res;

@@ -102,6 +102,17 @@ void ProfilingBackend::layernorm_backward(Tensor dx, Tensor dweight, Tensor dbia
   Timer tm(times_, "layernorm_backward");
   inner_->layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, rows, channels);
 }
+void ProfilingBackend::add_layernorm_forward(Tensor sum, Tensor out, Tensor mean, Tensor rstd,
+                                             Tensor a, Tensor b, Tensor weight, Tensor bias,
+                                             int64_t rows, int64_t channels) {
+  Timer tm(times_, "add_layernorm_forward");
+  inner_->add_layernorm_forward(sum, out, mean, rstd, a, b, weight, bias, rows, channels);
+}
+void ProfilingBackend::gelu_bias_backward(Tensor dx, Tensor dbias, Tensor x, Tensor dout,
+                                          int64_t rows, int64_t channels) {
+  Timer tm(times_, "gelu_bias_backward");
+  inner_->gelu_bias_backward(dx, dbias, x, dout, rows, channels);
+}
 void ProfilingBackend::add(Tensor out, Tensor a, Tensor b, int64_t n) {
   Timer tm(times_, "add");
   inner_->add(out, a, b, n);

@@ -54,6 +54,10 @@ class ProfilingBackend : public Backend {
   void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
                           Tensor weight, Tensor mean, Tensor rstd, int64_t rows,
                           int64_t channels) override;
+  void add_layernorm_forward(Tensor sum, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
+                             Tensor weight, Tensor bias, int64_t rows, int64_t channels) override;
+  void gelu_bias_backward(Tensor dx, Tensor dbias, Tensor x, Tensor dout, int64_t rows,
+                          int64_t channels) override;
   void add(Tensor out, Tensor a, Tensor b, int64_t n) override;
   void gelu_forward(Tensor out, Tensor x, int64_t n) override;
   void gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) override;

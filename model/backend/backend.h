@@ -150,6 +150,28 @@ class Backend {
   // mask, and so does any split of the global batch.
   virtual void dropout(Tensor x, int64_t n, double p, const DropoutKey& key) = 0;
 
+  // ---- fused ops ----------------------------------------------------------------------------
+  // Each is exactly the composition of the ops its default implementation calls (same results);
+  // a backend overrides it to do the work in fewer passes over memory and fewer launches.
+
+  // The residual add and the layernorm after it: sum = a + b ([rows, C], act dtype; sum may
+  // alias a), then layernorm_forward(out, mean, rstd, sum, weight, bias, rows, C).
+  virtual void add_layernorm_forward(Tensor sum, Tensor out, Tensor mean, Tensor rstd, Tensor a,
+                                     Tensor b, Tensor weight, Tensor bias, int64_t rows,
+                                     int64_t channels) {
+    add(sum, a, b, rows * channels);
+    layernorm_forward(out, mean, rstd, sum, weight, bias, rows, channels);
+  }
+
+  // GELU's backward and the bias gradient of the linear layer before it: dx = dout * gelu'(x)
+  // ([rows, C] written; dx may alias dout), then bias_backward(dbias, dx, rows, C) (dbias += the
+  // column sums of dx).
+  virtual void gelu_bias_backward(Tensor dx, Tensor dbias, Tensor x, Tensor dout, int64_t rows,
+                                  int64_t channels) {
+    gelu_backward(dx, x, dout, rows * channels);
+    bias_backward(dbias, dx, rows, channels);
+  }
+
   // qkv: [B, T, 3C] (q | k | v, head h at columns h*hd..), out: [B, T, C], lse: [B, H, T].
   virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) = 0;
   // dqkv written; needs the forward's out and lse.

@@ -70,6 +70,11 @@ class CpuBackend final : public Backend {
                           Tensor weight, Tensor mean, Tensor rstd, int64_t rows,
                           int64_t channels) override;
 
+  void add_layernorm_forward(Tensor sum, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
+                             Tensor weight, Tensor bias, int64_t rows, int64_t channels) override;
+  void gelu_bias_backward(Tensor dx, Tensor dbias, Tensor x, Tensor dout, int64_t rows,
+                          int64_t channels) override;
+
   void add(Tensor out, Tensor a, Tensor b, int64_t n) override;
   void gelu_forward(Tensor out, Tensor x, int64_t n) override;
   void gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) override;
@@ -86,6 +91,9 @@ class CpuBackend final : public Backend {
   void* workspace(WorkSlot slot, size_t bytes);
 
  private:
+  void layernorm_forward_impl(Tensor a, Tensor b, Tensor out, Tensor mean, Tensor rstd, Tensor x,
+                              Tensor weight, Tensor bias, int64_t rows, int64_t channels);
+
   int threads_;
   CpuIsa isa_;
   const CpuKernels* kernels_;

@@ -1,5 +1,6 @@
-// Elementwise activation ops: residual add, GELU (tanh approximation) forward/backward, and
-// inverted dropout keyed by (seed, site, global-batch sequence, element).
+// Elementwise activation ops: residual add, GELU (tanh approximation) forward/backward (alone,
+// or fused with the bias gradient of the layer before it), and inverted dropout keyed by (seed,
+// site, global-batch sequence, element).
 //
 // All loops are split into fixed chunks (results do not depend on the thread count) and written
 // as plain loops gcc vectorises, except where exp and the Philox draws keep them scalar; fp32
@@ -110,6 +111,44 @@ void CpuBackend::gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) {
       }
     }
   });
+}
+
+// One pass over the rows: each of `threads` fixed row chunks computes its rows of dx and sums
+// them, in row order, into its partial bias row; the partials are added in chunk order. The
+// same elementwise values and the same summation order as gelu_backward then bias_backward.
+void CpuBackend::gelu_bias_backward(Tensor dx, Tensor dbias, Tensor x, Tensor dout, int64_t rows,
+                                    int64_t channels) {
+  const DType act = require_act_dtype(x, "gelu_bias_backward x");
+  if (act != DType::kF32) return Backend::gelu_bias_backward(dx, dbias, x, dout, rows, channels);
+  require_act(dx, act, "gelu_bias_backward dx");
+  require_act(dout, act, "gelu_bias_backward dout");
+  require_float(dbias, "gelu_bias_backward dbias");
+  LLM_REQUIRE(rows >= 0 && channels >= 0, "cpu backend: gelu_bias_backward sizes must be >= 0");
+  if (rows == 0 || channels == 0) return;
+  const int64_t n = channels, chunks = std::min<int64_t>(threads_, rows);
+  float* partial = static_cast<float*>(
+      workspace(WorkSlot::kPartials, static_cast<size_t>(chunks * n) * sizeof(float)));
+  float* d = dx.as<float>();
+  const float* xp = x.as<const float>();
+  const float* g = dout.as<const float>();
+  const CpuKernels& kern = *kernels_;
+#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * n > 16384)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = rows * c / chunks, end = rows * (c + 1) / chunks;
+    float* acc = partial + c * n;
+    for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
+    for (int64_t r = begin; r < end; ++r) {
+      float* row = d + r * n;
+      kern.gelu_backward(row, xp + r * n, g + r * n, n);
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+    }
+  }
+  for (int64_t c = 1; c < chunks; ++c) {
+    const float* src = partial + c * n;
+    for (int64_t j = 0; j < n; ++j) partial[j] += src[j];
+  }
+  row_accumulate(dbias, 0, n, partial);
 }
 
 void CpuBackend::dropout(Tensor x, int64_t n, double p, const DropoutKey& key) {

@@ -17,7 +17,10 @@ namespace ledgerlm::cpu {
 // Rows [begin, end) of a layernorm over C channels (cpu_layernorm.cpp has the contract).
 struct LayerNormRows {
   int64_t begin = 0, end = 0, c = 0;
-  const float* x = nullptr;     // [rows, C]
+  const float* x = nullptr;      // [rows, C] (forward without add_a: the input)
+  const float* add_a = nullptr;  // forward, fused residual: x = add_a + add_b written to sum
+  const float* add_b = nullptr;
+  float* sum = nullptr;         // [rows, C]
   const float* w = nullptr;     // [C] (fp32)
   const float* b = nullptr;     // [C] (fp32; forward only)
   float* out = nullptr;         // forward: [rows, C]

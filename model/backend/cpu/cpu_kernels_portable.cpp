@@ -79,8 +79,8 @@ void p_f32_to_f16(uint16_t* dst, const float* src, int64_t n) {
 }
 
 void p_layernorm_forward(const LayerNormRows& r) {
-  ln_forward_rows<float>(r.out, r.mean, r.rstd, r.x, r.w, r.b, r.begin, r.end, r.c,
-                         static_cast<float>(1e-5));
+  ln_forward_rows<float>(r.out, r.mean, r.rstd, r.add_a ? r.sum : const_cast<float*>(r.x), r.add_a,
+                         r.add_b, r.w, r.b, r.begin, r.end, r.c, static_cast<float>(1e-5));
 }
 void p_layernorm_backward(const LayerNormRows& r) {
   ln_backward_rows<float>(r.dx, r.dw, r.db, r.dout, r.x, r.w, r.mean, r.rstd, r.begin, r.end, r.c);

@@ -3,7 +3,8 @@
 // the ISA unit's kernel namespace; `kIsa` names the path.
 
 void k_layernorm_forward(const LayerNormRows& r) {
-  ln_forward_rows<float>(r.out, r.mean, r.rstd, r.x, r.w, r.b, r.begin, r.end, r.c, 1e-5f);
+  ln_forward_rows<float>(r.out, r.mean, r.rstd, r.add_a ? r.sum : const_cast<float*>(r.x), r.add_a,
+                         r.add_b, r.w, r.b, r.begin, r.end, r.c, 1e-5f);
 }
 
 void k_layernorm_backward(const LayerNormRows& r) {

@@ -1,4 +1,5 @@
-// LayerNorm over the last dimension (eps 1e-5), forward and backward.
+// LayerNorm over the last dimension (eps 1e-5), forward (alone, or fused with the residual add
+// before it) and backward.
 //
 // Forward uses two passes per row (mean, then the centred variance) for accuracy, and saves
 // mean and rstd in the activation dtype. Backward accumulates into dx (the residual stream's
@@ -9,6 +10,7 @@
 // fp64 the instantiation here.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
@@ -35,6 +37,22 @@ const T* widen_param(Tensor t, int64_t n, T* w) {
 
 void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight,
                                    Tensor bias, int64_t rows, int64_t channels) {
+  layernorm_forward_impl(Tensor(), Tensor(), out, mean, rstd, x, weight, bias, rows, channels);
+}
+
+void CpuBackend::add_layernorm_forward(Tensor sum, Tensor out, Tensor mean, Tensor rstd, Tensor a,
+                                       Tensor b, Tensor weight, Tensor bias, int64_t rows,
+                                       int64_t channels) {
+  const DType act = require_act_dtype(a, "add_layernorm_forward a");
+  require_act(b, act, "add_layernorm_forward b");
+  layernorm_forward_impl(a, b, out, mean, rstd, sum, weight, bias, rows, channels);
+}
+
+// x normalised into out; with a and b (the fused residual add) x = a + b is written first, row
+// by row, inside the same pass.
+void CpuBackend::layernorm_forward_impl(Tensor a, Tensor b, Tensor out, Tensor mean, Tensor rstd,
+                                        Tensor x, Tensor weight, Tensor bias, int64_t rows,
+                                        int64_t channels) {
   const DType act = require_act_dtype(x, "layernorm_forward x");
   require_act(out, act, "layernorm_forward out");
   require_act(mean, act, "layernorm_forward mean");
@@ -42,12 +60,15 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor 
   require_float(weight, "layernorm_forward weight");
   require_float(bias, "layernorm_forward bias");
   LLM_REQUIRE(rows >= 0 && channels > 0, "cpu backend: layernorm sizes must be rows >= 0, C > 0");
+  const bool fused = !a.empty();
   dispatch_act(act, [&](auto tag) {
     using T = decltype(tag);
     T* params = static_cast<T*>(workspace(WorkSlot::kParams, 2 * channels * sizeof(T)));
     const T* w = widen_param(weight, channels, params);
-    const T* b = widen_param(bias, channels, params + channels);
-    const T* xp = x.as<const T>();
+    const T* bb = widen_param(bias, channels, params + channels);
+    T* xp = x.as<T>();
+    const T* ap = fused ? a.as<const T>() : nullptr;
+    const T* bp = fused ? b.as<const T>() : nullptr;
     T* op = out.as<T>();
     T* mp = mean.as<T>();
     T* rp = rstd.as<T>();
@@ -61,10 +82,12 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor 
       if constexpr (std::is_same_v<T, float>) {
         LayerNormRows lr;
         lr.begin = begin, lr.end = end, lr.c = c;
-        lr.x = xp, lr.w = w, lr.b = b, lr.out = op, lr.mean = mp, lr.rstd = rp;
+        lr.x = xp, lr.add_a = ap, lr.add_b = bp, lr.sum = xp;
+        lr.w = w, lr.b = bb, lr.out = op, lr.mean = mp, lr.rstd = rp;
         kern.layernorm_forward(lr);
       } else {
-        ln_forward_rows<T>(op, mp, rp, xp, w, b, begin, end, c, static_cast<T>(kLayerNormEps));
+        ln_forward_rows<T>(op, mp, rp, xp, ap, bp, w, bb, begin, end, c,
+                           static_cast<T>(kLayerNormEps));
       }
     }
   });

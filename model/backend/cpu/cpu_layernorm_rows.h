@@ -6,25 +6,41 @@
 //
 // Include inside the including unit's namespace; <cmath> and <cstdint> come first.
 
+// One row: out = (x - mean) * rstd * w + b; mean and rstd returned.
 template <class T>
-__attribute__((always_inline)) inline void ln_forward_rows(T* op, T* mp, T* rp, const T* xp,
-                                                           const T* w, const T* b, int64_t begin,
-                                                           int64_t end, int64_t c, T eps) {
-  for (int64_t r = begin; r < end; ++r) {
-    const T* xr = xp + r * c;
-    T* orow = op + r * c;
-    T sum = 0;
+__attribute__((always_inline)) inline void ln_forward_row(T* orow, T* mean, T* rstd, const T* xr,
+                                                          const T* w, const T* b, int64_t c,
+                                                          T eps) {
+  T sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < c; ++i) sum += xr[i];
-    const T m = sum / static_cast<T>(c);
-    T var = 0;
+  for (int64_t i = 0; i < c; ++i) sum += xr[i];
+  const T m = sum / static_cast<T>(c);
+  T var = 0;
 #pragma omp simd reduction(+ : var)
-    for (int64_t i = 0; i < c; ++i) var += (xr[i] - m) * (xr[i] - m);
-    const T s = T(1) / std::sqrt(var / static_cast<T>(c) + eps);
+  for (int64_t i = 0; i < c; ++i) var += (xr[i] - m) * (xr[i] - m);
+  const T s = T(1) / std::sqrt(var / static_cast<T>(c) + eps);
 #pragma omp simd
-    for (int64_t i = 0; i < c; ++i) orow[i] = (xr[i] - m) * s * w[i] + b[i];
-    mp[r] = m;
-    rp[r] = s;
+  for (int64_t i = 0; i < c; ++i) orow[i] = (xr[i] - m) * s * w[i] + b[i];
+  *mean = m;
+  *rstd = s;
+}
+
+// Rows [begin, end). With `xa` and `xb` (the fused residual add), x = xa + xb is first written
+// row by row (the same IEEE sums as the add op) and normalised from there.
+template <class T>
+__attribute__((always_inline)) inline void ln_forward_rows(T* op, T* mp, T* rp, T* xp, const T* xa,
+                                                           const T* xb, const T* w, const T* b,
+                                                           int64_t begin, int64_t end, int64_t c,
+                                                           T eps) {
+  for (int64_t r = begin; r < end; ++r) {
+    T* xr = xp + r * c;
+    if (xa != nullptr) {
+      const T* ar = xa + r * c;
+      const T* br = xb + r * c;
+#pragma omp simd
+      for (int64_t i = 0; i < c; ++i) xr[i] = ar[i] + br[i];
+    }
+    ln_forward_row(op + r * c, mp + r, rp + r, xr, w, b, c, eps);
   }
 }
 
