@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/backend/cpu/cpu_report.h"
 #include "optim/schedule.h"
 #include "train/evaluator.h"
 #include "train/ledger.h"
@@ -44,7 +45,8 @@ class TrainLoop {
 
   int run() {
     print_header();
-    t_start_ = Clock::now();
+    tokens_at_start_ = ls_.tokens;
+    t_start_ = t_loop_end_ = Clock::now();
     stop_signal_install();
     std::string stop_reason;
     while (!budget_spent(ls_.train_seconds)) {
@@ -65,6 +67,7 @@ class TrainLoop {
       if (cfg_.train.save_interval > 0 && step % cfg_.train.save_interval == 0 && !last)
         state_.save_weights(run_.run_dir + "/model.safetensors");
       if (cfg_.ckpt.interval > 0 && step % cfg_.ckpt.interval == 0 && !last) save_checkpoint();
+      t_loop_end_ = Clock::now();
       if (!last) {
         stop_reason = stop_check(run_.run_dir);  // several ranks: all-reduce (max) of this flag
         if (!stop_reason.empty()) break;
@@ -107,8 +110,24 @@ class TrainLoop {
         cfg_.optim.schedule.c_str(), dtype_name(state_.plan().params),
         dtype_name(state_.plan().grads), master_text(state_.plan()), run_.backend->num_threads());
     ledger_.print_prediction();
+    print_backend();
     if (run_.resuming()) print_resume();
     std::fflush(stdout);
+  }
+
+  // Where the kernels run (CPU: the model, the vector path, the GEMM libraries), printed and
+  // kept in metrics.jsonl so the run records what it measured on.
+  void print_backend() {
+    if (run_.backend->name() != "cpu") return;
+    const cpu::CpuReport rep =
+        cpu::cpu_report(cpu::cpu_isa_default(), cfg_.model.n_embd / cfg_.model.n_head,
+                        cfg_.precision.matmul == "bf16");
+    std::printf("cpu: %s | path %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
+                rep.gemm.c_str());
+    log_.write(
+        {{"step", ls_.step},
+         {"backend",
+          {{"cpu", rep.cpu}, {"path", rep.path}, {"kernels", rep.kernels}, {"gemm", rep.gemm}}}});
   }
 
   void print_resume() {
@@ -168,6 +187,7 @@ class TrainLoop {
   }
 
   void run_eval(int64_t at_step) {
+    const auto t0 = Clock::now();
     EvalResult ev =
         evaluate_windows(state_.model(), state_.params(), run_.loader->val_tokens(), val_starts_,
                          cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
@@ -187,6 +207,7 @@ class TrainLoop {
                 static_cast<long long>(at_step), ev.loss, ev.bpb, ev.perplexity,
                 format_count(static_cast<double>(ls_.tokens)).c_str());
     std::fflush(stdout);
+    eval_s_ += seconds_since(t0);
   }
 
   void save_checkpoint() {
@@ -224,12 +245,19 @@ class TrainLoop {
   int finish() {
     const double wall = seconds_since(t_start_);
     const double mean_tps = ls_.tokens / std::max(ls_.train_seconds, 1e-9);
+    // End to end: this process's steps over the loop's wall clock (every step's data, metrics,
+    // progress and checkpoints included), evaluations excluded.
+    const double loop_s = std::chrono::duration<double>(t_loop_end_ - t_start_).count() - eval_s_;
+    const double e2e_tps =
+        loop_s > 0 ? static_cast<double>(ls_.tokens - tokens_at_start_) / loop_s : 0.0;
     json summary = {{"summary", true},
                     {"steps", ls_.step},
                     {"tokens", ls_.tokens},
                     {"wall_s", wall},
                     {"train_s", ls_.train_seconds},
                     {"mean_tokens_per_s", mean_tps},
+                    {"e2e_tokens_per_s", e2e_tps},
+                    {"eval_s", eval_s_},
                     {"best_val_loss", finite_or_null(ls_.best_val)},
                     {"best_val_bpb", finite_or_null(ls_.best_bpb)},
                     {"skipped_steps", ls_.skipped}};
@@ -237,11 +265,11 @@ class TrainLoop {
     log_.write(summary);
     ledger_.finish(run_.run_dir);
     std::printf(
-        "done: %lld steps, %s tokens in %s (%s tok/s) | best val loss %.4f, bpb %.4f | weights "
-        "%s/model.safetensors\n",
+        "done: %lld steps, %s tokens in %s (%s tok/s; end to end %s tok/s, evaluations "
+        "excluded) | best val loss %.4f, bpb %.4f | weights %s/model.safetensors\n",
         static_cast<long long>(ls_.step), format_count(static_cast<double>(ls_.tokens)).c_str(),
-        format_duration(wall).c_str(), format_count(mean_tps).c_str(), ls_.best_val, ls_.best_bpb,
-        run_.run_dir.c_str());
+        format_duration(wall).c_str(), format_count(mean_tps).c_str(),
+        format_count(e2e_tps).c_str(), ls_.best_val, ls_.best_bpb, run_.run_dir.c_str());
     return 0;
   }
 
@@ -255,7 +283,9 @@ class TrainLoop {
   double tokens_per_byte_ = 0.0;
   std::vector<int64_t> val_starts_;
   int64_t last_saved_ = -1;
-  Clock::time_point t_start_;
+  int64_t tokens_at_start_ = 0;
+  double eval_s_ = 0.0;  // evaluations inside the loop (excluded from end-to-end tokens/s)
+  Clock::time_point t_start_, t_loop_end_;
 };
 
 }  // namespace
