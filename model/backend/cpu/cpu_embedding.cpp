@@ -73,8 +73,11 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const
       static_cast<int64_t*>(workspace(WorkSlot::kIndex, static_cast<size_t>(2 * rows + 1) * 8));
   int64_t* starts = order + rows;
   for (int64_t r = 0; r < rows; ++r) order[r] = r;
-  std::stable_sort(order, order + rows,
-                   [&](int64_t a, int64_t b) { return tokens[a] < tokens[b]; });
+  // Ties broken by position: the order of a stable sort, without its temporary buffer (no heap
+  // allocation per step).
+  std::sort(order, order + rows, [&](int64_t a, int64_t b) {
+    return tokens[a] < tokens[b] || (tokens[a] == tokens[b] && a < b);
+  });
   int64_t groups = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (r == 0 || tokens[order[r]] != tokens[order[r - 1]]) starts[groups++] = r;
