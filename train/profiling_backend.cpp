@@ -72,6 +72,7 @@ void ProfilingBackend::gemm(const GemmArgs& args) {
   }
   shape.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   shape.calls += 1;
+  shape.shape = args;
   shape.flops +=
       2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
 }

@@ -14,11 +14,14 @@ struct OpTime {
   double seconds = 0.0;
   int64_t calls = 0;
   double flops = 0.0;  // GEMMs only: 2 m n k per call
+  GemmArgs shape;      // GEMMs only: the last call's arguments (sizes, flags, dtypes)
 };
 
 class ProfilingBackend : public Backend {
  public:
   explicit ProfilingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  // The timed backend itself (calls on it are not timed).
+  Backend& inner() { return *inner_; }
   const std::map<std::string, OpTime>& times() const { return times_; }
   // GEMM time by shape, keyed like "NT 2048x1152x384 +bias" (op(A) op(B) m x n x k, then
   // +bias / +=C), so the GEMM share can be read as GFLOP/s per layer shape.
