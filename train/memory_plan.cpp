@@ -17,6 +17,7 @@
 
 #include "data/meta.h"
 #include "model/backend/cpu/cpu_gemm_bf16.h"
+#include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/base/check.h"
 #include "train/model_state.h"
 
@@ -207,6 +208,22 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
       }
     }
   }
+  // The GEMM library's scratchpad (oneDNN matmul primitives; cpu_gemm_lib.h), the largest over
+  // the step's fp32 GEMMs: forward x W^T (+= with a bias), input gradients, weight gradients (+=).
+  // precision.matmul = bf16 on the native kernel needs none.
+  int64_t gemm_lib = 0;
+  if (!(x.bf16_matmul && cpu::cpu_bf16_dot_used(cpu::cpu_isa_default()))) {
+    const cpu::CpuIsa isa = cpu::cpu_isa_default();
+    const int64_t layers[5][3] = {
+        {C, 3 * C, 1}, {C, C, 1}, {C, 4 * C, 1}, {4 * C, C, 1}, {C, Vp, 0}};  // in, out, bias
+    for (const auto& l : layers) {
+      const int64_t in = l[0], out = l[1];
+      gemm_lib =
+          std::max({gemm_lib, cpu::cpu_gemm_lib_workspace_bytes(isa, false, true, N, out, in, l[2]),
+                    cpu::cpu_gemm_lib_workspace_bytes(isa, true, false, out, in, N, true),
+                    cpu::cpu_gemm_lib_workspace_bytes(isa, false, false, N, in, out, false)});
+    }
+  }
   const int64_t small_params = std::max<int64_t>(2 * C, p16 ? 4 * C : 0) * 4;
   // Bias-gradient partial rows per thread chunk (widest bias 4C).
   partials = std::max(partials, std::min(P, N) * 4 * C * 4);
@@ -217,7 +234,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   // Token grouping of the embedding backward: 2N + 1 int64.
   const int64_t index = (2 * N + 1) * 8;
   return page_buf(gemm_a) + page_buf(gemm_b) + page_buf(gemm_c) + page_buf(small_params) +
-         page_buf(partials) + page_buf(per_thread) + page_buf(index);
+         page_buf(partials) + page_buf(per_thread) + page_buf(index) + page_buf(gemm_lib);
 }
 
 MemoryPlan memory_plan_compute(const PlanInput& in) {

@@ -17,6 +17,7 @@
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/backend/cpu/cpu_kernels.h"
+#include "model/backend/cpu/cpu_onednn.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -76,6 +77,13 @@ CpuBackend::CpuBackend(int threads, CpuIsa isa)
   // too keeps OpenBLAS (OpenMP build) and any caller code in step with it.
   omp_set_num_threads(threads_);
   openblas_set_num_threads(threads_);
+}
+
+CpuBackend::~CpuBackend() = default;
+
+OneDnnMatmuls& CpuBackend::onednn() {
+  if (!onednn_) onednn_ = std::make_unique<OneDnnMatmuls>();
+  return *onednn_;
 }
 
 Buffer CpuBackend::allocate(MemTag tag, size_t bytes) {

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "model/backend/backend.h"
@@ -18,6 +19,7 @@
 namespace ledgerlm::cpu {
 
 struct CpuKernels;
+class OneDnnMatmuls;
 
 // Scratch buffers that persist across calls (grown on demand, never shrunk), accounted to
 // MemTag::kWorkspace. Each op uses distinct slots for buffers it needs at the same time.
@@ -29,6 +31,7 @@ enum class WorkSlot : int {
   kPartials,   // per-chunk partial sums of reductions
   kPerThread,  // per-thread rows (attention scores, dropout masks)
   kIndex,      // integer scratch (embedding backward's token grouping)
+  kGemmLib,    // the GEMM library's scratchpad (oneDNN matmul primitives)
   kCount
 };
 
@@ -37,6 +40,7 @@ class CpuBackend final : public Backend {
   // `threads` OpenMP threads (0: all cores); fp32 kernels on the `isa` path (cpu_isa.h), which
   // this CPU must support.
   CpuBackend(int threads, CpuIsa isa);
+  ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }
   int num_threads() const override { return threads_; }
@@ -89,6 +93,8 @@ class CpuBackend final : public Backend {
 
   // A workspace buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
   void* workspace(WorkSlot slot, size_t bytes);
+  // This backend's oneDNN matmul primitives (created on first use; builds with oneDNN only).
+  OneDnnMatmuls& onednn();
 
  private:
   void layernorm_forward_impl(Tensor a, Tensor b, Tensor out, Tensor mean, Tensor rstd, Tensor x,
@@ -99,6 +105,7 @@ class CpuBackend final : public Backend {
   const CpuKernels* kernels_;
   MemoryTracker tracker_;
   std::array<Buffer, static_cast<size_t>(WorkSlot::kCount)> work_;
+  std::unique_ptr<OneDnnMatmuls> onednn_;
 };
 
 // The CPU backend on an explicit path (tests run every path the CPU supports side by side);

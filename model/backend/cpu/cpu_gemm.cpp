@@ -28,12 +28,11 @@ namespace {
 
 // Library entry point per compute type: fp32 on the library cpu_gemm_lib_choose picks for the
 // path and shape, fp64 on OpenBLAS.
-void blas_gemm(CpuIsa isa, int threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-               const float* a, const float* b, float beta, float* c) {
-  cpu_sgemm(cpu_gemm_lib_choose(isa, m, n, k, ta, tb), threads, ta, tb, m, n, k, a, ta ? m : k, b,
-            tb ? k : n, beta, c, n);
+void blas_gemm(CpuBackend& be, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+               const float* b, float beta, float* c) {
+  cpu_sgemm(be, cpu_gemm_lib_choose(be.isa(), m, n, k, ta, tb), ta, tb, m, n, k, a, b, beta, c);
 }
-void blas_gemm(CpuIsa, int, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
+void blas_gemm(CpuBackend&, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
                const double* b, double beta, double* c) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
@@ -137,8 +136,7 @@ void CpuBackend::gemm(const GemmArgs& g) {
         cpu_gemm_bf16(*this, n);
       }
     } else {
-      blas_gemm(isa_, threads_, g.trans_a, g.trans_b, g.m, g.n, g.k, a, b, add_to_c ? T(1) : T(0),
-                c);
+      blas_gemm(*this, g.trans_a, g.trans_b, g.m, g.n, g.k, a, b, add_to_c ? T(1) : T(0), c);
     }
     if (c_widened) convert(g.c, Tensor(c, ct), g.m * g.n);
   };

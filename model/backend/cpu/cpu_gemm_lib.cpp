@@ -9,11 +9,14 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/cpu/cpu_onednn.h"
 #include "model/base/check.h"
 
 #if LEDGERLM_HAVE_DNNL
@@ -52,17 +55,19 @@ void set_threads(int threads) {
   if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
 }
 
-// LEDGERLM_CPU_GEMM = openblas | onednn forces one library for every fp32 GEMM (measurements
-// side by side in the step); auto or unset: the rule below. -1 for auto, else the GemmLib.
+// LEDGERLM_CPU_GEMM (cpu_gemm_lib.h): -1 for auto, else the forced GemmLib.
 int gemm_lib_forced() {
   static const int forced = [] {
     const char* env = std::getenv("LEDGERLM_CPU_GEMM");
-    if (env == nullptr || *env == '\0' || std::string(env) == "auto") return -1;
-    LLM_REQUIRE(std::string(env) == "openblas" || std::string(env) == "onednn",
-                "LEDGERLM_CPU_GEMM: expected auto, openblas or onednn, got '", env, "'");
-    LLM_REQUIRE(std::string(env) == "openblas" || cpu_have_onednn(),
-                "LEDGERLM_CPU_GEMM=onednn: this build has no oneDNN (install libdnnl-dev)");
-    return std::string(env) == "onednn" ? 1 : 0;
+    const std::string v = env ? env : "";
+    if (v.empty() || v == "auto") return -1;
+    const int lib = v == "openblas" ? 0 : v == "onednn" ? 1 : v == "onednn-sgemm" ? 2 : -2;
+    LLM_REQUIRE(lib >= 0,
+                "LEDGERLM_CPU_GEMM: expected auto, openblas, onednn or onednn-sgemm, got '", v,
+                "'");
+    LLM_REQUIRE(lib == 0 || cpu_have_onednn(), "LEDGERLM_CPU_GEMM=", v,
+                ": this build has no oneDNN (install libdnnl-dev)");
+    return lib;
   }();
   return forced;
 }
@@ -70,7 +75,15 @@ int gemm_lib_forced() {
 }  // namespace
 
 const char* gemm_lib_name(GemmLib lib) {
-  return lib == GemmLib::kOneDnn ? "oneDNN" : "OpenBLAS";
+  switch (lib) {
+    case GemmLib::kOneDnn:
+      return "oneDNN matmul";
+    case GemmLib::kOneDnnSgemm:
+      return "oneDNN sgemm";
+    case GemmLib::kOpenBlas:
+      break;
+  }
+  return "OpenBLAS";
 }
 
 bool cpu_have_onednn() {
@@ -81,31 +94,48 @@ GemmLib cpu_gemm_lib_choose(CpuIsa isa, int64_t m, int64_t n, int64_t k, bool tr
                             bool trans_b) {
   (void)m, (void)n, (void)k, (void)trans_a, (void)trans_b;
   const int forced = gemm_lib_forced();
-  if (forced >= 0) return forced == 1 ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
+  if (forced >= 0) return static_cast<GemmLib>(forced);
   if (!cpu_have_onednn() || isa == CpuIsa::kPortable) return GemmLib::kOpenBlas;
   // Until measured side by side on the step's shapes: OpenBLAS.
   return GemmLib::kOpenBlas;
 }
 
-void cpu_sgemm(GemmLib lib, int threads, bool trans_a, bool trans_b, int64_t m, int64_t n,
-               int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-               float* c, int64_t ldc) {
-  set_threads(threads);
+void cpu_sgemm(CpuBackend& be, GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n,
+               int64_t k, const float* a, const float* b, float beta, float* c) {
+  const int threads = be.num_threads();
+  const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
 #if LEDGERLM_HAVE_DNNL
   if (lib == GemmLib::kOneDnn) {
+    OneDnnMatmuls& mm = be.onednn();
+    const bool beta1 = beta != 0.0f;
+    const int64_t bytes = mm.scratchpad_bytes(trans_a, trans_b, m, n, k, beta1);
+    void* scratch =
+        bytes > 0 ? be.workspace(WorkSlot::kGemmLib, static_cast<size_t>(bytes)) : nullptr;
+    mm.run(trans_a, trans_b, m, n, k, a, b, beta1, c, scratch, threads);
+    return;
+  }
+  if (lib == GemmLib::kOneDnnSgemm) {
+    set_threads(threads);
     const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a,
-                                        lda, b, ldb, beta, c, ldc);
+                                        lda, b, ldb, beta, c, n);
     LLM_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st));
     return;
   }
 #else
   (void)lib;
 #endif
+  set_threads(threads);
   if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
               static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+              c, static_cast<int>(n));
+}
+
+int64_t cpu_gemm_lib_workspace_bytes(CpuIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                     int64_t k, bool beta1) {
+  if (cpu_gemm_lib_choose(isa, m, n, k, trans_a, trans_b) != GemmLib::kOneDnn) return 0;
+  return onednn_matmul_scratchpad_bytes(trans_a, trans_b, m, n, k, beta1);
 }
 
 void cpu_gemm_lib_init(CpuIsa isa) {
@@ -124,14 +154,15 @@ void cpu_gemm_lib_init(CpuIsa isa) {
 std::string cpu_gemm_lib_report(CpuIsa isa) {
   const char* core = openblas_get_corename();
   std::string blas = std::string("OpenBLAS (core ") + (core ? core : "?") + ")";
-  if (cpu_gemm_lib_choose(isa, 1024, 1024, 1024, false, false) == GemmLib::kOpenBlas)
+  const GemmLib lib = cpu_gemm_lib_choose(isa, 1024, 1024, 1024, false, false);
+  if (lib == GemmLib::kOpenBlas)
     return "fp32 and fp64: " + blas + (cpu_have_onednn() ? "" : " (built without oneDNN)");
-  std::string dnnl = "oneDNN";
+  std::string dnnl = gemm_lib_name(lib);
 #if LEDGERLM_HAVE_DNNL
   const dnnl_version_t* v = dnnl_version();
   char buf[96];
-  std::snprintf(buf, sizeof buf, "oneDNN %d.%d.%d (kernels %s)", v->major, v->minor, v->patch,
-                dnnl_isa_name(dnnl_get_effective_cpu_isa()));
+  std::snprintf(buf, sizeof buf, "%s %d.%d.%d (kernels %s)", gemm_lib_name(lib), v->major, v->minor,
+                v->patch, dnnl_isa_name(dnnl_get_effective_cpu_isa()));
   dnnl = buf;
 #endif
   return "fp32: " + dnnl + " | fp64 and BLAS-path attention products: " + blas;

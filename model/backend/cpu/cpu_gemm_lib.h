@@ -1,5 +1,7 @@
 // Which library runs an fp32 GEMM of the CPU backend: OpenBLAS (cblas_sgemm, always linked) or
-// oneDNN (dnnl_sgemm, its own row-major API; optional, present when the build found libdnnl).
+// oneDNN (optional, present when the build found libdnnl) through its own API: its matmul
+// primitive (cpu_onednn.h: the scratchpad in the backend's tracked workspace), or, for
+// measurements only, its dnnl_sgemm (packing buffers allocated outside the ledger).
 // The choice is a pure function of the path (CPU flags) and the shape, never of timings, so a
 // run's results stay deterministic per (threads, path); tests/bench/bench_gemm_libs.cpp measured
 // the libraries (and BLIS) side by side on the training step's shapes, and the README's
@@ -13,9 +15,9 @@
 
 namespace ledgerlm::cpu {
 
-enum class GemmLib : uint8_t { kOpenBlas, kOneDnn };
+enum class GemmLib : uint8_t { kOpenBlas, kOneDnn, kOneDnnSgemm };
 
-const char* gemm_lib_name(GemmLib lib);  // "OpenBLAS", "oneDNN"
+const char* gemm_lib_name(GemmLib lib);  // "OpenBLAS", "oneDNN matmul", "oneDNN sgemm"
 
 // True when this build links oneDNN.
 bool cpu_have_onednn();
@@ -24,14 +26,24 @@ bool cpu_have_onednn();
 GemmLib cpu_gemm_lib_choose(CpuIsa isa, int64_t m, int64_t n, int64_t k, bool trans_a,
                             bool trans_b);
 
-// Row-major C = op(A) op(B) + beta C on `lib` with `threads` threads (lda/ldb/ldc as in CBLAS).
-void cpu_sgemm(GemmLib lib, int threads, bool trans_a, bool trans_b, int64_t m, int64_t n,
-               int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-               float* c, int64_t ldc);
+class CpuBackend;
+
+// Row-major dense C[m,n] = op(A) op(B) + beta C (beta 0 or 1) on `lib`, on the backend's threads
+// (and, for oneDNN's matmul, its primitives and workspace).
+void cpu_sgemm(CpuBackend& be, GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n,
+               int64_t k, const float* a, const float* b, float beta, float* c);
+
+// Workspace bytes (the kGemmLib slot) a GEMM of this shape takes on path `isa`: the oneDNN
+// matmul primitive's scratchpad where that library runs it, else 0 (the memory planner's figure).
+int64_t cpu_gemm_lib_workspace_bytes(CpuIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                                     int64_t k, bool beta1);
 
 // Caps oneDNN's kernels at the path's ISA (avx2 on an AVX-512 CPU runs oneDNN's AVX2 kernels):
 // process-wide and effective only before oneDNN's first GEMM, so the first backend decides.
 void cpu_gemm_lib_init(CpuIsa isa);
+
+// LEDGERLM_CPU_GEMM = auto | openblas | onednn | onednn-sgemm: auto (or unset) follows the rule;
+// the others force one library for every fp32 GEMM (side-by-side measurements in the step).
 
 // One line for reports: the libraries, their versions and kernel sets, and the rule, e.g.
 // "fp32 oneDNN 2.6.3 (kernels avx512_core_bf16) | fp64, portable attention: OpenBLAS 0.3.21
