@@ -9,9 +9,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_kernels.h"
 
 namespace ledgerlm::cpu {
 namespace {
@@ -21,6 +23,18 @@ void require_tokens(const int32_t* tokens, int64_t count, const char* what) {
   bool ok = true;
   for (int64_t i = 0; i < count; ++i) ok = ok && tokens[i] >= 0;
   LLM_REQUIRE(ok, "cpu backend: ", what, ": token ids must be >= 0");
+}
+
+// dst[i] = src[i] widened to fp32 (the path's vector casts for 16-bit rows).
+template <class S>
+void widen_row(const CpuKernels& k, const S* src, int64_t n, float* dst) {
+  if constexpr (std::is_same_v<S, Bf16>) {
+    k.bf16_to_f32(dst, reinterpret_cast<const uint16_t*>(src), n);
+  } else if constexpr (std::is_same_v<S, Half>) {
+    k.f16_to_f32(dst, reinterpret_cast<const uint16_t*>(src), n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  }
 }
 
 }  // namespace
@@ -43,13 +57,32 @@ void CpuBackend::embedding_forward(Tensor out, const int32_t* tokens, Tensor wte
         T* o = out.as<T>();
         const E* te = wte.as<const E>();
         const P* pe = wpe.as<const P>();
+        // fp32 rows from 16-bit tables: both rows widened by the path's cast kernels (one row of
+        // wpe per thread in workspace), then added; bitwise the scalar loop's values.
+        constexpr bool kWiden =
+            std::is_same_v<T, float> &&
+            (!std::is_same_v<E, float> || !std::is_same_v<P, float>)&&!std::is_same_v<E, double> &&
+            !std::is_same_v<P, double>;
+        float* prow_all =
+            kWiden ? static_cast<float*>(workspace(
+                         WorkSlot::kPerThread, static_cast<size_t>(threads_ * c) * sizeof(float)))
+                   : nullptr;
+        const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (rows * c > 32768)
         for (int64_t r = 0; r < rows; ++r) {
           const E* trow = te + static_cast<int64_t>(tokens[r]) * c;
           const P* prow = pe + (r % seq) * c;
           T* orow = o + r * c;
-          for (int64_t i = 0; i < c; ++i) {
-            orow[i] = static_cast<T>(load_value(trow[i])) + static_cast<T>(load_value(prow[i]));
+          if constexpr (kWiden) {
+            float* pw = prow_all + omp_get_thread_num() * c;
+            widen_row(kern, trow, c, orow);
+            widen_row(kern, prow, c, pw);
+#pragma omp simd
+            for (int64_t i = 0; i < c; ++i) orow[i] += pw[i];
+          } else {
+            for (int64_t i = 0; i < c; ++i) {
+              orow[i] = static_cast<T>(load_value(trow[i])) + static_cast<T>(load_value(prow[i]));
+            }
           }
         }
       });
