@@ -4,9 +4,11 @@
 # random tokens, alternating within each repetition.
 #
 # usage: scripts/bench_vs_torch.sh [--build DIR] [--reps N] [--steps N] [--path avx512|avx2|portable]
-#                                  [CONFIG.toml ...]
+#                                  [--wait-load L] [CONFIG.toml ...]
 #   default configs: configs/bench_tiny.toml configs/bench_small.toml; default build: build;
-#   default path: the CPU's best (what ledgerlm picks by itself).
+#   default path: the CPU's best (what ledgerlm picks by itself). --wait-load L: before each
+#   repetition, wait until the 1-minute load average is below L (machines shared with other work;
+#   the load is printed after every repetition either way).
 #
 # PyTorch (Debian's python3-torch, scripts/bench_torch_step.py), every variant with
 # OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE (without them it is ~3x
@@ -38,6 +40,7 @@ build=build
 reps=3
 steps=10
 path=""
+wait_load=""
 configs=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -45,7 +48,8 @@ while [[ $# -gt 0 ]]; do
     --reps) reps="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --path) path="$2"; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    --wait-load) wait_load="$2"; shift 2 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) configs+=("$1"); shift ;;
   esac
 done
@@ -94,6 +98,11 @@ for cfg in "${configs[@]}"; do
   out="$tmp/$(basename "$cfg" .toml)"
   for n in "${ll_names[@]}" "${torch_names[@]}"; do : >"$out.$n"; done
   for ((r = 1; r <= reps; r++)); do
+    if [[ -n "$wait_load" ]]; then
+      until awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v t="$wait_load" 'BEGIN { exit !(l < t) }'; do
+        sleep 10
+      done
+    fi
     for i in "${!ll_names[@]}"; do
       n=${ll_names[$i]}
       # shellcheck disable=SC2086
@@ -112,7 +121,7 @@ for cfg in "${configs[@]}"; do
           ${torch_flags[$j]} | sed -n 's/^torch_json //p' >>"$out.$tn"
       done
     done
-    echo "  repetition $r/$reps done (load average $(cut -d' ' -f1 /proc/loadavg))"
+    echo "  repetition $r/$reps done (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   done
   "$py" - "$out" <<'EOF'
 import json, statistics, sys

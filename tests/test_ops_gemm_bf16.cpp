@@ -3,7 +3,7 @@
 // Checked against a double-precision reference on the same bf16-rounded inputs, over shapes that
 // exercise every edge (odd K, partial row panels, partial 32-column panels, several K blocks),
 // all four transpose combinations, fp32 and bf16 operands, bias and accumulate; and bitwise
-// determinism across calls and thread counts.
+// determinism across calls (and, for the native kernel, across thread counts).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -151,7 +151,11 @@ TEST(OpsGemmBf16Determinism, BitwiseDeterministicAcrossCallsAndThreads) {
     const std::vector<float> r2 = run_gemm(*two, c, a, b, bias, zeros);
     const std::vector<float> r3 = run_gemm(*one, c, a, b, bias, zeros);
     EXPECT_EQ(r1, r2) << case_name(c) << ": same inputs must give bit-identical results";
-    EXPECT_EQ(r1, r3) << case_name(c) << ": the sum order must not depend on the thread count";
+    // The native kernel's sum order is fixed per output element; the portable path's sgemm (a
+    // library's) may block K differently on another thread count: deterministic per count only.
+    if (cpu::cpu_bf16_dot_used(cpu::cpu_isa_default())) {
+      EXPECT_EQ(r1, r3) << case_name(c) << ": the sum order must not depend on the thread count";
+    }
   }
 }
 

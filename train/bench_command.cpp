@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/backend/cpu/cpu_gemm_bf16.h"
+#include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/backend/cpu/cpu_report.h"
 #include "model/base/check.h"
 #include "model/base/rng.h"
@@ -182,8 +183,8 @@ int command_bench(BenchCommand& cmd) {
                                                      be.gemm_times().end());
   std::sort(shapes.begin(), shapes.end(),
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-  std::printf("%-34s %10s %8s %10s %10s %8s\n", "gemm by shape (op(A)op(B) m x n x k)", "ms/step",
-              "calls", "GFLOP/s", "isolated", "in-step");
+  std::printf("%-34s %10s %8s %10s %10s %8s  %s\n", "gemm by shape (op(A)op(B) m x n x k)",
+              "ms/step", "calls", "GFLOP/s", "isolated", "in-step", "library");
   double step_gemm_s = 0.0, isolated_s = 0.0;
   for (const auto& [key, t] : shapes) {
     const double iso = isolated_gemm_seconds(be.inner(), t.shape);
@@ -191,10 +192,18 @@ int command_bench(BenchCommand& cmd) {
     step_gemm_s += t.seconds;
     isolated_s += iso * static_cast<double>(t.calls);
     const double flops = t.flops / static_cast<double>(t.calls);
-    std::printf("%-34s %10.3f %8lld %10.1f %10.1f %7.0f%%\n", key.c_str(),
+    const GemmArgs& g = t.shape;
+    const bool fp64 = g.a.dtype == DType::kF64 || g.b.dtype == DType::kF64;
+    const char* lib = be.name() != "cpu" ? "-"
+                      : fp64             ? "OpenBLAS"
+                      : g.bf16_inputs && cpu::cpu_bf16_dot_used(cpu::cpu_isa_default())
+                          ? "VDPBF16PS kernel"
+                          : cpu::gemm_lib_name(cpu::cpu_gemm_lib_choose(
+                                cpu::cpu_isa_default(), g.m, g.n, g.k, g.trans_a, g.trans_b));
+    std::printf("%-34s %10.3f %8lld %10.1f %10.1f %7.0f%%  %s\n", key.c_str(),
                 1e3 * t.seconds / static_cast<double>(cmd.steps),
                 static_cast<long long>(t.calls / cmd.steps), flops / per_call / 1e9,
-                flops / iso / 1e9, 100.0 * iso / per_call);
+                flops / iso / 1e9, 100.0 * iso / per_call, lib);
   }
   // Attention's block products (32 x T x head_dim, register-tiled or BLAS) are counted in the
   // attention ops above, not here: these are the linear layers' GEMMs only.
