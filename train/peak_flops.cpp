@@ -8,6 +8,8 @@
 
 #include <chrono>
 
+#include "model/backend/cpu/cpu_isa.h"
+
 namespace ledgerlm {
 namespace {
 
@@ -84,14 +86,17 @@ double run_parallel(Kernel kernel, int threads, double seconds) {
 PeakFlops measure_peak_flops(int threads, double seconds) {
   PeakFlops p;
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
+  // The instructions of the path the kernels run on (LEDGERLM_CPU_ISA=avx2 on an AVX-512 CPU
+  // measures the AVX2 FMA rate: the peak that path can reach).
+  const cpu::CpuIsa path = cpu::cpu_isa_default();
+  if (path == cpu::CpuIsa::kAvx512) {
     p.fp32_gflops = run_parallel(fma_avx512, threads, seconds);
     p.fp32_isa = "avx512 fma";
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     p.fp32_gflops = run_parallel(fma_avx2, threads, seconds);
     p.fp32_isa = "avx2 fma";
   }
-  if (__builtin_cpu_supports("avx512bf16"))
+  if (path == cpu::CpuIsa::kAvx512 && cpu::cpu_has_avx512_bf16())
     p.bf16_gflops = run_parallel(dot_bf16, threads, seconds);
   return p;
 }

@@ -1,6 +1,6 @@
 // Measured peak arithmetic rate of this machine (for MFU): a register-resident FMA loop on every
-// thread, AVX-512 where the CPU has it (chosen at run time), AVX2/FMA otherwise; and the bf16
-// dot-product rate (VDPBF16PS) where the CPU has AVX-512 BF16.
+// thread, AVX-512 on the avx512 path (cpu_isa.h), AVX2/FMA otherwise; and the bf16
+// dot-product rate (VDPBF16PS) on the avx512 path of a CPU with AVX-512 BF16.
 #pragma once
 
 namespace ledgerlm {
