@@ -432,30 +432,39 @@ Tensor GptModel::logits() const {
   return impl_->logits;
 }
 
+void gpt_init_tensor(const ParamTable& table, int param, uint64_t seed, float* out) {
+  const ParamInfo& p = table.params[static_cast<size_t>(param)];
+  const int64_t rows_real = p.kind == ParamKind::kEmbedding ? p.hf_rows : p.shape[0];
+  const int64_t cols = p.numel / p.shape[0];
+  for (int64_t i = 0; i < p.numel; ++i) {
+    switch (p.init) {
+      case InitKind::kOnes:
+        out[i] = 1.0f;
+        break;
+      case InitKind::kZeros:
+        out[i] = 0.0f;
+        break;
+      case InitKind::kNormal: {
+        if (i / cols >= rows_real) {  // vocab padding rows stay zero
+          out[i] = 0.0f;
+          break;
+        }
+        auto bits = rng_bits(seed, RngStream::kInit, static_cast<uint64_t>(param),
+                             static_cast<uint64_t>(i));
+        out[i] = static_cast<float>(p.init_std * rng_normal(bits[0], bits[1]));
+        break;
+      }
+    }
+  }
+}
+
 void gpt_init_params(const ParamTable& table, Tensor params, uint64_t seed, Backend& backend) {
   std::vector<float> values;
   backend.zero(params, table.total);
   for (size_t pi = 0; pi < table.params.size(); ++pi) {
     const ParamInfo& p = table.params[pi];
     values.assign(static_cast<size_t>(p.numel), 0.0f);
-    int64_t rows_real = p.kind == ParamKind::kEmbedding ? p.hf_rows : p.shape[0];
-    int64_t cols = p.numel / p.shape[0];
-    for (int64_t i = 0; i < p.numel; ++i) {
-      switch (p.init) {
-        case InitKind::kOnes:
-          values[i] = 1.0f;
-          break;
-        case InitKind::kZeros:
-          values[i] = 0.0f;
-          break;
-        case InitKind::kNormal: {
-          if (i / cols >= rows_real) break;  // vocab padding rows stay zero
-          auto bits = rng_bits(seed, RngStream::kInit, pi, static_cast<uint64_t>(i));
-          values[i] = static_cast<float>(p.init_std * rng_normal(bits[0], bits[1]));
-          break;
-        }
-      }
-    }
+    gpt_init_tensor(table, static_cast<int>(pi), seed, values.data());
     backend.convert(params.offset(p.offset), Tensor(values.data(), DType::kF32), p.numel);
   }
 }

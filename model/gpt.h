@@ -72,5 +72,9 @@ class GptModel {
 // Fills a flat parameter buffer (any float dtype) with the GPT-2 init of the table:
 // N(0, std) from the counter RNG keyed on (seed, parameter index, element), ones, zeros.
 void gpt_init_params(const ParamTable& table, Tensor params, uint64_t seed, Backend& backend);
+// The init of tensor `param` alone (numel fp32 values in host memory): what gpt_init_params
+// writes at its offset. The values do not depend on the layout, so every rank of a sharded run
+// generates the same numbers for the part it holds.
+void gpt_init_tensor(const ParamTable& table, int param, uint64_t seed, float* out);
 
 }  // namespace ledgerlm

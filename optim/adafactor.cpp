@@ -68,8 +68,8 @@ class AdafactorOptimizer : public RangeOptimizer {
     for (size_t k = 0; k < segs_.size(); ++k) {
       const OptimSegment& seg = segs_[k];
       if (factored(seg)) {
-        views.push_back(whole_view("row", seg.param, row_.as<float>() + state_off_[k], seg.rows));
-        views.push_back(whole_view("col", seg.param, col_.as<float>() + col_off_[k], seg.cols));
+        views.push_back(whole_view("row", seg, row_.as<float>() + state_off_[k], seg.rows));
+        views.push_back(whole_view("col", seg, col_.as<float>() + col_off_[k], seg.cols));
       } else {  // v is stored compactly, not mirrored
         views.push_back(mirror_view("v", seg, v_, state_dtype(), state_off_[k]));
       }
@@ -110,7 +110,7 @@ class AdafactorOptimizer : public RangeOptimizer {
     col_ = allocate_state("col", MemTag::kOptimFactored, DType::kF32, cols);
     v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), vec);
     if (config_.adafactor_beta1 > 0.0)
-      m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), end_ - begin_);
+      m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), length_);
   }
 
  private:
@@ -179,10 +179,12 @@ class AdafactorOptimizer : public RangeOptimizer {
     }
   }
 
-  StateView whole_view(const std::string& name, int param, float* data, int64_t numel) const {
+  StateView whole_view(const std::string& name, const OptimSegment& seg, float* data,
+                       int64_t numel) const {
     StateView sv;
     sv.name = name;
-    sv.param = param;
+    sv.param = seg.param;
+    sv.write = seg.param_begin == 0;
     sv.dtype = DType::kF32;
     sv.data = data;
     sv.param_begin = 0;

@@ -40,8 +40,8 @@ class AdamWOptimizer : public RangeOptimizer {
 
  protected:
   void on_init() override {
-    m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), end_ - begin_);
-    v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), end_ - begin_);
+    m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), length_);
+    v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), length_);
   }
 
  private:

@@ -57,7 +57,7 @@ class LarsOptimizer : public RangeOptimizer {
 
  protected:
   void on_init() override {
-    buf_ = allocate_state("momentum", MemTag::kOptimMomentum, state_dtype(), end_ - begin_);
+    buf_ = allocate_state("momentum", MemTag::kOptimMomentum, state_dtype(), length_);
   }
 
  private:

@@ -30,12 +30,15 @@ struct OptimSegment {
   double weight_decay = 0.0;  // 0 where the group is not decayed
 };
 
-// Segments of every tensor intersecting [begin, end), in flat-layout order; padding elements
-// belong to no segment. Group rules: weight decay where ParamInfo::decay (embeddings only if
-// config.decay_embeddings too); lr_mult_embedding for embeddings, lr_mult_nodecay for biases
-// and norm weights.
-std::vector<OptimSegment> optim_segments_build(const ParamTable& table, int64_t begin, int64_t end,
+// Segments of every tensor intersecting the ranges (ascending, disjoint), in flat-layout order;
+// padding elements belong to no segment. Group rules: weight decay where ParamInfo::decay
+// (embeddings only if config.decay_embeddings too); lr_mult_embedding for embeddings,
+// lr_mult_nodecay for biases and norm weights.
+std::vector<OptimSegment> optim_segments_build(const ParamTable& table,
+                                               const std::vector<OptimRange>& ranges,
                                                const OptimConfig& config);
+// Elements of the ranges together (the length of the compact buffers).
+int64_t optim_ranges_length(const std::vector<OptimRange>& ranges);
 
 // Adds per-tensor partial sums across ranks: one call with everything batched.
 void optim_reduce(const OptimStepInfo& info, std::vector<double>& values);
@@ -44,7 +47,9 @@ void optim_reduce(const OptimStepInfo& info, std::vector<double>& values);
 class RangeOptimizer : public Optimizer {
  public:
   explicit RangeOptimizer(const OptimConfig& config);
-  void init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) override;
+  using Optimizer::init;
+  void init(const ParamTable& table, const std::vector<OptimRange>& ranges,
+            Backend& backend) override;
   std::vector<StateComponent> state_components() const override { return components_; }
 
  protected:
@@ -66,7 +71,8 @@ class RangeOptimizer : public Optimizer {
 
   OptimConfig config_;
   ParamTable table_;
-  int64_t begin_ = 0, end_ = 0;
+  std::vector<OptimRange> ranges_;
+  int64_t length_ = 0;  // elements of the compact buffers
   Backend* backend_ = nullptr;
   std::vector<OptimSegment> segs_;
   std::vector<StateComponent> components_;

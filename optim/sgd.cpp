@@ -42,7 +42,7 @@ class SgdOptimizer : public RangeOptimizer {
  protected:
   void on_init() override {
     if (config_.momentum > 0.0)
-      buf_ = allocate_state("momentum", MemTag::kOptimMomentum, state_dtype(), end_ - begin_);
+      buf_ = allocate_state("momentum", MemTag::kOptimMomentum, state_dtype(), length_);
   }
 
  private:

@@ -99,6 +99,7 @@ inline ParamTable make_table(const std::vector<TensorSpec>& specs, int64_t block
   }
   t.units[0].used = cursor;
   t.total = t.units[0].size = (cursor + block * world - 1) / (block * world) * (block * world);
+  t.logical_total = t.total;
   return t;
 }
 

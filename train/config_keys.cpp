@@ -96,6 +96,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("precision", c.precision, max_consecutive_skips, I, "fp16: stop after this many skips");
 
   LLM_KEY("dist", c.dist, zero, I, "ZeRO stage 0..3");
+  LLM_KEY("dist", c.dist, reshard_after_forward, B,
+          "ZeRO-3: free gathered weights after forward (false: keep until the step)");
 
   LLM_KEY("ckpt", c.ckpt, interval, I, "steps between full checkpoints (0: end only)");
   LLM_KEY("ckpt", c.ckpt, keep, I, "checkpoints kept");

@@ -58,6 +58,9 @@ struct PrecisionConfig {
 
 struct DistConfig {
   int64_t zero = 0;  // ZeRO stage 0..3 (sharding across data-parallel ranks)
+  // ZeRO-3: free a unit's gathered weights after its forward (true) or keep every unit gathered
+  // from its forward until the optimizer step (false: less communication, stage-2 memory).
+  bool reshard_after_forward = true;
   void validate() const;
 };
 
