@@ -53,8 +53,13 @@ struct CkptPiece {
 };
 
 struct CkptSaveOptions {
-  int rank = 0;  // this build writes with world = 1; see README for several ranks
+  // Several ranks: every rank calls checkpoint_save with its own pieces; rank 0 creates the
+  // directory and the files, each rank writes its pieces, rank 0 writes meta.json (with every
+  // rank's CRCs) and renames. `all_gather_text` (every rank's text, in rank order, on every rank)
+  // is the only collective needed; an error on any rank fails the save on all of them.
+  int rank = 0;
   int world = 1;
+  std::function<std::vector<std::string>(const std::string& mine)> all_gather_text;
   int64_t keep = 2;  // complete checkpoints kept (the newest); older ones are deleted
   // Test hook: called before each stage ("tensors", "meta", "rename", "latest", "prune").
   // Throwing from it simulates a save interrupted at that point.
@@ -68,9 +73,9 @@ struct CkptSaveResult {
   double seconds = 0.0;
 };
 
-// Writes a checkpoint for `step` under `root`. `meta` (a JSON object) is stored in meta.json
-// beside the format fields. Throws Error naming the path on any I/O failure (the previous
-// checkpoint stays intact).
+// Writes a checkpoint for `step` under `root`. `meta` (a JSON object, rank 0's is used) is stored
+// in meta.json beside the format fields. Throws Error naming the path on any I/O failure (the
+// previous checkpoint stays intact).
 CkptSaveResult checkpoint_save(const std::string& root, int64_t step, const nlohmann::json& meta,
                                const std::vector<CkptPiece>& pieces,
                                const CkptSaveOptions& options = {});

@@ -4,11 +4,13 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "data/prepare.h"
 #include "model/base/check.h"
+#include "train/comm.h"
 #include "train/commands.h"
 #include "train/memory_command.h"
 
@@ -98,6 +100,16 @@ int cli_main(int argc, char** argv) {
     return e.get_exit_code();
   }
 
+  // `train` under mpirun: every rank runs this; the Comm connects them. An error every rank
+  // raised together (AgreedError) is reported once, by rank 0; an error on some ranks only
+  // ends the whole job at once, so that no rank waits forever in a collective.
+  std::unique_ptr<Comm> comm;
+  try {
+    if (*train) comm = comm_create();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
+    return 1;
+  }
   try {
     if (*prepare) {
       prep.inputs = {prep_input};
@@ -105,8 +117,8 @@ int cli_main(int argc, char** argv) {
       return 0;
     }
     if (*train) {
-      config_apply(&train_cmd.config);
-      return command_train(train_cmd);
+      comm_agree(*comm, [&] { config_apply(&train_cmd.config); });
+      return command_train(train_cmd, *comm);
     }
     if (*show) {
       config_apply(&show_binding);
@@ -121,7 +133,17 @@ int cli_main(int argc, char** argv) {
       config_apply(&bench_cmd.config);
       return command_bench(bench_cmd);
     }
+  } catch (const AgreedError& e) {
+    if (comm == nullptr || comm->rank() == 0)
+      std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
+    return 1;
   } catch (const Error& e) {
+    if (comm != nullptr && comm->world() > 1) {
+      std::fprintf(stderr, "ledgerlm: error: rank %d: %s (ending every rank of the job)\n",
+                   comm->rank(), e.what());
+      std::fflush(stderr);
+      comm->abort(1);
+    }
     std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {

@@ -8,13 +8,16 @@
 
 namespace ledgerlm {
 
+class Comm;
+
 struct TrainCommand {
   ConfigBinding config;
   RunConfig run;
   std::string resume;     // "" | "auto" | checkpoint path
   std::string init_from;  // weights-only start
 };
-int command_train(TrainCommand& cmd);
+// `comm` connects the ranks of an mpirun job (the single-rank Comm otherwise).
+int command_train(TrainCommand& cmd, Comm& comm);
 
 struct EvalCommand {
   std::string run_dir;

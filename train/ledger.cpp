@@ -134,7 +134,7 @@ RunLedger::RunLedger(const RunConfig& config, ModelState& state, int world, int 
   // The planner predicts the run from the config alone (its own formulas over the parameter
   // table); the trainer's allocations are what the tracker measures.
   const PlanInput in = plan_input_from_config(config, world, state.backend().num_threads(),
-                                              plan_data_bytes(config.data.dir));
+                                              plan_data_bytes(config.data.dir), rank);
   impl_->plan = memory_plan_compute(in);
   process_rss_bytes(&impl_->rss_at_ledger, &impl_->hwm_at_ledger);
 }

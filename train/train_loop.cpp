@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "optim/schedule.h"
+#include "train/comm.h"
 #include "train/evaluator.h"
 #include "train/ledger.h"
 #include "train/metrics.h"
@@ -32,8 +34,8 @@ class TrainLoop {
         state_(*run.state),
         ls_(run.loop),
         batches_(*run.loader),
-        ledger_(run.cfg, *run.state, run.world, run.rank),
-        log_(run.run_dir + "/metrics.jsonl") {
+        ledger_(run.cfg, *run.state, run.world, run.rank) {
+    if (run.lead()) log_ = std::make_unique<MetricsLog>(run.run_dir + "/metrics.jsonl");
     const DataMeta& meta = run.meta;
     tokens_per_byte_ = meta.val.bytes > 0 ? static_cast<double>(meta.val.tokens) /
                                                 static_cast<double>(meta.val.bytes)
@@ -66,7 +68,7 @@ class TrainLoop {
         state_.save_weights(run_.run_dir + "/model.safetensors");
       if (cfg_.ckpt.interval > 0 && step % cfg_.ckpt.interval == 0 && !last) save_checkpoint();
       if (!last) {
-        stop_reason = stop_check(run_.run_dir);  // several ranks: all-reduce (max) of this flag
+        stop_reason = stop_agreed();
         if (!stop_reason.empty()) break;
       }
     }
@@ -78,6 +80,26 @@ class TrainLoop {
   }
 
  private:
+  // A stop asked on any rank (its signal, or the STOP file) stops every rank after this step:
+  // the ranks agree with an all-reduce, so they all save at the same step.
+  std::string stop_agreed() {
+    std::string reason = stop_check(run_.run_dir);
+    if (run_.world == 1) return reason;
+    int64_t flag[1] = {reason.empty() ? 0 : 1};
+    comm().all_reduce_max(flag, 1);
+    if (flag[0] == 0) return "";
+    const std::vector<std::string> all = comm().all_gather_text(reason);
+    for (size_t r = 0; r < all.size(); ++r)
+      if (!all[r].empty()) return r == 0 ? all[r] : error_message(all[r], " on rank ", r);
+    return "stop";
+  }
+
+  Comm& comm() { return *run_.comm; }
+
+  void log_write(const json& record) {
+    if (log_) log_->write(record);
+  }
+
   bool budget_spent(double train_seconds) const {
     const TrainConfig& t = cfg_.train;
     return (t.max_steps > 0 && ls_.step >= t.max_steps) ||
@@ -86,6 +108,7 @@ class TrainLoop {
   }
 
   void print_header() {
+    if (!run_.lead()) return;
     const ModelConfig& m = cfg_.model;
     const int64_t B = cfg_.train.micro_batch, A = cfg_.train.accum;
     std::printf(
@@ -119,12 +142,12 @@ class TrainLoop {
     for (const auto& [key, c] : run_.changed.items())
       std::printf("resume: %s changed from %s to %s\n", key.c_str(),
                   c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
-    log_.write({{"step", ls_.step},
-                {"tokens", ls_.tokens},
-                {"resume", run_.resumed_from},
-                {"ckpt_load_s", run_.load_seconds},
-                {"ckpt_bytes", run_.resumed_bytes},
-                {"config_changed", run_.changed}});
+    log_write({{"step", ls_.step},
+               {"tokens", ls_.tokens},
+               {"resume", run_.resumed_from},
+               {"ckpt_load_s", run_.load_seconds},
+               {"ckpt_bytes", run_.resumed_bytes},
+               {"config_changed", run_.changed}});
   }
 
   // The step's metrics record, and on progress steps the memory figures and a progress line.
@@ -145,9 +168,9 @@ class TrainLoop {
                 {"loss_scale", state_.loss_scale()},
                 {"skipped_steps", ls_.skipped}};
     const bool progress = step % cfg_.train.log_interval == 0 || step == 1 || last;
-    if (progress) ledger_.add_measured(&rec);
-    log_.write(rec);
-    if (progress) print_progress(r, tps, step_s, total_steps);
+    if (progress) add_memory(&rec);
+    log_write(rec);
+    if (progress && run_.lead()) print_progress(r, tps, step_s, total_steps);
   }
 
   void print_progress(const StepResult& r, double tps, double step_s, int64_t total_steps) {
@@ -167,22 +190,40 @@ class TrainLoop {
     std::fflush(stdout);
   }
 
+  // The ledger's figures of this rank, and with several ranks every rank's peaks (a collective:
+  // every rank calls it at the same steps).
+  void add_memory(json* rec) {
+    ledger_.add_measured(rec);
+    if (run_.world == 1) return;
+    int64_t rss = -1, hwm = -1;
+    process_rss_bytes(&rss, &hwm);
+    const json mine = {{"rank", run_.rank},
+                       {"tracked_peak", run_.backend->tracker().total().peak},
+                       {"rss_hwm", hwm},
+                       {"rss_anon", process_rss_anon_bytes()}};
+    json ranks = json::array();
+    for (const std::string& text : comm().all_gather_text(mine.dump()))
+      ranks.push_back(json::parse(text));
+    (*rec)["mem_ranks"] = ranks;
+  }
+
   void run_eval(int64_t at_step) {
-    EvalResult ev =
-        evaluate_windows(state_.model(), state_.params(), run_.loader->val_tokens(), val_starts_,
-                         cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
+    EvalResult ev = evaluate_windows_ranks(
+        state_.model(), state_.units(), comm(), run_.loader->val_tokens(), val_starts_,
+        cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
     ls_.last_val = ev.loss;
     if (ev.loss < ls_.best_val) {
       ls_.best_val = ev.loss;
       ls_.best_bpb = ev.bpb;
     }
-    log_.write({{"step", at_step},
-                {"tokens", ls_.tokens},
-                {"wall_s", seconds_since(t_start_)},
-                {"val_loss", ev.loss},
-                {"val_bpb", ev.bpb},
-                {"val_ppl", ev.perplexity},
-                {"val_tokens", ev.tokens}});
+    log_write({{"step", at_step},
+               {"tokens", ls_.tokens},
+               {"wall_s", seconds_since(t_start_)},
+               {"val_loss", ev.loss},
+               {"val_bpb", ev.bpb},
+               {"val_ppl", ev.perplexity},
+               {"val_tokens", ev.tokens}});
+    if (!run_.lead()) return;
     std::printf("eval  step %lld | val loss %.4f | val bpb %.4f | ppl %.2f | tokens %s\n",
                 static_cast<long long>(at_step), ev.loss, ev.bpb, ev.perplexity,
                 format_count(static_cast<double>(ls_.tokens)).c_str());
@@ -194,24 +235,27 @@ class TrainLoop {
     so.keep = cfg_.ckpt.keep;
     so.world = run_.world;
     so.rank = run_.rank;
+    so.all_gather_text = [this](const std::string& mine) { return comm().all_gather_text(mine); };
     CkptSaveResult res = checkpoint_save(run_.run_dir + "/ckpt", ls_.step,
                                          checkpoint_meta(cfg_, state_, ls_, ledger_, run_.world),
                                          state_.checkpoint_pieces(), so);
     last_saved_ = ls_.step;
-    log_.write({{"step", ls_.step},
-                {"tokens", ls_.tokens},
-                {"ckpt", res.dir},
-                {"ckpt_save_s", res.seconds},
-                {"ckpt_bytes", res.bytes},
-                {"ckpt_data_bytes", res.data_bytes}});
+    log_write({{"step", ls_.step},
+               {"tokens", ls_.tokens},
+               {"ckpt", res.dir},
+               {"ckpt_save_s", res.seconds},
+               {"ckpt_bytes", res.bytes},
+               {"ckpt_data_bytes", res.data_bytes}});
+    if (!run_.lead()) return;
     std::printf("ckpt  step %lld | %s | %s bytes in %.2fs\n", static_cast<long long>(ls_.step),
                 res.dir.c_str(), format_count(static_cast<double>(res.bytes)).c_str(), res.seconds);
     std::fflush(stdout);
   }
 
   int finish_stopped(const std::string& reason) {
+    if (!run_.lead()) return 0;
     stop_file_clear(run_.run_dir);
-    log_.write({{"step", ls_.step}, {"tokens", ls_.tokens}, {"stopped", reason}});
+    log_write({{"step", ls_.step}, {"tokens", ls_.tokens}, {"stopped", reason}});
     ledger_.finish(run_.run_dir);
     std::printf(
         "stopped by %s after step %lld: checkpoint %s/ckpt/%s\n"
@@ -233,8 +277,9 @@ class TrainLoop {
                     {"best_val_loss", finite_or_null(ls_.best_val)},
                     {"best_val_bpb", finite_or_null(ls_.best_bpb)},
                     {"skipped_steps", ls_.skipped}};
-    ledger_.add_measured(&summary);
-    log_.write(summary);
+    add_memory(&summary);
+    if (!run_.lead()) return 0;
+    log_write(summary);
     ledger_.finish(run_.run_dir);
     std::printf(
         "done: %lld steps, %s tokens in %s (%s tok/s) | best val loss %.4f, bpb %.4f | weights "
@@ -251,7 +296,7 @@ class TrainLoop {
   LoopState& ls_;
   LoaderBatches batches_;
   RunLedger ledger_;
-  MetricsLog log_;
+  std::unique_ptr<MetricsLog> log_;  // rank 0's
   double tokens_per_byte_ = 0.0;
   std::vector<int64_t> val_starts_;
   int64_t last_saved_ = -1;
