@@ -129,14 +129,14 @@ class AdafactorOptimizer : public RangeOptimizer {
     std::vector<double> red1(red1_size_), red2(table_.params.size());
     for (size_t k = 0; k < n; ++k) {
       const OptimSegment& seg = segs_[k];
-      const int64_t o = seg.local;
+      const int64_t wo = seg.master_at, go = seg.grad_at;
       double* r = red1.data() + red1_off_[k];
       if (factored(seg)) {
-        r[0] =
-            adafactor_phase_factored_sums(master + o, g.shifted(o), seg.param_begin, seg.real_count,
-                                          seg.cols, steps[k], r + 1, r + 1 + seg.rows);
+        r[0] = adafactor_phase_factored_sums(master + wo, g.shifted(go), seg.param_begin,
+                                             seg.real_count, seg.cols, steps[k], r + 1,
+                                             r + 1 + seg.rows);
       } else {
-        const auto s = adafactor_phase_vector(master + o, v + state_off_[k], g.shifted(o),
+        const auto s = adafactor_phase_vector(master + wo, v + state_off_[k], g.shifted(go),
                                               seg.real_count, steps[k]);
         r[0] = s[0];
         red2[seg.param] = s[1];
@@ -156,25 +156,25 @@ class AdafactorOptimizer : public RangeOptimizer {
       frac[k].resize(static_cast<size_t>(seg.rows));
       for (int64_t i = 0; i < seg.rows; ++i)
         frac[k][i] = static_cast<float>(static_cast<double>(rk[i]) / sum_r);
-      red2[seg.param] = adafactor_phase_factored_u2(g.shifted(seg.local), seg.param_begin,
+      red2[seg.param] = adafactor_phase_factored_u2(g.shifted(seg.grad_at), seg.param_begin,
                                                     seg.real_count, seg.cols, frac[k].data(), ck);
     }
     // Vector tensors' U^2 sums were computed locally before; they are partials too.
     optim_reduce(info, red2);
     for (size_t k = 0; k < n; ++k) {
       const OptimSegment& seg = segs_[k];
-      const int64_t o = seg.local;
+      const int64_t o = seg.local, wo = seg.master_at, go = seg.grad_at;
       const auto a =
           adafactor_scalars(red1[red1_off_[k]], red2[seg.param], seg.real_numel,
                             rho_base * seg.lr_mult, config_.adafactor_eps2, config_.adafactor_d);
       const float u_scale = static_cast<float>(a.u_scale), alpha = static_cast<float>(a.alpha);
       S* mk = m ? m + o : nullptr;
       if (factored(seg))
-        adafactor_phase_apply_factored(master + o, mk, g.shifted(o), seg.param_begin,
+        adafactor_phase_apply_factored(master + wo, mk, g.shifted(go), seg.param_begin,
                                        seg.real_count, seg.cols, frac[k].data(), col + col_off_[k],
                                        u_scale, alpha, steps[k]);
       else
-        adafactor_phase_apply_vector(master + o, mk, v + state_off_[k], g.shifted(o),
+        adafactor_phase_apply_vector(master + wo, mk, v + state_off_[k], g.shifted(go),
                                      seg.real_count, u_scale, alpha, steps[k]);
     }
   }

@@ -50,20 +50,20 @@ class AdamWOptimizer : public RangeOptimizer {
   void run(float* master, S* m, S* v, const G& g, const std::vector<AdamWStep<float>>& steps) {
     const size_t n = segs_.size();
     auto run_decay = [&](size_t k) {
-      adamw_stage_decay(master + segs_[k].local, segs_[k].count, steps[k]);
+      adamw_stage_decay(master + segs_[k].master_at, segs_[k].count, steps[k]);
     };
     auto run_moments = [&](size_t k) {
-      const int64_t o = segs_[k].local;
-      adamw_stage_moments(m + o, v + o, g.shifted(o), segs_[k].count, steps[k]);
+      const int64_t o = segs_[k].local, go = segs_[k].grad_at;
+      adamw_stage_moments(m + o, v + o, g.shifted(go), segs_[k].count, steps[k]);
     };
     auto run_param = [&](size_t k) {
-      const int64_t o = segs_[k].local;
-      adamw_stage_param(master + o, m + o, v + o, segs_[k].count, steps[k]);
+      const int64_t o = segs_[k].local, wo = segs_[k].master_at;
+      adamw_stage_param(master + wo, m + o, v + o, segs_[k].count, steps[k]);
     };
     if (config_.impl == "fused") {
       for (size_t k = 0; k < n; ++k) {
-        const int64_t o = segs_[k].local;
-        adamw_update(master + o, m + o, v + o, g.shifted(o), segs_[k].count, steps[k]);
+        const int64_t o = segs_[k].local, wo = segs_[k].master_at, go = segs_[k].grad_at;
+        adamw_update(master + wo, m + o, v + o, g.shifted(go), segs_[k].count, steps[k]);
       }
     } else if (config_.impl == "loop") {
       for (size_t k = 0; k < n; ++k) {

@@ -37,12 +37,12 @@ class AdamW8bitOptimizer : public RangeOptimizer {
         const OptimSegment& seg = segs_[k];
         const auto s = adamw_step_make<float>(info.lr * seg.lr_mult, config_.beta1, config_.beta2,
                                               config_.eps, seg.weight_decay, info.step);
-        float* w = master + seg.local;
+        float* w = master + seg.master_at;
         if (quantized_[k])
-          step_quantized(k, w, g.shifted(seg.local), s);
+          step_quantized(k, w, g.shifted(seg.grad_at), s);
         else
           adamw_update(w, m32_.as<float>() + off_[k], v32_.as<float>() + off_[k],
-                       g.shifted(seg.local), seg.count, s);
+                       g.shifted(seg.grad_at), seg.count, s);
       }
     });
   }

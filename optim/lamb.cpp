@@ -30,20 +30,20 @@ class LambOptimizer : public RangeOptimizer {
         // Indexed by table position, not by segment: every rank must reduce the same layout.
         std::vector<double> sums(2 * table_.params.size());
         for (size_t k = 0; k < segs_.size(); ++k) {
-          const int64_t o = segs_[k].local;
-          const auto s =
-              lamb_phase_moments(master + o, m + o, v + o, g.shifted(o), segs_[k].count, steps[k]);
+          const int64_t o = segs_[k].local, wo = segs_[k].master_at, go = segs_[k].grad_at;
+          const auto s = lamb_phase_moments(master + wo, m + o, v + o, g.shifted(go),
+                                            segs_[k].count, steps[k]);
           sums[2 * segs_[k].param] = s[0];
           sums[2 * segs_[k].param + 1] = s[1];
         }
         optim_reduce(info, sums);
         for (size_t k = 0; k < segs_.size(); ++k) {
-          const int64_t o = segs_[k].local;
+          const int64_t o = segs_[k].local, wo = segs_[k].master_at;
           const size_t p = static_cast<size_t>(segs_[k].param);
           const double trust = lamb_trust_ratio(std::sqrt(sums[2 * p]), std::sqrt(sums[2 * p + 1]),
                                                 clamp, config_.trust_lo, config_.trust_hi);
           const double lr = info.lr * segs_[k].lr_mult;
-          lamb_phase_apply(master + o, m + o, v + o, segs_[k].count, steps[k],
+          lamb_phase_apply(master + wo, m + o, v + o, segs_[k].count, steps[k],
                            static_cast<float>(lr * trust));
         }
       });

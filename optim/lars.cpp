@@ -26,8 +26,8 @@ class LarsOptimizer : public RangeOptimizer {
         std::vector<double> sums(2 * table_.params.size());
         for (size_t k = 0; k < segs_.size(); ++k) {
           if (!uses_trust(segs_[k])) continue;
-          const int64_t o = segs_[k].local;
-          const auto s = lars_phase_norms(master + o, g.shifted(o), segs_[k].count);
+          const int64_t wo = segs_[k].master_at, go = segs_[k].grad_at;
+          const auto s = lars_phase_norms(master + wo, g.shifted(go), segs_[k].count);
           sums[2 * segs_[k].param] = s[0];
           sums[2 * segs_[k].param + 1] = s[1];
         }
@@ -42,8 +42,8 @@ class LarsOptimizer : public RangeOptimizer {
           LarsStep<float> s{static_cast<float>(config_.momentum),
                             static_cast<float>(seg.weight_decay),
                             static_cast<float>(info.lr * seg.lr_mult * local)};
-          const int64_t o = seg.local;
-          lars_phase_apply(master + o, buf + o, g.shifted(o), seg.count, s);
+          const int64_t o = seg.local, wo = seg.master_at, go = seg.grad_at;
+          lars_phase_apply(master + wo, buf + o, g.shifted(go), seg.count, s);
         }
       });
     });

@@ -9,10 +9,18 @@ namespace ledgerlm {
 
 std::vector<OptimSegment> optim_segments_build(const ParamTable& table,
                                                const std::vector<OptimRange>& ranges,
-                                               const OptimConfig& config) {
+                                               const OptimConfig& config,
+                                               const OptimAddress& address) {
+  LLM_ASSERT(address.master.empty() || address.master.size() == ranges.size(),
+             "optimizer master address per range");
+  LLM_ASSERT(address.grads.empty() || address.grads.size() == ranges.size(),
+             "optimizer gradient address per range");
   std::vector<OptimSegment> segs;
   int64_t base = 0, previous_end = 0;
-  for (const OptimRange& r : ranges) {
+  for (size_t ri = 0; ri < ranges.size(); ++ri) {
+    const OptimRange& r = ranges[ri];
+    const int64_t master_base = address.master.empty() ? base : address.master[ri];
+    const int64_t grad_base = address.grads.empty() ? base : address.grads[ri];
     LLM_REQUIRE(r.begin >= previous_end && r.begin <= r.end && r.end <= table.total,
                 "optimizer range [", r.begin, ", ", r.end, ") is outside the flat layout of ",
                 table.total, " elements or not after the previous range");
@@ -24,6 +32,8 @@ std::vector<OptimSegment> optim_segments_build(const ParamTable& table,
       OptimSegment s;
       s.param = static_cast<int>(i);
       s.local = base + lo - r.begin;
+      s.master_at = master_base + lo - r.begin;
+      s.grad_at = grad_base + lo - r.begin;
       s.count = hi - lo;
       s.param_begin = lo - p.offset;
       s.numel = p.numel;
@@ -66,12 +76,12 @@ RangeOptimizer::RangeOptimizer(const OptimConfig& config) : config_(config) {
 }
 
 void RangeOptimizer::init(const ParamTable& table, const std::vector<OptimRange>& ranges,
-                          Backend& backend) {
+                          Backend& backend, const OptimAddress& address) {
   table_ = table;
   ranges_ = ranges;
   length_ = optim_ranges_length(ranges);
   backend_ = &backend;
-  segs_ = optim_segments_build(table_, ranges, config_);
+  segs_ = optim_segments_build(table_, ranges, config_, address);
   components_.clear();
   on_init();
 }

@@ -11,10 +11,12 @@
 
 namespace ledgerlm {
 
-// The part of one parameter tensor that lies inside an optimizer's range [begin, end).
+// The part of one parameter tensor that lies inside one of an optimizer's ranges.
 struct OptimSegment {
   int param = -1;           // index into the ParamTable
-  int64_t local = 0;        // first element, relative to the range's begin
+  int64_t local = 0;        // first element in the compact state buffers (ranges end to end)
+  int64_t master_at = 0;    // first element in the master buffer (OptimAddress)
+  int64_t grad_at = 0;      // first element in the gradient buffer (OptimAddress)
   int64_t count = 0;        // elements held here
   int64_t param_begin = 0;  // first element held here, relative to the tensor's start
   int64_t numel = 0;        // the whole tensor's element count
@@ -36,7 +38,8 @@ struct OptimSegment {
 // lr_mult_nodecay for biases and norm weights.
 std::vector<OptimSegment> optim_segments_build(const ParamTable& table,
                                                const std::vector<OptimRange>& ranges,
-                                               const OptimConfig& config);
+                                               const OptimConfig& config,
+                                               const OptimAddress& address = {});
 // Elements of the ranges together (the length of the compact buffers).
 int64_t optim_ranges_length(const std::vector<OptimRange>& ranges);
 
@@ -48,8 +51,8 @@ class RangeOptimizer : public Optimizer {
  public:
   explicit RangeOptimizer(const OptimConfig& config);
   using Optimizer::init;
-  void init(const ParamTable& table, const std::vector<OptimRange>& ranges,
-            Backend& backend) override;
+  void init(const ParamTable& table, const std::vector<OptimRange>& ranges, Backend& backend,
+            const OptimAddress& address = {}) override;
   std::vector<StateComponent> state_components() const override { return components_; }
 
  protected:

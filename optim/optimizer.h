@@ -2,8 +2,10 @@
 //
 // An optimizer owns the state for a list of element ranges of the flat layout described by the
 // parameter table: the whole buffer on one rank, or this rank's shard of every sharding unit
-// under ZeRO (one range per unit). Its master weights, gradients and states are compact: the
-// ranges laid end to end, so local element i of the second range follows the last of the first.
+// under ZeRO (one range per unit). Its states are compact: the ranges laid end to end, so local
+// element i of the second range follows the last of the first. The master weights and gradients
+// it is given may be laid out so too, or elsewhere (OptimAddress): e.g. the fp32 weights updated
+// in place in the whole compute copy, or gradients reduce-scattered in place.
 // It updates FP32 master weights from gradients of any float dtype, multiplying the gradients on
 // the fly by `grad_scale` (loss-scale unscaling and the clip factor in one number), so no extra
 // pass is needed. Per-tensor quantities (LAMB/LARS trust ratios, Adafactor RMS) are computed from
@@ -38,6 +40,12 @@ struct OptimRange {
   int64_t size() const { return end - begin; }
 };
 
+// Where range i's elements are in the master and gradient buffers step() receives: element j of
+// range i is master[master[i] + j] and grads[grads[i] + j]. Empty vectors: compact.
+struct OptimAddress {
+  std::vector<int64_t> master, grads;
+};
+
 // One component of optimizer state, for the memory ledger.
 struct StateComponent {
   std::string name;  // "m", "v", "momentum", "codes.m", "absmax.m", "row", "col", ...
@@ -70,12 +78,12 @@ class Optimizer {
   virtual std::string name() const = 0;
   // Allocates (zeroed) state for `ranges` (ascending, disjoint) through backend.allocate.
   virtual void init(const ParamTable& table, const std::vector<OptimRange>& ranges,
-                    Backend& backend) = 0;
+                    Backend& backend, const OptimAddress& address = {}) = 0;
   // The single range [begin, end).
   void init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) {
     init(table, std::vector<OptimRange>{{begin, end}}, backend);
   }
-  // master: fp32, grads: fp32/bf16/fp16, both compact over the ranges (see above).
+  // master: fp32, grads: fp32/bf16/fp16, addressed as init's OptimAddress says.
   virtual void step(float* master, Tensor grads, const OptimStepInfo& info) = 0;
   virtual std::vector<StateComponent> state_components() const = 0;
   virtual std::vector<StateView> state_views() = 0;

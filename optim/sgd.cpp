@@ -49,9 +49,9 @@ class SgdOptimizer : public RangeOptimizer {
   // One step in the configured schedule; `buf` (float or StateBF16) is null without momentum.
   template <class S, class G>
   void run(float* master, S* buf, const G& g, const std::vector<SgdStep<float>>& steps) {
-    auto w_of = [&](size_t k) { return master + segs_[k].local; };
+    auto w_of = [&](size_t k) { return master + segs_[k].master_at; };
     auto b_of = [&](size_t k) { return buf ? buf + segs_[k].local : static_cast<S*>(nullptr); };
-    auto g_of = [&](size_t k) { return g.shifted(segs_[k].local); };
+    auto g_of = [&](size_t k) { return g.shifted(segs_[k].grad_at); };
     const size_t n = segs_.size();
     if (config_.impl == "fused") {
       for (size_t k = 0; k < n; ++k)

@@ -43,9 +43,9 @@ class Comm {
 
   // data[0, n) = elementwise sum over ranks (fp32 or fp64), on every rank.
   virtual void all_reduce_sum(Backend& be, Tensor data, int64_t n) = 0;
-  // recv[0, n) = sum over ranks of their send[rank * n, (rank + 1) * n) (fp32 or fp64);
-  // send holds world * n elements.
-  virtual void reduce_scatter_sum(Backend& be, Tensor send, Tensor recv, int64_t n) = 0;
+  // In place: data holds world * n elements; afterwards data[0, n) is the sum over ranks of
+  // their data[rank * n, (rank + 1) * n) (fp32 or fp64), and the rest is unspecified.
+  virtual void reduce_scatter_sum(Backend& be, Tensor data, int64_t n) = 0;
   // data[r * n, (r + 1) * n) = rank r's data[r * n, (r + 1) * n), on every rank (any dtype):
   // each rank's piece is already in place and the others' are filled in.
   virtual void all_gather_in_place(Backend& be, Tensor data, int64_t n) = 0;

@@ -95,13 +95,12 @@ class MpiComm final : public Comm {
     v.finish();
   }
 
-  void reduce_scatter_sum(Backend& be, Tensor send, Tensor recv, int64_t n) override {
-    LLM_ASSERT(send.dtype == recv.dtype, "reduce-scatter dtypes differ");
-    HostView s(be, send, n * world_, true), r(be, recv, n, false);
-    check(MPI_Reduce_scatter_block(s.data(), r.data(), mpi_count(n), sum_type(send.dtype), MPI_SUM,
-                                   MPI_COMM_WORLD),
+  void reduce_scatter_sum(Backend& be, Tensor data, int64_t n) override {
+    HostView v(be, data, n * world_, true);
+    check(MPI_Reduce_scatter_block(MPI_IN_PLACE, v.data(), mpi_count(n), sum_type(data.dtype),
+                                   MPI_SUM, MPI_COMM_WORLD),
           "reduce-scatter");
-    r.finish();
+    v.finish();
   }
 
   void all_gather_in_place(Backend& be, Tensor data, int64_t n) override {

@@ -5,16 +5,14 @@
 //   params E*p, grads E*g, master E*4 (only when the compute copy is not fp32), optimizer states
 //   per optimizer (below). ZeRO stage s on D ranks divides: s>=1 master and states, s>=2 grads,
 //   s=3 params; so stage 0: (p+g+K)N, 1: (p+g)N + K N/D, 2: pN + (g+K)N/D, 3: (p+g+K)N/D.
-//   From stage 1 the FP32 master is a shard apart from the whole compute copy even for fp32
-//   weights (K includes its 4 bytes), except at stage 3, where an fp32 compute shard is its own
-//   master. A rank's shard is exact when the units are known: piece r of every unit, and
-//   per-tensor states (Adafactor's factored statistics, 8-bit blocks) of the tensor parts in it.
+//   fp32 weights are their own master at every stage (updated in place). A rank's shard is
+//   exact when the units are known: piece r of every unit, and per-tensor states (Adafactor's
+//   factored statistics, 8-bit blocks) of the tensor parts in it.
 // Communication buffers (D > 1), as the sharded step allocates them (train/model_state.h,
-// train/zero_units.h): 16-bit gradients are summed in fp32 (a unit plus a piece of staging);
-// stage 1 receives the reduced gradient shard (L*g); stages 2-3 keep whole-unit gradient buffers
-// for the embedding unit and for the largest other unit, plus an fp32 piece to receive into;
-// stage 3 gathers weights into one unit-sized buffer (or one per unit without resharding after
-// forward).
+// train/zero_units.h): 16-bit gradients are summed in an fp32 staging unit (stages 0-1 reduce
+// the whole gradient buffer in place); stages 2-3 keep whole-unit gradient buffers for the
+// embedding unit and for the largest other unit; stage 3 gathers weights into one unit-sized
+// buffer (or one per unit without resharding after forward).
 // Activations: the fp32 arena the forward keeps for backward, per buffer rounded to 64 bytes.
 #include "train/memory_plan.h"
 
@@ -108,13 +106,6 @@ int64_t mirror_elements(const PlanInput& x, bool full) {
   return n;
 }
 
-int64_t largest_piece(const PlanInput& x) {
-  if (x.units.empty()) return ceil_div(x.largest_unit, x.world);
-  int64_t m = 0;
-  for (size_t u = 0; u < x.units.size(); ++u) m = std::max(m, unit_piece(x, u));
-  return m;
-}
-
 // One optimizer state component: element counts of the full copy and of this rank's shard.
 struct StateCount {
   std::string name;
@@ -202,11 +193,9 @@ int64_t comm_bytes(const PlanInput& x, MemoryPlan& plan) {
     plan.notes.push_back("comm: sharding-unit sizes unknown (give --layers): not counted");
     return 0;
   }
-  const int64_t piece = largest_piece(x);
-  const int64_t staging = wide ? 0 : (unit + piece) * 4;  // a 16-bit unit summed in fp32
-  if (x.zero == 0) return staging;
-  if (x.zero == 1) return mirror_elements(x, false) * g + staging;
-  int64_t bytes = embed * g + other * g + (wide ? 0 : unit * 4) + piece * 4;
+  const int64_t staging = wide ? 0 : unit * 4;  // a 16-bit unit summed in fp32
+  if (x.zero <= 1) return staging;
+  int64_t bytes = embed * g + other * g + staging;
   if (x.zero == 3) bytes += x.reshard_after_forward ? unit * p : x.elements * p;
   return bytes;
 }
@@ -351,10 +340,7 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
         x.zero >= 3 && sharding ? L * p : -1);
   b.add("grads", MemTag::kGrads, dtype_name(x.grads), E * g, true, false, x.zero >= 2,
         x.zero >= 2 && sharding ? L * g : -1);
-  // A separate FP32 master: for 16-bit weights, and from stage 1 (whole compute copy, sharded
-  // master) for fp32 weights too, except at stage 3 where an fp32 compute shard is its master.
-  const bool master = !x.master_none && (x.separate_master || (sharding && x.zero <= 2));
-  if (master)
+  if (x.separate_master)
     b.add("master", MemTag::kMaster, "fp32", E * 4, true, true, sharding, sharding ? L * 4 : -1);
   else if (x.params == DType::kF32)
     plan.notes.push_back("master: the fp32 params are their own master copy");

@@ -91,25 +91,29 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   const int64_t shard = stage_ >= 1 ? L : E;  // master, optimizer state
   params_ = alloc(backend_, MemTag::kParams, stage_ == 3 ? L : E, plan_.params);
   grads_ = alloc(backend_, MemTag::kGrads, stage_ >= 2 ? L : E, plan_.grads);
-  if (stage_ == 1) reduced_ = alloc(backend_, MemTag::kComm, L, plan_.grads);
-  const bool fp32_compute_is_master = plan_.params == DType::kF32 && (stage_ == 0 || stage_ == 3);
-  if (!plan_.master_none && !fp32_compute_is_master)
-    master_ = alloc(backend_, MemTag::kMaster, shard, DType::kF32);
-  if (plan_.master_none)  // fp32 view the optimizer updates, rounded back into the compute copy
-    master_scratch_ = alloc(backend_, MemTag::kWorkspace, shard, DType::kF32);
-  if ((stage_ == 1 || (stage_ == 0 && world > 1)) && plan_.grads != DType::kF32) {
-    // Stages 0-1 widen a 16-bit unit into fp32 to sum it (and stage 1 receives its piece).
-    const int64_t piece = *std::max_element(layout_.piece.begin(), layout_.piece.end());
-    staging_f32_ = alloc(backend_, MemTag::kComm, layout_.largest_unit + piece, DType::kF32);
-  }
+  // fp32 weights are their own master at every stage (updated in place: in the whole compute
+  // copy at stages 0-2, in its shard at stage 3); 16-bit weights get an fp32 master (a shard
+  // from stage 1); with master = none an fp32 scratch view of this rank's part.
+  if (plan_.separate_master) master_ = alloc(backend_, MemTag::kMaster, shard, DType::kF32);
+  if (plan_.master_none) master_scratch_ = alloc(backend_, MemTag::kWorkspace, shard, DType::kF32);
+  if ((stage_ == 1 || (stage_ == 0 && world > 1)) && plan_.grads != DType::kF32)
+    staging_f32_ = alloc(backend_, MemTag::kComm, layout_.largest_unit, DType::kF32);
   // precision.state picks the storage of the optimizer's parameter-shaped state (m, v, momentum).
   OptimConfig optim = config_.optim;
   optim.state_dtype = dtype_parse(config_.precision.state, "precision.state");
   optim_ = optimizer_create(optim);
-  if (stage_ >= 1)
-    optim_->init(table_, layout_.ranges, backend_);
-  else
+  if (stage_ >= 1) {
+    OptimAddress address;
+    for (size_t u = 0; u < table_.units.size(); ++u) {
+      // fp32 weights at stages 1-2: this rank's piece inside the whole compute copy.
+      if (master_in_compute_copy()) address.master.push_back(layout_.ranges[u].begin);
+      // Stage 1 reduce-scatters in place: each unit's summed piece sits at the unit's start.
+      if (stage_ == 1) address.grads.push_back(table_.units[u].offset);
+    }
+    optim_->init(table_, layout_.ranges, backend_, address);
+  } else {
     optim_->init(table_, 0, E, backend_);
+  }
   model_ = std::make_unique<GptModel>(config_.model, table_, backend_, plan_.params, plan_.grads);
   model_->set_bf16_matmul(config_.precision.matmul == "bf16");
   if (stage_ >= 2) {
@@ -135,7 +139,18 @@ UnitAccess& ModelState::units() {
 float* ModelState::master() {
   if (plan_.master_none) return master_scratch_.as<float>();
   if (!master_.empty()) return master_.as<float>();
-  return params_.as<float>();  // fp32 compute copy that is its own master (stages 0, 3)
+  return params_.as<float>();  // the fp32 compute copy is its own master
+}
+
+bool ModelState::master_in_compute_copy() const {
+  return plan_.params == DType::kF32 && !plan_.master_none && (stage_ == 1 || stage_ == 2);
+}
+
+int64_t ModelState::master_position(const ShardSlice& s) const {
+  if (stage_ == 0) return table_.params[static_cast<size_t>(s.param)].offset + s.param_begin;
+  if (master_in_compute_copy())
+    return table_.params[static_cast<size_t>(s.param)].offset + s.param_begin;
+  return s.local;
 }
 
 void ModelState::zero_grads() {
@@ -154,31 +169,25 @@ double ModelState::reduce_gradients() {
   for (size_t u = 0; u < table_.units.size(); ++u) {
     const UnitInfo& unit = table_.units[u];
     Tensor g = grads().offset(unit.offset);
-    Tensor sum = g;  // fp32 values to sum
+    Tensor sum = g;  // fp32 values to sum: 16-bit gradients are widened first
     if (!wide) {
       sum = Tensor(staging_f32_.data(), DType::kF32);
       backend_.convert(sum, g, unit.size);
     }
-    if (stage_ == 0) {  // all-reduce (a bucket per unit), rounded once into a 16-bit buffer
-      comm_->all_reduce_sum(backend_, sum, unit.size);
-      if (!wide) backend_.convert(g, sum, unit.size);
-      continue;
-    }
-    Tensor out = Tensor(reduced_.data(), plan_.grads).offset(layout_.local_offset[u]);
-    if (wide) {
-      comm_->reduce_scatter_sum(backend_, sum, out, layout_.piece[u]);
-    } else {
-      Tensor piece = Tensor(staging_f32_.data(), DType::kF32).offset(layout_.largest_unit);
-      comm_->reduce_scatter_sum(backend_, sum, piece, layout_.piece[u]);
-      backend_.convert(out, piece, layout_.piece[u]);
-    }
+    // Stage 0: all-reduce (a bucket per unit); stage 1: reduce-scatter in place, this rank's
+    // summed piece at the unit's start. Either is rounded once into a 16-bit buffer.
+    const int64_t n = stage_ == 0 ? unit.size : layout_.piece[u];
+    if (stage_ == 0)
+      comm_->all_reduce_sum(backend_, sum, n);
+    else
+      comm_->reduce_scatter_sum(backend_, sum, n);
+    if (!wide) backend_.convert(g, sum, n);
   }
   return ms_since(t0);
 }
 
 void ModelState::write_compute_copy(int64_t step, Rounding rounding) {
-  const bool fp32_own_master = plan_.params == DType::kF32 && (stage_ == 0 || stage_ == 3);
-  if (fp32_own_master) return;
+  if (plan_.params == DType::kF32 && !plan_.master_none) return;  // updated in place
   if (!plan_.master_none) rounding = Rounding::kNearest;  // a separate master rounds to nearest
   const Tensor src(master(), DType::kF32);
   const uint64_t seed = static_cast<uint64_t>(config_.train.seed);
@@ -212,10 +221,7 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
   StepStats stats;
   stats.lr = lr;
   const double unscale = 1.0 / loss_scale();
-  // The gradients the optimizer reads: whole (stage 0), the reduced shard (1), the shard (2-3).
-  Tensor g = stage_ == 1 ? Tensor(reduced_.data(), plan_.grads) : grads();
-  const int64_t n = stage_ >= 1 ? layout_.length : table_.total;
-  double sumsq = backend_.sum_squares(g, n);
+  double sumsq = gradient_sum_squares();
   if (stage_ >= 1) {  // each rank holds a part: the global norm is the sum of the parts
     const auto t0 = Clock::now();
     comm_->all_reduce_sum(&sumsq, 1);
@@ -232,7 +238,7 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
     if (stage_ >= 1 && world() > 1)
       info.reduce = [this](double* v, int count) { comm_->all_reduce_sum(v, count); };
     if (plan_.master_none) widen_compute_copy();
-    optim_->step(master(), g, info);
+    optim_->step(master(), grads(), info);
     write_compute_copy(step, plan_.rounding);
     const double gather_ms = all_gather_compute_copy();
     stats.comm_ms += gather_ms;
@@ -242,6 +248,21 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
   stats.skipped = !finite;
   if (plan_.scaler_on) scaler_.update(finite);
   return stats;
+}
+
+double ModelState::gradient_sum_squares() {
+  // Unit by unit, in unit order, over the gradients the optimizer reads: whole units (stage 0),
+  // each unit's summed piece at its start (stage 1), the compact shard's pieces (stages 2-3).
+  double sum = 0.0;
+  for (size_t u = 0; u < table_.units.size(); ++u) {
+    if (stage_ == 0)
+      sum += backend_.sum_squares(grads().offset(table_.units[u].offset), table_.units[u].size);
+    else if (stage_ == 1)
+      sum += backend_.sum_squares(grads().offset(table_.units[u].offset), layout_.piece[u]);
+    else
+      sum += backend_.sum_squares(grads().offset(layout_.local_offset[u]), layout_.piece[u]);
+  }
+  return sum;
 }
 
 void ModelState::widen_compute_copy() {

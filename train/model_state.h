@@ -8,14 +8,15 @@
 //   stage 0: compute copy E, gradients E, master E (when the compute copy is not fp32) and
 //            optimizer state E; gradients all-reduced unit by unit; every rank steps everything.
 //   stage 1: compute copy E, gradients E; FP32 master L and optimizer state L; gradients
-//            reduce-scattered into a reduced shard L; the updated shards all-gathered into the
-//            compute copy.
+//            reduce-scattered in place (this rank's summed piece of each unit at the unit's
+//            start); the updated pieces all-gathered into the compute copy.
 //   stage 2: as 1, but gradients are reduce-scattered unit by unit during backward
 //            (zero_units.h) into the gradient shard L: no whole gradient buffer.
 //   stage 3: as 2, and the compute copy is a shard L too, gathered unit by unit for use.
-// At world 1 every stage is stage 0 (nothing to shard). From stage 1 on the master is a shard
-// apart from the compute copy even for fp32 weights (the compute copy is whole, the master not),
-// except at stage 3 with fp32 weights, where the compute shard is its own master.
+// At world 1 every stage is stage 0 (nothing to shard). fp32 weights are their own master at
+// every stage: the optimizer updates this rank's pieces in place in the whole compute copy
+// (stages 1-2) or in its shard (stage 3); 16-bit weights have a separate fp32 master (a shard
+// from stage 1). The gradient norm is summed unit by unit in unit order at every stage.
 #pragma once
 
 #include <cstdint>
@@ -90,7 +91,8 @@ class ModelState {
   Tensor grads() const { return Tensor(grads_.data(), plan_.grads); }
   // The model's view of weights and gradients, unit by unit (unit_access.h).
   UnitAccess& units();
-  // The fp32 weights the optimizer updates, compact over its ranges.
+  // The fp32 weights the optimizer updates: flat (stage 0; fp32 weights at 1-2: the compute
+  // copy itself) or compact over this rank's pieces.
   float* master();
 
   void init_weights(uint64_t seed);
@@ -133,6 +135,11 @@ class ModelState {
   // The compute copy from the fp32 master (rounded as precision.rounding says for
   // precision.master = none, to nearest otherwise; `rounding` overrides for init and loads).
   void write_compute_copy(int64_t step, Rounding rounding);
+  // fp32 weights at stages 1-2: the master is this rank's pieces of the whole compute copy.
+  bool master_in_compute_copy() const;
+  // Where a slice of this rank's weights sits in master().
+  int64_t master_position(const ShardSlice& slice) const;
+  double gradient_sum_squares();
   // precision.master = none: the fp32 view of this rank's part of the compute copy.
   void widen_compute_copy();
   // The rank's pieces of the weights as written to "model" (fp32 master or compute copy).
@@ -148,7 +155,7 @@ class ModelState {
   int stage_ = 0;
   ShardLayout layout_;
   std::vector<ShardSlice> slices_;  // this rank's tensor parts (stage >= 1)
-  Buffer params_, grads_, reduced_, master_, master_scratch_, staging_f32_;
+  Buffer params_, grads_, master_, master_scratch_, staging_f32_;
   std::unique_ptr<Optimizer> optim_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<FlatUnits> flat_units_;

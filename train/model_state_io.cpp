@@ -36,7 +36,8 @@ void ModelState::init_weights(uint64_t seed) {
   });
 }
 
-// Every tensor part this rank's fp32 weights (master(): compact at stages 1-3, flat at 0) hold.
+// Every tensor part this rank's fp32 weights hold (master(), at master_position()), then the
+// compute copy from them.
 void ModelState::set_weights(const WeightReader& read) {
   std::vector<float> host;
   Tensor target(master(), DType::kF32);
@@ -49,7 +50,7 @@ void ModelState::set_weights(const WeightReader& read) {
     for (size_t pi = 0; pi < table_.params.size(); ++pi)
       put(static_cast<int>(pi), 0, table_.params[pi].numel, table_.params[pi].offset);
   } else {
-    for (const ShardSlice& s : slices_) put(s.param, s.param_begin, s.count, s.local);
+    for (const ShardSlice& s : slices_) put(s.param, s.param_begin, s.count, master_position(s));
   }
   write_compute_copy(0, Rounding::kNearest);
   all_gather_compute_copy();
@@ -163,7 +164,8 @@ std::vector<CkptPiece> ModelState::weight_pieces(const std::string& file) {
   for (const ShardSlice& s : slices_) {
     const ParamInfo& p = table_.params[static_cast<size_t>(s.param)];
     // The whole compute copy at stages 1-2 sits in the flat layout; shards are compact.
-    const int64_t at = compute && stage_ < 3 ? p.offset + s.param_begin : s.local;
+    const int64_t at =
+        compute ? (stage_ < 3 ? p.offset + s.param_begin : s.local) : master_position(s);
     pieces.push_back({file, p.name, dt, p.shape, s.param_begin, s.count, base + at * es});
   }
   return pieces;

@@ -32,19 +32,16 @@ ZeroUnits::ZeroUnits(const ParamTable& table, const ShardLayout& layout, Backend
   LLM_ASSERT(cfg_.stage == 2 || cfg_.stage == 3, "ZeroUnits serves stages 2 and 3");
   const size_t units = table.units.size();
   embed_unit_ = table.params[static_cast<size_t>(table.index_of("embed.wte"))].unit;
-  int64_t largest_other = 0, largest_piece = 0;
-  for (size_t u = 0; u < units; ++u) {
+  int64_t largest_other = 0;
+  for (size_t u = 0; u < units; ++u)
     if (static_cast<int>(u) != embed_unit_)
       largest_other = std::max(largest_other, table.units[u].size);
-    largest_piece = std::max(largest_piece, layout.piece[u]);
-  }
   const int64_t embed = table.units[static_cast<size_t>(embed_unit_)].size;
   embed_grads_ = be_.allocate(MemTag::kComm, static_cast<size_t>(bytes_of(embed, cfg_.grads)));
   unit_grads_ =
       be_.allocate(MemTag::kComm, static_cast<size_t>(bytes_of(largest_other, cfg_.grads)));
   if (cfg_.grads != DType::kF32)
-    send_f32_ = be_.allocate(MemTag::kComm, static_cast<size_t>(layout.largest_unit * 4));
-  recv_f32_ = be_.allocate(MemTag::kComm, static_cast<size_t>(largest_piece * 4));
+    wide_ = be_.allocate(MemTag::kComm, static_cast<size_t>(layout.largest_unit * 4));
   if (cfg_.stage == 3) {
     const size_t slots = cfg_.reshard_after_forward ? 1 : units;
     for (size_t s = 0; s < slots; ++s) {
@@ -112,15 +109,14 @@ void ZeroUnits::grads_done(int unit) {
   LLM_ASSERT(grads_open_[u], "grads_done of unit ", unit, " without its backward");
   const auto t0 = Clock::now();
   const int64_t n = table_.units[u].size, piece = layout_.piece[u];
-  Tensor send(grad_buffer(unit).data(), cfg_.grads);
+  Tensor sum(grad_buffer(unit).data(), cfg_.grads);
   if (cfg_.grads != DType::kF32) {  // sum in fp32, round once into the shard
-    Tensor wide(send_f32_.data(), DType::kF32);
-    be_.convert(wide, send, n);
-    send = wide;
+    Tensor wide(wide_.data(), DType::kF32);
+    be_.convert(wide, sum, n);
+    sum = wide;
   }
-  Tensor recv(recv_f32_.data(), DType::kF32);
-  comm_.reduce_scatter_sum(be_, send, recv, piece);
-  be_.accumulate(grad_shard_.offset(layout_.local_offset[u]), recv, piece);
+  comm_.reduce_scatter_sum(be_, sum, piece);  // this rank's piece, summed, at the start
+  be_.accumulate(grad_shard_.offset(layout_.local_offset[u]), sum, piece);
   grads_open_[u] = false;
   comm_ms_ += ms_since(t0);
 }

@@ -5,9 +5,9 @@
 // Gradients (stages 2, 3). Backward writes a unit's gradients into a whole-unit buffer: one for
 // the embedding unit (its gradients collect the head's and the input's contributions, so it
 // stays open for the whole backward) and one shared by every other unit (they are finished one
-// at a time). grads_done(u) sums the buffer across ranks into this rank's piece of the gradient
-// shard — in fp32: a 16-bit buffer is widened into a staging buffer first — and adds it to the
-// shard (so accumulation over micro-batches keeps only this rank's running sum).
+// at a time). grads_done(u) reduce-scatters the buffer in place — in fp32: a 16-bit buffer is
+// widened into a staging buffer first — and adds this rank's summed piece to its gradient shard
+// (so accumulation over micro-batches keeps only this rank's running sum).
 //
 // Weights (stage 3). The compute copy is a shard; params(u) gathers unit u into a gather buffer
 // the first time it is needed after acquire. With reshard_after_forward one buffer serves every
@@ -63,7 +63,7 @@ class ZeroUnits final : public UnitAccess {
   Tensor params_, grad_shard_;
   int embed_unit_ = 0;
   Buffer embed_grads_, unit_grads_;  // whole-unit gradient buffers (comm)
-  Buffer send_f32_, recv_f32_;       // fp32 staging of a unit / a piece (comm)
+  Buffer wide_;                      // a 16-bit unit widened to fp32 to be summed (comm)
   std::vector<Buffer> gathered_;     // stage 3: one slot, or one per unit
   std::vector<int> slot_unit_;       // unit held by each slot (-1: none)
   std::vector<int> resident_;        // acquire count per unit
