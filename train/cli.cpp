@@ -16,7 +16,7 @@
 
 namespace ledgerlm {
 
-int cli_main(int argc, char** argv) {
+int cli_main(int argc, char** argv, Comm* shared_comm) {
   CLI::App app{"ledgerlm: a small, fast GPT trainer with an honest memory ledger"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
@@ -103,9 +103,13 @@ int cli_main(int argc, char** argv) {
   // `train` under mpirun: every rank runs this; the Comm connects them. An error every rank
   // raised together (AgreedError) is reported once, by rank 0; an error on some ranks only
   // ends the whole job at once, so that no rank waits forever in a collective.
-  std::unique_ptr<Comm> comm;
+  std::unique_ptr<Comm> own_comm;
+  Comm* comm = shared_comm;
   try {
-    if (*train) comm = comm_create();
+    if (*train && comm == nullptr) {
+      own_comm = comm_create();
+      comm = own_comm.get();
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
     return 1;

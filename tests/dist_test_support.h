@@ -1,0 +1,99 @@
+// Shared by the data-parallel tests (test_dist_*): mpirun launches (oversubscribed, one thread
+// per rank), several `ledgerlm train` runs per launch through the dist runner, a small prepared
+// corpus, and reading a run's losses and final checkpoint back.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "tests/test_util.h"
+
+namespace ledgerlm::testing {
+
+inline std::string mpirun_path() {
+#if defined(LEDGERLM_MPIRUN)
+  return LEDGERLM_MPIRUN;
+#else
+  return "";
+#endif
+}
+
+inline std::string dist_runner() {
+#if defined(LEDGERLM_DIST_RUNNER)
+  return LEDGERLM_DIST_RUNNER;
+#else
+  return "";
+#endif
+}
+
+// Skips the calling test (with the reason) where this build or machine cannot run mpirun.
+#define LEDGERLM_REQUIRE_MPI()                                                                    \
+  do {                                                                                            \
+    if (::ledgerlm::testing::mpirun_path().empty() || ::ledgerlm::testing::dist_runner().empty()) \
+      GTEST_SKIP() << "skipped: this build has no MPI (libopenmpi-dev) or no mpirun";             \
+  } while (0)
+
+// `mpirun -np N` with the settings every test uses (root allowed, oversubscribed, one thread).
+inline std::string mpirun_prefix(int np) {
+  return mpirun_path() + " --allow-run-as-root --oversubscribe -np " + std::to_string(np) +
+         " -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE -x OPENBLAS_NUM_THREADS=1 ";
+}
+
+// Runs every line of `runs` (train flags) in one launch of `np` ranks.
+inline CommandResult run_many(int np, const std::vector<std::string>& runs,
+                              const std::string& dir) {
+  static int counter = 0;
+  std::filesystem::create_directories(dir);
+  const std::string list = dir + "/runs_" + std::to_string(counter++) + ".txt";
+  std::string text;
+  for (const std::string& r : runs) text += r + "\n";
+  EXPECT_TRUE(write_file(list, text)) << list;
+  return run_command(mpirun_prefix(np) + dist_runner() + " " + list + " 2>&1");
+}
+
+// A per-step figure of a run's metrics.jsonl ("loss", "grad_norm", ...), in step order.
+inline std::vector<double> run_series(const std::string& run_dir, const std::string& key) {
+  std::vector<double> out;
+  std::ifstream f(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(f, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+    if (r.is_object() && r.contains("loss") && r.contains(key)) out.push_back(r[key].get<double>());
+  }
+  return out;
+}
+inline std::vector<double> run_losses(const std::string& run_dir) {
+  return run_series(run_dir, "loss");
+}
+
+// Every tensor of the run's latest checkpoint ("model/NAME", "optimizer/NAME", ...) as doubles.
+inline std::map<std::string, std::vector<double>> run_tensors(const std::string& run_dir) {
+  std::map<std::string, std::vector<double>> out;
+  const CheckpointReader ckpt = CheckpointReader::open(checkpoint_resolve(run_dir));
+  for (const char* file : {"model", "compute", "optimizer"}) {
+    for (const std::string& name : ckpt.tensor_names(file)) {
+      const SafeTensorInfo& info = ckpt.info(file, name);
+      const int64_t n = info.numel();
+      std::vector<double> v(static_cast<size_t>(n));
+      if (info.dtype == DType::kU8) {  // 8-bit codes: compared as code values
+        std::vector<uint8_t> raw(static_cast<size_t>(n));
+        ckpt.read(file, name, info.dtype, info.shape, 0, n, raw.data());
+        for (int64_t i = 0; i < n; ++i) v[i] = raw[i];
+      } else {
+        const std::vector<float> f = ckpt.read_f32(file, name, info.shape);
+        for (int64_t i = 0; i < n; ++i) v[i] = f[i];
+      }
+      out[std::string(file) + "/" + name] = std::move(v);
+    }
+  }
+  return out;
+}
+
+}  // namespace ledgerlm::testing
