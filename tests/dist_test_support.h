@@ -97,3 +97,54 @@ inline std::map<std::string, std::vector<double>> run_tensors(const std::string&
 }
 
 }  // namespace ledgerlm::testing
+
+namespace ledgerlm::testing {
+
+// A command started in the background: its pid (the command itself, e.g. mpirun), and its exit
+// code once it ended. Output goes to `log`.
+struct Background {
+  std::string dir;
+  int pid = -1;
+  std::string log() const { return read_file(dir + "/out.log"); }
+  // Waits up to `seconds`; returns the exit code, or -1 on timeout.
+  int wait(double seconds) const {
+    for (int i = 0; i < static_cast<int>(seconds * 10); ++i) {
+      const std::string rc = read_file(dir + "/rc");
+      if (!rc.empty()) return std::stoi(rc);
+      run_command("sleep 0.1");
+    }
+    return -1;
+  }
+  void signal(const char* name) const {
+    run_command("kill -" + std::string(name) + " " + std::to_string(pid));
+  }
+};
+
+inline Background start_background(const std::string& command, const std::string& dir) {
+  Background b;
+  b.dir = dir;
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir + "/rc");
+  std::filesystem::remove(dir + "/pid");
+  // A wrapper script: `command` runs as a direct child, so $! is its own pid (mpirun's).
+  write_file(dir + "/run.sh", "#!/bin/bash\ncd " + dir + "\n" + command +
+                                  " > out.log 2>&1 &\necho $! > pid.tmp && mv pid.tmp pid\n"
+                                  "wait $!\necho $? > rc.tmp && mv rc.tmp rc\n");
+  run_command("setsid bash " + dir + "/run.sh > /dev/null 2>&1 &");
+  for (int i = 0; i < 100 && read_file(dir + "/pid").empty(); ++i) run_command("sleep 0.05");
+  const std::string pid = read_file(dir + "/pid");
+  b.pid = pid.empty() ? -1 : std::stoi(pid);
+  return b;
+}
+
+// Waits until the run's metrics.jsonl has a record of step >= `step` (true) or `seconds` pass.
+inline bool wait_for_step(const std::string& run_dir, int64_t step, double seconds) {
+  for (int i = 0; i < static_cast<int>(seconds * 10); ++i) {
+    const std::vector<double> losses = run_losses(run_dir);
+    if (static_cast<int64_t>(losses.size()) >= step) return true;
+    run_command("sleep 0.1");
+  }
+  return false;
+}
+
+}  // namespace ledgerlm::testing

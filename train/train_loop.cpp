@@ -1,9 +1,12 @@
 // The training loop (see train_loop.h).
 #include "train/train_loop.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,10 +50,15 @@ class TrainLoop {
   int run() {
     print_header();
     t_start_ = Clock::now();
-    stop_signal_install();
+    // Only rank 0 speaks; every rank honours the signal.
+    stop_signal_install(run_.lead() ? "if interrupted before the save completes, resume from the "
+                                      "last complete checkpoint with: " +
+                                          resume_command()
+                                    : "");
     std::string stop_reason;
     while (!budget_spent(ls_.train_seconds)) {
       const int64_t step = ++ls_.step;
+      test_kill_hook(step);
       const int64_t total =
           schedule_total_steps(cfg_.train, run_.tokens_per_step(), step, ls_.train_seconds);
       const double lr = schedule_lr(cfg_.optim, step, total);
@@ -95,6 +103,25 @@ class TrainLoop {
   }
 
   Comm& comm() { return *run_.comm; }
+
+  // How to continue this run (under mpirun: the same launch, with the resume flag).
+  std::string resume_command() const {
+    const std::string base =
+        "ledgerlm train --config " + run_.run_dir + "/config.toml --resume auto";
+    return run_.world > 1 ? "mpirun -np " + std::to_string(run_.world) + " " + base : base;
+  }
+
+  // Test hook for the failure tests: LEDGERLM_TEST_KILL_AT="RANK:STEP" makes that rank kill
+  // itself with SIGKILL when it begins that step (a rank dying mid-run).
+  void test_kill_hook(int64_t step) const {
+    const char* at = std::getenv("LEDGERLM_TEST_KILL_AT");
+    if (at == nullptr) return;
+    int rank = -1;
+    long long kill_step = -1;
+    if (std::sscanf(at, "%d:%lld", &rank, &kill_step) == 2 && rank == run_.rank &&
+        kill_step == step)
+      ::raise(SIGKILL);
+  }
 
   void log_write(const json& record) {
     if (log_) log_->write(record);
@@ -259,9 +286,9 @@ class TrainLoop {
     ledger_.finish(run_.run_dir);
     std::printf(
         "stopped by %s after step %lld: checkpoint %s/ckpt/%s\n"
-        "resume with: ledgerlm train --config %s/config.toml --resume auto\n",
+        "resume with: %s\n",
         reason.c_str(), static_cast<long long>(ls_.step), run_.run_dir.c_str(),
-        checkpoint_dir_name(ls_.step).c_str(), run_.run_dir.c_str());
+        checkpoint_dir_name(ls_.step).c_str(), resume_command().c_str());
     return 0;
   }
 
