@@ -52,7 +52,8 @@ StageMemory read_stage(const std::string& run_dir) {
 TEST(DistMemory, RssAnonChangeBetweenStagesMatchesThePlanner) {
   LEDGERLM_REQUIRE_MPI();
   std::string text;
-  for (int i = 0; i < 200; ++i) text += "Memory is what the ledger counts, line " + std::to_string(i) + ".\n";
+  for (int i = 0; i < 200; ++i)
+    text += "Memory is what the ledger counts, line " + std::to_string(i) + ".\n";
   const std::string data = testing::resume_prepare_corpus("ledgerlm_dist_mem_", text);
   const std::string out = fs::path(data).parent_path().string() + "/runs";
   std::vector<StageMemory> stages;
@@ -62,16 +63,17 @@ TEST(DistMemory, RssAnonChangeBetweenStagesMatchesThePlanner) {
         testing::mpirun_prefix(2) + testing::ledgerlm_binary() + " train" +
         testing::resume_tiny_flags(data, out, name) +
         " --model.n_layer 8 --model.n_head 8 --model.n_embd 512 --train.micro_batch 1"
-        " --train.max_steps 2 --train.log_interval 1 --dist.zero " + std::to_string(stage) +
-        " 2>&1");
+        " --train.max_steps 2 --train.log_interval 1 --dist.zero " +
+        std::to_string(stage) + " 2>&1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     stages.push_back(read_stage(out + "/" + name));
     ASSERT_EQ(stages.back().rss_anon.size(), 2u) << "per-rank memory in metrics.jsonl";
-    std::printf("stage %d: RssAnon rank 0 %.1f MB, rank 1 %.1f MB | predicted peak %.1f MB | "
-                "comm %.1f MB (predicted %.1f)\n",
-                stage, stages.back().rss_anon[0] / 1e6, stages.back().rss_anon[1] / 1e6,
-                stages.back().predicted_peak / 1e6, stages.back().comm_peak / 1e6,
-                stages.back().comm_predicted / 1e6);
+    std::printf(
+        "stage %d: RssAnon rank 0 %.1f MB, rank 1 %.1f MB | predicted peak %.1f MB | "
+        "comm %.1f MB (predicted %.1f)\n",
+        stage, stages.back().rss_anon[0] / 1e6, stages.back().rss_anon[1] / 1e6,
+        stages.back().predicted_peak / 1e6, stages.back().comm_peak / 1e6,
+        stages.back().comm_predicted / 1e6);
     EXPECT_EQ(stages.back().comm_peak, stages.back().comm_predicted) << "stage " << stage;
   }
   for (int s = 0; s + 1 < 4; ++s) {
