@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -42,9 +43,15 @@ inline std::string dist_runner() {
   } while (0)
 
 // `mpirun -np N` with the settings every test uses (root allowed, oversubscribed, one thread).
+// Sanitizer settings travel to the ranks (the sanitizer build's suppressions for MPI's own
+// allocations).
 inline std::string mpirun_prefix(int np) {
-  return mpirun_path() + " --allow-run-as-root --oversubscribe -np " + std::to_string(np) +
-         " -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE -x OPENBLAS_NUM_THREADS=1 ";
+  std::string p = mpirun_path() + " --allow-run-as-root --oversubscribe -np " +
+                  std::to_string(np) +
+                  " -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE -x OPENBLAS_NUM_THREADS=1 ";
+  for (const char* var : {"ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"})
+    if (std::getenv(var) != nullptr) p += std::string("-x ") + var + " ";
+  return p;
 }
 
 // Runs every line of `runs` (train flags) in one launch of `np` ranks.

@@ -2,6 +2,8 @@
 // mpirun launch (MPI is initialised once), so a test can cover many configurations per launch.
 // Usage: mpirun -np N ledgerlm_dist_runner FILE, where every line of FILE holds the flags of one
 // `train` command (split at spaces; no quoting). Stops at the first command that fails.
+#include <malloc.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -16,6 +18,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s FILE (one line of train flags per run)\n", argv[0]);
     return 2;
   }
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);  // as the ledgerlm binary does (train/main.cpp)
   std::unique_ptr<ledgerlm::Comm> comm = ledgerlm::comm_create();
   std::ifstream in(argv[1]);
   if (!in) {
