@@ -155,8 +155,18 @@ TEST_F(DistEquivalence, EveryStageAndOptimizerMatchesOneProcess) {
   LEDGERLM_REQUIRE_MPI();
   std::vector<std::string> refs;
   for (const Variant& v : variants()) refs.push_back(flags(name(1, 0, v.label), 1, 0, v));
+  // One rank: every stage is stage 0 (nothing to shard), so the same run bit for bit.
+  for (int stage = 1; stage <= 3; ++stage)
+    refs.push_back(flags(name(1, stage, "adamw"), 1, stage, variants()[1]));
   CommandResult r = testing::run_many(1, refs, out_);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int stage = 1; stage <= 3; ++stage) {
+    const std::vector<double> a = testing::run_losses(dir(name(1, stage, "adamw")));
+    const std::vector<double> b = testing::run_losses(dir(name(1, 0, "adamw")));
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)), 0)
+        << "world 1, dist.zero " << stage;
+  }
   for (int world : {2, 4}) {
     std::vector<std::string> runs;
     for (int stage = 0; stage <= 3; ++stage)

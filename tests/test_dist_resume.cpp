@@ -107,6 +107,15 @@ TEST_F(DistResume, FourRanksStageThreeToTwoRanksStageOneToOneRank) {
   for (size_t s = 0; s < ref.size(); ++s)
     EXPECT_NEAR(got[s], ref[s], 1e-7 * ref[s]) << "step " << s + 1;
   expect_tensors_close(dir("chain"), dir("ref"), 1e-3, false);
+  // The run trained under mpirun is an ordinary run: eval, sample and export work on it.
+  const std::string bin = testing::ledgerlm_binary();
+  for (const std::string& cmd :
+       {bin + " eval --run " + dir("chain") + " --max-windows 4",
+        bin + " sample --run " + dir("chain") + " --prompt In --tokens 8 --seed 1",
+        bin + " export --run " + dir("chain") + " --format hf --out " + out_ + "/chain_hf"}) {
+    r = testing::run_command(cmd + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  }
 }
 
 // Same world and stage: stopping and resuming changes nothing, bit for bit.

@@ -95,6 +95,16 @@ TrainRun run_setup(TrainCommand& cmd, Comm& comm) {
     check_command(cmd, cfg);
   });
   check_same_config(comm, cfg);
+  // The same path may hold different data on different hosts: the data must agree too.
+  const DataMeta& m = run.meta;
+  const std::string data_differs =
+      disagreement(comm, "data (meta.json)",
+                   error_message(m.tokenizer, " vocab ", m.vocab_size, " train ", m.train.tokens,
+                                 " tokens ", m.train.bytes, " bytes, val ", m.val.tokens,
+                                 " tokens ", m.val.bytes, " bytes"));
+  if (!data_differs.empty())
+    throw AgreedError(data_differs + " in '" + cfg.data.dir +
+                      "' (every host must see the same prepared data)");
   run.stage = zero_stage_effective(cfg, run.world);
   const std::string run_path = (fs::path(cfg.train.out_dir) / cfg.train.name).string();
   std::string ckpt_path;
