@@ -43,15 +43,24 @@ inline std::string dist_runner() {
   } while (0)
 
 // `mpirun -np N` with the settings every test uses (root allowed, oversubscribed, one thread).
-// Sanitizer settings travel to the ranks (the sanitizer build's suppressions for MPI's own
-// allocations).
-inline std::string mpirun_prefix(int np) {
-  std::string p = mpirun_path() + " --allow-run-as-root --oversubscribe -np " +
-                  std::to_string(np) +
-                  " -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE -x OPENBLAS_NUM_THREADS=1 ";
-  for (const char* var : {"ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"})
+// Sanitizer settings travel to the ranks. OpenMPI's one-time allocations are suppressed by
+// library name (tests/lsan.supp); its plugins have no frame pointers, so the ranks use the slow
+// unwinder, and the plugins stay loaded at exit (else their frames are unknown at leak-check
+// time and cannot be matched).
+inline std::string sanitizer_exports() {
+  std::string p;
+  for (const char* var : {"ASAN_OPTIONS", "UBSAN_OPTIONS"})
     if (std::getenv(var) != nullptr) p += std::string("-x ") + var + " ";
+  if (const char* lsan = std::getenv("LSAN_OPTIONS"))
+    p += std::string("-x LSAN_OPTIONS=") + lsan +
+         ":fast_unwind_on_malloc=0 --mca mca_base_component_disable_dlclose 1 ";
   return p;
+}
+
+inline std::string mpirun_prefix(int np) {
+  return mpirun_path() + " --allow-run-as-root --oversubscribe -np " + std::to_string(np) +
+         " -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE -x OPENBLAS_NUM_THREADS=1 " +
+         sanitizer_exports();
 }
 
 // Runs every line of `runs` (train flags) in one launch of `np` ranks.

@@ -96,7 +96,8 @@ TEST_F(DistTwoHosts, TrainingAcrossTwoNamespacesOverTcpMatchesOneHost) {
       " --allow-run-as-root --hostfile " + dir_ + "/hostfile -np 2 --mca plm_rsh_agent " + dir_ +
       "/agent.sh --mca btl self,tcp --mca btl_tcp_if_include 10.77.0.0/24"
       " --mca oob_tcp_if_include 10.77.0.0/24 -x OMP_NUM_THREADS=1 " +
-      bin + testing::resume_tiny_flags(data, out, "two") + flags + " 2>&1");
+      testing::sanitizer_exports() + bin + testing::resume_tiny_flags(data, out, "two") + flags +
+      " 2>&1");
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const int64_t sent = veth_bytes(kNsA, "llm_vethA", "tx_bytes") - before;
   const int64_t received = veth_bytes(kNsB, "llm_vethB", "rx_bytes");
