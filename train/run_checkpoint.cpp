@@ -3,8 +3,10 @@
 #include "train/run_checkpoint.h"
 
 #include <filesystem>
+#include <set>
 
 #include "model/base/check.h"
+#include "train/config_file.h"
 #include "train/config_keys.h"
 #include "train/run_dir.h"
 
@@ -17,11 +19,6 @@ namespace {
 
 double number_or(const json& j, const char* key, double fallback) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
-}
-
-// Config values as text quote strings; messages show them bare.
-std::string unquote(const std::string& v) {
-  return v.size() >= 2 && v.front() == '"' && v.back() == '"' ? v.substr(1, v.size() - 2) : v;
 }
 
 // Keys that define the architecture (or what the saved state means): refused on resume.
@@ -103,15 +100,23 @@ json checkpoint_meta(const RunConfig& cfg, ModelState& state, const LoopState& l
 }
 
 json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg) {
-  const json& saved = ckpt.meta().value("config", json::object());
-  LLM_REQUIRE(saved.is_object() && !saved.empty(), "checkpoint file '", ckpt.dir(),
-              "/meta.json': no saved config");
+  const json& toml = ckpt.meta().value("config_toml", json());
+  LLM_REQUIRE(toml.is_string(), "checkpoint file '", ckpt.dir(), "/meta.json': no saved config");
+  // The saved config goes through the same typed loader as a config file.
+  RunConfig saved_cfg;
+  std::vector<ConfigKey> saved = config_keys(saved_cfg);
+  const std::set<std::string> present =
+      config_load_toml(toml.get<std::string>(),
+                       "checkpoint file '" + ckpt.dir() + "/meta.json' (config_toml)", saved);
+  RunConfig now_cfg = cfg;
+  const std::vector<ConfigKey> now = config_keys(now_cfg);
   json changed = json::object();
-  for (const auto& [key, now] : run_config_flat(cfg)) {
-    if (!saved.contains(key) || !saved[key].is_string()) continue;  // a key added since
-    const std::string before = unquote(saved[key].get<std::string>());
-    const std::string now_text = unquote(now);
-    if (before == now_text) continue;
+  for (size_t i = 0; i < now.size(); ++i) {
+    const std::string key = now[i].full();
+    if (!present.count(key)) continue;  // a key added since the checkpoint was written
+    if (config_value_text(now[i]) == config_value_text(saved[i])) continue;
+    const std::string before = config_display_text(saved[i]),
+                      now_text = config_display_text(now[i]);
     for (const char* arch : kArchitectureKeys)
       LLM_REQUIRE(key != arch, "cannot resume from '", ckpt.dir(), "': ", key, " = ", now_text,
                   " but the checkpoint was saved with ", key, " = ", before,

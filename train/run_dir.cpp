@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/base/check.h"
+#include "train/config_file.h"
 #include "train/config_keys.h"
 
 namespace ledgerlm {
@@ -110,12 +111,7 @@ RunConfig run_load_config(const std::string& run_dir) {
   LLM_REQUIRE(fs::exists(path), "run '", run_dir,
               "': no config.toml (is this a ledgerlm run directory?)");
   RunConfig config;
-  auto keys = config_keys(config);
-  auto values = config_read_toml(path, keys);
-  for (const auto& k : keys) {
-    auto it = values.find(k.full());
-    if (it != values.end()) config_set(k, it->second, "config file '" + path + "'");
-  }
+  config_load_file(path, config_keys(config));
   return config;
 }
 
