@@ -29,6 +29,18 @@ uint32_t parse_crc(const json& v, const std::string& where) {
   return static_cast<uint32_t>(std::stoul(s.substr(7), nullptr, 16));
 }
 
+// meta.json records the step, the loader position and the config a resume continues from: an
+// edit would silently rewind or change the run, so it carries a checksum of its own.
+void check_meta_checksum(const json& m, const std::string& meta_path) {
+  const json& recorded = m.value(kCheckpointMetaChecksumKey, json());
+  LLM_REQUIRE(recorded.is_string(), "checkpoint file '", meta_path, "': missing '",
+              kCheckpointMetaChecksumKey, "'");
+  const std::string actual = checkpoint_meta_checksum(m);
+  LLM_REQUIRE(recorded.get<std::string>() == actual, "checkpoint file '", meta_path,
+              "' fails its checksum (", actual, ", it records ", recorded.get<std::string>(),
+              "): it was edited or damaged");
+}
+
 }  // namespace
 
 CheckpointReader CheckpointReader::open(const std::string& dir) {
@@ -55,10 +67,11 @@ CheckpointReader CheckpointReader::open(const std::string& dir) {
               "')");
   LLM_REQUIRE(m.contains("format_version") && m["format_version"].is_number_integer(),
               "checkpoint file '", meta_path, "': missing integer 'format_version'");
-  const int version = m["format_version"].get<int>();
-  LLM_REQUIRE(version == kCheckpointFormatVersion, "checkpoint file '", meta_path,
-              "': format version ", version, ", this ledgerlm reads version ",
+  const int64_t version = m["format_version"].get<int64_t>();
+  LLM_REQUIRE(version == 1 || version == kCheckpointFormatVersion, "checkpoint file '", meta_path,
+              "': format version ", version, ", this ledgerlm reads versions 1 to ",
               kCheckpointFormatVersion);
+  if (version >= 2) check_meta_checksum(m, meta_path);
   LLM_REQUIRE(m.value("complete", false), "checkpoint file '", meta_path,
               "': the checkpoint is marked incomplete");
   LLM_REQUIRE(m.contains("step") && m["step"].is_number_integer(), "checkpoint file '", meta_path,

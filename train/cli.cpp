@@ -11,6 +11,7 @@
 #include "model/base/check.h"
 #include "train/commands.h"
 #include "train/memory_command.h"
+#include "train/run_dir.h"
 
 namespace ledgerlm {
 
@@ -105,6 +106,8 @@ int cli_main(int argc, char** argv) {
       return 0;
     }
     if (*train) {
+      for (int i = 0; i < argc; ++i)
+        train_cmd.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "ledgerlm");
       config_apply(&train_cmd.config);
       return command_train(train_cmd);
     }

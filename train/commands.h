@@ -11,8 +11,9 @@ namespace ledgerlm {
 struct TrainCommand {
   ConfigBinding config;
   RunConfig run;
-  std::string resume;     // "" | "auto" | checkpoint path
-  std::string init_from;  // weights-only start
+  std::string resume;        // "" | "auto" | checkpoint path
+  std::string init_from;     // weights-only start
+  std::string command_line;  // as typed (shell-quoted): recorded in the run's lock
 };
 int command_train(TrainCommand& cmd);
 

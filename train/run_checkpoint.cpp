@@ -23,7 +23,8 @@ double number_or(const json& j, const char* key, double fallback) {
 
 // Keys that define the architecture (or what the saved state means): refused on resume.
 constexpr const char* kArchitectureKeys[] = {"model.vocab_size", "model.n_layer",    "model.n_head",
-                                             "model.n_embd",     "model.block_size", "optim.name"};
+                                             "model.n_embd",     "model.block_size", "optim.name",
+                                             "data.tokenizer_id"};
 
 }  // namespace
 
@@ -120,8 +121,8 @@ json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg) {
     for (const char* arch : kArchitectureKeys)
       LLM_REQUIRE(key != arch, "cannot resume from '", ckpt.dir(), "': ", key, " = ", now_text,
                   " but the checkpoint was saved with ", key, " = ", before,
-                  " (the architecture and optimizer cannot change on resume; --init-from starts "
-                  "a new run from the weights)");
+                  " (the architecture, optimizer and tokenizer cannot change on resume; "
+                  "--init-from starts a new run from the weights)");
     changed[key] = {{"from", before}, {"to", now_text}};
   }
   return changed;

@@ -23,6 +23,53 @@ void check_command(const TrainCommand& cmd, const RunConfig& cfg) {
               "--resume continues a run and --init-from starts a new one: pass only one");
 }
 
+// Takes the run's lock for the job's life (rank 0 once there are ranks), then removes what jobs
+// that were killed left behind: with the lock held, no one else is writing there.
+void lock_run(TrainRun& run, const TrainCommand& cmd) {
+  if (run.rank != 0) return;
+  run.lock = RunLock::acquire(run.run_dir, cmd.command_line);
+  const int stale = run_dir_remove_stale(run.run_dir);
+  if (stale > 0)
+    std::printf("run %s: removed %d leftover(s) of an interrupted job\n", run.run_dir.c_str(),
+                stale);
+}
+
+// The checkpoint --resume names, opened (format, sizes, config compatibility checked) under the
+// lock and before anything in the run directory changes.
+std::optional<CheckpointReader> open_resume(TrainRun& run, const TrainCommand& cmd) {
+  std::optional<CheckpointReader> ckpt;
+  if (cmd.resume.empty()) return ckpt;
+  const std::string path = resume_source(cmd.resume, run.run_dir);
+  if (path.empty()) {
+    std::printf("--resume auto: run %s has no checkpoint yet, starting it\n", run.run_dir.c_str());
+    return ckpt;
+  }
+  ckpt.emplace(CheckpointReader::open(path));
+  run.changed = resume_check_config(*ckpt, run.cfg);
+  return ckpt;
+}
+
+// Backend, data loader (it reads both shards and checks every token) and model state: memory
+// only, nothing on disk changes.
+void build_state(TrainRun& run) {
+  const RunConfig& cfg = run.cfg;
+  BackendOptions bo;
+  bo.threads = static_cast<int>(cfg.train.threads);
+  run.backend = backend_create(cfg.train.device, bo);
+  LoaderConfig lc;
+  lc.seq = cfg.train.seq_len;
+  lc.micro_batch = cfg.train.micro_batch;
+  lc.accum = cfg.train.accum;
+  lc.world = run.world;
+  lc.rank = run.rank;
+  lc.seed = static_cast<uint64_t>(cfg.train.seed);
+  run.loader = std::make_unique<DataLoader>(cfg.data.dir, lc, &run.backend->tracker());
+  // An empty val split (prepare --val-fraction 0) trains without evaluation; a val split too
+  // short for one window is an error now rather than at the first evaluation.
+  if (run.meta.val.tokens > 0) run.loader->val_windows(cfg.train.seq_len, cfg.train.eval_windows);
+  run.state = std::make_unique<ModelState>(cfg, *run.backend);
+}
+
 // Weights and counters: from the checkpoint, from --init-from, or a fresh init.
 void load_start(TrainRun& run, const TrainCommand& cmd, const CheckpointReader* ckpt) {
   ModelState& state = *run.state;
@@ -42,52 +89,64 @@ void load_start(TrainRun& run, const TrainCommand& cmd, const CheckpointReader* 
   }
 }
 
+// Removes the run directory again if this start created it and then failed: a failed start
+// leaves nothing that would refuse the next one.
+class CreatedRunDir {
+ public:
+  explicit CreatedRunDir(std::string dir) : dir_(std::move(dir)) {}
+  ~CreatedRunDir() {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  CreatedRunDir(const CreatedRunDir&) = delete;
+  CreatedRunDir& operator=(const CreatedRunDir&) = delete;
+  void keep() { dir_.clear(); }
+
+ private:
+  std::string dir_;
+};
+
+// The run directory as the loop expects it: a resumed run's metrics cut back to the
+// checkpoint, a new run's (or an overwritten one's) outputs cleared.
+void reset_run_dir(const TrainRun& run) {
+  if (run.rank != 0) return;
+  if (run.resuming()) {
+    const int64_t broken = run_metrics_truncate(run.run_dir, run.loop.step);
+    if (broken > 0)
+      std::printf("resume: dropped %lld unreadable line(s) from %s/metrics.jsonl\n",
+                  static_cast<long long>(broken), run.run_dir.c_str());
+  } else {
+    fs::remove(run.run_dir + "/metrics.jsonl");
+    if (run.cfg.train.overwrite) fs::remove_all(run.run_dir + "/ckpt");
+  }
+}
+
 }  // namespace
 
 TrainRun run_setup(TrainCommand& cmd) {
   TrainRun run;
   run.cfg = cmd.run;
   RunConfig& cfg = run.cfg;
+  // Everything that reads input comes first: config, data (meta.json, tokenizer, shards).
   run.meta = run_resolve_data(&cfg);
   cfg.validate();
   check_command(cmd, cfg);
-  const std::string run_path = (fs::path(cfg.train.out_dir) / cfg.train.name).string();
-  std::string ckpt_path;
-  if (!cmd.resume.empty()) {
-    ckpt_path = resume_source(cmd.resume, run_path);
-    if (ckpt_path.empty())
-      std::printf("--resume auto: run %s has no checkpoint yet, starting it\n", run_path.c_str());
-  }
-  // Opening checks the format, sizes and config before anything in the run directory changes.
-  std::optional<CheckpointReader> ckpt;
-  if (!ckpt_path.empty()) {
-    ckpt.emplace(CheckpointReader::open(ckpt_path));
-    run.changed = resume_check_config(*ckpt, cfg);
-  }
-  run.run_dir = run_dir_prepare(cfg, cfg.train.overwrite || !cmd.resume.empty());
-
-  BackendOptions bo;
-  bo.threads = static_cast<int>(cfg.train.threads);
-  run.backend = backend_create(cfg.train.device, bo);
-  LoaderConfig lc;
-  lc.seq = cfg.train.seq_len;
-  lc.micro_batch = cfg.train.micro_batch;
-  lc.accum = cfg.train.accum;
-  lc.world = run.world;
-  lc.rank = run.rank;
-  lc.seed = static_cast<uint64_t>(cfg.train.seed);
-  run.loader = std::make_unique<DataLoader>(cfg.data.dir, lc, &run.backend->tracker());
-  run.state = std::make_unique<ModelState>(cfg, *run.backend);
+  run.run_dir = run_dir_path(cfg);
+  const bool existed = run_dir_check_reuse(cfg, cfg.train.overwrite || !cmd.resume.empty());
+  if (existed) lock_run(run, cmd);  // before its checkpoints are read
+  std::optional<CheckpointReader> ckpt = open_resume(run, cmd);
+  build_state(run);
   load_start(run, cmd, ckpt ? &*ckpt : nullptr);
 
-  // The run directory changes only now that the checkpoint has loaded.
-  if (run.resuming()) {
-    run_metrics_truncate(run.run_dir, run.loop.step);
-  } else {
-    fs::remove(run.run_dir + "/metrics.jsonl");
-    if (cfg.train.overwrite) fs::remove_all(run.run_dir + "/ckpt");
+  // Only now does the run directory change.
+  CreatedRunDir created(existed ? "" : run.run_dir);
+  if (!existed) {
+    run_dir_create(run.run_dir);
+    lock_run(run, cmd);
   }
+  reset_run_dir(run);
   run_write_config(run.run_dir, cfg);
+  created.keep();
   run.state->model().plan(cfg.train.micro_batch, cfg.train.seq_len);
   return run;
 }

@@ -11,6 +11,7 @@
 #include "train/evaluator.h"
 #include "train/ledger.h"
 #include "train/metrics.h"
+#include "train/run_dir.h"
 #include "train/stop_signal.h"
 #include "train/train_step.h"
 
@@ -38,7 +39,9 @@ class TrainLoop {
     tokens_per_byte_ = meta.val.bytes > 0 ? static_cast<double>(meta.val.tokens) /
                                                 static_cast<double>(meta.val.bytes)
                                           : 0.0;
-    val_starts_ = run.loader->val_windows(cfg_.train.seq_len, cfg_.train.eval_windows);
+    // prepare --val-fraction 0 leaves no val split: the run trains without evaluation.
+    if (meta.val.tokens > 0)
+      val_starts_ = run.loader->val_windows(cfg_.train.seq_len, cfg_.train.eval_windows);
     last_saved_ = run.resuming() ? ls_.step : -1;
   }
 
@@ -107,6 +110,9 @@ class TrainLoop {
         cfg_.optim.schedule.c_str(), dtype_name(state_.plan().params),
         dtype_name(state_.plan().grads), master_text(state_.plan()), run_.backend->num_threads());
     ledger_.print_prediction();
+    if (val_starts_.empty())
+      std::printf("no val split in %s (prepared with --val-fraction 0): no evaluation\n",
+                  cfg_.data.dir.c_str());
     if (run_.resuming()) print_resume();
     std::fflush(stdout);
   }
@@ -168,6 +174,7 @@ class TrainLoop {
   }
 
   void run_eval(int64_t at_step) {
+    if (val_starts_.empty()) return;
     EvalResult ev =
         evaluate_windows(state_.model(), state_.params(), run_.loader->val_tokens(), val_starts_,
                          cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
@@ -190,6 +197,7 @@ class TrainLoop {
   }
 
   void save_checkpoint() {
+    log_.sync();  // the records up to this step are durable before the checkpoint that ends them
     CkptSaveOptions so;
     so.keep = cfg_.ckpt.keep;
     so.world = run_.world;
@@ -215,9 +223,9 @@ class TrainLoop {
     ledger_.finish(run_.run_dir);
     std::printf(
         "stopped by %s after step %lld: checkpoint %s/ckpt/%s\n"
-        "resume with: ledgerlm train --config %s/config.toml --resume auto\n",
+        "resume with: ledgerlm train --config %s --resume auto\n",
         reason.c_str(), static_cast<long long>(ls_.step), run_.run_dir.c_str(),
-        checkpoint_dir_name(ls_.step).c_str(), run_.run_dir.c_str());
+        checkpoint_dir_name(ls_.step).c_str(), shell_quote(run_.run_dir + "/config.toml").c_str());
     return 0;
   }
 
@@ -236,12 +244,13 @@ class TrainLoop {
     ledger_.add_measured(&summary);
     log_.write(summary);
     ledger_.finish(run_.run_dir);
+    char val[96] = "no evaluation";
+    if (!val_starts_.empty())
+      std::snprintf(val, sizeof val, "best val loss %.4f, bpb %.4f", ls_.best_val, ls_.best_bpb);
     std::printf(
-        "done: %lld steps, %s tokens in %s (%s tok/s) | best val loss %.4f, bpb %.4f | weights "
-        "%s/model.safetensors\n",
+        "done: %lld steps, %s tokens in %s (%s tok/s) | %s | weights %s/model.safetensors\n",
         static_cast<long long>(ls_.step), format_count(static_cast<double>(ls_.tokens)).c_str(),
-        format_duration(wall).c_str(), format_count(mean_tps).c_str(), ls_.best_val, ls_.best_bpb,
-        run_.run_dir.c_str());
+        format_duration(wall).c_str(), format_count(mean_tps).c_str(), val, run_.run_dir.c_str());
     return 0;
   }
 
