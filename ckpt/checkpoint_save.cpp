@@ -209,6 +209,11 @@ CkptSaveResult checkpoint_save(const std::string& root_dir, int64_t step,
     publish(&dirs);
     stage(options, "latest", save_index);
     point_latest(&dirs);
+  } catch (const Error& e) {
+    roll_back(dirs);
+    if (dirs.committed) throw;
+    fail(error_message("checkpoint ", dirs.final_dir.string(), " not saved: ", e.what(),
+                       " (nothing of it was left behind; the previous checkpoints are intact)"));
   } catch (...) {
     roll_back(dirs);
     throw;
