@@ -144,6 +144,8 @@ class CheckpointReader {
     std::map<std::string, std::vector<PieceRecord>> pieces;
   };
   CheckpointReader() = default;
+  void open_data_file(const std::string& fname, const nlohmann::json& desc,
+                      const std::string& meta_path);
   const DataFile& data_file(const std::string& file) const;
   void read_checked(const DataFile& f, const SafeTensorInfo& info, int64_t begin, int64_t count,
                     void* dst) const;
