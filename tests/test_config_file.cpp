@@ -95,6 +95,22 @@ TEST(ConfigFile, UnknownKeysAndSections) {
   expect_error("[[model]]\nn_layer = 2\n", {"'model' must be inside a [section]"});
 }
 
+// Non-ASCII characters where toml++ 3.3.0 asks "is this whitespace?" (its answer comes from a
+// switch without a case for U+00A1..U+0499): they are not whitespace, so they stay in the string
+// after a line-ending backslash and are a syntax error after a value.
+TEST(ConfigFile, NonAsciiIsNotWhitespace) {
+  RunConfig c;
+  ASSERT_EQ(load("[data]\ndir = \"\"\"a\\\n   \xC3\xA9"
+                 "b\"\"\"\n",
+                 &c),
+            "");
+  EXPECT_EQ(c.data.dir,
+            "a\xC3\xA9"
+            "b");
+  expect_error("[model]\nblock_size = 2\xCB\xBF\n", {"not valid TOML at line 2"});
+  expect_error("[model]\nblock_size = 2 \xC3\xA9\n", {"not valid TOML at line 2"});
+}
+
 TEST(ConfigFile, ReturnsTheKeysItSet) {
   RunConfig c;
   auto set = config_load_toml("[model]\nn_layer = 3\n[optim]\nlr = 0.5\n", "t", config_keys(c));

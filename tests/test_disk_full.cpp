@@ -172,5 +172,19 @@ TEST(TrainOnFullDisk, CheckpointSaveFailureKeepsThePrevious) {
   expect_same_run(ref_out + "/ref", run, 12);
 }
 
+// An export onto a full disk fails with one line and leaves neither --out nor its temporary.
+TEST(TrainOnFullDisk, ExportFailsCleanly) {
+  testing::Tmpfs disk(4 << 20);
+  if (!disk.ok()) GTEST_SKIP() << disk.why();
+  const std::string out = testing::make_temp_dir("disk_full_export_");
+  ASSERT_EQ(train(flags(out, "run") + " --train.max_steps 1").exit_code, 0);
+  disk.fill(1);
+  auto r = run_command(testing::ledgerlm_binary() + " export --run " + out + "/run --out " +
+                       disk.path() + "/hf");
+  expect_one_error_line(r, "cannot write");
+  disk.unfill();
+  EXPECT_EQ(entries(disk.path()), std::vector<std::string>{}) << "export left files behind";
+}
+
 }  // namespace
 }  // namespace ledgerlm
