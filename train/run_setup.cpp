@@ -138,15 +138,17 @@ TrainRun run_setup(TrainCommand& cmd) {
   build_state(run);
   load_start(run, cmd, ckpt ? &*ckpt : nullptr);
 
-  // Only now does the run directory change.
-  CreatedRunDir created(existed ? "" : run.run_dir);
+  // Only now does the run directory change. A directory this start made is removed again if the
+  // start fails, but only once its lock is ours (another job may have taken it in between).
+  std::optional<CreatedRunDir> created;
   if (!existed) {
     run_dir_create(run.run_dir);
     lock_run(run, cmd);
+    created.emplace(run.run_dir);
   }
   reset_run_dir(run);
   run_write_config(run.run_dir, cfg);
-  created.keep();
+  if (created) created->keep();
   run.state->model().plan(cfg.train.micro_batch, cfg.train.seq_len);
   return run;
 }
