@@ -137,6 +137,7 @@ TrainRun run_setup(TrainCommand& cmd) {
   std::optional<CheckpointReader> ckpt = open_resume(run, cmd);
   build_state(run);
   load_start(run, cmd, ckpt ? &*ckpt : nullptr);
+  run.state->model().plan(cfg.train.micro_batch, cfg.train.seq_len);
 
   // Only now does the run directory change. A directory this start made is removed again if the
   // start fails, but only once its lock is ours (another job may have taken it in between).
@@ -149,7 +150,6 @@ TrainRun run_setup(TrainCommand& cmd) {
   reset_run_dir(run);
   run_write_config(run.run_dir, cfg);
   if (created) created->keep();
-  run.state->model().plan(cfg.train.micro_batch, cfg.train.seq_len);
   return run;
 }
 
