@@ -13,6 +13,7 @@
 #include "train/comm.h"
 #include "train/commands.h"
 #include "train/memory_command.h"
+#include "train/run_dir.h"
 
 namespace ledgerlm {
 
@@ -121,6 +122,8 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       return 0;
     }
     if (*train) {
+      for (int i = 0; i < argc; ++i)
+        train_cmd.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "ledgerlm");
       comm_agree(*comm, [&] { config_apply(&train_cmd.config); });
       return command_train(train_cmd, *comm);
     }

@@ -13,8 +13,9 @@ class Comm;
 struct TrainCommand {
   ConfigBinding config;
   RunConfig run;
-  std::string resume;     // "" | "auto" | checkpoint path
-  std::string init_from;  // weights-only start
+  std::string resume;        // "" | "auto" | checkpoint path
+  std::string init_from;     // weights-only start
+  std::string command_line;  // as typed (shell-quoted): recorded in the run's lock
 };
 // `comm` connects the ranks of an mpirun job (the single-rank Comm otherwise).
 int command_train(TrainCommand& cmd, Comm& comm);

@@ -36,6 +36,9 @@ int command_eval(const EvalCommand& cmd) {
     tokens_per_byte = static_cast<double>(ids.size()) / static_cast<double>(text.size());
     what = cmd.text_file;
   } else {
+    const DataSplitInfo& info = cmd.split == "val" ? run.meta.val : run.meta.train;
+    LLM_REQUIRE(info.tokens > 0, "the ", cmd.split, " split of '", run.config.data.dir,
+                "' is empty (prepared with --val-fraction 0?): use --split train or --text FILE");
     const std::string path = run.config.data.dir + "/" + cmd.split + ".bin";
     tokens = shard_load(path, &backend->tracker(), run.meta.vocab_size);
     const DataSplitInfo& s = cmd.split == "val" ? run.meta.val : run.meta.train;

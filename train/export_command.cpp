@@ -91,7 +91,9 @@ void export_hf(const LoadedRun& run, const std::string& dir) {
   } else {
     LLM_REQUIRE(fs::exists(spm), "export: the run's data directory '", run.config.data.dir,
                 "' has no tokenizer.model");
-    fs::copy_file(spm, dir + "/tokenizer.model");
+    std::error_code ec;
+    fs::copy_file(spm, dir + "/tokenizer.model", ec);
+    LLM_REQUIRE(!ec, "cannot write '", dir, "/tokenizer.model': ", ec.message());
   }
 }
 
@@ -109,10 +111,13 @@ int command_export(const ExportCommand& cmd) {
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   const std::string tmp = cmd.out_dir + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  LLM_REQUIRE(!ec, "export: cannot create '", tmp, "': ", ec.message());
   try {
     export_hf(run, tmp);
-    fs::rename(tmp, cmd.out_dir);
+    fs::rename(tmp, cmd.out_dir, ec);
+    LLM_REQUIRE(!ec, "export: cannot rename '", tmp, "' to '", cmd.out_dir, "': ", ec.message());
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);

@@ -2,13 +2,17 @@
 // line on stdout (for people).
 #pragma once
 
-#include <cstdio>
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace ledgerlm {
 
+// Every write is checked: a failed or short write (a full disk) truncates the file back to its
+// last complete record and throws one Error naming the file, so the run stops instead of
+// training on without its log. sync() makes the records durable (before each checkpoint).
+// Several ranks: rank 0 writes the log.
 class MetricsLog {
  public:
   MetricsLog() = default;
@@ -17,10 +21,13 @@ class MetricsLog {
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
-  void write(const nlohmann::json& record);  // one line, flushed
+  void write(const nlohmann::json& record);  // one line, written with one write(2)
+  void sync();                               // fdatasync
 
  private:
-  std::FILE* file_ = nullptr;
+  std::string path_;
+  int fd_ = -1;
+  int64_t size_ = 0;  // bytes of complete records
 };
 
 // "1m23s", "4.2s" for ETAs and summaries.

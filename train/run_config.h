@@ -12,6 +12,9 @@ namespace ledgerlm {
 
 struct DataConfig {
   std::string dir = "data_out/kjv";  // a directory written by `ledgerlm prepare`
+  // The data's tokenizer ("bytes" | "bpe:SHA256"; "" = take the data's, like model.vocab_size =
+  // 0). A run records it, so resuming or evaluating with another tokenizer is refused.
+  std::string tokenizer_id;
   void validate() const;
 };
 

@@ -26,7 +26,7 @@ void check_command(const TrainCommand& cmd, const RunConfig& cfg) {
               "--resume continues a run and --init-from starts a new one: pass only one");
 }
 
-// Rank 0's value of `mine` unless every rank agrees: then "", else the first disagreement.
+// "" when every rank's `mine` is rank 0's, else which rank differs.
 std::string disagreement(Comm& comm, const std::string& what, const std::string& mine) {
   const std::vector<std::string> all = comm.all_gather_text(mine);
   for (size_t r = 1; r < all.size(); ++r)
@@ -46,14 +46,78 @@ void check_same_config(Comm& comm, const RunConfig& cfg) {
     std::string la, lb;
     while (std::getline(a, la) && std::getline(b, lb) && la == lb) {
     }
-    throw AgreedError(error_message("rank ", r, "'s resolved config differs from rank 0's: '", lb,
-                                    "' there, '", la,
+    throw AgreedError(error_message("rank ", r, "'s resolved config differs from rank 0's: '",
+                                    lb, "' there, '", la,
                                     "' on rank 0 (every rank must get the same config file and "
                                     "flags)"));
   }
 }
 
-// Weights and counters: from the checkpoint, from --init-from, or a fresh init.
+// The same path may hold different data on different hosts: the data must agree too.
+void check_same_data(Comm& comm, const RunConfig& cfg, const DataMeta& m) {
+  if (comm.world() == 1) return;
+  const std::string differs = disagreement(
+      comm, "data (meta.json)",
+      error_message(m.tokenizer, " vocab ", m.vocab_size, " train ", m.train.tokens, " tokens ",
+                    m.train.bytes, " bytes, val ", m.val.tokens, " tokens ", m.val.bytes,
+                    " bytes"));
+  if (!differs.empty())
+    throw AgreedError(differs + " in '" + cfg.data.dir +
+                      "' (every host must see the same prepared data)");
+}
+
+// Takes the run's lock for the job's life (rank 0 once there are ranks), then removes what jobs
+// that were killed left behind: with the lock held, no one else is writing there.
+void lock_run(TrainRun& run, const TrainCommand& cmd) {
+  if (!run.lead()) return;
+  run.lock = RunLock::acquire(run.run_dir, cmd.command_line);
+  const int stale = run_dir_remove_stale(run.run_dir);
+  if (stale > 0)
+    std::printf("run %s: removed %d leftover(s) of an interrupted job\n", run.run_dir.c_str(),
+                stale);
+}
+
+// The checkpoint --resume names, opened (format, sizes, config compatibility checked) under the
+// lock and before anything in the run directory changes; every rank opens it.
+std::optional<CheckpointReader> open_resume(TrainRun& run, const TrainCommand& cmd) {
+  std::optional<CheckpointReader> ckpt;
+  if (cmd.resume.empty()) return ckpt;
+  const std::string path = resume_source(cmd.resume, run.run_dir);
+  if (path.empty()) {
+    if (run.lead())
+      std::printf("--resume auto: run %s has no checkpoint yet, starting it\n",
+                  run.run_dir.c_str());
+    return ckpt;
+  }
+  ckpt.emplace(CheckpointReader::open(path));
+  run.changed = resume_check_config(*ckpt, run.cfg);
+  return ckpt;
+}
+
+// Backend, data loader (it maps both shards and checks every token) and model state: memory
+// only, nothing on disk changes.
+void build_state(TrainRun& run, Comm& comm) {
+  const RunConfig& cfg = run.cfg;
+  BackendOptions bo;
+  bo.threads = threads_per_rank(cfg.train.threads, comm.local_world());
+  run.backend = backend_create(cfg.train.device, bo);
+  LoaderConfig lc;
+  lc.seq = cfg.train.seq_len;
+  lc.micro_batch = cfg.train.micro_batch;
+  lc.accum = cfg.train.accum;
+  lc.world = run.world;
+  lc.rank = run.rank;
+  lc.seed = static_cast<uint64_t>(cfg.train.seed);
+  run.loader = std::make_unique<DataLoader>(cfg.data.dir, lc, &run.backend->tracker());
+  // An empty val split (prepare --val-fraction 0) trains without evaluation; a val split too
+  // short for one window is an error now rather than at the first evaluation.
+  if (run.meta.val.tokens > 0) run.loader->val_windows(cfg.train.seq_len, cfg.train.eval_windows);
+  ModelStateOptions so;
+  so.comm = &comm;
+  run.state = std::make_unique<ModelState>(cfg, *run.backend, so);
+}
+
+// Weights and counters: from the checkpoint, from --init-from, or a fresh init (collective).
 void load_start(TrainRun& run, const TrainCommand& cmd, const CheckpointReader* ckpt) {
   ModelState& state = *run.state;
   if (ckpt != nullptr) {
@@ -69,6 +133,38 @@ void load_start(TrainRun& run, const TrainCommand& cmd, const CheckpointReader* 
     init_from(state, cmd.init_from);
   } else {
     state.init_weights(static_cast<uint64_t>(run.cfg.train.seed));
+  }
+}
+
+// Removes the run directory again if this start created it and then failed: a failed start
+// leaves nothing that would refuse the next one.
+class CreatedRunDir {
+ public:
+  explicit CreatedRunDir(std::string dir) : dir_(std::move(dir)) {}
+  ~CreatedRunDir() {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  CreatedRunDir(const CreatedRunDir&) = delete;
+  CreatedRunDir& operator=(const CreatedRunDir&) = delete;
+  void keep() { dir_.clear(); }
+
+ private:
+  std::string dir_;
+};
+
+// The run directory as the loop expects it: a resumed run's metrics cut back to the
+// checkpoint, a new run's (or an overwritten one's) outputs cleared.
+void reset_run_dir(const TrainRun& run) {
+  if (!run.lead()) return;
+  if (run.resuming()) {
+    const int64_t broken = run_metrics_truncate(run.run_dir, run.loop.step);
+    if (broken > 0)
+      std::printf("resume: dropped %lld unreadable line(s) from %s/metrics.jsonl\n",
+                  static_cast<long long>(broken), run.run_dir.c_str());
+  } else {
+    fs::remove(run.run_dir + "/metrics.jsonl");
+    if (run.cfg.train.overwrite) fs::remove_all(run.run_dir + "/ckpt");
   }
 }
 
@@ -89,79 +185,54 @@ TrainRun run_setup(TrainCommand& cmd, Comm& comm) {
   run.rank = comm.rank();
   run.cfg = cmd.run;
   RunConfig& cfg = run.cfg;
+  // Everything that reads input comes first: config, data (meta.json, tokenizer, shards).
   comm_agree(comm, [&] {
     run.meta = run_resolve_data(&cfg);
     cfg.validate();
     check_command(cmd, cfg);
   });
   check_same_config(comm, cfg);
-  // The same path may hold different data on different hosts: the data must agree too.
-  const DataMeta& m = run.meta;
-  const std::string data_differs =
-      disagreement(comm, "data (meta.json)",
-                   error_message(m.tokenizer, " vocab ", m.vocab_size, " train ", m.train.tokens,
-                                 " tokens ", m.train.bytes, " bytes, val ", m.val.tokens,
-                                 " tokens ", m.val.bytes, " bytes"));
-  if (!data_differs.empty())
-    throw AgreedError(data_differs + " in '" + cfg.data.dir +
-                      "' (every host must see the same prepared data)");
+  check_same_data(comm, cfg, run.meta);
   run.stage = zero_stage_effective(cfg, run.world);
-  const std::string run_path = (fs::path(cfg.train.out_dir) / cfg.train.name).string();
-  std::string ckpt_path;
-  std::optional<CheckpointReader> ckpt;
-  // Opening checks the format, sizes and config before anything in the run directory changes.
+  run.run_dir = run_dir_path(cfg);
+  // Rank 0 decides whether the run exists and locks it; every rank then reads its checkpoint.
+  std::string existed_text;
   comm_agree(comm, [&] {
-    if (!cmd.resume.empty()) ckpt_path = resume_source(cmd.resume, run_path);
-    if (!ckpt_path.empty()) {
-      ckpt.emplace(CheckpointReader::open(ckpt_path));
-      run.changed = resume_check_config(*ckpt, cfg);
-    }
+    if (!run.lead()) return;
+    const bool existed = run_dir_check_reuse(cfg, cfg.train.overwrite || !cmd.resume.empty());
+    if (existed) lock_run(run, cmd);  // before its checkpoints are read
+    existed_text = existed ? "1" : "0";
   });
-  const std::string differs = disagreement(comm, "checkpoint to resume", ckpt_path);
+  const bool existed = comm.all_gather_text(existed_text).front() == "1";
+  std::optional<CheckpointReader> ckpt;
+  comm_agree(comm, [&] { ckpt = open_resume(run, cmd); });
+  const std::string differs =
+      disagreement(comm, "checkpoint to resume", ckpt ? ckpt->dir() : std::string());
   if (!differs.empty())
     throw AgreedError(differs + " (several hosts need train.out_dir on a shared filesystem)");
-  if (run.lead() && !cmd.resume.empty() && ckpt_path.empty())
-    std::printf("--resume auto: run %s has no checkpoint yet, starting it\n", run_path.c_str());
+  comm_agree(comm, [&] { build_state(run, comm); });
+  load_start(run, cmd, ckpt ? &*ckpt : nullptr);
+  run.state->model().plan(cfg.train.micro_batch, cfg.train.seq_len);
+
+  // Only now does the run directory change. A directory this start made is removed again if the
+  // start fails, but only once its lock is ours (another job may have taken it in between).
+  std::optional<CreatedRunDir> created;
   comm_agree(comm, [&] {
-    if (run.lead()) run.run_dir = run_dir_prepare(cfg, cfg.train.overwrite || !cmd.resume.empty());
+    if (existed || !run.lead()) return;
+    run_dir_create(run.run_dir);
+    lock_run(run, cmd);
+    created.emplace(run.run_dir);
   });
-  run.run_dir = comm.all_gather_text(run.run_dir).front();
   comm_agree(comm, [&] {
     LLM_REQUIRE(fs::is_directory(run.run_dir), "run directory '", run.run_dir,
                 "' is not visible on this rank (several hosts need train.out_dir on a shared "
                 "filesystem)");
   });
-
-  BackendOptions bo;
-  bo.threads = threads_per_rank(cfg.train.threads, comm.local_world());
-  run.backend = backend_create(cfg.train.device, bo);
-  LoaderConfig lc;
-  lc.seq = cfg.train.seq_len;
-  lc.micro_batch = cfg.train.micro_batch;
-  lc.accum = cfg.train.accum;
-  lc.world = run.world;
-  lc.rank = run.rank;
-  lc.seed = static_cast<uint64_t>(cfg.train.seed);
   comm_agree(comm, [&] {
-    run.loader = std::make_unique<DataLoader>(cfg.data.dir, lc, &run.backend->tracker());
+    reset_run_dir(run);
+    if (run.lead()) run_write_config(run.run_dir, cfg);
   });
-  ModelStateOptions so;
-  so.comm = &comm;
-  run.state = std::make_unique<ModelState>(cfg, *run.backend, so);
-  load_start(run, cmd, ckpt ? &*ckpt : nullptr);
-
-  // The run directory changes only now that the checkpoint has loaded.
-  if (run.lead()) {
-    if (run.resuming()) {
-      run_metrics_truncate(run.run_dir, run.loop.step);
-    } else {
-      fs::remove(run.run_dir + "/metrics.jsonl");
-      if (cfg.train.overwrite) fs::remove_all(run.run_dir + "/ckpt");
-    }
-    run_write_config(run.run_dir, cfg);
-  }
-  comm.barrier();
-  run.state->model().plan(cfg.train.micro_batch, cfg.train.seq_len);
+  if (created) created->keep();
   return run;
 }
 

@@ -1,12 +1,16 @@
 // The setup of `ledgerlm train`: everything a run holds before its first step, built in an order
-// that changes nothing on disk until every input has been checked — config and data first, the
-// checkpoint to resume (format, sizes, config compatibility) next, and only then the run
-// directory, the backend, the model state and the data loader.
+// that changes nothing on disk until every input has been checked — config and data (meta.json,
+// tokenizer, both shards) first; then the run's lock (run_lock.h) when the run directory exists,
+// the checkpoint to resume (format, checksums, sizes, config compatibility), the backend, the
+// data loader and the model state with its weights; and only then the run directory (created and
+// locked for a new run, removed again if the start fails after creating it), its metrics and
+// config.toml.
 //
 // Under mpirun every rank validates config, data and checkpoint itself; a failure on any rank,
 // or a rank whose resolved config, data or checkpoint differs from rank 0's, is one error on
-// all of them (comm_agree) before anything is written. Rank 0 alone creates and writes the run
-// directory; the others must see it (several hosts: train.out_dir on a shared filesystem).
+// all of them (comm_agree) before anything is written. Rank 0 alone holds the lock and creates
+// and writes the run directory; the others must see it (several hosts: train.out_dir on a
+// shared filesystem).
 #pragma once
 
 #include <memory>
@@ -21,10 +25,14 @@
 #include "train/commands.h"
 #include "train/model_state.h"
 #include "train/run_checkpoint.h"
+#include "train/run_lock.h"
 
 namespace ledgerlm {
 
 struct TrainRun {
+  // Held for the job's whole life by rank 0 (null on other ranks); declared first, so it is
+  // released last.
+  std::unique_ptr<RunLock> lock;
   RunConfig cfg;  // resolved (vocab from the data, data.dir absolute)
   DataMeta meta;
   std::string run_dir;

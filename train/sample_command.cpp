@@ -1,4 +1,5 @@
 // `ledgerlm sample`: text from a trained run, decoded with a KV cache (or without, to check).
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -12,10 +13,14 @@
 namespace ledgerlm {
 
 int command_sample(const SampleCommand& cmd) {
-  LLM_REQUIRE(cmd.tokens >= 0, "--tokens: expected >= 0");
-  LLM_REQUIRE(cmd.temperature >= 0, "--temperature: expected >= 0");
-  LLM_REQUIRE(cmd.top_k >= 0, "--top-k: expected >= 0");
-  LLM_REQUIRE(cmd.top_p > 0 && cmd.top_p <= 1, "--top-p: expected in (0, 1]");
+  // Non-finite or negative parameters would sample from NaN probabilities (garbage tokens,
+  // invalid UTF-8): refuse them.
+  LLM_REQUIRE(cmd.tokens >= 0, "--tokens: expected >= 0 (got ", cmd.tokens, ")");
+  LLM_REQUIRE(std::isfinite(cmd.temperature) && cmd.temperature >= 0,
+              "--temperature: expected a finite number >= 0 (got ", cmd.temperature, ")");
+  LLM_REQUIRE(cmd.top_k >= 0, "--top-k: expected >= 0 (got ", cmd.top_k, ")");
+  LLM_REQUIRE(std::isfinite(cmd.top_p) && cmd.top_p > 0 && cmd.top_p <= 1,
+              "--top-p: expected a number in (0, 1] (got ", cmd.top_p, ")");
   auto backend = backend_create_cpu(static_cast<int>(cmd.threads));
   LoadedRun run = run_load(cmd.run_dir, *backend);
   const ModelConfig& mc = run.config.model;

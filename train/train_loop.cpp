@@ -16,6 +16,7 @@
 #include "train/evaluator.h"
 #include "train/ledger.h"
 #include "train/metrics.h"
+#include "train/run_dir.h"
 #include "train/stop_signal.h"
 #include "train/train_step.h"
 
@@ -43,7 +44,9 @@ class TrainLoop {
     tokens_per_byte_ = meta.val.bytes > 0 ? static_cast<double>(meta.val.tokens) /
                                                 static_cast<double>(meta.val.bytes)
                                           : 0.0;
-    val_starts_ = run.loader->val_windows(cfg_.train.seq_len, cfg_.train.eval_windows);
+    // prepare --val-fraction 0 leaves no val split: the run trains without evaluation.
+    if (meta.val.tokens > 0)
+      val_starts_ = run.loader->val_windows(cfg_.train.seq_len, cfg_.train.eval_windows);
     last_saved_ = run.resuming() ? ls_.step : -1;
   }
 
@@ -107,7 +110,7 @@ class TrainLoop {
   // How to continue this run (under mpirun: the same launch, with the resume flag).
   std::string resume_command() const {
     const std::string base =
-        "ledgerlm train --config " + run_.run_dir + "/config.toml --resume auto";
+        "ledgerlm train --config " + shell_quote(run_.run_dir + "/config.toml") + " --resume auto";
     return run_.world > 1 ? "mpirun -np " + std::to_string(run_.world) + " " + base : base;
   }
 
@@ -157,6 +160,9 @@ class TrainLoop {
         cfg_.optim.schedule.c_str(), dtype_name(state_.plan().params),
         dtype_name(state_.plan().grads), master_text(state_.plan()), run_.backend->num_threads());
     ledger_.print_prediction();
+    if (val_starts_.empty())
+      std::printf("no val split in %s (prepared with --val-fraction 0): no evaluation\n",
+                  cfg_.data.dir.c_str());
     if (run_.resuming()) print_resume();
     std::fflush(stdout);
   }
@@ -235,6 +241,7 @@ class TrainLoop {
   }
 
   void run_eval(int64_t at_step) {
+    if (val_starts_.empty()) return;
     EvalResult ev = evaluate_windows_ranks(
         state_.model(), state_.units(), comm(), run_.loader->val_tokens(), val_starts_,
         cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
@@ -258,6 +265,7 @@ class TrainLoop {
   }
 
   void save_checkpoint() {
+    if (log_) log_->sync();  // the records up to this step are durable before the checkpoint that ends them
     CkptSaveOptions so;
     so.keep = cfg_.ckpt.keep;
     so.world = run_.world;
@@ -308,12 +316,13 @@ class TrainLoop {
     if (!run_.lead()) return 0;
     log_write(summary);
     ledger_.finish(run_.run_dir);
+    char val[96] = "no evaluation";
+    if (!val_starts_.empty())
+      std::snprintf(val, sizeof val, "best val loss %.4f, bpb %.4f", ls_.best_val, ls_.best_bpb);
     std::printf(
-        "done: %lld steps, %s tokens in %s (%s tok/s) | best val loss %.4f, bpb %.4f | weights "
-        "%s/model.safetensors\n",
+        "done: %lld steps, %s tokens in %s (%s tok/s) | %s | weights %s/model.safetensors\n",
         static_cast<long long>(ls_.step), format_count(static_cast<double>(ls_.tokens)).c_str(),
-        format_duration(wall).c_str(), format_count(mean_tps).c_str(), ls_.best_val, ls_.best_bpb,
-        run_.run_dir.c_str());
+        format_duration(wall).c_str(), format_count(mean_tps).c_str(), val, run_.run_dir.c_str());
     return 0;
   }
 
