@@ -91,6 +91,14 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   export_app->add_option("--out", export_cmd.out_dir, "output directory (must not exist)")
       ->required();
 
+  CompareCommand compare_cmd;
+  auto* compare = app.add_subcommand(
+      "compare", "runs side by side: their summaries and the config keys that differ");
+  compare->add_option("runs", compare_cmd.run_dirs, "run directories (runs/NAME ...)")
+      ->required()
+      ->expected(1, -1);
+  compare->add_flag("--json", compare_cmd.json, "print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -134,6 +142,7 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
     }
     if (*memory) return command_memory(memory_cmd);
     if (*export_app) return command_export(export_cmd);
+    if (*compare) return command_compare(compare_cmd);
     if (*eval) return command_eval(eval_cmd);
     if (*sample) return command_sample(sample_cmd);
     if (*bench) {

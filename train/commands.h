@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "train/config_keys.h"
 
@@ -57,5 +58,11 @@ struct ExportCommand {
   std::string out_dir;
 };
 int command_export(const ExportCommand& cmd);
+
+struct CompareCommand {
+  std::vector<std::string> run_dirs;
+  bool json = false;  // one JSON object instead of the tables
+};
+int command_compare(const CompareCommand& cmd);
 
 }  // namespace ledgerlm

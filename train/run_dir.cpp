@@ -164,7 +164,8 @@ int64_t run_metrics_truncate(const std::string& run_dir, int64_t step) {
       ++broken;
       continue;
     }
-    if (record_step(rec) > step) {
+    // A summary ends one job's part of the log; the resumed job writes the run's next one.
+    if (record_step(rec) > step || rec.contains("summary")) {
       changed = true;
       continue;
     }

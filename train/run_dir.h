@@ -32,9 +32,10 @@ RunConfig run_load_config(const std::string& run_dir);
 std::map<std::string, std::string> run_config_flat(const RunConfig& config);
 
 // A resumed run continues DIR/metrics.jsonl: records of steps after `step` (written by the
-// previous process after its last checkpoint) and lines that are not JSON objects (a record cut
-// by a kill or a full disk) are dropped, atomically, so the log reads as one clean run. Returns
-// the number of unparseable lines dropped.
+// previous process after its last checkpoint), the previous job's summary (a log ends with one
+// summary, the last job's) and lines that are not JSON objects (a record cut by a kill or a full
+// disk) are dropped, atomically, so the log reads as one clean run. Returns the number of
+// unparseable lines dropped.
 int64_t run_metrics_truncate(const std::string& run_dir, int64_t step);
 
 // Writes `text` to `path` via PATH.tmp, fsync and rename, and fsyncs the directory. Every step is

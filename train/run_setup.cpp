@@ -13,6 +13,7 @@
 
 #include "model/base/check.h"
 #include "train/run_dir.h"
+#include "train/run_summary.h"
 
 namespace ledgerlm {
 namespace {
@@ -46,8 +47,8 @@ void check_same_config(Comm& comm, const RunConfig& cfg) {
     std::string la, lb;
     while (std::getline(a, la) && std::getline(b, lb) && la == lb) {
     }
-    throw AgreedError(error_message("rank ", r, "'s resolved config differs from rank 0's: '",
-                                    lb, "' there, '", la,
+    throw AgreedError(error_message("rank ", r, "'s resolved config differs from rank 0's: '", lb,
+                                    "' there, '", la,
                                     "' on rank 0 (every rank must get the same config file and "
                                     "flags)"));
   }
@@ -56,11 +57,11 @@ void check_same_config(Comm& comm, const RunConfig& cfg) {
 // The same path may hold different data on different hosts: the data must agree too.
 void check_same_data(Comm& comm, const RunConfig& cfg, const DataMeta& m) {
   if (comm.world() == 1) return;
-  const std::string differs = disagreement(
-      comm, "data (meta.json)",
-      error_message(m.tokenizer, " vocab ", m.vocab_size, " train ", m.train.tokens, " tokens ",
-                    m.train.bytes, " bytes, val ", m.val.tokens, " tokens ", m.val.bytes,
-                    " bytes"));
+  const std::string differs =
+      disagreement(comm, "data (meta.json)",
+                   error_message(m.tokenizer, " vocab ", m.vocab_size, " train ", m.train.tokens,
+                                 " tokens ", m.train.bytes, " bytes, val ", m.val.tokens,
+                                 " tokens ", m.val.bytes, " bytes"));
   if (!differs.empty())
     throw AgreedError(differs + " in '" + cfg.data.dir +
                       "' (every host must see the same prepared data)");
@@ -157,6 +158,7 @@ class CreatedRunDir {
 // checkpoint, a new run's (or an overwritten one's) outputs cleared.
 void reset_run_dir(const TrainRun& run) {
   if (!run.lead()) return;
+  run_summary_remove(run.run_dir);  // written again when this job ends
   if (run.resuming()) {
     const int64_t broken = run_metrics_truncate(run.run_dir, run.loop.step);
     if (broken > 0)

@@ -17,6 +17,7 @@
 #include "train/ledger.h"
 #include "train/metrics.h"
 #include "train/run_dir.h"
+#include "train/run_summary.h"
 #include "train/stop_signal.h"
 #include "train/train_step.h"
 
@@ -187,6 +188,7 @@ class TrainLoop {
   void log_step(const StepResult& r, double step_s, int64_t total_steps, bool last) {
     const int64_t step = ls_.step;
     const double tps = static_cast<double>(run_.tokens_per_step()) / step_s;
+    last_loss_ = r.loss;
     json rec = {{"step", step},
                 {"tokens", ls_.tokens},
                 {"wall_s", seconds_since(t_start_)},
@@ -246,6 +248,7 @@ class TrainLoop {
         state_.model(), state_.units(), comm(), run_.loader->val_tokens(), val_starts_,
         cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
     ls_.last_val = ev.loss;
+    last_bpb_ = ev.bpb;
     if (ev.loss < ls_.best_val) {
       ls_.best_val = ev.loss;
       ls_.best_bpb = ev.bpb;
@@ -265,7 +268,8 @@ class TrainLoop {
   }
 
   void save_checkpoint() {
-    if (log_) log_->sync();  // the records up to this step are durable before the checkpoint that ends them
+    if (log_)
+      log_->sync();  // the records up to this step are durable before the checkpoint that ends them
     CkptSaveOptions so;
     so.keep = cfg_.ckpt.keep;
     so.world = run_.world;
@@ -287,10 +291,46 @@ class TrainLoop {
     std::fflush(stdout);
   }
 
+  // The run's summary record ("finished" or "stopped"), with every rank's memory (a collective).
+  json summary_record(const std::string& status) {
+    const double mean_tps = ls_.tokens / std::max(ls_.train_seconds, 1e-9);
+    json summary = {{"summary", true},
+                    {"status", status},
+                    {"run", cfg_.train.name},
+                    {"steps", ls_.step},
+                    {"tokens", ls_.tokens},
+                    {"wall_s", seconds_since(t_start_)},
+                    {"train_s", ls_.train_seconds},
+                    {"mean_tokens_per_s", mean_tps},
+                    {"final_loss", finite_or_null(last_loss_)},
+                    {"final_val_loss", finite_or_null(ls_.last_val)},
+                    {"final_val_bpb", finite_or_null(last_bpb_)},
+                    {"best_val_loss", finite_or_null(ls_.best_val)},
+                    {"best_val_bpb", finite_or_null(ls_.best_bpb)},
+                    {"skipped_steps", ls_.skipped},
+                    {"params", state_.table().num_params},
+                    {"world", run_.world},
+                    {"global_batch", run_.world * cfg_.train.micro_batch * cfg_.train.accum},
+                    {"tokens_per_step", run_.tokens_per_step()}};
+    add_memory(&summary);
+    return summary;
+  }
+
+  // The summary's one source: the same object ends metrics.jsonl and becomes summary.json.
+  void write_summary(json summary) {
+    run_summary_add_files(run_.run_dir, &summary);
+    log_write(summary);
+    if (log_) log_->sync();
+    run_summary_write(run_.run_dir, summary);
+  }
+
   int finish_stopped(const std::string& reason) {
+    json summary = summary_record("stopped");
+    summary["stopped"] = reason;
     if (!run_.lead()) return 0;
     stop_file_clear(run_.run_dir);
     log_write({{"step", ls_.step}, {"tokens", ls_.tokens}, {"stopped", reason}});
+    write_summary(summary);
     ledger_.finish(run_.run_dir);
     std::printf(
         "stopped by %s after step %lld: checkpoint %s/ckpt/%s\n"
@@ -301,20 +341,9 @@ class TrainLoop {
   }
 
   int finish() {
-    const double wall = seconds_since(t_start_);
-    const double mean_tps = ls_.tokens / std::max(ls_.train_seconds, 1e-9);
-    json summary = {{"summary", true},
-                    {"steps", ls_.step},
-                    {"tokens", ls_.tokens},
-                    {"wall_s", wall},
-                    {"train_s", ls_.train_seconds},
-                    {"mean_tokens_per_s", mean_tps},
-                    {"best_val_loss", finite_or_null(ls_.best_val)},
-                    {"best_val_bpb", finite_or_null(ls_.best_bpb)},
-                    {"skipped_steps", ls_.skipped}};
-    add_memory(&summary);
+    const json summary = summary_record("finished");
     if (!run_.lead()) return 0;
-    log_write(summary);
+    write_summary(summary);
     ledger_.finish(run_.run_dir);
     char val[96] = "no evaluation";
     if (!val_starts_.empty())
@@ -322,7 +351,9 @@ class TrainLoop {
     std::printf(
         "done: %lld steps, %s tokens in %s (%s tok/s) | %s | weights %s/model.safetensors\n",
         static_cast<long long>(ls_.step), format_count(static_cast<double>(ls_.tokens)).c_str(),
-        format_duration(wall).c_str(), format_count(mean_tps).c_str(), val, run_.run_dir.c_str());
+        format_duration(summary["wall_s"].get<double>()).c_str(),
+        format_count(summary["mean_tokens_per_s"].get<double>()).c_str(), val,
+        run_.run_dir.c_str());
     return 0;
   }
 
@@ -332,7 +363,8 @@ class TrainLoop {
   LoopState& ls_;
   LoaderBatches batches_;
   RunLedger ledger_;
-  std::unique_ptr<MetricsLog> log_;  // rank 0's
+  std::unique_ptr<MetricsLog> log_;          // rank 0's
+  double last_loss_ = NAN, last_bpb_ = NAN;  // of this job's last step and evaluation
   double tokens_per_byte_ = 0.0;
   std::vector<int64_t> val_starts_;
   int64_t last_saved_ = -1;
