@@ -107,14 +107,21 @@ testing::CommandResult train(const std::string& args) {
   return run_command(testing::ledgerlm_binary() + " train" + args);
 }
 
-void expect_one_error_line(const testing::CommandResult& r, const std::string& needle) {
+// One error line naming the disk full and holding one of `needles`.
+void expect_one_error_line(const testing::CommandResult& r,
+                           const std::vector<std::string>& needles) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   const size_t at = r.output.find("ledgerlm: error: ");
   ASSERT_NE(at, std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
   const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
-  EXPECT_NE(line.find(needle), std::string::npos) << line;
+  EXPECT_TRUE(std::any_of(needles.begin(), needles.end(), [&](const std::string& n) {
+    return line.find(n) != std::string::npos;
+  })) << line;
   EXPECT_NE(line.find("No space left on device"), std::string::npos) << line;
+}
+void expect_one_error_line(const testing::CommandResult& r, const std::string& needle) {
+  expect_one_error_line(r, std::vector<std::string>{needle});
 }
 
 void expect_same_run(const std::string& ref, const std::string& got, int64_t steps) {
@@ -126,8 +133,10 @@ void expect_same_run(const std::string& ref, const std::string& got, int64_t ste
   EXPECT_TRUE(testing::temporaries(got).empty());
 }
 
-// The log's writes fail first (no checkpoint is due): the run stops at once with one line, the
-// log ends on a complete record, and freeing space lets the run finish as if nothing happened.
+// The logs' writes fail first (no checkpoint is due): the run stops at once with one line naming
+// whichever log hit the full disk first (metrics.jsonl or the TensorBoard event file, written
+// alike), the log ends on a complete record, and freeing space lets the run finish as if nothing
+// happened.
 TEST(TrainOnFullDisk, MetricsWriteFailureStopsTheRun) {
   testing::Tmpfs disk(16 << 20);
   if (!disk.ok()) GTEST_SKIP() << disk.why();
@@ -139,7 +148,8 @@ TEST(TrainOnFullDisk, MetricsWriteFailureStopsTheRun) {
   disk.fill(1);
   const std::string resume = " --config " + run + "/config.toml --resume auto --train.max_steps 60";
   auto full = train(resume);
-  expect_one_error_line(full, "cannot write metrics log '" + run + "/metrics.jsonl'");
+  expect_one_error_line(full, {"cannot write metrics log '" + run + "/metrics.jsonl'",
+                               "cannot write TensorBoard event file '" + run + "/events.out."});
   const auto partial = testing::clean_losses(run);  // parses line by line, ends on a newline
   EXPECT_GT(partial.rbegin()->first, 6);
   EXPECT_LT(partial.rbegin()->first, 60);

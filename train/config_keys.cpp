@@ -70,6 +70,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("train", c.train, seed, I, "seed of init, data order, dropout");
   LLM_KEY("train", c.train, threads, I, "CPU threads (0: cores / local ranks)");
   LLM_KEY("train", c.train, overwrite, B, "reuse an existing run directory");
+  LLM_KEY("train", c.train, tensorboard, B,
+          "write TensorBoard events (runs/NAME/events.out.tfevents.*)");
 
   LLM_KEY("optim", c.optim, name, S, "sgd | adamw | lamb | lars | adafactor | adamw8bit");
   LLM_KEY("optim", c.optim, impl, S, "loop | foreach | fused");

@@ -33,8 +33,9 @@ struct TrainConfig {
   int64_t log_interval = 10;    // steps between progress lines
   int64_t save_interval = 0;    // steps between weight saves (0 = only at the end)
   int64_t seed = 1337;
-  int64_t threads = 0;     // 0: cores on this node / ranks on this node
-  bool overwrite = false;  // allow reusing an existing runs/NAME (else refuse)
+  int64_t threads = 0;      // 0: cores on this node / ranks on this node
+  bool overwrite = false;   // allow reusing an existing runs/NAME (else refuse)
+  bool tensorboard = true;  // also write the metrics as TensorBoard events (tensorboard.h)
   void validate() const;
 };
 

@@ -14,6 +14,7 @@
 #include "model/base/check.h"
 #include "train/run_dir.h"
 #include "train/run_summary.h"
+#include "train/tensorboard.h"
 
 namespace ledgerlm {
 namespace {
@@ -164,8 +165,14 @@ void reset_run_dir(const TrainRun& run) {
     if (broken > 0)
       std::printf("resume: dropped %lld unreadable line(s) from %s/metrics.jsonl\n",
                   static_cast<long long>(broken), run.run_dir.c_str());
+    if (tb_truncate(run.run_dir, run.loop.step) > 0)
+      std::printf(
+          "resume: dropped an unreadable record and what followed it from %s's "
+          "TensorBoard event file\n",
+          run.run_dir.c_str());
   } else {
     fs::remove(run.run_dir + "/metrics.jsonl");
+    for (const std::string& events : tb_event_files(run.run_dir)) fs::remove(events);
     if (run.cfg.train.overwrite) fs::remove_all(run.run_dir + "/ckpt");
   }
 }

@@ -19,6 +19,7 @@
 #include "train/run_dir.h"
 #include "train/run_summary.h"
 #include "train/stop_signal.h"
+#include "train/tensorboard.h"
 #include "train/train_step.h"
 
 namespace ledgerlm {
@@ -41,6 +42,7 @@ class TrainLoop {
         batches_(*run.loader),
         ledger_(run.cfg, *run.state, run.world, run.rank) {
     if (run.lead()) log_ = std::make_unique<MetricsLog>(run.run_dir + "/metrics.jsonl");
+    if (run.lead() && cfg_.train.tensorboard) tb_ = std::make_unique<TensorBoardLog>(run.run_dir);
     const DataMeta& meta = run.meta;
     tokens_per_byte_ = meta.val.bytes > 0 ? static_cast<double>(meta.val.tokens) /
                                                 static_cast<double>(meta.val.bytes)
@@ -127,8 +129,10 @@ class TrainLoop {
       ::raise(SIGKILL);
   }
 
+  // Every record goes to metrics.jsonl and, as scalars, to the TensorBoard event file.
   void log_write(const json& record) {
     if (log_) log_->write(record);
+    if (tb_) tb_->write(record);
   }
 
   bool budget_spent(double train_seconds) const {
@@ -268,8 +272,9 @@ class TrainLoop {
   }
 
   void save_checkpoint() {
-    if (log_)
-      log_->sync();  // the records up to this step are durable before the checkpoint that ends them
+    // The records up to this step are durable before the checkpoint that ends them.
+    if (log_) log_->sync();
+    if (tb_) tb_->sync();
     CkptSaveOptions so;
     so.keep = cfg_.ckpt.keep;
     so.world = run_.world;
@@ -321,6 +326,7 @@ class TrainLoop {
     run_summary_add_files(run_.run_dir, &summary);
     log_write(summary);
     if (log_) log_->sync();
+    if (tb_) tb_->sync();
     run_summary_write(run_.run_dir, summary);
   }
 
@@ -364,6 +370,7 @@ class TrainLoop {
   LoaderBatches batches_;
   RunLedger ledger_;
   std::unique_ptr<MetricsLog> log_;          // rank 0's
+  std::unique_ptr<TensorBoardLog> tb_;       // rank 0's, unless train.tensorboard = false
   double last_loss_ = NAN, last_bpb_ = NAN;  // of this job's last step and evaluation
   double tokens_per_byte_ = 0.0;
   std::vector<int64_t> val_starts_;
