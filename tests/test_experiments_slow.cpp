@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/test_util.h"
 
 namespace ledgerlm {
@@ -61,6 +63,15 @@ TEST_F(ExperimentSmoke, GlobalBatchReportAgreesWithItsRuns) {
   for (const char* part : {"## A. One global batch", "## B. Scaling", "## C. A large batch",
                            "| 2x2x2 | eq_2x2x2_s1 |", "| 4x1x2 | eq_4x1x2_s1 |"})
     EXPECT_NE(report.find(part), std::string::npos) << part;
+  // Under mpirun rank 0 alone writes the run's TensorBoard file: one file, every step once.
+  const CommandResult ev =
+      run_command(testing::python3() + " " + testing::source_dir() +
+                  "/tests/tools/tb_events_read.py " + dir + "/runs/eq_4x1x2_s1/events.out.*");
+  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+  const nlohmann::json events = nlohmann::json::parse(ev.output);
+  int losses = 0;
+  for (const auto& e : events["events"]) losses += e["scalars"].contains("train/loss") ? 1 : 0;
+  EXPECT_EQ(losses, 6) << "the smoke size's equivalence runs take 6 steps";
 }
 
 TEST_F(ExperimentSmoke, OptimizersReportAgreesWithItsRunsAndTheCheckerCatchesChanges) {

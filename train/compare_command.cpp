@@ -131,10 +131,11 @@ void print_table(const std::vector<std::string>& header,
       width[c + 1] = std::max(width[c + 1], values[c].size());
   }
   auto line = [&](const std::string& first, const std::vector<std::string>& rest) {
-    std::printf("%-*s", static_cast<int>(width[0]), first.c_str());
+    std::string text = first + std::string(width[0] - first.size(), ' ');
     for (size_t c = 0; c < rest.size(); ++c)
-      std::printf("  %-*s", static_cast<int>(width[c + 1]), rest[c].c_str());
-    std::printf("\n");
+      text += "  " + rest[c] + std::string(width[c + 1] - rest[c].size(), ' ');
+    while (!text.empty() && text.back() == ' ') text.pop_back();  // no padding after the last
+    std::printf("%s\n", text.c_str());
   };
   line(header[0], std::vector<std::string>(header.begin() + 1, header.end()));
   for (const auto& [label, values] : rows) line(label, values);
