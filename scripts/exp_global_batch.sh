@@ -87,7 +87,7 @@ for rule in "adamw sqrt $(lr_of $base_lr "$sqrt_k")" "adamw linear $(lr_of $base
   read -r optim how lr <<<"$rule"
   for seed in "${seeds[@]}"; do
     # shellcheck disable=SC2086
-    exp_run "large_${optim}_${how}_s$seed" large_batch "$optim $how" "$seed" 1 "$micro" \
+    EXP_MAY_DIVERGE=1 exp_run "large_${optim}_${how}_s$seed" large_batch "$optim $how" "$seed" 1 "$micro" \
       $((large / micro)) "$optim" "$lr" "${common[@]}" $sched
   done
 done

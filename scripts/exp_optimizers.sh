@@ -29,8 +29,10 @@ else
   seq=64 micro=16 seconds=${EXP_SECONDS:-45} calib_steps=30 eval_windows=64
 fi
 sweep_seconds=$("$py" -c "print($seconds / 3)")
-declare -A grid=([sgd]="0.1 0.3 1.0" [adamw]="1e-3 2e-3 4e-3" [lamb]="3e-3 1e-2 3e-2"
-  [lars]="1.0 3.0 10.0" [adafactor]="0.3 1.0 3.0" [adamw8bit]="1e-3 2e-3 4e-3")
+# LR grids, centred where 100-step trials of this model put each optimizer's best (Adafactor's LR
+# multiplies each tensor's RMS, LARS's its trust ratio eta = 0.001).
+declare -A grid=([sgd]="0.03 0.1 0.3" [adamw]="1.5e-3 3e-3 6e-3" [lamb]="1e-2 3e-2 1e-1"
+  [lars]="3 10 30" [adafactor]="0.03 0.1 0.3" [adamw8bit]="1.5e-3 3e-3 6e-3")
 optimizers=(sgd adamw lamb lars adafactor adamw8bit)
 common=("${model[@]}" --train.seq_len "$seq" --train.eval_windows "$eval_windows"
   --train.log_interval 1000 --optim.schedule cosine --optim.min_lr_ratio 0.1

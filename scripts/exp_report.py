@@ -90,8 +90,11 @@ def fmt_runs(names):
 
 
 def summary_cells(exp, names):
-    """The cells of the conventional columns for a group of runs."""
+    """The cells of the conventional columns for a group of runs ("diverged" if one did)."""
     s = [exp.runs[n]["summary"] for n in names]
+    if any(x is None for x in s):
+        return {k: "diverged" for k in ("steps", "tokens", "final val loss", "seed spread",
+                                        "tokens/s", "train s")}
     return {"steps": f"{s[0]['steps']}", "tokens": f"{s[0]['tokens']}",
             "final val loss": f"{mean([x['final_val_loss'] for x in s]):.4f}",
             "seed spread": f"{spread(exp, names):.4f}",
@@ -379,16 +382,19 @@ def global_batch_large(exp):
     for label, names in groups:
         cells = summary_cells(exp, names)
         r0 = exp.runs[names[0]]
+        delta = ("diverged" if cells["final val loss"] == "diverged"
+                 else f"{float(cells['final val loss']) - ref:+.4f}")
         rows.append(dict(cells, configuration=label, runs=fmt_runs(names), optimizer=r0["optim"],
-                         lr=r0["lr"], **{"Δ vs first row": f"{float(cells['final val loss']) - ref:+.4f}"}))
+                         lr=r0["lr"], **{"Δ vs first row": delta}))
     md += table(["configuration", "runs", "optimizer", "lr", "steps", "final val loss",
                  "seed spread", "Δ vs first row", "tokens/s"], rows)
     large_rows = sorted((float(r["final val loss"]), r["configuration"], float(r["seed spread"]))
-                        for r in rows[1:])
+                        for r in rows[1:] if r["final val loss"] != "diverged")
     (b, bl, bs), (o, ol, os_) = large_rows[0], large_rows[1]
     md += [f"Best at G = {large}: {bl} ({b:.4f}, {b - ref:+.4f} against the base batch). "
            + verdict(bl, b, ol, o, bs, os_), ""]
-    curves = [(label, n) for label, names in groups for n in names]
+    curves = [(label, n) for label, names in groups for n in names
+              if exp.runs[n]["summary"] is not None]
     md += figure(exp, "large_batch.png",
                  [(curves, "val_loss", "tokens", True, False, "val loss vs tokens (mean, band: seeds)"),
                   (curves, "loss", "step", True, True, "train loss per step")],

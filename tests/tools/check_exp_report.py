@@ -13,7 +13,8 @@ its runs, independently of the code that wrote it:
   tokens/s (mean), train s (mean), lr (config.toml's optim.lr), calibrated tokens/s (steps after
   the first 5), state bytes/param (optimizer-state peaks / params), the loss differences
   (max over shared steps) and `Δ vs first row`;
-- every run directory appears in some table; a run reported as diverged has no summary.json.
+- every run directory appears in some table; a row reported as diverged has a run without
+  summary.json.
 Exits non-zero with one line per disagreement.
 """
 import json
@@ -122,10 +123,9 @@ def check_row(header, cells, runs_of, first_val):
     runs = [runs_of(n) for n in names]
     if any(r is None for r in runs):
         return None
-    if row.get("final val loss") == "diverged":
-        for r in runs:
-            if r.summary is not None:
-                err(f"{r.name}: reported as diverged but has a summary.json")
+    if row.get("final val loss") == "diverged":  # a run of the row stopped on a non-finite loss
+        if all(r.summary is not None for r in runs):
+            err(f"{row['runs']}: reported as diverged but every run has a summary.json")
         return None
     for r in runs:
         if r.summary is None or r.summary.get("status") != "finished":
