@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
+#include "model/backend/cpu/cpu_optim.h"
 #include "model/param_table.h"
 #include "optim/optimizer.h"
 
@@ -60,6 +61,8 @@ class TestBackend : public Backend {
                              double) override {
     no();
   }
+  // The optimizers' kernels: the CPU implementation, on this backend's host memory.
+  void optimizer_op(const OptimOp& op, double* sums) override { cpu::cpu_optimizer_op(op, sums); }
 
  private:
   [[noreturn]] static void no() { throw std::logic_error("TestBackend: op not available"); }

@@ -135,4 +135,9 @@ void ProfilingBackend::softmax_cross_entropy(Tensor losses, Tensor logits, const
   inner_->softmax_cross_entropy(losses, logits, targets, rows, vocab, padded_vocab, grad_scale);
 }
 
+void ProfilingBackend::optimizer_op(const OptimOp& op, double* sums) {
+  Timer tm(times_, "optimizer");
+  inner_->optimizer_op(op, sums);
+}
+
 }  // namespace ledgerlm

@@ -63,6 +63,7 @@ class ProfilingBackend : public Backend {
                           const AttentionArgs& args) override;
   void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets, int64_t rows,
                              int64_t vocab, int64_t padded_vocab, double grad_scale) override;
+  void optimizer_op(const OptimOp& op, double* sums) override;
 
  private:
   std::unique_ptr<Backend> inner_;

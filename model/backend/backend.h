@@ -79,6 +79,8 @@ struct AttentionArgs {
   uint64_t first_sequence = 0;  // (head * T + query) * T + key
 };
 
+struct OptimOp;  // model/backend/optim_op.h
+
 // Backend construction options (the factory's input).
 struct BackendOptions {
   int threads = 0;  // CPU threads (0: all cores / ranks on this node)
@@ -162,6 +164,11 @@ class Backend {
   virtual void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets,
                                      int64_t rows, int64_t vocab, int64_t padded_vocab,
                                      double grad_scale) = 0;
+
+  // ---- optimizer ----------------------------------------------------------------------------
+  // One optimizer kernel (optim_op.h); kinds that reduce write their partial sums to `sums`
+  // (host memory, at most 2 values), the others leave it alone.
+  virtual void optimizer_op(const OptimOp& op, double* sums) = 0;
 };
 
 // The backend called `name` ("cpu"; "cuda" in builds with the CUDA backend); an unknown or

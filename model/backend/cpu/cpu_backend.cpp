@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_optim.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -80,6 +81,10 @@ void CpuBackend::copy(Tensor dst, Tensor src, int64_t n) {
     const int64_t begin = c * piece;
     std::memmove(d + begin, s + begin, static_cast<size_t>(std::min(bytes - begin, piece)));
   }
+}
+
+void CpuBackend::optimizer_op(const OptimOp& op, double* sums) {
+  cpu_optimizer_op(op, sums);
 }
 
 void* CpuBackend::workspace(WorkSlot slot, size_t bytes) {

@@ -76,6 +76,8 @@ class CpuBackend final : public Backend {
   void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets, int64_t rows,
                              int64_t vocab, int64_t padded_vocab, double grad_scale) override;
 
+  void optimizer_op(const OptimOp& op, double* sums) override;
+
   // A workspace buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
   void* workspace(WorkSlot slot, size_t bytes);
 
