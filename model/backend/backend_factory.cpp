@@ -1,10 +1,13 @@
 // The backend factory: a backend by name, so that the trainer, bench, eval and sample choose it
 // from configuration (train.device) instead of naming a concrete class. A backend added to the
 // build registers here.
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "model/backend/backend.h"
+#include "model/backend/guard/guard_backend.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -14,6 +17,10 @@ std::string backend_names() {
 }
 
 std::unique_ptr<Backend> backend_create(const std::string& name, const BackendOptions& options) {
+  // Test hook (guard_backend.h): the CPU backend behind guarded memory.
+  const char* guard = std::getenv("LEDGERLM_TEST_GUARD_BACKEND");
+  if (name == "guard" || (name == "cpu" && guard != nullptr && std::strcmp(guard, "1") == 0))
+    return backend_create_guard(options.threads);
   if (name == "cpu") return backend_create_cpu(options.threads);
   fail(error_message("backend '", name,
                      "' is not available in this build (choices: ", backend_names(), ")"));
