@@ -33,12 +33,15 @@ class TestBackend : public Backend {
   void scale(Tensor, int64_t, double) override { no(); }
   void gemm(const GemmArgs&) override { no(); }
   void bias_backward(Tensor, Tensor, int64_t, int64_t) override { no(); }
-  void embedding_forward(Tensor, const int32_t*, Tensor, Tensor, int64_t, int64_t,
-                         int64_t) override {
+  void embedding_forward(Tensor, Tensor, Tensor, Tensor, int64_t, int64_t, int64_t) override {
     no();
   }
-  void embedding_backward(Tensor, Tensor, Tensor, const int32_t*, int64_t, int64_t,
-                          int64_t) override {
+  void embedding_backward(Tensor, Tensor, Tensor, Tensor, int64_t, int64_t, int64_t) override {
+    no();
+  }
+  double sum(Tensor, int64_t) override { no(); }
+  void attention_decode(Tensor, Tensor, Tensor, Tensor, int64_t, int64_t, int64_t,
+                        int64_t) override {
     no();
   }
   void layernorm_forward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, int64_t,
@@ -57,8 +60,7 @@ class TestBackend : public Backend {
   void attention_backward(Tensor, Tensor, Tensor, Tensor, Tensor, const AttentionArgs&) override {
     no();
   }
-  void softmax_cross_entropy(Tensor, Tensor, const int32_t*, int64_t, int64_t, int64_t,
-                             double) override {
+  void softmax_cross_entropy(Tensor, Tensor, Tensor, int64_t, int64_t, int64_t, double) override {
     no();
   }
   // The optimizers' kernels: the CPU implementation, on this backend's host memory.

@@ -18,7 +18,7 @@ int command_eval(const EvalCommand& cmd) {
   LLM_REQUIRE(cmd.split == "val" || cmd.split == "train", "--split: expected val or train (got '",
               cmd.split, "')");
   LLM_REQUIRE(cmd.batch > 0, "--batch: expected > 0");
-  auto backend = backend_create_cpu(static_cast<int>(cmd.threads));
+  auto backend = backend_create("cpu", {static_cast<int>(cmd.threads), 0});
   LoadedRun run = run_load(cmd.run_dir, *backend);
   const int64_t T = run.config.train.seq_len;
   TokenArray tokens;

@@ -52,6 +52,13 @@ enum class OptimOpKind : uint8_t {
   kAdafactorApplyVector,
 };
 
+// Kinds that return partial sums (a reduction's input): their sums come back to the host.
+inline bool optim_op_reduces(OptimOpKind k) {
+  return k == OptimOpKind::kLambMoments || k == OptimOpKind::kLarsNorms ||
+         k == OptimOpKind::kAdafactorFactoredSums || k == OptimOpKind::kAdafactorFactoredU2 ||
+         k == OptimOpKind::kAdafactorVector;
+}
+
 struct OptimOp {
   OptimOpKind kind = OptimOpKind::kAdamWFused;
   Tensor w;  // fp32

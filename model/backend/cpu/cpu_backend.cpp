@@ -59,10 +59,12 @@ Buffer CpuBackend::allocate(MemTag tag, size_t bytes) {
 
 // The CPU backend's memory is host memory: its copies are memcpy (parallel for large ones).
 void CpuBackend::copy_from_host(Tensor dst, const void* src, int64_t n) {
+  note_up(n * static_cast<int64_t>(dtype_size(dst.dtype)));
   copy(dst, Tensor(const_cast<void*>(src), dst.dtype), n);
 }
 
 void CpuBackend::copy_to_host(void* dst, Tensor src, int64_t n) {
+  note_down(n * static_cast<int64_t>(dtype_size(src.dtype)));
   copy(Tensor(dst, src.dtype), src, n);
 }
 
@@ -85,6 +87,7 @@ void CpuBackend::copy(Tensor dst, Tensor src, int64_t n) {
 
 void CpuBackend::optimizer_op(const OptimOp& op, double* sums) {
   cpu_optimizer_op(op, sums);
+  if (optim_op_reduces(op.kind)) note_down(2 * sizeof(double));
 }
 
 void* CpuBackend::workspace(WorkSlot slot, size_t bytes) {
@@ -177,7 +180,32 @@ void CpuBackend::accumulate(Tensor dst, Tensor src, int64_t n) {
   });
 }
 
+double CpuBackend::sum(Tensor x, int64_t n) {
+  note_down(sizeof(double));
+  if (n <= 0) return 0.0;
+  LLM_REQUIRE(x.dtype == DType::kF32 || x.dtype == DType::kF64,
+              "cpu backend: sum of fp32 or fp64 values, got ", dtype_name(x.dtype));
+  // Chunks of kChunk in order, each summed left to right: independent of the thread count.
+  const int64_t chunks = chunk_count(n);
+  double* partial = static_cast<double*>(workspace(WorkSlot::kPartials, chunks * sizeof(double)));
+  dispatch_act(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = x.as<const T>();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      double acc = 0.0;
+      for (int64_t i = begin; i < end; ++i) acc += static_cast<double>(p[i]);
+      partial[c] = acc;
+    }
+  });
+  double total = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) total += partial[c];
+  return total;
+}
+
 double CpuBackend::sum_squares(Tensor x, int64_t n) {
+  note_down(sizeof(double));
   if (n <= 0) return 0.0;
   require_float(x, "sum_squares x");
   const int64_t chunks = chunk_count(n);
@@ -203,6 +231,7 @@ double CpuBackend::sum_squares(Tensor x, int64_t n) {
 }
 
 bool CpuBackend::all_finite(Tensor x, int64_t n) {
+  note_down(1);
   if (n <= 0) return true;
   require_float(x, "all_finite x");
   const int64_t chunks = chunk_count(n);

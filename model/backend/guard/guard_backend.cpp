@@ -123,13 +123,13 @@ class GuardBackend final : public Backend {
     Open o(alloc_);
     inner_->bias_backward(dbias, dout, m, n);
   }
-  void embedding_forward(Tensor out, const int32_t* tokens, Tensor wte, Tensor wpe, int64_t batch,
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int64_t batch,
                          int64_t seq, int64_t channels) override {
     Open o(alloc_);
     inner_->embedding_forward(out, tokens, wte, wpe, batch, seq, channels);
   }
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const int32_t* tokens,
-                          int64_t batch, int64_t seq, int64_t channels) override {
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int64_t batch,
+                          int64_t seq, int64_t channels) override {
     Open o(alloc_);
     inner_->embedding_backward(dwte, dwpe, dout, tokens, batch, seq, channels);
   }
@@ -169,11 +169,22 @@ class GuardBackend final : public Backend {
     Open o(alloc_);
     inner_->attention_backward(dqkv, dout, qkv, out, lse, args);
   }
-  void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets, int64_t rows,
+  void softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
                              int64_t vocab, int64_t padded_vocab, double grad_scale) override {
     Open o(alloc_);
     inner_->softmax_cross_entropy(losses, logits, targets, rows, vocab, padded_vocab, grad_scale);
   }
+  void attention_decode(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t positions,
+                        int64_t heads, int64_t channels, int64_t stride) override {
+    Open o(alloc_);
+    inner_->attention_decode(out, q, k_cache, v_cache, positions, heads, channels, stride);
+  }
+  double sum(Tensor x, int64_t n) override {
+    Open o(alloc_);
+    return inner_->sum(x, n);
+  }
+  const TransferStats& transfers() const override { return inner_->transfers(); }
+  void reset_transfers() override { inner_->reset_transfers(); }
   void optimizer_op(const OptimOp& op, double* sums) override {
     Open o(alloc_);
     inner_->optimizer_op(op, sums);
