@@ -54,6 +54,7 @@ struct GptModel::Impl {
   DType pdt, gdt, adt;
   Recompute recompute = Recompute::kNone;
   bool bf16_matmul = false;  // precision.matmul = bf16 (see GptModel::set_bf16_matmul)
+  bool tf32_matmul = false;  // precision.matmul = tf32 (GemmArgs::tf32)
   int64_t B = 0, T = 0;
   ModelRefs refs;
 
@@ -209,6 +210,7 @@ struct GptModel::Impl {
     g.k = in_f;
     g.trans_b = true;
     g.bf16_inputs = bf16_matmul;
+    g.tf32 = tf32_matmul;
     be.gemm(g);
   }
 
@@ -225,6 +227,7 @@ struct GptModel::Impl {
     gw.trans_a = true;
     gw.accumulate = true;
     gw.bf16_inputs = bf16_matmul;
+    gw.tf32 = tf32_matmul;
     be.gemm(gw);
     if (!dbias.empty()) be.bias_backward(dbias, dout, rows, out_f);
     if (!dinp.empty()) {
@@ -236,6 +239,7 @@ struct GptModel::Impl {
       gi.n = in_f;
       gi.k = out_f;
       gi.bf16_inputs = bf16_matmul;
+      gi.tf32 = tf32_matmul;
       be.gemm(gi);
     }
   }
@@ -402,6 +406,9 @@ GptModel::~GptModel() = default;
 
 void GptModel::set_bf16_matmul(bool on) {
   impl_->bf16_matmul = on;
+}
+void GptModel::set_tf32_matmul(bool on) {
+  impl_->tf32_matmul = on;
 }
 
 void GptModel::plan(int64_t batch, int64_t seq) {

@@ -37,6 +37,8 @@ class GptModel {
   // precision.matmul = bf16: the linear layers' GEMMs (forward, input and weight gradients) round
   // both operands to bf16 and accumulate in fp32 (GemmArgs::bf16_inputs). Off by default.
   void set_bf16_matmul(bool on);
+  // precision.matmul = tf32 (GemmArgs::tf32; CUDA only).
+  void set_tf32_matmul(bool on);
   const ParamTable& table() const { return table_; }
 
   // Allocates the activation arena for micro-batch B and sequence T (re-plans if they change).

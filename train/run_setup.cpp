@@ -20,8 +20,10 @@ namespace {
 namespace fs = std::filesystem;
 
 void check_command(const TrainCommand& cmd, const RunConfig& cfg) {
-  LLM_REQUIRE(cfg.train.device == "cpu", "train.device = ", cfg.train.device,
-              ": this build trains on the cpu only");
+  LLM_REQUIRE(cfg.precision.matmul != "tf32" || cfg.train.device == "cuda",
+              "precision.matmul = tf32 is a CUDA tensor-core mode: it needs train.device = cuda "
+              "(train.device is ",
+              cfg.train.device, ")");
   LLM_REQUIRE(cmd.resume.empty() || cmd.init_from.empty(),
               "--resume continues a run and --init-from starts a new one: pass only one");
 }
@@ -46,8 +48,8 @@ void check_same_config(Comm& comm, const RunConfig& cfg) {
     std::string la, lb;
     while (std::getline(a, la) && std::getline(b, lb) && la == lb) {
     }
-    throw AgreedError(error_message("rank ", r, "'s resolved config differs from rank 0's: '",
-                                    lb, "' there, '", la,
+    throw AgreedError(error_message("rank ", r, "'s resolved config differs from rank 0's: '", lb,
+                                    "' there, '", la,
                                     "' on rank 0 (every rank must get the same config file and "
                                     "flags)"));
   }
@@ -56,11 +58,11 @@ void check_same_config(Comm& comm, const RunConfig& cfg) {
 // The same path may hold different data on different hosts: the data must agree too.
 void check_same_data(Comm& comm, const RunConfig& cfg, const DataMeta& m) {
   if (comm.world() == 1) return;
-  const std::string differs = disagreement(
-      comm, "data (meta.json)",
-      error_message(m.tokenizer, " vocab ", m.vocab_size, " train ", m.train.tokens, " tokens ",
-                    m.train.bytes, " bytes, val ", m.val.tokens, " tokens ", m.val.bytes,
-                    " bytes"));
+  const std::string differs =
+      disagreement(comm, "data (meta.json)",
+                   error_message(m.tokenizer, " vocab ", m.vocab_size, " train ", m.train.tokens,
+                                 " tokens ", m.train.bytes, " bytes, val ", m.val.tokens,
+                                 " tokens ", m.val.bytes, " bytes"));
   if (!differs.empty())
     throw AgreedError(differs + " in '" + cfg.data.dir +
                       "' (every host must see the same prepared data)");
@@ -189,6 +191,11 @@ TrainRun run_setup(TrainCommand& cmd, Comm& comm) {
   comm_agree(comm, [&] {
     run.meta = run_resolve_data(&cfg);
     cfg.validate();
+    // The run records the device it ran on (config.toml, checkpoints), not "auto".
+    const std::string asked = cfg.train.device;
+    cfg.train.device = backend_resolve(asked);
+    if (run.lead() && asked != cfg.train.device)
+      std::printf("train.device = %s: training on %s\n", asked.c_str(), cfg.train.device.c_str());
     check_command(cmd, cfg);
   });
   check_same_config(comm, cfg);

@@ -21,7 +21,7 @@ int command_sample(const SampleCommand& cmd) {
   LLM_REQUIRE(cmd.top_k >= 0, "--top-k: expected >= 0 (got ", cmd.top_k, ")");
   LLM_REQUIRE(std::isfinite(cmd.top_p) && cmd.top_p > 0 && cmd.top_p <= 1,
               "--top-p: expected a number in (0, 1] (got ", cmd.top_p, ")");
-  auto backend = backend_create("cpu", {static_cast<int>(cmd.threads), 0});
+  auto backend = backend_create(backend_resolve(cmd.device), {static_cast<int>(cmd.threads), 0});
   LoadedRun run = run_load(cmd.run_dir, *backend);
   const ModelConfig& mc = run.config.model;
   std::vector<int32_t> ids = run.tokenizer->encode(cmd.prompt);

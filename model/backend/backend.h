@@ -56,6 +56,9 @@ struct GemmArgs {
   // precision.matmul = bf16: A and B are rounded to bf16 before the product (products exact in
   // fp32, sums in fp32), run on bf16 dot-product instructions where the device has them.
   bool bf16_inputs = false;
+  // precision.matmul = tf32: fp32 operands multiplied on TF32 tensor cores (10-bit mantissa
+  // products, fp32 sums). A CUDA mode; the configuration refuses it on the CPU.
+  bool tf32 = false;
 };
 
 // Which random numbers a dropout mask uses. Element e of sequence s (the sequence's index in the
@@ -208,6 +211,9 @@ class Backend {
 // unavailable name is an Error naming it and the choices.
 std::unique_ptr<Backend> backend_create(const std::string& name,
                                         const BackendOptions& options = {});
+// train.device resolved: "auto" is "cuda" when this build has the CUDA backend and a CUDA device
+// is visible, else "cpu"; any other name is returned as it is.
+std::string backend_resolve(const std::string& name);
 // Names backend_create accepts in this build.
 std::string backend_names();
 

@@ -9,10 +9,21 @@
 #include "model/backend/backend.h"
 #include "model/backend/guard/guard_backend.h"
 #include "model/base/check.h"
+#ifdef LEDGERLM_HAVE_CUDA
+#include "model/backend/cuda/cuda_device.h"
+#endif
 
 namespace ledgerlm {
 
 std::string backend_names() {
+  return "cpu";
+}
+
+std::string backend_resolve(const std::string& name) {
+  if (name != "auto") return name;
+#ifdef LEDGERLM_HAVE_CUDA
+  if (cuda_device_count() > 0) return "cuda";
+#endif
   return "cpu";
 }
 
