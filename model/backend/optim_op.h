@@ -80,4 +80,15 @@ struct OptimOp {
   float scale = 0.0f, u_scale = 1.0f, alpha = 0.0f;
 };
 
+// Host statistics an Adafactor factored op reads or writes: the rows its slice [p0, p0 + n)
+// touches plus the columns (all of them once the slice spans a row). 0 for other kinds.
+inline int64_t optim_op_host_stats(const OptimOp& op) {
+  const bool factored = op.kind == OptimOpKind::kAdafactorFactoredSums ||
+                        op.kind == OptimOpKind::kAdafactorFactoredU2 ||
+                        op.kind == OptimOpKind::kAdafactorApplyFactored;
+  if (!factored || op.n <= 0 || op.cols <= 0) return 0;
+  const int64_t rows = (op.p0 + op.n - 1) / op.cols - op.p0 / op.cols + 1;
+  return rows + (op.n < op.cols ? op.n : op.cols);
+}
+
 }  // namespace ledgerlm

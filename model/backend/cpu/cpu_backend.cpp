@@ -88,6 +88,15 @@ void CpuBackend::copy(Tensor dst, Tensor src, int64_t n) {
 void CpuBackend::optimizer_op(const OptimOp& op, double* sums) {
   cpu_optimizer_op(op, sums);
   if (optim_op_reduces(op.kind)) note_down(2 * sizeof(double));
+  // Adafactor's factored statistics live in host memory (optim_op.h): a device backend moves
+  // them, so they are counted here as it would move them — the row and column accumulators
+  // down after the sums, the row fractions and column statistics up before U^2 and the update.
+  const int64_t stats = optim_op_host_stats(op);
+  if (op.kind == OptimOpKind::kAdafactorFactoredSums)
+    note_down(stats * static_cast<int64_t>(sizeof(double)));
+  else if (op.kind == OptimOpKind::kAdafactorFactoredU2 ||
+           op.kind == OptimOpKind::kAdafactorApplyFactored)
+    note_up(stats * static_cast<int64_t>(sizeof(float)));
 }
 
 void* CpuBackend::workspace(WorkSlot slot, size_t bytes) {
