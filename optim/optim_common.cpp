@@ -94,6 +94,14 @@ Buffer RangeOptimizer::allocate_state(const std::string& name, MemTag tag, DType
   return backend_->allocate(tag, static_cast<size_t>(bytes));
 }
 
+Buffer RangeOptimizer::allocate_host_state(const std::string& name, MemTag tag, DType dtype,
+                                           int64_t elements) {
+  const int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));
+  components_.push_back({name, dtype, elements, bytes, tag});
+  if (bytes == 0) return Buffer();
+  return Buffer(&backend_->tracker(), tag, static_cast<size_t>(bytes));
+}
+
 StateView RangeOptimizer::mirror_view(const std::string& name, const OptimSegment& seg,
                                       const Buffer& buf, DType dtype, int64_t offset) const {
   StateView v;
@@ -105,6 +113,28 @@ StateView RangeOptimizer::mirror_view(const std::string& name, const OptimSegmen
   v.numel = seg.count;
   v.shape = table_.params[seg.param].shape;
   return v;
+}
+
+OptimOp RangeOptimizer::segment_op(OptimOpKind kind, const OptimSegment& seg, float* master,
+                                   Tensor grads, double grad_scale) const {
+  OptimOp op;
+  op.kind = kind;
+  op.w = Tensor(master + seg.master_at, DType::kF32);
+  op.g = grads.offset(seg.grad_at);
+  op.grad_scale = grad_scale;
+  op.n = seg.count;
+  return op;
+}
+
+Tensor RangeOptimizer::state_at(const Buffer& buf, int64_t local, DType dtype) {
+  if (buf.empty()) return Tensor();
+  return Tensor(buf.data(), dtype).offset(local);
+}
+
+std::array<double, 2> RangeOptimizer::run(const OptimOp& op) const {
+  std::array<double, 2> sums{0.0, 0.0};
+  backend_->optimizer_op(op, sums.data());
+  return sums;
 }
 
 void RangeOptimizer::require_initialized() const {

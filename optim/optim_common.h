@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <array>
+
+#include "model/backend/optim_op.h"
 #include "optim/optimizer.h"
 
 namespace ledgerlm {
@@ -60,6 +63,9 @@ class RangeOptimizer : public Optimizer {
   virtual void on_init() = 0;
   // A zeroed buffer of `elements` x dtype, recorded as a state component.
   Buffer allocate_state(const std::string& name, MemTag tag, DType dtype, int64_t elements);
+  // The same in host memory (still counted by the backend's tracker): for small per-tensor
+  // statistics that host code combines between the backend's passes.
+  Buffer allocate_host_state(const std::string& name, MemTag tag, DType dtype, int64_t elements);
   // A view of a state that mirrors the parameter layout (element i <-> master[i]), of the given
   // dtype; `offset` is the segment's first element in `buf` (seg.local for mirrored buffers).
   StateView mirror_view(const std::string& name, const OptimSegment& seg, const Buffer& buf,
@@ -67,6 +73,15 @@ class RangeOptimizer : public Optimizer {
   StateView mirror_view(const std::string& name, const OptimSegment& seg, const Buffer& buf) const {
     return mirror_view(name, seg, buf, state_dtype(), seg.local);
   }
+  // A backend optimizer kernel over segment `seg`: weights and gradients at the segment's
+  // addresses (OptimAddress), n = seg.count; the caller adds states and step constants.
+  OptimOp segment_op(OptimOpKind kind, const OptimSegment& seg, float* master, Tensor grads,
+                     double grad_scale) const;
+  // Element `local` of a state buffer of `dtype` as a tensor (empty buffer: empty tensor).
+  static Tensor state_at(const Buffer& buf, int64_t local, DType dtype);
+  // Runs the op on the backend; returns its sums (kinds that reduce).
+  std::array<double, 2> run(const OptimOp& op) const;
+
   // Storage dtype of parameter-shaped state (OptimConfig::state_dtype) and its element size.
   DType state_dtype() const { return config_.state_dtype; }
   double state_elem_bytes() const { return static_cast<double>(dtype_size(config_.state_dtype)); }

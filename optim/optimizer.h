@@ -70,6 +70,8 @@ struct StateView {
   // False for per-tensor state that every rank holding a part of the tensor keeps whole (the
   // same values everywhere): only the rank holding the tensor's first element writes it.
   bool write = true;
+  // Held in host memory (small statistics host code combines), not in the backend's.
+  bool host = false;
 };
 
 class Optimizer {

@@ -9,8 +9,12 @@
 # prediction; tokens/s, step time, the communication share of the step; the ratio of
 # 2 ranks x 1 thread to 1 rank x 2 threads per stage) and results/zero/zero.png.
 #
+# The runs themselves (checkpoints, weights) go to EXP_RUNS; results/zero/runs/ keeps only each
+# run's log, metrics.jsonl, config.toml and ledger.json, the record the report is built from.
+#
 # Environment: LEDGERLM_BIN (default build/ledgerlm), EXP_STEPS (default 8), EXP_OUT (default
-# results/zero), EXP_TORCH (default 1: run the PyTorch DDP peer).
+# results/zero), EXP_RUNS (default runs/exp_zero), EXP_TORCH (default 1: run the PyTorch DDP
+# peer).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,6 +22,7 @@ cd "$repo_root"
 bin="${LEDGERLM_BIN:-build/ledgerlm}"
 steps="${EXP_STEPS:-8}"
 out="${EXP_OUT:-results/zero}"
+work="${EXP_RUNS:-runs/exp_zero}"
 torch="${EXP_TORCH:-1}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -33,12 +38,12 @@ if [[ ! -f data_out/kjv/meta.json ]]; then
   echo "exp_zero: preparing the default corpus"
   LEDGERLM_BIN="$bin" scripts/prepare_default.sh
 fi
-mkdir -p "$out/runs"
+mkdir -p "$work"
 manifest="$out/manifest.tsv"
 : >"$manifest"
 
 common=(--config configs/bench_small.toml --model.vocab_size 0 --data.dir data_out/kjv
-  --train.out_dir "$out/runs" --train.overwrite true --train.max_steps "$steps"
+  --train.out_dir "$work" --train.overwrite true --train.max_steps "$steps"
   --train.eval_interval 0 --train.eval_windows 8 --train.log_interval 1 --optim.name adamw)
 mpi=(mpirun --allow-run-as-root --oversubscribe -x OMP_WAIT_POLICY=PASSIVE -x OPENBLAS_NUM_THREADS=1)
 
@@ -48,10 +53,10 @@ run() {  # run NAME WORLD THREADS STAGE
   local args=("${common[@]}" --train.name "$name" --train.threads "$threads"
     --train.micro_batch "$micro" --dist.zero "$stage")
   if ((world == 1)); then
-    "$bin" train "${args[@]}" >"$out/runs/$name.log" 2>&1
+    "$bin" train "${args[@]}" >"$work/$name.log" 2>&1
   else
     "${mpi[@]}" -np "$world" -x OMP_NUM_THREADS="$threads" "$bin" train "${args[@]}" \
-      >"$out/runs/$name.log" 2>&1
+      >"$work/$name.log" 2>&1
   fi
   printf '%s\t%s\t%s\t%s\tledgerlm\n' "$name" "$world" "$threads" "$stage" >>"$manifest"
 }
@@ -69,11 +74,23 @@ if [[ "$torch" == 1 ]]; then
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE \
       /usr/bin/python3 scripts/ddp_torch_step.py --world "$world" --layers 6 --heads 6 --embd 384 --seq 256 \
       --batch $((8 / world)) --vocab "$vocab" --steps "$steps" \
-      --out "$out/runs/$name.json" >"$out/runs/$name.log" 2>&1
+      --out "$work/$name.json" >"$work/$name.log" 2>&1
     printf '%s\t%s\t1\t-\ttorch\n' "$name" "$world" >>"$manifest"
   done
 fi
 
-/usr/bin/python3 scripts/zero_report.py --manifest "$manifest" --runs "$out/runs" --out "$out" \
+/usr/bin/python3 scripts/zero_report.py --manifest "$manifest" --runs "$work" --out "$out" \
   --command "scripts/exp_zero.sh (EXP_STEPS=$steps)"
+# The record next to the report: logs and each run's small files, never weights or checkpoints.
+rm -rf "$out/runs"
+mkdir -p "$out/runs"
+cp "$work"/*.log "$out/runs/"
+cp "$work"/*.json "$out/runs/" 2>/dev/null || true
+while IFS=$'\t' read -r name _; do
+  [[ -d "$work/$name" ]] || continue
+  mkdir -p "$out/runs/$name"
+  for f in metrics.jsonl config.toml ledger.json; do
+    [[ -f "$work/$name/$f" ]] && cp "$work/$name/$f" "$out/runs/$name/"
+  done
+done <"$manifest"
 echo "exp_zero: wrote $out/REPORT.md and $out/zero.png"

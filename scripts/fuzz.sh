@@ -17,9 +17,16 @@ seed=${LEDGERLM_FUZZ_SEED:-1}
 targets=${LEDGERLM_FUZZ_TARGETS:-"safetensors checkpoint config data"}
 
 command -v clang++ >/dev/null || { echo "fuzz: clang++ missing (scripts/setup.sh installs it)"; exit 1; }
-cmake -S . -B build-fuzz -G Ninja -DLEDGERLM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j "$(nproc)" >/dev/null
+# The build's output is kept and shown only when it fails: a silent exit here would read as a
+# fuzz failure with no cause.
+build_log=$(mktemp)
+if ! { cmake -S . -B build-fuzz -G Ninja -DLEDGERLM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build build-fuzz -j "$(nproc)"; } >"$build_log" 2>&1; then
+  echo "fuzz: building the fuzz targets failed; last lines of the build:"
+  grep -v '^\[' "$build_log" | tail -40
+  exit 1
+fi
+rm -f "$build_log"
 
 status=0
 for t in $targets; do

@@ -18,7 +18,7 @@ export OMP_WAIT_POLICY=PASSIVE
 if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "test: sanitizer build (ASan + UBSan, CPU only)"
   LEDGERLM_BUILD_DIR=build-sanitize LEDGERLM_SANITIZE=on LEDGERLM_CUDA=off scripts/setup.sh
-  (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest --output-on-failure -j 2 --timeout 900 -LE "reference|slow")
+  (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest --output-on-failure -j 2 --timeout 900 -LE "reference|slow|guard")
 fi
 if [ "${LEDGERLM_SKIP_FUZZ:-0}" != 1 ]; then
   fuzz_start=$(date +%s)

@@ -19,6 +19,9 @@
 
 #include "tests/test_util.h"
 #include "train/run_dir.h"
+#ifdef LEDGERLM_HAVE_CUDA
+#include "model/backend/cuda/cuda_device.h"
+#endif
 
 namespace ledgerlm {
 namespace {
@@ -27,6 +30,15 @@ namespace fs = std::filesystem;
 using testing::CommandResult;
 using testing::read_file;
 using testing::write_file;
+
+// What train.device = auto must find: a CUDA device, in a build that has the CUDA backend.
+bool cuda_device_visible() {
+#ifdef LEDGERLM_HAVE_CUDA
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
 
 std::string q(const std::string& s) {
   return shell_quote(s);
@@ -118,6 +130,29 @@ TEST_F(CliInputs, RunNamesAreRestricted) {
                           {"train.name", "not a run name"});
   }
   EXPECT_FALSE(fs::exists(out)) << "a refused name created " << out;
+}
+
+// train.device = auto trains on the device it finds and records that device, not "auto", in the
+// run's config.toml (a resume or an eval then knows where it ran); a name that is no device and
+// tf32 GEMMs on the CPU are refused before anything is created.
+TEST_F(CliInputs, DeviceAutoIsResolvedAndRecorded) {
+  const std::string out = root_ + "/device";
+  CommandResult r = ledgerlm("train" + tiny_flags(data_, out, "auto") +
+                             " --train.max_steps 1 --train.device auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string resolved = cuda_device_visible() ? "cuda" : "cpu";
+  EXPECT_NE(r.output.find("train.device = auto: training on " + resolved), std::string::npos)
+      << r.output;
+  const std::string config = read_file(out + "/auto/config.toml");
+  EXPECT_NE(config.find("device = \"" + resolved + "\""), std::string::npos) << config;
+  expect_one_line_error(
+      "train" + tiny_flags(data_, out, "tpu") + " --train.max_steps 1 --train.device tpu",
+      {"train.device", "tpu", "cpu", "cuda", "auto"});
+  expect_one_line_error(
+      "train" + tiny_flags(data_, out, "tf32") + " --train.max_steps 1 --precision.matmul tf32",
+      {"precision.matmul = tf32", "train.device = cuda"});
+  EXPECT_FALSE(fs::exists(out + "/tpu"));
+  EXPECT_FALSE(fs::exists(out + "/tf32"));
 }
 
 // Bad data is refused before the run directory exists, so fixing the data and running the same

@@ -53,6 +53,8 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   eval->add_option("--max-windows", eval_cmd.max_windows, "limit the windows (0: whole split)");
   eval->add_option("--batch", eval_cmd.batch, "windows per forward")->capture_default_str();
   eval->add_option("--threads", eval_cmd.threads, "CPU threads (0: all cores)");
+  eval->add_option("--device", eval_cmd.device, "cpu | cuda | auto (cuda when a GPU is visible)")
+      ->capture_default_str();
 
   SampleCommand sample_cmd;
   auto* sample = app.add_subcommand("sample", "generate text from a trained run");
@@ -67,6 +69,9 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   sample->add_option("--seed", sample_cmd.seed, "sampling seed")->capture_default_str();
   sample->add_flag("--no-cache", sample_cmd.no_cache, "recompute the prefix for every token");
   sample->add_option("--threads", sample_cmd.threads, "CPU threads (0: all cores)");
+  sample
+      ->add_option("--device", sample_cmd.device, "cpu | cuda | auto (cuda when a GPU is visible)")
+      ->capture_default_str();
 
   BenchCommand bench_cmd;
   auto* bench = app.add_subcommand("bench", "time training steps on random tokens");

@@ -28,6 +28,7 @@ struct EvalCommand {
   int64_t max_windows = 0;    // 0: the whole split
   int64_t batch = 8;
   int64_t threads = 0;
+  std::string device = "auto";  // cpu | cuda | auto (backend_resolve)
 };
 int command_eval(const EvalCommand& cmd);
 
@@ -41,6 +42,7 @@ struct SampleCommand {
   int64_t seed = 0;
   bool no_cache = false;  // decode by recomputing the whole prefix each token
   int64_t threads = 0;
+  std::string device = "auto";  // cpu | cuda | auto (backend_resolve)
 };
 int command_sample(const SampleCommand& cmd);
 

@@ -56,7 +56,7 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
 
   LLM_KEY("train", c.train, name, S, "run name: outputs go to OUT_DIR/NAME");
   LLM_KEY("train", c.train, out_dir, S, "directory holding runs");
-  LLM_KEY("train", c.train, device, S, "cpu | cuda");
+  LLM_KEY("train", c.train, device, S, "cpu | cuda | auto (cuda when a GPU is visible)");
   LLM_KEY("train", c.train, micro_batch, I, "sequences per micro-batch per rank (B)");
   LLM_KEY("train", c.train, seq_len, I, "tokens per sequence (T)");
   LLM_KEY("train", c.train, accum, I, "micro-batches accumulated per step (A)");
@@ -112,7 +112,7 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
           "optimizer state storage (m, v, momentum): fp32 | bf16");
   LLM_KEY("precision", c.precision, rounding, S, "write of the compute copy: nearest | stochastic");
   LLM_KEY("precision", c.precision, matmul, S,
-          "linear-layer GEMM inputs: fp32 | bf16 (rounded, fp32 sums, VDPBF16PS)");
+          "linear-layer GEMM inputs: fp32 | tf32 (cuda) | bf16 (rounded, fp32 sums)");
   LLM_KEY("precision", c.precision, loss_scale, S, "auto | dynamic | static | none");
   LLM_KEY("precision", c.precision, init_scale, F, "initial (or static) loss scale");
   LLM_KEY("precision", c.precision, growth_interval, I, "good steps before the scale grows");

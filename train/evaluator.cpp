@@ -37,9 +37,7 @@ EvalSums eval_sums(GptModel& model, UnitAccess& units, const TokenArray& tokens,
       std::copy(window.begin() + 1, window.end(), targets.begin() + b * seq);
     }
     model.forward(units, inputs.data(), targets.data(), batch, seq, opts);
-    Tensor losses = model.token_losses();
-    for (int64_t i = 0; i < valid * seq; ++i)
-      sums.loss += losses.dtype == DType::kF64 ? losses.as<double>()[i] : losses.as<float>()[i];
+    sums.loss += model.token_loss_sum(valid * seq);
     sums.tokens += valid * seq;
   }
   return sums;

@@ -43,7 +43,7 @@ LoadedRun run_load(const std::string& run_dir, Backend& backend) {
                 "' has shape ", safetensors_shape_string(info.shape), ", expected ",
                 safetensors_shape_string(p.shape));
     std::vector<float> v = f.read_f32(p.name);
-    std::copy(v.begin(), v.end(), run.params.as<float>() + p.offset);
+    backend.copy_from_host(run.params_tensor().offset(p.offset), v.data(), p.numel);
   }
   return run;
 }

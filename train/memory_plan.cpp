@@ -352,6 +352,9 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
           plan_activation_bytes(s, x.micro_batch, x.recompute), false, false, false);
     b.add("workspace.model", MemTag::kWorkspace, "fp32", plan_model_scratch_bytes(s, x.micro_batch),
           false, false, false);
+    // The micro-batch's token ids and targets in backend memory (int32, 64-byte aligned each).
+    const int64_t ids = (x.micro_batch * s.seq * 4 + 63) / 64 * 64;
+    b.add("data.batch", MemTag::kData, "int32", 2 * ids, false, false, false);
   } else {
     plan.notes.push_back("activations: not predicted (give --layers --hidden --heads --seq)");
   }

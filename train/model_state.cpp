@@ -116,6 +116,7 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   }
   model_ = std::make_unique<GptModel>(config_.model, table_, backend_, plan_.params, plan_.grads);
   model_->set_bf16_matmul(config_.precision.matmul == "bf16");
+  model_->set_tf32_matmul(config_.precision.matmul == "tf32");
   if (stage_ >= 2) {
     ZeroUnitsConfig zc;
     zc.stage = stage_;

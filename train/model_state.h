@@ -140,6 +140,8 @@ class ModelState {
   // Where a slice of this rank's weights sits in master().
   int64_t master_position(const ShardSlice& slice) const;
   double gradient_sum_squares();
+  // Host copies of pieces[first..] when the backend's memory is not host memory.
+  void stage_pieces(std::vector<CkptPiece>* pieces, size_t first);
   // precision.master = none: the fp32 view of this rank's part of the compute copy.
   void widen_compute_copy();
   // The rank's pieces of the weights as written to "model" (fp32 master or compute copy).
@@ -160,6 +162,7 @@ class ModelState {
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<FlatUnits> flat_units_;
   std::unique_ptr<ZeroUnits> zero_units_;
+  std::vector<std::vector<char>> staging_;  // host copies behind checkpoint pieces
   LossScaler scaler_;
 };
 

@@ -126,8 +126,12 @@ void ModelState::checkpoint_load(const CheckpointReader& ckpt) {
                 "': optimizer.safetensors has no state '", name, "' that optimizer ",
                 optim_->name(), " with this config needs");
     host.resize(static_cast<size_t>(v.numel) * dtype_size(v.dtype));
-    ckpt.read("optimizer", name, v.dtype, v.shape, v.param_begin, v.numel, host.data());
-    backend_.copy_from_host(Tensor(v.data, v.dtype), host.data(), v.numel);
+    if (v.host) {  // host-memory statistics: read in place
+      ckpt.read("optimizer", name, v.dtype, v.shape, v.param_begin, v.numel, v.data);
+    } else {
+      ckpt.read("optimizer", name, v.dtype, v.shape, v.param_begin, v.numel, host.data());
+      backend_.copy_from_host(Tensor(v.data, v.dtype), host.data(), v.numel);
+    }
     expected.push_back(name);
   }
   if (world() > 1) {  // the states every rank needs together
@@ -171,12 +175,27 @@ std::vector<CkptPiece> ModelState::weight_pieces(const std::string& file) {
   return pieces;
 }
 
+// Pieces point into backend memory: where that is not host memory, the bytes are staged in host
+// copies (held until the next call) so the writers never dereference a device buffer.
+void ModelState::stage_pieces(std::vector<CkptPiece>* pieces, size_t first) {
+  if (backend_.memory_space() == MemSpace::kHost) return;
+  if (first == 0) staging_.clear();
+  for (size_t i = first; i < pieces->size(); ++i) {
+    CkptPiece& p = (*pieces)[i];
+    std::vector<char>& host = staging_.emplace_back(static_cast<size_t>(p.count) *
+                                                    dtype_size(p.dtype));
+    backend_.copy_to_host(host.data(), Tensor(const_cast<void*>(p.data), p.dtype), p.count);
+    p.data = host.data();
+  }
+}
+
 std::vector<CkptPiece> ModelState::checkpoint_pieces() {
   std::vector<CkptPiece> pieces = weight_pieces("model");
   if (plan_.separate_master) {  // the compute copy too, in its own dtype (what the ledger counts)
     std::vector<CkptPiece> c = weight_pieces("compute");
     pieces.insert(pieces.end(), c.begin(), c.end());
   }
+  stage_pieces(&pieces, 0);
   if (stage_ == 0 && layout_.rank != 0) return pieces;
   for (const StateView& v : optim_->state_views()) {
     if (!v.write) continue;  // the same values are written by the rank holding element 0
@@ -189,12 +208,14 @@ std::vector<CkptPiece> ModelState::checkpoint_pieces() {
     piece.count = v.numel;
     piece.data = v.data;
     pieces.push_back(std::move(piece));
+    if (!v.host) stage_pieces(&pieces, pieces.size() - 1);
   }
   return pieces;
 }
 
 void ModelState::save_weights(const std::string& path) {
   std::vector<CkptPiece> pieces = weight_pieces("model");
+  stage_pieces(&pieces, 0);
   if (world() == 1) {
     SafeTensorsWriter w;
     for (const CkptPiece& p : pieces) w.add(p.name, p.dtype, p.shape, p.data);

@@ -21,7 +21,7 @@ struct DataConfig {
 struct TrainConfig {
   std::string name = "run";  // runs/NAME
   std::string out_dir = "runs";
-  std::string device = "cpu";   // cpu | cuda
+  std::string device = "cpu";   // cpu | cuda | auto
   int64_t micro_batch = 8;      // B: sequences per micro-batch per rank
   int64_t seq_len = 128;        // T
   int64_t accum = 1;            // A: micro-batches per optimizer step

@@ -22,8 +22,10 @@ namespace {
 namespace fs = std::filesystem;
 
 void check_command(const TrainCommand& cmd, const RunConfig& cfg) {
-  LLM_REQUIRE(cfg.train.device == "cpu", "train.device = ", cfg.train.device,
-              ": this build trains on the cpu only");
+  LLM_REQUIRE(cfg.precision.matmul != "tf32" || cfg.train.device == "cuda",
+              "precision.matmul = tf32 is a CUDA tensor-core mode: it needs train.device = cuda "
+              "(train.device is ",
+              cfg.train.device, ")");
   LLM_REQUIRE(cmd.resume.empty() || cmd.init_from.empty(),
               "--resume continues a run and --init-from starts a new one: pass only one");
 }
@@ -198,6 +200,11 @@ TrainRun run_setup(TrainCommand& cmd, Comm& comm) {
   comm_agree(comm, [&] {
     run.meta = run_resolve_data(&cfg);
     cfg.validate();
+    // The run records the device it ran on (config.toml, checkpoints), not "auto".
+    const std::string asked = cfg.train.device;
+    cfg.train.device = backend_resolve(asked);
+    if (run.lead() && asked != cfg.train.device)
+      std::printf("train.device = %s: training on %s\n", asked.c_str(), cfg.train.device.c_str());
     check_command(cmd, cfg);
   });
   check_same_config(comm, cfg);

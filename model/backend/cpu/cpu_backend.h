@@ -46,6 +46,7 @@ class CpuBackend final : public Backend {
   void convert(Tensor dst, Tensor src, int64_t n, Rounding rounding = Rounding::kNearest,
                uint64_t seed = 0, uint64_t stream_offset = 0) override;
   void accumulate(Tensor dst, Tensor src, int64_t n) override;
+  double sum(Tensor x, int64_t n) override;
   double sum_squares(Tensor x, int64_t n) override;
   bool all_finite(Tensor x, int64_t n) override;
   void scale(Tensor x, int64_t n, double s) override;
@@ -53,10 +54,10 @@ class CpuBackend final : public Backend {
   void gemm(const GemmArgs& args) override;
   void bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) override;
 
-  void embedding_forward(Tensor out, const int32_t* tokens, Tensor wte, Tensor wpe, int64_t batch,
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int64_t batch,
                          int64_t seq, int64_t channels) override;
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const int32_t* tokens,
-                          int64_t batch, int64_t seq, int64_t channels) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int64_t batch,
+                          int64_t seq, int64_t channels) override;
 
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,
                          int64_t rows, int64_t channels) override;
@@ -73,8 +74,12 @@ class CpuBackend final : public Backend {
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                           const AttentionArgs& args) override;
 
-  void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets, int64_t rows,
+  void attention_decode(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t positions,
+                        int64_t heads, int64_t channels, int64_t stride) override;
+  void softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
                              int64_t vocab, int64_t padded_vocab, double grad_scale) override;
+
+  void optimizer_op(const OptimOp& op, double* sums) override;
 
   // A workspace buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
   void* workspace(WorkSlot slot, size_t bytes);

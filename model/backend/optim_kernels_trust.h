@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "optim/kernels.h"
+#include "model/backend/optim_kernels.h"
 
 namespace ledgerlm {
 
