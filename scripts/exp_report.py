@@ -15,7 +15,6 @@ a `runs` column lists the run directories a row summarises; `final val loss` is 
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import sys
@@ -377,22 +376,31 @@ def global_batch_large(exp):
               (f"G={large} adamw base lr", exp.names("scaling", f"G={large}"))]
     groups += [(f"G={large} {label}", exp.names("large_batch", label))
                for label in exp.labels("large_batch")]
-    ref = float(summary_cells(exp, groups[0][1])["final val loss"])
+
+    def mean_val(names):  # unrounded: a difference of rounded means can be off by a digit
+        return mean([val(exp, n) for n in names])
+
+    ref = mean_val(groups[0][1])
     rows = []
     for label, names in groups:
         cells = summary_cells(exp, names)
         r0 = exp.runs[names[0]]
         delta = ("diverged" if cells["final val loss"] == "diverged"
-                 else f"{float(cells['final val loss']) - ref:+.4f}")
+                 else f"{mean_val(names) - ref:+.4f}")
         rows.append(dict(cells, configuration=label, runs=fmt_runs(names), optimizer=r0["optim"],
                          lr=r0["lr"], **{"Δ vs first row": delta}))
     md += table(["configuration", "runs", "optimizer", "lr", "steps", "final val loss",
                  "seed spread", "Δ vs first row", "tokens/s"], rows)
     large_rows = sorted((float(r["final val loss"]), r["configuration"], float(r["seed spread"]))
                         for r in rows[1:] if r["final val loss"] != "diverged")
-    (b, bl, bs), (o, ol, os_) = large_rows[0], large_rows[1]
+    b, bl, bs = large_rows[0]  # G = large at the base LR never diverges (no EXP_MAY_DIVERGE)
+    if len(large_rows) > 1:
+        o, ol, os_ = large_rows[1]
+        runner_up = verdict(bl, b, ol, o, bs, os_)
+    else:
+        runner_up = "Every other configuration at this batch diverged."
     md += [f"Best at G = {large}: {bl} ({b:.4f}, {b - ref:+.4f} against the base batch). "
-           + verdict(bl, b, ol, o, bs, os_), ""]
+           + runner_up, ""]
     curves = [(label, n) for label, names in groups for n in names
               if exp.runs[n]["summary"] is not None]
     md += figure(exp, "large_batch.png",
