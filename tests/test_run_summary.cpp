@@ -1,6 +1,7 @@
 // A run's summary.json and `ledgerlm compare`:
 //   - a finished run's summary.json is exactly the record that ends its metrics.jsonl, and its
-//     figures agree with the log, the files on disk and an independent SHA-256 (sha256sum);
+//     figures (losses, mean optimizer-step ms) agree with the log, the files on disk and an
+//     independent SHA-256 (sha256sum);
 //   - a stopped run (STOP file) writes one too, and a resumed run's log keeps one summary only;
 //   - compare prints the summaries side by side and exactly the config keys that differ;
 //   - compare's errors are one line.
@@ -50,9 +51,10 @@ TEST_F(SummaryTest, FinishedRunSummaryIsTheLogsLastRecord) {
   EXPECT_EQ(s["world"], 1);
 
   // Losses: the last step's, the last and the best evaluation (steps 4, 8, 12).
-  double last_loss = NAN, last_val = NAN, best_val = INFINITY;
+  double last_loss = NAN, last_val = NAN, best_val = INFINITY, optim_ms = 0.0;
   for (const json& rec : log) {
     if (rec.contains("loss")) last_loss = rec["loss"].get<double>();
+    if (rec.contains("loss")) optim_ms += rec["optim_ms"].get<double>() / 12;
     if (rec.contains("val_loss") && !rec.contains("summary")) {
       last_val = rec["val_loss"].get<double>();
       best_val = std::min(best_val, last_val);
@@ -63,6 +65,8 @@ TEST_F(SummaryTest, FinishedRunSummaryIsTheLogsLastRecord) {
   EXPECT_EQ(s["best_val_loss"].get<double>(), best_val);
   EXPECT_DOUBLE_EQ(s["mean_tokens_per_s"].get<double>(),
                    s["tokens"].get<double>() / s["train_s"].get<double>());
+  EXPECT_NEAR(s["mean_optim_ms"].get<double>(), optim_ms, 1e-9 * optim_ms);
+  EXPECT_GT(optim_ms, 0.0);
 
   // What the run produced: the hash of config.toml (computed here by coreutils), the final
   // checkpoint's size on disk, the weights file's size.

@@ -87,6 +87,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> summary_rows(
        [](const json& s) { return num(s.value("global_batch", json()), "%.0f"); }},
       {"train s", [](const json& s) { return num(s.value("train_s", json()), "%.1f"); }},
       {"tokens/s", [](const json& s) { return num(s.value("mean_tokens_per_s", json()), "%.0f"); }},
+      {"optim ms", [](const json& s) { return num(s.value("mean_optim_ms", json()), "%.2f"); }},
       {"final loss", [](const json& s) { return num(s.value("final_loss", json()), "%.4f"); }},
       {"final val loss",
        [](const json& s) { return num(s.value("final_val_loss", json()), "%.4f"); }},

@@ -193,6 +193,8 @@ class TrainLoop {
     const int64_t step = ls_.step;
     const double tps = static_cast<double>(run_.tokens_per_step()) / step_s;
     last_loss_ = r.loss;
+    optim_ms_sum_ += r.optim_ms;
+    ++job_steps_;
     json rec = {{"step", step},
                 {"tokens", ls_.tokens},
                 {"wall_s", seconds_since(t_start_)},
@@ -307,6 +309,7 @@ class TrainLoop {
                     {"wall_s", seconds_since(t_start_)},
                     {"train_s", ls_.train_seconds},
                     {"mean_tokens_per_s", mean_tps},
+                    {"mean_optim_ms", job_steps_ > 0 ? json(optim_ms_sum_ / job_steps_) : json()},
                     {"final_loss", finite_or_null(last_loss_)},
                     {"final_val_loss", finite_or_null(ls_.last_val)},
                     {"final_val_bpb", finite_or_null(last_bpb_)},
@@ -372,6 +375,8 @@ class TrainLoop {
   std::unique_ptr<MetricsLog> log_;          // rank 0's
   std::unique_ptr<TensorBoardLog> tb_;       // rank 0's, unless train.tensorboard = false
   double last_loss_ = NAN, last_bpb_ = NAN;  // of this job's last step and evaluation
+  double optim_ms_sum_ = 0.0;                // over this job's steps (rank 0's optimizer time)
+  int64_t job_steps_ = 0;
   double tokens_per_byte_ = 0.0;
   std::vector<int64_t> val_starts_;
   int64_t last_saved_ = -1;
