@@ -10,7 +10,10 @@
 #   EXP_OUT       output directory (default runs/exp_NAME): runs/, manifest.tsv, REPORT.md, PNGs
 #   EXP_THREADS   CPU threads of a single-process run (default 2); ranks under mpirun use 1 each
 #   EXP_SEEDS     seeds, space-separated (default "1 2"; at least 2: the seed spread is the yardstick)
-#   EXP_PUBLISH   also copy REPORT.md, the PNGs and every run's summary.json to this directory
+#   EXP_PUBLISH   where the report of record goes (default results/NAME at the default size, none
+#                 at the smoke size; empty: none): REPORT.md, the PNGs, manifest.tsv, params.tsv
+#                 and each run's summary.json, metrics.jsonl and config.toml (no weights, no
+#                 checkpoints), so tests/tools/check_exp_report.py can check the published copy
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,6 +24,7 @@ data="${EXP_DATA:-data_out/kjv}"
 out="${EXP_OUT:-runs/exp_$exp_name}"
 threads="${EXP_THREADS:-2}"
 read -r -a seeds <<<"${EXP_SEEDS:-1 2}"
+if [[ "$size" == default ]]; then publish="${EXP_PUBLISH-results/$exp_name}"; else publish="${EXP_PUBLISH:-}"; fi
 py=/usr/bin/python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -36,6 +40,12 @@ if [[ ! -f "$data/meta.json" ]]; then
   [[ "$data" == data_out/kjv ]] || exp_fail "no prepared data in $data (ledgerlm prepare --out $data)"
   echo "exp_$exp_name: preparing the default corpus"
   LEDGERLM_BIN="$bin" scripts/prepare_default.sh
+fi
+if [[ -n "$publish" ]]; then
+  [[ "$(realpath -m "$publish")" != "$(realpath -m "$out")" ]] ||
+    exp_fail "EXP_PUBLISH must not be EXP_OUT ($out)"
+  [[ ! -e "$publish/runs" || -f "$publish/manifest.tsv" ]] ||
+    exp_fail "$publish has a runs/ but no manifest.tsv: not an experiment's published report (choose another EXP_PUBLISH)"
 fi
 rm -rf "$out/runs"
 mkdir -p "$out/runs"
@@ -95,13 +105,20 @@ exp_report() {
   "$py" scripts/exp_report.py "$exp_name" --out "$out" --size "$size" --command "$1" \
     --seconds $(($(date +%s) - exp_start)) --load "$exp_load_start $(cut -d' ' -f1 /proc/loadavg)" \
     --threads "$threads"
-  if [[ -n "${EXP_PUBLISH:-}" ]]; then
-    mkdir -p "$EXP_PUBLISH/summaries"
-    cp "$out/REPORT.md" "$out"/*.png "$EXP_PUBLISH/"
-    for s in "$out"/runs/*/summary.json; do
-      cp "$s" "$EXP_PUBLISH/summaries/$(basename "$(dirname "$s")").json"
+  if [[ -n "$publish" ]]; then
+    rm -rf "$publish/runs"
+    rm -f "$publish"/*.png
+    mkdir -p "$publish/runs"
+    cp "$out/REPORT.md" "$out"/*.png "$out/manifest.tsv" "$out/params.tsv" "$publish/"
+    local run
+    for run in "$out"/runs/*/; do
+      run=$(basename "$run")
+      mkdir -p "$publish/runs/$run"
+      for f in summary.json metrics.jsonl config.toml; do
+        [[ ! -f "$out/runs/$run/$f" ]] || cp "$out/runs/$run/$f" "$publish/runs/$run/"
+      done
     done
-    echo "exp_$exp_name: published to $EXP_PUBLISH"
+    echo "exp_$exp_name: published to $publish"
   fi
   echo "exp_$exp_name: wrote $out/REPORT.md"
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Experiment: the six optimizers under one wall-clock budget, on a small GPT and the default KJV
-# corpus (global batch 16 sequences, one process).
+# Experiment: the six optimizers, and AdamW with bf16 state (adamw_bf16: m and v stored in bf16),
+# under one wall-clock budget, on a small GPT and the default KJV corpus (global batch 16
+# sequences, one process).
 #   1. Calibration: a short run of each optimizer measures its tokens/s on this machine (after its
 #      first 5 steps: allocation and page faults are not the pace); the asked wall-clock budget
 #      (EXP_SECONDS of training per run) becomes a token budget per optimizer: whole steps,
@@ -16,8 +17,8 @@
 # runs with the schedule's LR (relative_step false), on the scale of each tensor's RMS.
 #
 # Writes EXP_OUT/REPORT.md (calibration, sweep, final ranking) and PNGs; environment in
-# scripts/exp_lib.sh, plus EXP_SECONDS (training seconds per final run). Default size: ~15-20
-# minutes on 2 cores.
+# scripts/exp_lib.sh, plus EXP_SECONDS (training seconds per final run). Default size: about 17
+# minutes (14 final runs of 45 s, 21 sweep runs of 15 s, calibration, start-up, evaluations).
 exp_name=optimizers
 source "$(dirname "${BASH_SOURCE[0]}")/exp_lib.sh"
 
@@ -32,8 +33,9 @@ sweep_seconds=$("$py" -c "print($seconds / 3)")
 # LR grids, centred where 100-step trials of this model put each optimizer's best (Adafactor's LR
 # multiplies each tensor's RMS, LARS's its trust ratio eta = 0.001).
 declare -A grid=([sgd]="0.03 0.1 0.3" [adamw]="1.5e-3 3e-3 6e-3" [lamb]="1e-2 3e-2 1e-1"
-  [lars]="3 10 30" [adafactor]="0.03 0.1 0.3" [adamw8bit]="1.5e-3 3e-3 6e-3")
-optimizers=(sgd adamw lamb lars adafactor adamw8bit)
+  [lars]="3 10 30" [adafactor]="0.03 0.1 0.3" [adamw8bit]="1.5e-3 3e-3 6e-3"
+  [adamw_bf16]="1.5e-3 3e-3 6e-3")
+optimizers=(sgd adamw lamb lars adafactor adamw8bit adamw_bf16)
 common=("${model[@]}" --train.seq_len "$seq" --train.eval_windows "$eval_windows"
   --train.log_interval 1000 --optim.schedule cosine --optim.min_lr_ratio 0.1
   --optim.grad_clip 1.0 --model.dropout 0.0)
@@ -47,10 +49,17 @@ exp_param sweep_seconds "$sweep_seconds"
 exp_param calib_steps "$calib_steps"
 exp_param common "${common[*]}"
 
-# The optimizer's own settings besides its LR.
+# The optimizer of a configuration, and its own settings besides its LR.
+optim_of() {
+  case $1 in
+    adamw_bf16) echo adamw ;;
+    *) echo "$1" ;;
+  esac
+}
 recipe() {
   case $1 in
     adafactor) echo --optim.weight_decay 0 --optim.adafactor_relative_step false ;;
+    adamw_bf16) echo --optim.weight_decay 0.1 --precision.state bf16 ;;
     *) echo --optim.weight_decay 0.1 ;;
   esac
 }
@@ -72,7 +81,7 @@ s0=${seeds[0]}
 for opt in "${optimizers[@]}"; do
   read -r -a lrs <<<"${grid[$opt]}"
   # shellcheck disable=SC2046
-  exp_run "calib_$opt" calibration "$opt" "$s0" 1 "$micro" 1 "$opt" "${lrs[1]}" "${common[@]}" \
+  exp_run "calib_$opt" calibration "$opt" "$s0" 1 "$micro" 1 "$(optim_of "$opt")" "${lrs[1]}" "${common[@]}" \
     $(recipe "$opt") --train.max_steps "$calib_steps" --optim.warmup_steps 1 --train.eval_interval 0
   exp_param "tokens_$opt" "$(tokens "$seconds" "$opt")"
   exp_param "sweep_tokens_$opt" "$(tokens "$sweep_seconds" "$opt")"
@@ -81,7 +90,7 @@ done
 for opt in "${optimizers[@]}"; do
   for lr in ${grid[$opt]}; do
     # shellcheck disable=SC2046
-    EXP_MAY_DIVERGE=1 exp_run "sweep_${opt}_lr$lr" sweep "$opt" "$s0" 1 "$micro" 1 "$opt" "$lr" "${common[@]}" \
+    EXP_MAY_DIVERGE=1 exp_run "sweep_${opt}_lr$lr" sweep "$opt" "$s0" 1 "$micro" 1 "$(optim_of "$opt")" "$lr" "${common[@]}" \
       $(recipe "$opt") $(schedule "$(tokens "$sweep_seconds" "$opt")")
   done
 done
@@ -94,7 +103,7 @@ for opt in "${optimizers[@]}"; do
   [[ -n "$best" ]] || exp_fail "every LR of $opt diverged: ${grid[$opt]}"
   for seed in "${seeds[@]}"; do
     # shellcheck disable=SC2046
-    exp_run "final_${opt}_s$seed" final "$opt" "$seed" 1 "$micro" 1 "$opt" "$best" "${common[@]}" \
+    exp_run "final_${opt}_s$seed" final "$opt" "$seed" 1 "$micro" 1 "$(optim_of "$opt")" "$best" "${common[@]}" \
       $(recipe "$opt") $(schedule "$(tokens "$seconds" "$opt")")
   done
 done

@@ -11,8 +11,11 @@ its runs, independently of the code that wrote it:
   runs' summary.json, metrics.jsonl and config.toml give, to the precision printed (half a unit
   of the last digit shown): steps, tokens, final val loss (mean), seed spread (max - min),
   tokens/s (mean), train s (mean), lr (config.toml's optim.lr), calibrated tokens/s (steps after
-  the first 5), state bytes/param (optimizer-state peaks / params), the loss differences
-  (max over shared steps) and `Δ vs first row`;
+  the first 5), state bytes/param (optimizer-state peaks / params), optim ms (the mean of the
+  log's per-step optim_ms), peak MB and peak act MB (the ledger's total and activation peaks),
+  ckpt MB (the last checkpoint's files on disk; summary.json's ckpt_bytes where the checkpoints
+  were not kept, as in a published copy), the loss differences (max over shared steps) and
+  `Δ vs first row`;
 - every run directory appears in some table; a row reported as diverged has a run without
   summary.json.
 Exits non-zero with one line per disagreement.
@@ -73,6 +76,19 @@ def state_bpp(run):
     return sum(v["peak"] for k, v in mem.items() if k.startswith("optim.")) / run.summary["params"]
 
 
+def optim_ms(run):
+    steps = [r["optim_ms"] for r in run.records if "loss" in r]
+    return sum(steps) / len(steps)
+
+
+def ckpt_bytes(run):
+    root = os.path.join(run.dir, "ckpt")
+    if not os.path.isdir(root):
+        return run.summary["ckpt_bytes"]
+    last = os.path.join(root, sorted(d for d in os.listdir(root) if d.startswith("step_"))[-1])
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(last) for f in fs)
+
+
 def expected(column, runs, cache):
     """The value a known column must hold for these runs, or None for other columns."""
     s = [r.summary for r in runs]
@@ -89,7 +105,11 @@ def expected(column, runs, cache):
               "train s": lambda: mean([x["train_s"] for x in s]),
               "calibrated tokens/s": lambda: mean([calibrated(r) for r in runs]),
               "state bytes/param": lambda: mean([state_bpp(r) for r in runs]),
-              "max abs loss diff between the runs": lambda: max_diff(runs)}
+              "max abs loss diff between the runs": lambda: max_diff(runs),
+              "optim ms": lambda: mean([optim_ms(r) for r in runs]),
+              "peak MB": lambda: mean([x["mem"]["total"]["peak"] for x in s]) / 1e6,
+              "peak act MB": lambda: mean([x["mem"]["activations"]["peak"] for x in s]) / 1e6,
+              "ckpt MB": lambda: mean([ckpt_bytes(r) for r in runs]) / 1e6}
     if column in simple:
         return simple[column]()
     m = re.fullmatch(r"(max abs loss diff|abs final val diff) vs (\S+)", column)
