@@ -11,6 +11,16 @@
 
 namespace ledgerlm {
 
+// One element: m and v (decoded) updated in place, then the weight.
+LLM_HD inline void adamw8bit_elem(float& w, float& m, float& v, float g,
+                                  const AdamWStep<float>& s) {
+  const float mi = adamw_elem_m(m, g, s);
+  const float vi = adamw_elem_v(v, g, s);
+  m = mi;
+  v = vi;
+  w = adamw_elem_param(w * s.decay, mi, vi, s);
+}
+
 template <class G>
 void adamw8bit_update_blocks(float* w, uint8_t* codes_m, uint8_t* codes_v, float* absmax_m,
                              float* absmax_v, const G& g, int64_t n, int64_t block,
@@ -26,14 +36,7 @@ void adamw8bit_update_blocks(float* w, uint8_t* codes_m, uint8_t* codes_v, float
       const int64_t i0 = b * block, len = std::min(block, n - i0);
       quant_block_decode(sm, codes_m + i0, len, absmax_m[b], mb.data());
       quant_block_decode(um, codes_v + i0, len, absmax_v[b], vb.data());
-      for (int64_t i = 0; i < len; ++i) {
-        const float gi = g[i0 + i];
-        const float mi = adamw_elem_m(mb[i], gi, s);
-        const float vi = adamw_elem_v(vb[i], gi, s);
-        mb[i] = mi;
-        vb[i] = vi;
-        w[i0 + i] = adamw_elem_param(w[i0 + i] * s.decay, mi, vi, s);
-      }
+      for (int64_t i = 0; i < len; ++i) adamw8bit_elem(w[i0 + i], mb[i], vb[i], g[i0 + i], s);
       quant_block_encode(sm, mb.data(), len, codes_m + i0, &absmax_m[b]);
       quant_block_encode(um, vb.data(), len, codes_v + i0, &absmax_v[b]);
     }

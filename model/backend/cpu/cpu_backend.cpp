@@ -26,24 +26,6 @@ int64_t chunk_count(int64_t n) {
   return (n + kChunk - 1) / kChunk;
 }
 
-// Rounds v into dst, stochastically for 16-bit formats; `bits` are 32 uniform random bits.
-template <class V>
-inline void store_stochastic(float& dst, V v, uint32_t) {
-  dst = static_cast<float>(v);
-}
-template <class V>
-inline void store_stochastic(double& dst, V v, uint32_t) {
-  dst = static_cast<double>(v);
-}
-template <class V>
-inline void store_stochastic(Bf16& dst, V v, uint32_t bits) {
-  dst.bits = f32_to_bf16_stochastic(static_cast<float>(v), bits);
-}
-template <class V>
-inline void store_stochastic(Half& dst, V v, uint32_t bits) {
-  dst.bits = f32_to_f16_stochastic(static_cast<float>(v), bits);
-}
-
 }  // namespace
 
 CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {
