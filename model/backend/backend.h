@@ -97,6 +97,14 @@ struct TransferStats {
   int64_t down_calls = 0, down_bytes = 0;  // backend -> host (copies and returned scalars)
 };
 
+// A device backend's memory as its driver reports it (cudaMemGetInfo): the independent figure
+// the ledger reconciles the tracker with, as it uses the process RSS for host memory.
+struct DeviceMemoryInfo {
+  int64_t used = 0;      // in use on the device now (total - free, every process)
+  int64_t baseline = 0;  // in use right after the backend was created (context, others)
+  int64_t total = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -109,6 +117,11 @@ class Backend {
   virtual MemoryTracker& tracker() = 0;
   // Where this backend's allocations live (host for the CPU backend).
   virtual MemSpace memory_space() const = 0;
+  // The driver's figures for a device backend (false for host memory backends).
+  virtual bool device_memory(DeviceMemoryInfo* info) {
+    (void)info;
+    return false;
+  }
   // A zero-filled allocation in the backend's memory, accounted to `tag`.
   virtual Buffer allocate(MemTag tag, size_t bytes) = 0;
   // Explicit copies of n elements of dst.dtype (src has the same dtype): host memory into the

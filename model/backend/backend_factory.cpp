@@ -16,7 +16,11 @@
 namespace ledgerlm {
 
 std::string backend_names() {
+#ifdef LEDGERLM_HAVE_CUDA
+  return "cpu, cuda";
+#else
   return "cpu";
+#endif
 }
 
 std::string backend_resolve(const std::string& name) {
@@ -33,6 +37,9 @@ std::unique_ptr<Backend> backend_create(const std::string& name, const BackendOp
   if (name == "guard" || (name == "cpu" && guard != nullptr && std::strcmp(guard, "1") == 0))
     return backend_create_guard(options.threads);
   if (name == "cpu") return backend_create_cpu(options.threads);
+#ifdef LEDGERLM_HAVE_CUDA
+  if (name == "cuda") return backend_create_cuda(options.device);
+#endif
   fail(error_message("backend '", name,
                      "' is not available in this build (choices: ", backend_names(), ")"));
 }
