@@ -4,7 +4,7 @@
 # the tests/cuda test binaries, built here for sm_90 without MPI, plus the non-CUDA shared
 # libraries they load (OpenBLAS, libgfortran, libgomp, sentencepiece, tomlplusplus, libstdc++, ...). The
 # CUDA libraries (cudart, cuBLAS, cuBLASLt) are never copied: the GPU machine's toolkit provides
-# them. Also writes DIR.tar.xz (what to carry where the limit is 64 MiB) and prints both sizes.
+# them. Also writes DIR.tar.xz (the copy to send where transfers are size-limited) and prints both sizes.
 #
 #   scripts/gpu_bundle.sh [--out DIR]      (default build-gpu-bundle/bundle)
 #
@@ -43,7 +43,7 @@ Run from the repository root: scripts/gpu_check.sh --out DIR (finds this bundle,
 LD_LIBRARY_PATH to lib/). Contents: $(ls "$out/bin" | tr '\n' ' ')
 Libraries: $(ls "$out/lib" | tr '\n' ' ')
 TXT
-# The compressed copy is what a size-limited carry takes (gpu_check.sh unpacks it).
+# The compressed copy is what a size-limited copy takes (gpu_check.sh unpacks it).
 tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
 echo "gpu_bundle: $out: $(du -sb "$out" | cut -f1) bytes unpacked, $out.tar.xz: $(du -sb "$out.tar.xz" | cut -f1) bytes"
 ls -la "$out/bin" "$out/lib"

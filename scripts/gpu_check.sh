@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared check for a borrowed GPU (see docs/gpu.md): the CUDA tests, a 200-step training
+# One prepared check for a GPU machine (see docs/gpu.md): the CUDA tests, a 200-step training
 # run of the small shape on the GPU next to the same run on the CPU, and scripts/bench_gpu.sh,
 # with every log under DIR. Meant to finish in about 4 minutes on an H100/H200 (each stage has
 # its own timeout) so that a short slot leaves room for one rerun.
@@ -7,7 +7,7 @@
 #   scripts/gpu_check.sh --out DIR
 #
 # Binaries: a bundle made by scripts/gpu_bundle.sh (GPU_BUNDLE=dir, default build-gpu-bundle/
-# bundle, unpacked from bundle.tar.xz when only that was carried: binaries plus the few non-CUDA
+# bundle, unpacked from bundle.tar.xz when only that was copied: binaries plus the few non-CUDA
 # shared libraries they need), else a CUDA
 # build in build-cuda (LEDGERLM_CUDA=on scripts/setup.sh). The machine needs the CUDA driver
 # and toolkit libraries (cudart, cuBLAS, cuBLASLt) and Python 3; nothing else.
