@@ -15,10 +15,13 @@
 // reader assembles any range it needs from whatever pieces were written (resharding on load).
 //
 // Saving is atomic: everything goes into ROOT/.tmp_step_N_PID/, each file is fsynced, meta.json
-// is written last, the directory is renamed to step_N and only then is ROOT/latest replaced
-// (tmp + rename). Older checkpoints beyond `keep` are deleted after that. A save that fails or is
-// killed part-way leaves `latest` and every earlier checkpoint untouched; its temporary
-// directory is removed by the next save.
+// is written last (with a CRC-32C of its own content), the directory is renamed to step_N and
+// only then is ROOT/latest replaced (tmp + rename): that rename commits the save. Older
+// checkpoints beyond `keep` are deleted after that. A save that fails (a full disk, an I/O
+// error) removes everything it wrote before it throws, so it leaves no temporary behind and the
+// disk no fuller; `latest` and every earlier checkpoint stay untouched. A save that is killed
+// leaves its temporary directory, which the next job on the run removes while it holds the run's
+// lock (checkpoint_remove_stale): nothing else ever deletes another save's temporaries.
 //
 // Several hosts: ROOT must be on a filesystem every host sees (NFS, Lustre, ...), since each rank
 // writes its ranges into the same files and rank 0 writes meta.json from the gathered CRCs.
@@ -39,7 +42,10 @@
 namespace ledgerlm {
 
 inline constexpr const char* kCheckpointFormat = "ledgerlm-checkpoint";
-inline constexpr int kCheckpointFormatVersion = 1;
+// Version 2 added the meta.json checksum; version 1 checkpoints (without it) are still read.
+inline constexpr int kCheckpointFormatVersion = 2;
+// meta.json's own checksum: CRC-32C of the record's canonical text without this key.
+inline constexpr const char* kCheckpointMetaChecksumKey = "meta_crc32c";
 
 // One rank's slice [begin, begin + count) of one logical tensor (flattened row-major).
 struct CkptPiece {
@@ -53,12 +59,20 @@ struct CkptPiece {
 };
 
 struct CkptSaveOptions {
-  int rank = 0;  // this build writes with world = 1; see README for several ranks
+  // Several ranks: every rank calls checkpoint_save with its own pieces; rank 0 creates the
+  // directory and the files, each rank writes its pieces, rank 0 writes meta.json (with every
+  // rank's CRCs) and renames. `all_gather_text` (every rank's text, in rank order, on every rank)
+  // is the only collective needed; an error on any rank fails the save on all of them.
+  int rank = 0;
   int world = 1;
   int64_t keep = 2;  // complete checkpoints kept (the newest); older ones are deleted
-  // Test hook: called before each stage ("tensors", "meta", "rename", "latest", "prune").
-  // Throwing from it simulates a save interrupted at that point.
+  // Test hook: called before each stage: "tensors" (nothing written yet), "meta" (data files
+  // written), "rename" (meta.json written), "latest" (directory renamed), "prune" (committed).
+  // Throwing from it simulates a save that fails at that point. For the binary the environment
+  // variable LEDGERLM_TEST_CKPT_KILL=STAGE[@N] raises SIGKILL at STAGE of the process's N-th save
+  // (default 1st): the crash-consistency tests use it; never set it otherwise.
   std::function<void(const std::string& stage)> on_stage;
+  std::function<std::vector<std::string>(const std::string& mine)> all_gather_text;
 };
 
 struct CkptSaveResult {
@@ -68,12 +82,22 @@ struct CkptSaveResult {
   double seconds = 0.0;
 };
 
-// Writes a checkpoint for `step` under `root`. `meta` (a JSON object) is stored in meta.json
-// beside the format fields. Throws Error naming the path on any I/O failure (the previous
-// checkpoint stays intact).
+// Writes a checkpoint for `step` under `root`. `meta` (a JSON object, rank 0's is used) is stored
+// in meta.json beside the format fields. Throws Error naming the path on any I/O failure (the
+// previous checkpoint stays intact).
 CkptSaveResult checkpoint_save(const std::string& root, int64_t step, const nlohmann::json& meta,
                                const std::vector<CkptPiece>& pieces,
                                const CkptSaveOptions& options = {});
+
+// The value of meta.json's kCheckpointMetaChecksumKey for `meta` ("crc32c:0123abcd"): the
+// CRC-32C of its compact JSON text with that key removed. The text is canonical (keys sorted,
+// numbers in shortest round-trip form), so any change to a value — an edited step — changes it.
+std::string checkpoint_meta_checksum(const nlohmann::json& meta);
+
+// Leftovers of saves that were killed: temporary directories and `latest.tmp` are removed, a
+// step_N that was moved aside (.old_step_N) for a same-step save comes back when step_N is
+// missing. Only while holding the run's lock: then no save is running. Returns entries touched.
+int checkpoint_remove_stale(const std::string& root);
 
 // "step_000123"
 std::string checkpoint_dir_name(int64_t step);
@@ -86,10 +110,10 @@ std::vector<std::pair<int64_t, std::string>> checkpoint_list(const std::string& 
 // directory (its ckpt/latest). Throws Error naming the path if none is found.
 std::string checkpoint_resolve(const std::string& path);
 
-// A checkpoint opened for reading. open() checks meta.json (syntax, format, version, complete),
-// every data file (safetensors structure, size recorded in meta.json) and that each tensor's
-// pieces tile the whole tensor. Reads verify the CRC of every piece they touch. Every problem
-// is one Error naming the file (and the tensor) and the mismatch.
+// A checkpoint opened for reading. open() checks meta.json (syntax, its checksum, format,
+// version, complete), every data file (safetensors structure, size recorded in meta.json) and
+// that each tensor's pieces tile the whole tensor. Reads verify the CRC of every piece they touch.
+// Every problem is one Error naming the file (and the tensor) and the mismatch.
 class CheckpointReader {
  public:
   static CheckpointReader open(const std::string& dir);
@@ -125,6 +149,8 @@ class CheckpointReader {
     std::map<std::string, std::vector<PieceRecord>> pieces;
   };
   CheckpointReader() = default;
+  void open_data_file(const std::string& fname, const nlohmann::json& desc,
+                      const std::string& meta_path);
   const DataFile& data_file(const std::string& file) const;
   void read_checked(const DataFile& f, const SafeTensorInfo& info, int64_t begin, int64_t count,
                     void* dst) const;

@@ -1,9 +1,13 @@
 // CRC-32C with a hardware path (SSE4.2) and a byte-table fallback (see checkpoint_crc.h).
 #include "ckpt/checkpoint_crc.h"
 
+#include <nlohmann/json.hpp>
+
 #include <array>
 #include <cstdio>
 #include <cstring>
+
+#include "ckpt/checkpoint.h"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
@@ -69,6 +73,14 @@ std::string ckpt_crc_text(uint32_t crc) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "crc32c:%08x", crc);
   return buf;
+}
+
+std::string checkpoint_meta_checksum(const nlohmann::json& meta) {
+  nlohmann::json copy = meta;
+  if (copy.is_object()) copy.erase(kCheckpointMetaChecksumKey);
+  // Parsed JSON holds valid UTF-8 only; replace guards hand-built records all the same.
+  const std::string text = copy.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return ckpt_crc_text(ckpt_crc32c(text.data(), text.size()));
 }
 
 }  // namespace ledgerlm

@@ -67,4 +67,28 @@ std::string checkpoint_resolve(const std::string& path) {
                      "ckpt directory or a run directory with checkpoints"));
 }
 
+int checkpoint_remove_stale(const std::string& root) {
+  int touched = 0;
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(root, ec)) entries.push_back(e.path());
+  for (const fs::path& path : entries) {
+    const std::string name = path.filename().string();
+    if (name.rfind(".tmp_step_", 0) == 0 || name == "latest.tmp") {
+      touched += fs::remove_all(path, ec) > 0 ? 1 : 0;
+    } else if (name.rfind(".old_step_", 0) == 0) {
+      // Killed between moving step_N aside and renaming the new step_N in: the old one is the
+      // complete copy (and the one `latest` may name).
+      const fs::path original = fs::path(root) / name.substr(5);
+      if (!fs::exists(original, ec)) {
+        fs::rename(path, original, ec);
+      } else {
+        fs::remove_all(path, ec);
+      }
+      ++touched;
+    }
+  }
+  return touched;
+}
+
 }  // namespace ledgerlm

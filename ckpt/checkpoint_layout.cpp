@@ -97,7 +97,7 @@ std::vector<CkptFileLayout> ckpt_layouts_build(const std::vector<CkptPiece>& pie
 }
 
 void ckpt_file_create(const std::string& path, const CkptFileLayout& layout) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   LLM_REQUIRE(fd >= 0, "cannot create checkpoint file '", path, "': ", errno_text());
   try {
     pwrite_all(fd, layout.header.data(), layout.header.size(), 0, path);
@@ -107,7 +107,7 @@ void ckpt_file_create(const std::string& path, const CkptFileLayout& layout) {
     ::close(fd);
     throw;
   }
-  ::close(fd);
+  LLM_REQUIRE(::close(fd) == 0, "cannot write checkpoint file '", path, "': ", errno_text());
 }
 
 uint32_t ckpt_file_write_piece(int fd, const std::string& path, const CkptFileLayout& layout,

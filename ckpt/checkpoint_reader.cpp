@@ -1,5 +1,7 @@
 // Opening and verifying checkpoints for reading (see checkpoint.h).
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,17 +18,150 @@ using nlohmann::json;
 
 namespace {
 
+// A piece as meta.json records it (CheckpointReader::PieceRecord is private).
+struct PieceRecordView {
+  int64_t begin = 0, count = 0;
+  uint32_t crc = 0;
+};
+
 int64_t shape_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
 }
 
-uint32_t parse_crc(const json& v, const std::string& where) {
-  LLM_REQUIRE(v.is_string(), where, ": missing 'crc'");
-  const std::string s = v.get<std::string>();
-  LLM_REQUIRE(s.rfind("crc32c:", 0) == 0 && s.size() == 15, where, ": malformed crc '", s, "'");
+// Typed access to meta.json: a field of the wrong type is one Error naming `where`, never a JSON
+// library exception or an out-of-range conversion.
+const json& member(const json& obj, const char* key, const std::string& where) {
+  LLM_REQUIRE(obj.is_object() && obj.contains(key), where, ": missing '", key, "'");
+  return obj.at(key);
+}
+
+int64_t member_int(const json& obj, const char* key, const std::string& where) {
+  const json& v = member(obj, key, where);
+  LLM_REQUIRE(v.is_number_integer() && (!v.is_number_unsigned() ||
+                                        v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)),
+              where, ": '", key, "' must be an integer (got ", v.dump(), ")");
+  return v.get<int64_t>();
+}
+
+const json& member_object(const json& obj, const char* key, const std::string& where) {
+  const json& v = member(obj, key, where);
+  LLM_REQUIRE(v.is_object(), where, ": '", key, "' must be an object");
+  return v;
+}
+
+uint32_t parse_crc(const json& p, const std::string& where) {
+  const json& v = member(p, "crc", where);
+  const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  LLM_REQUIRE(s.rfind("crc32c:", 0) == 0 && s.size() == 15 &&
+                  s.find_first_not_of("0123456789abcdefABCDEF", 7) == std::string::npos,
+              where, ": malformed crc '", s, "'");
   return static_cast<uint32_t>(std::stoul(s.substr(7), nullptr, 16));
+}
+
+// Data files are plain names "STEM.safetensors" inside the checkpoint directory.
+bool is_data_file_name(const std::string& name) {
+  const std::string ext = ".safetensors";
+  if (name.size() <= ext.size() || name.compare(name.size() - ext.size(), ext.size(), ext) != 0)
+    return false;
+  for (char c : name.substr(0, name.size() - ext.size()))
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+      return false;
+  return name[0] != '.';
+}
+
+// meta.json records the step, the loader position and the config a resume continues from: an
+// edit would silently rewind or change the run, so it carries a checksum of its own.
+void check_meta_checksum(const json& m, const std::string& meta_path) {
+  const json& recorded =
+      m.contains(kCheckpointMetaChecksumKey) ? m[kCheckpointMetaChecksumKey] : json();
+  LLM_REQUIRE(recorded.is_string(), "checkpoint file '", meta_path, "': missing '",
+              kCheckpointMetaChecksumKey, "'");
+  const std::string actual = checkpoint_meta_checksum(m);
+  LLM_REQUIRE(recorded.get<std::string>() == actual, "checkpoint file '", meta_path,
+              "' fails its checksum (", actual, ", it records ", recorded.get<std::string>(),
+              "): it was edited or damaged");
+}
+
+json read_meta(const std::string& meta_path, int64_t* bytes) {
+  std::ifstream f(meta_path, std::ios::binary);
+  LLM_REQUIRE(f, "checkpoint file '", meta_path, "' cannot be read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *bytes += static_cast<int64_t>(ss.str().size());
+  try {
+    return json::parse(ss.str());
+  } catch (const json::exception& e) {
+    fail(error_message("checkpoint file '", meta_path, "' is not valid JSON (", e.what(), ")"));
+  }
+}
+
+// Format, version, checksum, completeness and step of a parsed meta.json.
+int64_t check_meta_header(const json& m, const std::string& meta_path) {
+  const std::string where = "checkpoint file '" + meta_path + "'";
+  LLM_REQUIRE(m.is_object() && m.contains("format") && m["format"].is_string() &&
+                  m["format"].get<std::string>() == kCheckpointFormat,
+              where, ": not a ledgerlm checkpoint (format field is not '", kCheckpointFormat, "')");
+  LLM_REQUIRE(m.contains("format_version") && m["format_version"].is_number_integer(), where,
+              ": missing integer 'format_version'");
+  const int64_t version = member_int(m, "format_version", where);
+  LLM_REQUIRE(version == 1 || version == kCheckpointFormatVersion, where, ": format version ",
+              version, ", this ledgerlm reads versions 1 to ", kCheckpointFormatVersion);
+  if (version >= 2) check_meta_checksum(m, meta_path);
+  LLM_REQUIRE(m.contains("complete") && m["complete"].is_boolean() && m["complete"].get<bool>(),
+              where, ": the checkpoint is marked incomplete");
+  LLM_REQUIRE(m.contains("step") && m["step"].is_number_integer(), where,
+              ": missing integer 'step'");
+  const int64_t step = member_int(m, "step", where);
+  LLM_REQUIRE(step >= 0, where, ": negative step ", step);
+  member_object(m, "files", where);
+  return step;
+}
+
+// The pieces meta.json lists for one tensor; they must tile it exactly.
+std::vector<PieceRecordView> read_pieces(const json& t, const SafeTensorInfo& info,
+                                         const std::string& tw) {
+  const json& list = member(t, "pieces", tw);
+  LLM_REQUIRE(list.is_array(), tw, ": 'pieces' must be an array");
+  std::vector<PieceRecordView> pieces;
+  for (const json& p : list) {
+    PieceRecordView pr;
+    pr.begin = member_int(p, "begin", tw);
+    pr.count = member_int(p, "count", tw);
+    pr.crc = parse_crc(p, tw);
+    pieces.push_back(pr);
+  }
+  std::sort(pieces.begin(), pieces.end(),
+            [](const PieceRecordView& a, const PieceRecordView& b) { return a.begin < b.begin; });
+  int64_t covered = 0;
+  for (const PieceRecordView& pr : pieces) {
+    LLM_REQUIRE(pr.begin == covered && pr.count >= 0 && pr.count <= info.numel() - covered, tw,
+                ": its pieces in meta.json do not tile the tensor (gap or overlap at element ",
+                covered, ")");
+    covered += pr.count;
+  }
+  LLM_REQUIRE(covered == info.numel(), tw, ": its pieces cover ", covered, " of ", info.numel(),
+              " elements");
+  return pieces;
+}
+
+// A tensor's record in meta.json against the file's header: dtype and shape agree.
+void check_tensor_record(const json& t, const SafeTensorInfo& info, const std::string& tw) {
+  LLM_REQUIRE(t.is_object(), tw, ": its record in meta.json must be an object");
+  const json& dtype = member(t, "dtype", tw);
+  DType dt;
+  LLM_REQUIRE(dtype.is_string() && dtype_parse_safetensors(dtype.get<std::string>(), &dt) &&
+                  dt == info.dtype,
+              tw, ": dtype ", dtype_safetensors_name(info.dtype), " in the file, ", dtype.dump(),
+              " in meta.json");
+  const json& shape = member(t, "shape", tw);
+  bool same = shape.is_array() && shape.size() == info.shape.size();
+  for (size_t i = 0; same && i < info.shape.size(); ++i)
+    same = shape[i].is_number_integer() && !shape[i].is_number_float() &&
+           shape[i].get<int64_t>() == info.shape[i];
+  LLM_REQUIRE(same, tw, ": shape ", safetensors_shape_string(info.shape), " in the file, ",
+              shape.dump(), " in meta.json");
 }
 
 }  // namespace
@@ -38,89 +173,48 @@ CheckpointReader CheckpointReader::open(const std::string& dir) {
   LLM_REQUIRE(fs::is_directory(dir), "checkpoint '", dir, "' does not exist");
   LLM_REQUIRE(fs::exists(meta_path), "checkpoint '", dir,
               "': no meta.json (an incomplete or foreign directory)");
-  {
-    std::ifstream f(meta_path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    r.bytes_ += static_cast<int64_t>(ss.str().size());
-    try {
-      r.meta_ = json::parse(ss.str());
-    } catch (const json::exception& e) {
-      fail(error_message("checkpoint file '", meta_path, "' is not valid JSON (", e.what(), ")"));
-    }
-  }
-  const json& m = r.meta_;
-  LLM_REQUIRE(m.is_object() && m.value("format", "") == kCheckpointFormat, "checkpoint file '",
-              meta_path, "': not a ledgerlm checkpoint (format field is not '", kCheckpointFormat,
-              "')");
-  LLM_REQUIRE(m.contains("format_version") && m["format_version"].is_number_integer(),
-              "checkpoint file '", meta_path, "': missing integer 'format_version'");
-  const int version = m["format_version"].get<int>();
-  LLM_REQUIRE(version == kCheckpointFormatVersion, "checkpoint file '", meta_path,
-              "': format version ", version, ", this ledgerlm reads version ",
-              kCheckpointFormatVersion);
-  LLM_REQUIRE(m.value("complete", false), "checkpoint file '", meta_path,
-              "': the checkpoint is marked incomplete");
-  LLM_REQUIRE(m.contains("step") && m["step"].is_number_integer(), "checkpoint file '", meta_path,
-              "': missing integer 'step'");
-  r.step_ = m["step"].get<int64_t>();
-  LLM_REQUIRE(m.contains("files") && m["files"].is_object(), "checkpoint file '", meta_path,
-              "': missing object 'files'");
-
-  for (const auto& [fname, desc] : m["files"].items()) {
-    const std::string path = (fs::path(dir) / fname).string();
-    const std::string where = "checkpoint file '" + path + "'";
-    LLM_REQUIRE(fname.size() > 12 && fname.substr(fname.size() - 12) == ".safetensors" &&
-                    fname.find('/') == std::string::npos,
-                "checkpoint file '", meta_path, "': bad data file name '", fname, "'");
-    LLM_REQUIRE(fs::exists(path), where, " is missing");
-    const int64_t expected = desc.value("bytes", static_cast<int64_t>(-1));
-    const int64_t actual = static_cast<int64_t>(fs::file_size(path));
-    LLM_REQUIRE(actual == expected, where, " is ", actual, " bytes but meta.json records ",
-                expected, " (truncated or replaced)");
-    DataFile df;
-    df.path = path;
-    df.file = std::make_unique<SafeTensorsFile>(SafeTensorsFile::open(path));
-    LLM_REQUIRE(desc.contains("tensors") && desc["tensors"].is_object(), "checkpoint file '",
-                meta_path, "': no tensor list for '", fname, "'");
-    for (const auto& [name, t] : desc["tensors"].items()) {
-      const std::string tw = where + ": tensor '" + name + "'";
-      const SafeTensorInfo* info = df.file->find(name);
-      LLM_REQUIRE(info != nullptr, tw, " is listed in meta.json but absent from the file");
-      DType dt;
-      LLM_REQUIRE(dtype_parse_safetensors(t.value("dtype", ""), &dt) && dt == info->dtype, tw,
-                  ": dtype ", dtype_safetensors_name(info->dtype), " in the file, ",
-                  t.value("dtype", "?"), " in meta.json");
-      LLM_REQUIRE(t.contains("shape") && t["shape"].get<std::vector<int64_t>>() == info->shape, tw,
-                  ": shape ", safetensors_shape_string(info->shape), " in the file, ",
-                  t.value("shape", json::array()).dump(), " in meta.json");
-      std::vector<PieceRecord> pieces;
-      for (const json& p : t.value("pieces", json::array())) {
-        PieceRecord pr;
-        pr.begin = p.value("begin", static_cast<int64_t>(-1));
-        pr.count = p.value("count", static_cast<int64_t>(-1));
-        pr.crc = parse_crc(p.value("crc", json()), tw);
-        pieces.push_back(pr);
-      }
-      std::sort(pieces.begin(), pieces.end(),
-                [](const PieceRecord& a, const PieceRecord& b) { return a.begin < b.begin; });
-      int64_t covered = 0;
-      for (const PieceRecord& pr : pieces) {
-        LLM_REQUIRE(pr.begin == covered && pr.count >= 0, tw,
-                    ": its pieces in meta.json do not tile the tensor (gap or overlap at element ",
-                    covered, ")");
-        covered += pr.count;
-      }
-      LLM_REQUIRE(covered == info->numel(), tw, ": its pieces cover ", covered, " of ",
-                  info->numel(), " elements");
-      df.pieces[name] = std::move(pieces);
-    }
-    LLM_REQUIRE(df.pieces.size() == df.file->tensors().size(), where, " holds ",
-                df.file->tensors().size(), " tensors but meta.json lists ", df.pieces.size());
-    r.bytes_ += actual;
-    r.files_.emplace(fname.substr(0, fname.size() - 12), std::move(df));
+  r.meta_ = read_meta(meta_path, &r.bytes_);
+  r.step_ = check_meta_header(r.meta_, meta_path);
+  for (const auto& [fname, desc] : r.meta_["files"].items()) {
+    LLM_REQUIRE(is_data_file_name(fname), "checkpoint file '", meta_path, "': bad data file name '",
+                fname, "'");
+    r.open_data_file(fname, desc, meta_path);
   }
   return r;
+}
+
+void CheckpointReader::open_data_file(const std::string& fname, const json& desc,
+                                      const std::string& meta_path) {
+  const std::string path = (fs::path(dir_) / fname).string();
+  const std::string where = "checkpoint file '" + path + "'";
+  LLM_REQUIRE(desc.is_object(), "checkpoint file '", meta_path, "': the record of '", fname,
+              "' must be an object");
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  LLM_REQUIRE(!ec, where, " is missing");
+  const int64_t expected = member_int(desc, "bytes", "checkpoint file '" + meta_path + "'");
+  const int64_t actual = static_cast<int64_t>(size);
+  LLM_REQUIRE(actual == expected, where, " is ", actual, " bytes but meta.json records ", expected,
+              " (truncated or replaced)");
+  DataFile df;
+  df.path = path;
+  df.file = std::make_unique<SafeTensorsFile>(SafeTensorsFile::open(path));
+  const json& tensors = member(desc, "tensors", "checkpoint file '" + meta_path + "'");
+  LLM_REQUIRE(tensors.is_object(), "checkpoint file '", meta_path, "': no tensor list for '", fname,
+              "'");
+  for (const auto& [name, t] : tensors.items()) {
+    const std::string tw = where + ": tensor '" + name + "'";
+    const SafeTensorInfo* info = df.file->find(name);
+    LLM_REQUIRE(info != nullptr, tw, " is listed in meta.json but absent from the file");
+    check_tensor_record(t, *info, tw);
+    for (const PieceRecordView& p : read_pieces(t, *info, tw))
+      df.pieces[name].push_back(PieceRecord{p.begin, p.count, p.crc});
+    df.pieces[name];  // a tensor with no elements has no pieces
+  }
+  LLM_REQUIRE(df.pieces.size() == df.file->tensors().size(), where, " holds ",
+              df.file->tensors().size(), " tensors but meta.json lists ", df.pieces.size());
+  bytes_ += actual;
+  files_.emplace(fname.substr(0, fname.size() - 12), std::move(df));
 }
 
 const CheckpointReader::DataFile& CheckpointReader::data_file(const std::string& file) const {

@@ -222,7 +222,7 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   json header;
   try {
     header = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail(error_message(where, ": header is not valid JSON (", e.what(), ")"));
   }
   LLM_REQUIRE(header.is_object(), where, ": header must be a JSON object");

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -18,14 +20,33 @@ json split_to_json(const DataSplitInfo& s) {
   return json{{"tokens", s.tokens}, {"bytes", s.bytes}, {"documents", s.documents}};
 }
 
+// A key of the expected JSON type. Integers must be JSON integers that fit T (a float such as
+// 1e300 would overflow the conversion), so a hand-edited file fails with one line.
 template <class T>
 T get_key(const json& obj, const std::string& key, const std::string& file) {
   LLM_REQUIRE(obj.is_object() && obj.contains(key), file, ": missing key '", key, "'");
-  try {
-    return obj.at(key).get<T>();
-  } catch (const json::exception&) {
-    fail(error_message(file, ": key '", key, "' has the wrong type (", obj.at(key).type_name(),
-                       ")"));
+  const json& v = obj.at(key);
+  auto wrong = [&]() {
+    fail(error_message(file, ": key '", key, "' has the wrong type (", v.type_name(), ")"));
+  };
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) wrong();
+    return v.get<std::string>();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) wrong();
+    return v.get<T>();
+  } else if constexpr (std::is_unsigned_v<T>) {
+    if (!v.is_number_unsigned()) wrong();
+    return v.get<T>();
+  } else {
+    if (!v.is_number_integer()) wrong();
+    const bool fits =
+        v.is_number_unsigned()
+            ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+            : v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                  v.get<int64_t>() <= std::numeric_limits<T>::max();
+    LLM_REQUIRE(fits, file, ": key '", key, "' is out of range (", v.dump(), ")");
+    return static_cast<T>(v.get<int64_t>());
   }
 }
 

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -109,11 +110,34 @@ ShardHeader shard_read_header(const std::string& path) {
 void TokenArray::copy(int64_t start, int64_t n, int32_t* out) const {
   LLM_ASSERT(start >= 0 && n >= 0 && start + n <= count_);
   if (width_ == 4) {
-    std::memcpy(out, buf_.as<const int32_t>() + start, static_cast<size_t>(n) * 4);
+    std::memcpy(out, static_cast<const int32_t*>(tokens_) + start, static_cast<size_t>(n) * 4);
   } else {
-    const uint16_t* src = buf_.as<const uint16_t>() + start;
+    const uint16_t* src = static_cast<const uint16_t*>(tokens_) + start;
     for (int64_t i = 0; i < n; ++i) out[i] = src[i];
   }
+}
+
+void TokenArray::untrack() {
+  if (map_tracker_ != nullptr) map_tracker_->on_free(MemTag::kData, static_cast<size_t>(count_) * width_);
+  map_tracker_ = nullptr;
+}
+
+TokenArray::~TokenArray() {
+  untrack();
+}
+
+TokenArray& TokenArray::operator=(TokenArray&& other) noexcept {
+  if (this != &other) {
+    untrack();
+    buf_ = std::move(other.buf_);
+    map_ = std::move(other.map_);
+    map_tracker_ = std::exchange(other.map_tracker_, nullptr);
+    tokens_ = std::exchange(other.tokens_, nullptr);
+    count_ = std::exchange(other.count_, 0);
+    width_ = other.width_;
+    path_ = std::move(other.path_);
+  }
+  return *this;
 }
 
 TokenArray token_array_make(std::span<const int32_t> tokens, int64_t vocab_size,
@@ -124,6 +148,7 @@ TokenArray token_array_make(std::span<const int32_t> tokens, int64_t vocab_size,
   t.count_ = static_cast<int64_t>(tokens.size());
   if (tokens.empty()) return t;
   t.buf_ = Buffer(tracker, MemTag::kData, tokens.size() * t.width_);
+  t.tokens_ = t.buf_.data();
   for (size_t i = 0; i < tokens.size(); ++i) {
     LLM_REQUIRE(tokens[i] >= 0 && tokens[i] < vocab_size, "token ", tokens[i], " at index ", i,
                 " is outside the vocab [0, ", vocab_size, ")");
@@ -143,11 +168,14 @@ TokenArray shard_load(const std::string& path, MemoryTracker* tracker, int64_t v
   t.width_ = static_cast<int>(h.width);
   t.count_ = static_cast<int64_t>(h.count);
   if (h.count > 0) {
-    t.buf_ = Buffer(tracker, MemTag::kData, h.count * h.width);
-    std::ifstream f(path, std::ios::binary);
-    f.seekg(kShardHeaderBytes);
-    f.read(t.buf_.as<char>(), static_cast<std::streamsize>(h.count * h.width));
-    LLM_REQUIRE(f, "token shard ", path, ": read error");
+    t.map_ = MappedFile(path);
+    LLM_REQUIRE(t.map_.size() == kShardHeaderBytes + h.count * h.width, "token shard ", path,
+                ": changed size while being opened");
+    t.tokens_ = t.map_.data() + kShardHeaderBytes;
+    if (tracker != nullptr) {
+      tracker->on_alloc(MemTag::kData, h.count * h.width);
+      t.map_tracker_ = tracker;
+    }
   }
   if (vocab_size > 0) {
     LLM_REQUIRE(static_cast<int>(h.width) == shard_token_width(vocab_size), "token shard ", path,

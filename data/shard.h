@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 
+#include "data/mapped_file.h"
 #include "model/base/memory.h"
 
 namespace ledgerlm {
@@ -37,16 +39,20 @@ void shard_write(const std::string& path, std::span<const int32_t> tokens, int64
 // Reads and validates the header (magic, version, width, file size).
 ShardHeader shard_read_header(const std::string& path);
 
-// Tokens of one shard held in memory at the file's width (uint16 or int32), in a Buffer tagged
-// MemTag::kData so the memory ledger sees it.
+// Tokens of one shard at the file's width (uint16 or int32): a read-only map of the shard file
+// (shared by every process on the host that maps it), or a Buffer for arrays made in memory.
+// The memory ledger counts a shard's token bytes under MemTag::kData either way.
 class TokenArray {
  public:
   TokenArray() = default;
+  TokenArray(TokenArray&& other) noexcept { *this = std::move(other); }
+  TokenArray& operator=(TokenArray&& other) noexcept;
+  ~TokenArray();
   int64_t size() const { return count_; }
   int width() const { return width_; }
   int32_t at(int64_t i) const {
-    return width_ == 2 ? static_cast<int32_t>(buf_.as<const uint16_t>()[i])
-                       : buf_.as<const int32_t>()[i];
+    return width_ == 2 ? static_cast<int32_t>(static_cast<const uint16_t*>(tokens_)[i])
+                       : static_cast<const int32_t*>(tokens_)[i];
   }
   // Copies tokens [start, start + n) into out as int32.
   void copy(int64_t start, int64_t n, int32_t* out) const;
@@ -55,7 +61,11 @@ class TokenArray {
  private:
   friend TokenArray shard_load(const std::string&, MemoryTracker*, int64_t);
   friend TokenArray token_array_make(std::span<const int32_t>, int64_t, MemoryTracker*);
+  void untrack();
   Buffer buf_;
+  MappedFile map_;
+  MemoryTracker* map_tracker_ = nullptr;  // the mapping's bytes are accounted here
+  const void* tokens_ = nullptr;         // into buf_ or map_
   int64_t count_ = 0;
   int width_ = 0;
   std::string path_;

@@ -34,12 +34,30 @@ class Tokenizer {
 
 std::unique_ptr<Tokenizer> tokenizer_make_bytes();
 
-// Trains a BPE tokenizer on `texts` (one entry per document) with at most `vocab_size` pieces
-// (fewer when the corpus has too few distinct pairs). Deterministic: single-threaded, fixed seed.
+// Trains a BPE tokenizer on `texts` (one entry per document, any valid UTF-8: CJK, text without
+// spaces, a single word) with at most `vocab_size` pieces (fewer when the corpus has too few
+// distinct pairs). Deterministic: single-threaded, fixed seed. A vocab_size below the corpus's
+// smallest (tokenizer_bpe_min_vocab) is one Error that names the smallest.
 std::unique_ptr<Tokenizer> tokenizer_train_bpe(const std::vector<std::string_view>& texts,
                                                int64_t vocab_size, uint64_t seed);
+
+// The smallest vocabulary BPE training accepts for `texts`: the 259 reserved ids (unk, eot, the
+// newline and the 256 byte tokens) plus one id per character of the corpus's alphabet — its most
+// frequent characters covering 99.99% of the text, the space marker always among them (rarer
+// characters are encoded as bytes).
+struct BpeVocabFloor {
+  int64_t reserved = 259;
+  int64_t alphabet = 0;
+  int64_t smallest() const { return reserved + alphabet; }
+};
+BpeVocabFloor tokenizer_bpe_min_vocab(const std::vector<std::string_view>& texts);
+
 // Loads a BPE tokenizer from a tokenizer.model file written by save().
 std::unique_ptr<Tokenizer> tokenizer_load_bpe(const std::string& model_path);
+// The same from the model's bytes; errors name `origin`. The model must be one ledgerlm made:
+// eot control symbol, "\n" symbol, 256 byte pieces, exact round trips.
+std::unique_ptr<Tokenizer> tokenizer_bpe_from_proto(std::string model_proto,
+                                                    const std::string& origin);
 
 // Loads the tokenizer of a prepared data directory (its meta.json names the kind) and checks it
 // against meta.json's vocab size and eot id.

@@ -1,14 +1,9 @@
-// BPE tokenizer on sentencepiece 0.1.97, trained through the library API.
+// The BPE tokenizer on sentencepiece 0.1.97: loading a model and checking it is one ledgerlm
+// can use (training: tokenizer_bpe_train.cpp).
 //
-// Exact round trips need several non-default settings (PITFALLS.md): identity normalization (no
-// NFKC), no whitespace collapsing, no dummy prefix, byte fallback for characters outside the
-// learned vocabulary, and "\n" as a user-defined symbol so newlines survive as tokens. Two more
-// details are handled here rather than by sentencepiece:
-//  - lines longer than kMaxTrainLine bytes are split before training, because the trainer silently
-//    drops sentences over 4192 bytes;
-//  - sentencepiece's decoder turns every U+2581 ("▁", its internal space marker) into a space, so a
-//    literal U+2581 in the text is encoded as its three byte-fallback tokens, which decode back
-//    verbatim.
+// sentencepiece's decoder turns every U+2581 ("▁", its internal space marker) into a space, so a
+// literal U+2581 in the text is encoded as its three byte-fallback tokens, which decode back
+// verbatim.
 // Encoding works line by line: no piece spans "\n" (a user-defined symbol is never merged), so
 // this gives the same ids as encoding the whole text while keeping sentencepiece's inputs short.
 #include <cstdio>
@@ -18,7 +13,6 @@
 #include <unordered_map>
 
 #include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
 
 #include "data/tokenizer.h"
 #include "model/base/check.h"
@@ -26,46 +20,7 @@
 namespace ledgerlm {
 namespace {
 
-constexpr size_t kMaxTrainLine = 4000;
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581
-
-// Feeds the training texts to sentencepiece one line at a time (each with its "\n").
-class LineIterator final : public sentencepiece::SentenceIterator {
- public:
-  explicit LineIterator(const std::vector<std::string_view>& texts) : texts_(texts) { advance(); }
-  bool done() const override { return done_; }
-  void Next() override { advance(); }
-  const std::string& value() const override { return value_; }
-  sentencepiece::util::Status status() const override { return {}; }
-
- private:
-  void advance() {
-    while (doc_ < texts_.size() && pos_ >= texts_[doc_].size()) {
-      ++doc_;
-      pos_ = 0;
-    }
-    if (doc_ >= texts_.size()) {
-      done_ = true;
-      return;
-    }
-    std::string_view text = texts_[doc_];
-    size_t nl = text.find('\n', pos_);
-    size_t end = nl == std::string_view::npos ? text.size() : nl + 1;
-    if (end - pos_ > kMaxTrainLine) {
-      // Cut a long line at a UTF-8 character boundary (never before a continuation byte).
-      end = pos_ + kMaxTrainLine;
-      while (end > pos_ + 1 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-    }
-    value_.assign(text.substr(pos_, end - pos_));
-    pos_ = end;
-  }
-
-  const std::vector<std::string_view>& texts_;
-  size_t doc_ = 0;
-  size_t pos_ = 0;
-  std::string value_;
-  bool done_ = false;
-};
 
 class BpeTokenizer final : public Tokenizer {
  public:
@@ -175,45 +130,9 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> tokenizer_train_bpe(const std::vector<std::string_view>& texts,
-                                               int64_t vocab_size, uint64_t seed) {
-  // unk + eot + "\n" + 256 byte pieces must fit, with room for at least a few merges.
-  LLM_REQUIRE(vocab_size >= 260 && vocab_size <= (int64_t{1} << 30), "--vocab-size ", vocab_size,
-              " is out of range for bpe (expected 260 .. 2^30; ",
-              "259 ids are reserved for unk, eot, newline and the 256 byte tokens)");
-  size_t total = 0;
-  for (auto t : texts) total += t.size();
-  LLM_REQUIRE(total > 0, "bpe tokenizer: no training text");
-
-  std::unordered_map<std::string, std::string> kwargs = {
-      {"model_type", "bpe"},
-      {"vocab_size", std::to_string(vocab_size)},
-      // Soft limit: a small corpus may not have enough pairs to reach vocab_size.
-      {"hard_vocab_limit", "false"},
-      {"normalization_rule_name", "identity"},
-      {"remove_extra_whitespaces", "false"},
-      {"add_dummy_prefix", "false"},
-      {"allow_whitespace_only_pieces", "true"},
-      {"split_digits", "false"},
-      {"byte_fallback", "true"},
-      {"character_coverage", "0.9999"},
-      {"user_defined_symbols", "\n"},
-      {"control_symbols", kEotText},
-      {"unk_id", "0"},
-      {"bos_id", "-1"},
-      {"eos_id", "-1"},
-      {"pad_id", "-1"},
-      {"input_sentence_size", "0"},
-      {"shuffle_input_sentence", "false"},
-      {"num_threads", "1"},
-      {"minloglevel", "2"},
-  };
-  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(seed ^ (seed >> 32)));
-  LineIterator lines(texts);
-  std::string proto;
-  auto st = sentencepiece::SentencePieceTrainer::Train(kwargs, &lines, &proto);
-  LLM_REQUIRE(st.ok(), "bpe tokenizer training failed: ", st.ToString());
-  return std::make_unique<BpeTokenizer>(std::move(proto), "trained bpe model");
+std::unique_ptr<Tokenizer> tokenizer_bpe_from_proto(std::string model_proto,
+                                                    const std::string& origin) {
+  return std::make_unique<BpeTokenizer>(std::move(model_proto), origin);
 }
 
 std::unique_ptr<Tokenizer> tokenizer_load_bpe(const std::string& model_path) {
@@ -221,7 +140,8 @@ std::unique_ptr<Tokenizer> tokenizer_load_bpe(const std::string& model_path) {
   LLM_REQUIRE(f, model_path, ": cannot open the tokenizer model");
   std::ostringstream buf;
   buf << f.rdbuf();
-  return std::make_unique<BpeTokenizer>(buf.str(), model_path);
+  LLM_REQUIRE(!f.bad(), model_path, ": cannot read the tokenizer model");
+  return tokenizer_bpe_from_proto(buf.str(), model_path);
 }
 
 }  // namespace ledgerlm

@@ -15,6 +15,7 @@
 // construction; each unit's base comes from the UnitAccess between its acquire and release.
 #include "model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -53,6 +54,7 @@ struct GptModel::Impl {
   DType pdt, gdt, adt;
   Recompute recompute = Recompute::kNone;
   bool bf16_matmul = false;  // precision.matmul = bf16 (see GptModel::set_bf16_matmul)
+  bool tf32_matmul = false;  // precision.matmul = tf32 (GemmArgs::tf32)
   int64_t B = 0, T = 0;
   ModelRefs refs;
 
@@ -64,10 +66,10 @@ struct GptModel::Impl {
   Tensor d_res, d_a, d_b, d_wide_a, d_wide_b, d_qkv, tmp_proj;
   int64_t arena_bytes = 0, scratch_bytes = 0;
 
-  // State of the last forward.
-  const int32_t* tokens = nullptr;
-  std::vector<int32_t> tokens_copy;
-  std::vector<int32_t> targets_copy;
+  // Token ids and targets of the micro-batch in backend memory ([B*T] int32 each), uploaded by
+  // the host-array forward; the state of the last forward.
+  Buffer batch_ids;
+  Tensor tokens, targets;
   bool have_targets = false;
   ForwardOptions fwd_opts;
   double fused_grad_scale = 0.0;
@@ -165,6 +167,8 @@ struct GptModel::Impl {
     scratch_bytes = s.used;
     arena = be.allocate(MemTag::kActivations, static_cast<size_t>(arena_bytes));
     scratch = be.allocate(MemTag::kWorkspace, static_cast<size_t>(scratch_bytes));
+    batch_ids.reset();
+    batch_ids = be.allocate(MemTag::kData, static_cast<size_t>(gpt_batch_ids_bytes(B, T)));
     Carver a2{arena.as<char>(), 0, adt}, s2{scratch.as<char>(), 0, adt};
     layout(a2, s2);
   }
@@ -206,6 +210,7 @@ struct GptModel::Impl {
     g.k = in_f;
     g.trans_b = true;
     g.bf16_inputs = bf16_matmul;
+    g.tf32 = tf32_matmul;
     be.gemm(g);
   }
 
@@ -222,6 +227,7 @@ struct GptModel::Impl {
     gw.trans_a = true;
     gw.accumulate = true;
     gw.bf16_inputs = bf16_matmul;
+    gw.tf32 = tf32_matmul;
     be.gemm(gw);
     if (!dbias.empty()) be.bias_backward(dbias, dout, rows, out_f);
     if (!dinp.empty()) {
@@ -233,6 +239,7 @@ struct GptModel::Impl {
       gi.n = in_f;
       gi.k = out_f;
       gi.bf16_inputs = bf16_matmul;
+      gi.tf32 = tf32_matmul;
       be.gemm(gi);
     }
   }
@@ -261,15 +268,31 @@ struct GptModel::Impl {
     be.add(res[l + 1], x.res2, tmp_proj, N * C);
   }
 
-  double forward(UnitAccess& units, const int32_t* tok, const int32_t* targets, int64_t batch,
-                 int64_t seq, const ForwardOptions& opts) {
+  // Host token arrays: checked, then uploaded into the micro-batch's id buffer.
+  double forward_host(UnitAccess& units, const int32_t* tok, const int32_t* tgt, int64_t batch,
+                      int64_t seq, const ForwardOptions& opts) {
+    plan(batch, seq);
+    const int64_t N = B * T, V = cfg.vocab_size;
+    for (int64_t i = 0; i < N; ++i)
+      LLM_REQUIRE(tok[i] >= 0 && tok[i] < V, "token id ", tok[i], " out of range [0, ", V, ")");
+    Tensor ids(batch_ids.data(), DType::kI32);
+    be.copy_from_host(ids, tok, N);
+    Tensor tgt_ids;
+    if (tgt != nullptr) {
+      for (int64_t i = 0; i < N; ++i)
+        LLM_REQUIRE(tgt[i] >= 0 && tgt[i] < V, "target id ", tgt[i], " out of range");
+      tgt_ids = ids.offset(gpt_batch_ids_bytes(B, T) / 2 / sizeof(int32_t));  // second half
+      be.copy_from_host(tgt_ids, tgt, N);
+    }
+    return forward(units, ids, tgt_ids, batch, seq, opts);
+  }
+
+  double forward(UnitAccess& units, Tensor tok, Tensor tgt, int64_t batch, int64_t seq,
+                 const ForwardOptions& opts) {
     plan(batch, seq);
     fwd_opts = opts;
     const int64_t N = B * T, C = cfg.n_embd, V = cfg.vocab_size, Vp = cfg.padded_vocab();
-    for (int64_t i = 0; i < N; ++i)
-      LLM_REQUIRE(tok[i] >= 0 && tok[i] < V, "token id ", tok[i], " out of range [0, ", V, ")");
-    tokens_copy.assign(tok, tok + N);
-    tokens = tokens_copy.data();
+    tokens = tok;
     const int E = refs.embed_unit, F = refs.final_unit;
     units.acquire(E, UnitPhase::kForward);
     Tensor embed = param_unit(units, E);
@@ -289,20 +312,12 @@ struct GptModel::Impl {
     units.acquire(E, UnitPhase::kForward);  // the tied head
     linear(logits, lnf, param_unit(units, E).offset(refs.wte), Tensor(), N, C, Vp);
     units.release(E, UnitPhase::kForward);
-    have_targets = targets != nullptr;
+    have_targets = !tgt.empty();
     fused_grad_scale = 0.0;
     if (!have_targets) return 0.0;
-    for (int64_t i = 0; i < N; ++i)
-      LLM_REQUIRE(targets[i] >= 0 && targets[i] < V, "target id ", targets[i], " out of range");
-    targets_copy.assign(targets, targets + N);
-    be.softmax_cross_entropy(losses, logits, targets_copy.data(), N, V, Vp, 0.0);
-    double sum = 0.0;
-    if (adt == DType::kF64) {
-      for (int64_t i = 0; i < N; ++i) sum += losses.as<double>()[i];
-    } else {
-      for (int64_t i = 0; i < N; ++i) sum += losses.as<float>()[i];
-    }
-    return sum / static_cast<double>(N);
+    targets = tgt;
+    be.softmax_cross_entropy(losses, logits, targets, N, V, Vp, 0.0);
+    return be.sum(losses, N) / static_cast<double>(N);  // one scalar comes back
   }
 
   // Block l's backward from d_res (the gradient of the block's output), leaving the gradient of
@@ -343,7 +358,7 @@ struct GptModel::Impl {
     const int64_t Vp = cfg.padded_vocab();
     const int E = refs.embed_unit, F = refs.final_unit;
     // dlogits in place of the logits (the forward kept them intact).
-    be.softmax_cross_entropy(losses, logits, targets_copy.data(), N, V, Vp,
+    be.softmax_cross_entropy(losses, logits, targets, N, V, Vp,
                              loss_scale / static_cast<double>(N));
     have_targets = false;  // logits are now gradients: a second backward would be wrong
     units.acquire(E, UnitPhase::kBackward);
@@ -392,6 +407,9 @@ GptModel::~GptModel() = default;
 void GptModel::set_bf16_matmul(bool on) {
   impl_->bf16_matmul = on;
 }
+void GptModel::set_tf32_matmul(bool on) {
+  impl_->tf32_matmul = on;
+}
 
 void GptModel::plan(int64_t batch, int64_t seq) {
   impl_->plan(batch, seq);
@@ -405,7 +423,16 @@ int64_t GptModel::workspace_bytes() const {
 
 double GptModel::forward(UnitAccess& units, const int32_t* tokens, const int32_t* targets,
                          int64_t batch, int64_t seq, const ForwardOptions& options) {
+  return impl_->forward_host(units, tokens, targets, batch, seq, options);
+}
+
+double GptModel::forward(UnitAccess& units, Tensor tokens, Tensor targets, int64_t batch,
+                         int64_t seq, const ForwardOptions& options) {
   return impl_->forward(units, tokens, targets, batch, seq, options);
+}
+
+int64_t gpt_batch_ids_bytes(int64_t batch, int64_t seq) {
+  return 2 * ((batch * seq * 4 + 63) / 64 * 64);  // tokens, then targets, 64-byte aligned each
 }
 
 void GptModel::backward(UnitAccess& units, double loss_scale) {
@@ -416,7 +443,7 @@ double GptModel::forward(Tensor params, const int32_t* tokens, const int32_t* ta
                          int64_t batch, int64_t seq, const ForwardOptions& options) {
   LLM_ASSERT(params.dtype == impl_->pdt, "parameter dtype mismatch");
   FlatUnits units(table_, params);
-  return impl_->forward(units, tokens, targets, batch, seq, options);
+  return impl_->forward_host(units, tokens, targets, batch, seq, options);
 }
 
 void GptModel::backward(Tensor params, Tensor grads, double loss_scale) {
@@ -428,35 +455,53 @@ void GptModel::backward(Tensor params, Tensor grads, double loss_scale) {
 Tensor GptModel::token_losses() const {
   return impl_->losses;
 }
+double GptModel::token_loss_sum(int64_t count) const {
+  return impl_->be.sum(impl_->losses, count);
+}
 Tensor GptModel::logits() const {
   return impl_->logits;
+}
+
+void gpt_init_tensor(const ParamTable& table, int param, uint64_t seed, float* out) {
+  const ParamInfo& p = table.params[static_cast<size_t>(param)];
+  const int64_t rows_real = p.kind == ParamKind::kEmbedding ? p.hf_rows : p.shape[0];
+  const int64_t cols = p.numel / p.shape[0];
+  for (int64_t i = 0; i < p.numel; ++i) {
+    switch (p.init) {
+      case InitKind::kOnes:
+        out[i] = 1.0f;
+        break;
+      case InitKind::kZeros:
+        out[i] = 0.0f;
+        break;
+      case InitKind::kNormal: {
+        if (i / cols >= rows_real) {  // vocab padding rows stay zero
+          out[i] = 0.0f;
+          break;
+        }
+        auto bits = rng_bits(seed, RngStream::kInit, static_cast<uint64_t>(param),
+                             static_cast<uint64_t>(i));
+        out[i] = static_cast<float>(p.init_std * rng_normal(bits[0], bits[1]));
+        break;
+      }
+    }
+  }
 }
 
 void gpt_init_params(const ParamTable& table, Tensor params, uint64_t seed, Backend& backend) {
   std::vector<float> values;
   backend.zero(params, table.total);
+  int64_t largest = 0;
+  for (const ParamInfo& p : table.params) largest = std::max(largest, p.numel);
+  // Generated on the host, uploaded as fp32, converted to the buffer's dtype by the backend.
+  Buffer staging = backend.allocate(MemTag::kWorkspace, static_cast<size_t>(largest) * 4);
+  const Tensor f32(staging.data(), DType::kF32);
   for (size_t pi = 0; pi < table.params.size(); ++pi) {
     const ParamInfo& p = table.params[pi];
     values.assign(static_cast<size_t>(p.numel), 0.0f);
-    int64_t rows_real = p.kind == ParamKind::kEmbedding ? p.hf_rows : p.shape[0];
-    int64_t cols = p.numel / p.shape[0];
-    for (int64_t i = 0; i < p.numel; ++i) {
-      switch (p.init) {
-        case InitKind::kOnes:
-          values[i] = 1.0f;
-          break;
-        case InitKind::kZeros:
-          values[i] = 0.0f;
-          break;
-        case InitKind::kNormal: {
-          if (i / cols >= rows_real) break;  // vocab padding rows stay zero
-          auto bits = rng_bits(seed, RngStream::kInit, pi, static_cast<uint64_t>(i));
-          values[i] = static_cast<float>(p.init_std * rng_normal(bits[0], bits[1]));
-          break;
-        }
-      }
-    }
-    backend.convert(params.offset(p.offset), Tensor(values.data(), DType::kF32), p.numel);
+    gpt_init_tensor(table, static_cast<int>(pi), seed, values.data());
+    backend.copy_from_host(f32, values.data(), p.numel);
+    backend.convert(params.offset(p.offset), f32, p.numel);
   }
 }
 

@@ -37,6 +37,8 @@ class GptModel {
   // precision.matmul = bf16: the linear layers' GEMMs (forward, input and weight gradients) round
   // both operands to bf16 and accumulate in fp32 (GemmArgs::bf16_inputs). Off by default.
   void set_bf16_matmul(bool on);
+  // precision.matmul = tf32 (GemmArgs::tf32; CUDA only).
+  void set_tf32_matmul(bool on);
   const ParamTable& table() const { return table_; }
 
   // Allocates the activation arena for micro-batch B and sequence T (re-plans if they change).
@@ -48,8 +50,12 @@ class GptModel {
   // Runs the model on tokens [B, T]. With targets: returns the mean cross-entropy over B*T
   // (nats) and keeps what backward needs; without: returns 0 and leaves logits readable.
   // Weights come unit by unit from `units`, with the announcements of unit_access.h.
+  // Host arrays [B, T] (checked against the vocabulary, then uploaded) or int32 tensors in the
+  // backend's memory; targets may be null / empty.
   double forward(UnitAccess& units, const int32_t* tokens, const int32_t* targets, int64_t batch,
                  int64_t seq, const ForwardOptions& options = {});
+  double forward(UnitAccess& units, Tensor tokens, Tensor targets, int64_t batch, int64_t seq,
+                 const ForwardOptions& options = {});
   // grads += loss_scale * d(mean loss)/d(params), for the batch of the last forward.
   void backward(UnitAccess& units, double loss_scale);
   // The same over flat buffers laid out by the table (FlatUnits).
@@ -58,6 +64,8 @@ class GptModel {
   void backward(Tensor params, Tensor grads, double loss_scale);
   // Per-token losses of the last forward with targets ([B*T], act dtype).
   Tensor token_losses() const;
+  // Sum of the first `count` of them, reduced on the backend (only the sum comes to the host).
+  double token_loss_sum(int64_t count) const;
   // Logits of the last forward ([B*T, padded_vocab], act dtype). Valid after a forward
   // without targets (with targets they are overwritten by their gradient in training).
   Tensor logits() const;
@@ -69,8 +77,16 @@ class GptModel {
   ParamTable table_;
 };
 
+// Bytes of the model's micro-batch id buffer (token ids and targets, int32) in backend memory,
+// allocated by plan() and counted as MemTag::kData.
+int64_t gpt_batch_ids_bytes(int64_t batch, int64_t seq);
+
 // Fills a flat parameter buffer (any float dtype) with the GPT-2 init of the table:
 // N(0, std) from the counter RNG keyed on (seed, parameter index, element), ones, zeros.
 void gpt_init_params(const ParamTable& table, Tensor params, uint64_t seed, Backend& backend);
+// The init of tensor `param` alone (numel fp32 values in host memory): what gpt_init_params
+// writes at its offset. The values do not depend on the layout, so every rank of a sharded run
+// generates the same numbers for the part it holds.
+void gpt_init_tensor(const ParamTable& table, int param, uint64_t seed, float* out);
 
 }  // namespace ledgerlm

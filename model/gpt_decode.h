@@ -1,6 +1,7 @@
 // Incremental decoding with a KV cache: one token at a time, each block's keys and values of
-// earlier positions kept, so a new token costs O(context) instead of a whole forward. Uses the
-// backend for every matrix op; the single-query attention over the cache is done here.
+// earlier positions kept, so a new token costs O(context) instead of a whole forward. Every
+// matrix op and the single-query attention over the cache run on the backend, in its memory;
+// only the next token's logits come back to the host.
 #pragma once
 
 #include <cstdint>
@@ -15,27 +16,30 @@ namespace ledgerlm {
 
 class GptDecoder {
  public:
-  // params: fp32 flat buffer laid out by `table` (must outlive the decoder).
-  GptDecoder(const ModelConfig& config, const ParamTable& table, Backend& backend,
-             const float* params);
+  // params: fp32 flat buffer in the backend's memory laid out by `table` (must outlive the
+  // decoder).
+  GptDecoder(const ModelConfig& config, const ParamTable& table, Backend& backend, Tensor params);
   void reset();  // forget the cache
   int64_t length() const { return length_; }
-  // Appends `token` at position length() and returns the logits of the next token
-  // ([padded_vocab], only the first vocab_size meaningful). Requires length() < block_size.
+  // Appends `token` at position length() and returns the logits of the next token (host memory,
+  // [padded_vocab], only the first vocab_size meaningful). Requires length() < block_size.
   const float* step(int32_t token);
 
  private:
+  Tensor p(int64_t offset) const { return params_.offset(offset); }
+
   const ModelConfig& cfg_;
-  const ParamTable& table_;
   Backend& be_;
-  const float* params_;
+  Tensor params_;
   int64_t length_ = 0;
-  std::vector<float> k_cache_, v_cache_;  // [L, block_size, C]
-  std::vector<float> x_, ln_, qkv_, att_, proj_, fch_, fcg_, logits_, mean_, rstd_, scores_;
+  Buffer cache_;  // k then v: [L, block_size, C] each
+  Buffer work_;   // the one-token activations below
+  Tensor k_, v_;  // into cache_
+  Tensor x_, ln_, qkv_, att_, proj_, fch_, fcg_, logits_, mean_, rstd_;  // into work_
+  std::vector<float> host_logits_;
   // Flat-buffer offsets of the tensors, resolved once (param_refs.h).
   int64_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
   std::vector<BlockOffsets> blocks_;
-  Tensor p(int64_t offset) const;
 };
 
 }  // namespace ledgerlm

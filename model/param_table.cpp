@@ -92,7 +92,7 @@ ParamTable param_table_build(const ModelConfig& cfg, const ParamTableOptions& op
         false);
 
   // Layout: inside each unit, large tensors first (in table order), then the small ones grouped.
-  int64_t base = 0;
+  int64_t base = 0, logical = 0;
   for (auto& unit : t.units) {
     std::vector<int> order = unit.params;
     std::stable_partition(order.begin(), order.end(),
@@ -105,10 +105,13 @@ ParamTable param_table_build(const ModelConfig& cfg, const ParamTableOptions& op
     unit.used = cursor;
     unit.size = round_up(cursor, options.block * options.world);
     unit.offset = base;
+    unit.logical_offset = logical;
     for (int i : order) t.params[i].offset = base + t.params[i].offset_in_unit;
     base += unit.size;
+    logical += round_up(cursor, options.block);
   }
   t.total = base;
+  t.logical_total = logical;
   for (const auto& p : t.params) t.num_params += p.numel;
   return t;
 }

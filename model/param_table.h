@@ -45,6 +45,10 @@ struct UnitInfo {
   int64_t used = 0;         // elements up to the end of the last tensor (aligned)
   int64_t size = 0;         // padded to a multiple of world x block
   std::vector<int> params;  // indices into ParamTable::params
+  // The unit's offset in the one-rank layout (units padded to a multiple of block only). Keys
+  // of counter-based random streams over flat positions (stochastic rounding) use these
+  // world-independent positions: offset_in_unit never depends on the world size.
+  int64_t logical_offset = 0;
 };
 
 struct ParamTableOptions {
@@ -56,8 +60,9 @@ struct ParamTableOptions {
 struct ParamTable {
   std::vector<ParamInfo> params;
   std::vector<UnitInfo> units;
-  int64_t total = 0;       // flat buffer length in elements (including padding)
-  int64_t num_params = 0;  // real parameters (sum of numel)
+  int64_t total = 0;          // flat buffer length in elements (including padding)
+  int64_t num_params = 0;     // real parameters (sum of numel)
+  int64_t logical_total = 0;  // `total` of the one-rank layout (see UnitInfo::logical_offset)
   ParamTableOptions options;
 
   const ParamInfo& find(const std::string& name) const;  // throws Error if absent

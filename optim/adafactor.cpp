@@ -17,7 +17,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "optim/kernels_trust.h"
+#include "model/backend/optim_kernels_trust.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
 
@@ -54,13 +54,7 @@ class AdafactorOptimizer : public RangeOptimizer {
       s.one_minus_beta1 = static_cast<float>(1.0 - config_.adafactor_beta1);
       s.decay = static_cast<float>(1.0 - rho_base * segs_[k].lr_mult * segs_[k].weight_decay);
     }
-    // v_ and m_ share the dtype; either may be empty (no vectors / no momentum).
-    optim_with_state(v_.data(), state_dtype(), [&](auto* v) {
-      using S = std::remove_pointer_t<decltype(v)>;
-      S* m = m_.empty() ? nullptr : static_cast<S*>(m_.data());
-      optim_with_grad_view(grads, info.grad_scale,
-                           [&](auto g) { run(master, v, m, g, info, steps, rho_base); });
-    });
+    run_step(master, grads, info, steps, rho_base);
   }
 
   std::vector<StateView> state_views() override {
@@ -68,8 +62,8 @@ class AdafactorOptimizer : public RangeOptimizer {
     for (size_t k = 0; k < segs_.size(); ++k) {
       const OptimSegment& seg = segs_[k];
       if (factored(seg)) {
-        views.push_back(whole_view("row", seg.param, row_.as<float>() + state_off_[k], seg.rows));
-        views.push_back(whole_view("col", seg.param, col_.as<float>() + col_off_[k], seg.cols));
+        views.push_back(whole_view("row", seg, row_.as<float>() + state_off_[k], seg.rows));
+        views.push_back(whole_view("col", seg, col_.as<float>() + col_off_[k], seg.cols));
       } else {  // v is stored compactly, not mirrored
         views.push_back(mirror_view("v", seg, v_, state_dtype(), state_off_[k]));
       }
@@ -106,20 +100,33 @@ class AdafactorOptimizer : public RangeOptimizer {
         vec += seg.count;
       }
     }
-    row_ = allocate_state("row", MemTag::kOptimFactored, DType::kF32, rows);
-    col_ = allocate_state("col", MemTag::kOptimFactored, DType::kF32, cols);
+    // The factored statistics live in host memory: the fold between the passes reads them.
+    row_ = allocate_host_state("row", MemTag::kOptimFactored, DType::kF32, rows);
+    col_ = allocate_host_state("col", MemTag::kOptimFactored, DType::kF32, cols);
     v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), vec);
     if (config_.adafactor_beta1 > 0.0)
-      m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), end_ - begin_);
+      m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), length_);
   }
 
  private:
   static bool factored(const OptimSegment& seg) { return seg.dims >= 2; }
 
-  // One step; S is the storage of v and m (float or StateBF16), m null without momentum.
-  template <class S, class G>
-  void run(float* master, S* v, S* m, const G& g, const OptimStepInfo& info,
-           const std::vector<AdafactorStep<float>>& steps, double rho_base) {
+  // The elementwise passes run on the backend (Backend::optimizer_op); the factored row and
+  // column statistics are tiny and live in host memory, where their fold and the row fractions
+  // are computed between the passes.
+  OptimOp op_for(OptimOpKind kind, size_t k, float* master, Tensor grads, const OptimStepInfo& info,
+                 const std::vector<AdafactorStep<float>>& steps) const {
+    const OptimSegment& seg = segs_[k];
+    OptimOp op = segment_op(kind, seg, master, grads, info.grad_scale);
+    op.n = seg.real_count;  // padded vocabulary rows take no part (see the header comment)
+    op.p0 = seg.param_begin;
+    op.cols = seg.cols;
+    op.adafactor = steps[k];
+    return op;
+  }
+
+  void run_step(float* master, Tensor grads, const OptimStepInfo& info,
+                const std::vector<AdafactorStep<float>>& steps, double rho_base) {
     float* row = row_.as<float>();
     float* col = col_.as<float>();
     const size_t n = segs_.size();
@@ -129,17 +136,18 @@ class AdafactorOptimizer : public RangeOptimizer {
     std::vector<double> red1(red1_size_), red2(table_.params.size());
     for (size_t k = 0; k < n; ++k) {
       const OptimSegment& seg = segs_[k];
-      const int64_t o = seg.local;
       double* r = red1.data() + red1_off_[k];
       if (factored(seg)) {
-        r[0] =
-            adafactor_phase_factored_sums(master + o, g.shifted(o), seg.param_begin, seg.real_count,
-                                          seg.cols, steps[k], r + 1, r + 1 + seg.rows);
+        OptimOp op = op_for(OptimOpKind::kAdafactorFactoredSums, k, master, grads, info, steps);
+        op.row_acc = r + 1;
+        op.col_acc = r + 1 + seg.rows;
+        r[0] = run(op)[0];
       } else {
-        const auto s = adafactor_phase_vector(master + o, v + state_off_[k], g.shifted(o),
-                                              seg.real_count, steps[k]);
-        r[0] = s[0];
-        red2[seg.param] = s[1];
+        OptimOp op = op_for(OptimOpKind::kAdafactorVector, k, master, grads, info, steps);
+        op.s1 = state_at(v_, state_off_[k], state_dtype());
+        const auto sums = run(op);
+        r[0] = sums[0];
+        red2[seg.param] = sums[1];
       }
     }
     optim_reduce(info, red1);
@@ -156,33 +164,42 @@ class AdafactorOptimizer : public RangeOptimizer {
       frac[k].resize(static_cast<size_t>(seg.rows));
       for (int64_t i = 0; i < seg.rows; ++i)
         frac[k][i] = static_cast<float>(static_cast<double>(rk[i]) / sum_r);
-      red2[seg.param] = adafactor_phase_factored_u2(g.shifted(seg.local), seg.param_begin,
-                                                    seg.real_count, seg.cols, frac[k].data(), ck);
+      OptimOp op = op_for(OptimOpKind::kAdafactorFactoredU2, k, master, grads, info, steps);
+      op.row_frac = frac[k].data();
+      op.col = ck;
+      red2[seg.param] = run(op)[0];
     }
     // Vector tensors' U^2 sums were computed locally before; they are partials too.
     optim_reduce(info, red2);
     for (size_t k = 0; k < n; ++k) {
       const OptimSegment& seg = segs_[k];
-      const int64_t o = seg.local;
       const auto a =
           adafactor_scalars(red1[red1_off_[k]], red2[seg.param], seg.real_numel,
                             rho_base * seg.lr_mult, config_.adafactor_eps2, config_.adafactor_d);
-      const float u_scale = static_cast<float>(a.u_scale), alpha = static_cast<float>(a.alpha);
-      S* mk = m ? m + o : nullptr;
-      if (factored(seg))
-        adafactor_phase_apply_factored(master + o, mk, g.shifted(o), seg.param_begin,
-                                       seg.real_count, seg.cols, frac[k].data(), col + col_off_[k],
-                                       u_scale, alpha, steps[k]);
-      else
-        adafactor_phase_apply_vector(master + o, mk, v + state_off_[k], g.shifted(o),
-                                     seg.real_count, u_scale, alpha, steps[k]);
+      const bool mat = factored(seg);
+      OptimOp op =
+          op_for(mat ? OptimOpKind::kAdafactorApplyFactored : OptimOpKind::kAdafactorApplyVector, k,
+                 master, grads, info, steps);
+      op.s1 = state_at(m_, seg.local, state_dtype());  // empty without momentum
+      if (mat) {
+        op.row_frac = frac[k].data();
+        op.col = col + col_off_[k];
+      } else {
+        op.s2 = state_at(v_, state_off_[k], state_dtype());
+      }
+      op.u_scale = static_cast<float>(a.u_scale);
+      op.alpha = static_cast<float>(a.alpha);
+      run(op);
     }
   }
 
-  StateView whole_view(const std::string& name, int param, float* data, int64_t numel) const {
+  StateView whole_view(const std::string& name, const OptimSegment& seg, float* data,
+                       int64_t numel) const {
     StateView sv;
     sv.name = name;
-    sv.param = param;
+    sv.param = seg.param;
+    sv.write = seg.param_begin == 0;
+    sv.host = true;  // row_ and col_ are host buffers
     sv.dtype = DType::kF32;
     sv.data = data;
     sv.param_begin = 0;

@@ -4,7 +4,6 @@
 // m and v are stored as OptimConfig::state_dtype (fp32 or bf16), always updated in fp32.
 #include <memory>
 
-#include "optim/kernels.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
 
@@ -19,14 +18,32 @@ class AdamWOptimizer : public RangeOptimizer {
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
-    std::vector<AdamWStep<float>> steps;
-    for (const auto& seg : segs_)
-      steps.push_back(adamw_step_make<float>(info.lr * seg.lr_mult, config_.beta1, config_.beta2,
-                                             config_.eps, seg.weight_decay, info.step));
-    optim_with_state(m_.data(), state_dtype(), [&](auto* m) {
-      auto* v = static_cast<decltype(m)>(v_.data());
-      optim_with_grad_view(grads, info.grad_scale, [&](auto g) { run(master, m, v, g, steps); });
-    });
+    std::vector<OptimOp> ops;
+    for (const auto& seg : segs_) {
+      OptimOp op = segment_op(OptimOpKind::kAdamWFused, seg, master, grads, info.grad_scale);
+      op.s1 = state_at(m_, seg.local, state_dtype());
+      op.s2 = state_at(v_, seg.local, state_dtype());
+      op.adamw = adamw_step_make<float>(info.lr * seg.lr_mult, config_.beta1, config_.beta2,
+                                        config_.eps, seg.weight_decay, info.step);
+      ops.push_back(op);
+    }
+    // The same stages in three schedules (bit-identical): one fused pass per tensor; the stages
+    // of one tensor in turn (loop); each stage over every tensor (foreach).
+    const OptimOpKind stages[] = {OptimOpKind::kAdamWDecay, OptimOpKind::kAdamWMoments,
+                                  OptimOpKind::kAdamWParam};
+    auto staged = [&](OptimOp op, OptimOpKind kind) {
+      op.kind = kind;
+      run(op);
+    };
+    if (config_.impl == "fused") {
+      for (const OptimOp& op : ops) run(op);
+    } else if (config_.impl == "loop") {
+      for (const OptimOp& op : ops)
+        for (OptimOpKind kind : stages) staged(op, kind);
+    } else {  // foreach
+      for (OptimOpKind kind : stages)
+        for (const OptimOp& op : ops) staged(op, kind);
+    }
   }
 
   std::vector<StateView> state_views() override {
@@ -40,44 +57,11 @@ class AdamWOptimizer : public RangeOptimizer {
 
  protected:
   void on_init() override {
-    m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), end_ - begin_);
-    v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), end_ - begin_);
+    m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), length_);
+    v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), length_);
   }
 
  private:
-  // One step in the configured schedule; S is the state storage (float or StateBF16).
-  template <class S, class G>
-  void run(float* master, S* m, S* v, const G& g, const std::vector<AdamWStep<float>>& steps) {
-    const size_t n = segs_.size();
-    auto run_decay = [&](size_t k) {
-      adamw_stage_decay(master + segs_[k].local, segs_[k].count, steps[k]);
-    };
-    auto run_moments = [&](size_t k) {
-      const int64_t o = segs_[k].local;
-      adamw_stage_moments(m + o, v + o, g.shifted(o), segs_[k].count, steps[k]);
-    };
-    auto run_param = [&](size_t k) {
-      const int64_t o = segs_[k].local;
-      adamw_stage_param(master + o, m + o, v + o, segs_[k].count, steps[k]);
-    };
-    if (config_.impl == "fused") {
-      for (size_t k = 0; k < n; ++k) {
-        const int64_t o = segs_[k].local;
-        adamw_update(master + o, m + o, v + o, g.shifted(o), segs_[k].count, steps[k]);
-      }
-    } else if (config_.impl == "loop") {
-      for (size_t k = 0; k < n; ++k) {
-        run_decay(k);
-        run_moments(k);
-        run_param(k);
-      }
-    } else {  // foreach
-      for (size_t k = 0; k < n; ++k) run_decay(k);
-      for (size_t k = 0; k < n; ++k) run_moments(k);
-      for (size_t k = 0; k < n; ++k) run_param(k);
-    }
-  }
-
   Buffer m_, v_;
 };
 

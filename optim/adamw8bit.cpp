@@ -8,10 +8,8 @@
 #include <memory>
 
 #include "model/base/check.h"
-#include "optim/kernels.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
-#include "optim/quant8.h"
 
 namespace ledgerlm {
 namespace {
@@ -32,19 +30,25 @@ class AdamW8bitOptimizer : public RangeOptimizer {
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
-    optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
-      for (size_t k = 0; k < segs_.size(); ++k) {
-        const OptimSegment& seg = segs_[k];
-        const auto s = adamw_step_make<float>(info.lr * seg.lr_mult, config_.beta1, config_.beta2,
-                                              config_.eps, seg.weight_decay, info.step);
-        float* w = master + seg.local;
-        if (quantized_[k])
-          step_quantized(k, w, g.shifted(seg.local), s);
-        else
-          adamw_update(w, m32_.as<float>() + off_[k], v32_.as<float>() + off_[k],
-                       g.shifted(seg.local), seg.count, s);
+    const int64_t B = config_.block_size;
+    for (size_t k = 0; k < segs_.size(); ++k) {
+      const OptimSegment& seg = segs_[k];
+      OptimOp op = segment_op(quantized_[k] ? OptimOpKind::kAdamW8bit : OptimOpKind::kAdamWFused,
+                              seg, master, grads, info.grad_scale);
+      op.adamw = adamw_step_make<float>(info.lr * seg.lr_mult, config_.beta1, config_.beta2,
+                                        config_.eps, seg.weight_decay, info.step);
+      if (quantized_[k]) {
+        op.s1 = state_at(codes_m_, off_[k], DType::kU8);
+        op.s2 = state_at(codes_v_, off_[k], DType::kU8);
+        op.a1 = state_at(absmax_m_, off_[k] / B, DType::kF32);
+        op.a2 = state_at(absmax_v_, off_[k] / B, DType::kF32);
+        op.block = B;
+      } else {
+        op.s1 = state_at(m32_, off_[k], DType::kF32);
+        op.s2 = state_at(v32_, off_[k], DType::kF32);
       }
-    });
+      run(op);
+    }
   }
 
   std::vector<StateView> state_views() override {
@@ -80,8 +84,12 @@ class AdamW8bitOptimizer : public RangeOptimizer {
     LLM_REQUIRE(table_.options.block % B == 0, "optim.block_size=", B,
                 " must divide the layout block ", table_.options.block,
                 " so quantization blocks never cross tensors");
-    LLM_REQUIRE(begin_ % B == 0, "adamw8bit: optimizer range start ", begin_,
-                " must be a multiple of optim.block_size=", B);
+    int64_t local = 0;
+    for (const OptimRange& r : ranges_) {
+      LLM_REQUIRE(r.begin % B == 0 && local % B == 0, "adamw8bit: optimizer range [", r.begin, ", ",
+                  r.end, ") must start on a multiple of optim.block_size=", B);
+      local += r.size();
+    }
     int64_t q = 0, f = 0;
     quantized_.assign(segs_.size(), false);
     off_.assign(segs_.size(), 0);
@@ -108,39 +116,6 @@ class AdamW8bitOptimizer : public RangeOptimizer {
   }
 
  private:
-  // Decode, update in fp32, re-encode, one block at a time; blocks are independent.
-  template <class G>
-  void step_quantized(size_t k, float* w, const G& g, const AdamWStep<float>& s) {
-    const int64_t B = config_.block_size, n = segs_[k].count;
-    const int64_t blocks = (n + B - 1) / B;
-    uint8_t* cm = codes_m_.as<uint8_t>() + off_[k];
-    uint8_t* cv = codes_v_.as<uint8_t>() + off_[k];
-    float* am = absmax_m_.as<float>() + off_[k] / B;
-    float* av = absmax_v_.as<float>() + off_[k] / B;
-    const QuantMap& sm = quant_map_signed();
-    const QuantMap& um = quant_map_unsigned();
-#pragma omp parallel if (n >= kOptimParallelMin)
-    {
-      std::vector<float> mb(static_cast<size_t>(B)), vb(static_cast<size_t>(B));
-#pragma omp for schedule(static)
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t i0 = b * B, len = std::min(B, n - i0);
-        quant_block_decode(sm, cm + i0, len, am[b], mb.data());
-        quant_block_decode(um, cv + i0, len, av[b], vb.data());
-        for (int64_t i = 0; i < len; ++i) {
-          const float gi = g[i0 + i];
-          const float mi = adamw_elem_m(mb[i], gi, s);
-          const float vi = adamw_elem_v(vb[i], gi, s);
-          mb[i] = mi;
-          vb[i] = vi;
-          w[i0 + i] = adamw_elem_param(w[i0 + i] * s.decay, mi, vi, s);
-        }
-        quant_block_encode(sm, mb.data(), len, cm + i0, &am[b]);
-        quant_block_encode(um, vb.data(), len, cv + i0, &av[b]);
-      }
-    }
-  }
-
   static StateView view(const std::string& name, int param, DType dtype, void* data, int64_t begin,
                         int64_t numel, std::vector<int64_t> shape) {
     StateView v;

@@ -4,7 +4,7 @@
 // m and v are stored as OptimConfig::state_dtype (fp32 or bf16), updated in fp32.
 #include <memory>
 
-#include "optim/kernels_trust.h"
+#include "model/backend/optim_kernels_trust.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
 
@@ -19,35 +19,31 @@ class LambOptimizer : public RangeOptimizer {
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
-    std::vector<LambStep<float>> steps;
-    for (const auto& seg : segs_)
-      steps.push_back(lamb_step_make<float>(config_.beta1, config_.beta2, config_.eps,
-                                            seg.weight_decay, info.step));
     const bool clamp = config_.lamb_phi == "clamp";
-    optim_with_state(m_.data(), state_dtype(), [&](auto* m) {
-      auto* v = static_cast<decltype(m)>(v_.data());
-      optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
-        // Indexed by table position, not by segment: every rank must reduce the same layout.
-        std::vector<double> sums(2 * table_.params.size());
-        for (size_t k = 0; k < segs_.size(); ++k) {
-          const int64_t o = segs_[k].local;
-          const auto s =
-              lamb_phase_moments(master + o, m + o, v + o, g.shifted(o), segs_[k].count, steps[k]);
-          sums[2 * segs_[k].param] = s[0];
-          sums[2 * segs_[k].param + 1] = s[1];
-        }
-        optim_reduce(info, sums);
-        for (size_t k = 0; k < segs_.size(); ++k) {
-          const int64_t o = segs_[k].local;
-          const size_t p = static_cast<size_t>(segs_[k].param);
-          const double trust = lamb_trust_ratio(std::sqrt(sums[2 * p]), std::sqrt(sums[2 * p + 1]),
-                                                clamp, config_.trust_lo, config_.trust_hi);
-          const double lr = info.lr * segs_[k].lr_mult;
-          lamb_phase_apply(master + o, m + o, v + o, segs_[k].count, steps[k],
-                           static_cast<float>(lr * trust));
-        }
-      });
-    });
+    std::vector<OptimOp> ops;
+    // Indexed by table position, not by segment: every rank must reduce the same layout.
+    std::vector<double> sums(2 * table_.params.size());
+    for (const OptimSegment& seg : segs_) {
+      OptimOp op = segment_op(OptimOpKind::kLambMoments, seg, master, grads, info.grad_scale);
+      op.s1 = state_at(m_, seg.local, state_dtype());
+      op.s2 = state_at(v_, seg.local, state_dtype());
+      op.lamb = lamb_step_make<float>(config_.beta1, config_.beta2, config_.eps, seg.weight_decay,
+                                      info.step);
+      const auto s = run(op);
+      sums[2 * seg.param] = s[0];
+      sums[2 * seg.param + 1] = s[1];
+      ops.push_back(op);
+    }
+    optim_reduce(info, sums);
+    for (size_t k = 0; k < segs_.size(); ++k) {
+      const size_t p = static_cast<size_t>(segs_[k].param);
+      const double trust = lamb_trust_ratio(std::sqrt(sums[2 * p]), std::sqrt(sums[2 * p + 1]),
+                                            clamp, config_.trust_lo, config_.trust_hi);
+      OptimOp& op = ops[k];
+      op.kind = OptimOpKind::kLambApply;
+      op.scale = static_cast<float>(info.lr * segs_[k].lr_mult * trust);
+      run(op);
+    }
   }
 
   std::vector<StateView> state_views() override {
@@ -61,8 +57,8 @@ class LambOptimizer : public RangeOptimizer {
 
  protected:
   void on_init() override {
-    m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), end_ - begin_);
-    v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), end_ - begin_);
+    m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), length_);
+    v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), length_);
   }
 
  private:

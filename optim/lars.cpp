@@ -5,7 +5,7 @@
 // OptimConfig::state_dtype (fp32 or bf16), updated in fp32.
 #include <memory>
 
-#include "optim/kernels_trust.h"
+#include "model/backend/optim_kernels_trust.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
 
@@ -20,33 +20,28 @@ class LarsOptimizer : public RangeOptimizer {
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
-    optim_with_state(buf_.data(), state_dtype(), [&](auto* buf) {
-      optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
-        // Indexed by table position, not by segment: every rank must reduce the same layout.
-        std::vector<double> sums(2 * table_.params.size());
-        for (size_t k = 0; k < segs_.size(); ++k) {
-          if (!uses_trust(segs_[k])) continue;
-          const int64_t o = segs_[k].local;
-          const auto s = lars_phase_norms(master + o, g.shifted(o), segs_[k].count);
-          sums[2 * segs_[k].param] = s[0];
-          sums[2 * segs_[k].param + 1] = s[1];
-        }
-        optim_reduce(info, sums);
-        for (size_t k = 0; k < segs_.size(); ++k) {
-          const OptimSegment& seg = segs_[k];
-          const size_t p = static_cast<size_t>(seg.param);
-          const double local =
-              uses_trust(seg) ? lars_local_lr(std::sqrt(sums[2 * p]), std::sqrt(sums[2 * p + 1]),
-                                              config_.lars_eta, seg.weight_decay)
-                              : 1.0;
-          LarsStep<float> s{static_cast<float>(config_.momentum),
-                            static_cast<float>(seg.weight_decay),
-                            static_cast<float>(info.lr * seg.lr_mult * local)};
-          const int64_t o = seg.local;
-          lars_phase_apply(master + o, buf + o, g.shifted(o), seg.count, s);
-        }
-      });
-    });
+    // Indexed by table position, not by segment: every rank must reduce the same layout.
+    std::vector<double> sums(2 * table_.params.size());
+    for (const OptimSegment& seg : segs_) {
+      if (!uses_trust(seg)) continue;
+      const auto s = run(segment_op(OptimOpKind::kLarsNorms, seg, master, grads, info.grad_scale));
+      sums[2 * seg.param] = s[0];
+      sums[2 * seg.param + 1] = s[1];
+    }
+    optim_reduce(info, sums);
+    for (const OptimSegment& seg : segs_) {
+      const size_t p = static_cast<size_t>(seg.param);
+      const double local = uses_trust(seg)
+                               ? lars_local_lr(std::sqrt(sums[2 * p]), std::sqrt(sums[2 * p + 1]),
+                                               config_.lars_eta, seg.weight_decay)
+                               : 1.0;
+      OptimOp op = segment_op(OptimOpKind::kLarsApply, seg, master, grads, info.grad_scale);
+      op.s1 = state_at(buf_, seg.local, state_dtype());
+      op.lars = LarsStep<float>{static_cast<float>(config_.momentum),
+                                static_cast<float>(seg.weight_decay),
+                                static_cast<float>(info.lr * seg.lr_mult * local)};
+      run(op);
+    }
   }
 
   std::vector<StateView> state_views() override {
@@ -57,7 +52,7 @@ class LarsOptimizer : public RangeOptimizer {
 
  protected:
   void on_init() override {
-    buf_ = allocate_state("momentum", MemTag::kOptimMomentum, state_dtype(), end_ - begin_);
+    buf_ = allocate_state("momentum", MemTag::kOptimMomentum, state_dtype(), length_);
   }
 
  private:

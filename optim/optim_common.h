@@ -7,14 +7,19 @@
 #include <string>
 #include <vector>
 
+#include <array>
+
+#include "model/backend/optim_op.h"
 #include "optim/optimizer.h"
 
 namespace ledgerlm {
 
-// The part of one parameter tensor that lies inside an optimizer's range [begin, end).
+// The part of one parameter tensor that lies inside one of an optimizer's ranges.
 struct OptimSegment {
   int param = -1;           // index into the ParamTable
-  int64_t local = 0;        // first element, relative to the range's begin
+  int64_t local = 0;        // first element in the compact state buffers (ranges end to end)
+  int64_t master_at = 0;    // first element in the master buffer (OptimAddress)
+  int64_t grad_at = 0;      // first element in the gradient buffer (OptimAddress)
   int64_t count = 0;        // elements held here
   int64_t param_begin = 0;  // first element held here, relative to the tensor's start
   int64_t numel = 0;        // the whole tensor's element count
@@ -30,12 +35,16 @@ struct OptimSegment {
   double weight_decay = 0.0;  // 0 where the group is not decayed
 };
 
-// Segments of every tensor intersecting [begin, end), in flat-layout order; padding elements
-// belong to no segment. Group rules: weight decay where ParamInfo::decay (embeddings only if
-// config.decay_embeddings too); lr_mult_embedding for embeddings, lr_mult_nodecay for biases
-// and norm weights.
-std::vector<OptimSegment> optim_segments_build(const ParamTable& table, int64_t begin, int64_t end,
-                                               const OptimConfig& config);
+// Segments of every tensor intersecting the ranges (ascending, disjoint), in flat-layout order;
+// padding elements belong to no segment. Group rules: weight decay where ParamInfo::decay
+// (embeddings only if config.decay_embeddings too); lr_mult_embedding for embeddings,
+// lr_mult_nodecay for biases and norm weights.
+std::vector<OptimSegment> optim_segments_build(const ParamTable& table,
+                                               const std::vector<OptimRange>& ranges,
+                                               const OptimConfig& config,
+                                               const OptimAddress& address = {});
+// Elements of the ranges together (the length of the compact buffers).
+int64_t optim_ranges_length(const std::vector<OptimRange>& ranges);
 
 // Adds per-tensor partial sums across ranks: one call with everything batched.
 void optim_reduce(const OptimStepInfo& info, std::vector<double>& values);
@@ -44,7 +53,9 @@ void optim_reduce(const OptimStepInfo& info, std::vector<double>& values);
 class RangeOptimizer : public Optimizer {
  public:
   explicit RangeOptimizer(const OptimConfig& config);
-  void init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) override;
+  using Optimizer::init;
+  void init(const ParamTable& table, const std::vector<OptimRange>& ranges, Backend& backend,
+            const OptimAddress& address = {}) override;
   std::vector<StateComponent> state_components() const override { return components_; }
 
  protected:
@@ -52,6 +63,9 @@ class RangeOptimizer : public Optimizer {
   virtual void on_init() = 0;
   // A zeroed buffer of `elements` x dtype, recorded as a state component.
   Buffer allocate_state(const std::string& name, MemTag tag, DType dtype, int64_t elements);
+  // The same in host memory (still counted by the backend's tracker): for small per-tensor
+  // statistics that host code combines between the backend's passes.
+  Buffer allocate_host_state(const std::string& name, MemTag tag, DType dtype, int64_t elements);
   // A view of a state that mirrors the parameter layout (element i <-> master[i]), of the given
   // dtype; `offset` is the segment's first element in `buf` (seg.local for mirrored buffers).
   StateView mirror_view(const std::string& name, const OptimSegment& seg, const Buffer& buf,
@@ -59,6 +73,15 @@ class RangeOptimizer : public Optimizer {
   StateView mirror_view(const std::string& name, const OptimSegment& seg, const Buffer& buf) const {
     return mirror_view(name, seg, buf, state_dtype(), seg.local);
   }
+  // A backend optimizer kernel over segment `seg`: weights and gradients at the segment's
+  // addresses (OptimAddress), n = seg.count; the caller adds states and step constants.
+  OptimOp segment_op(OptimOpKind kind, const OptimSegment& seg, float* master, Tensor grads,
+                     double grad_scale) const;
+  // Element `local` of a state buffer of `dtype` as a tensor (empty buffer: empty tensor).
+  static Tensor state_at(const Buffer& buf, int64_t local, DType dtype);
+  // Runs the op on the backend; returns its sums (kinds that reduce).
+  std::array<double, 2> run(const OptimOp& op) const;
+
   // Storage dtype of parameter-shaped state (OptimConfig::state_dtype) and its element size.
   DType state_dtype() const { return config_.state_dtype; }
   double state_elem_bytes() const { return static_cast<double>(dtype_size(config_.state_dtype)); }
@@ -66,7 +89,8 @@ class RangeOptimizer : public Optimizer {
 
   OptimConfig config_;
   ParamTable table_;
-  int64_t begin_ = 0, end_ = 0;
+  std::vector<OptimRange> ranges_;
+  int64_t length_ = 0;  // elements of the compact buffers
   Backend* backend_ = nullptr;
   std::vector<OptimSegment> segs_;
   std::vector<StateComponent> components_;

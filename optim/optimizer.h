@@ -1,12 +1,16 @@
 // The Optimizer interface: state for a range of the flat buffers, one step per call.
 //
-// An optimizer owns the state for elements [begin, end) of the flat layout described by the
-// parameter table (the whole buffer on one rank, a contiguous shard under ZeRO). It updates FP32
-// master weights from gradients of any float dtype, multiplying the gradients on the fly by
-// `grad_scale` (loss-scale unscaling and the clip factor in one number), so no extra pass is
-// needed. Per-tensor quantities (LAMB/LARS trust ratios, Adafactor RMS) are computed from partial
-// sums over this range reduced by `reduce` (identity on one rank), so the result is the same for
-// any sharding. Padding elements between tensors are left untouched.
+// An optimizer owns the state for a list of element ranges of the flat layout described by the
+// parameter table: the whole buffer on one rank, or this rank's shard of every sharding unit
+// under ZeRO (one range per unit). Its states are compact: the ranges laid end to end, so local
+// element i of the second range follows the last of the first. The master weights and gradients
+// it is given may be laid out so too, or elsewhere (OptimAddress): e.g. the fp32 weights updated
+// in place in the whole compute copy, or gradients reduce-scattered in place.
+// It updates FP32 master weights from gradients of any float dtype, multiplying the gradients on
+// the fly by `grad_scale` (loss-scale unscaling and the clip factor in one number), so no extra
+// pass is needed. Per-tensor quantities (LAMB/LARS trust ratios, Adafactor RMS) are computed from
+// partial sums over the ranges reduced by `reduce` (identity on one rank), so the result is the
+// same for any sharding. Padding elements between tensors are left untouched.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,18 @@ struct OptimStepInfo {
   std::function<void(double* values, int count)> reduce;
 };
 
+// Elements [begin, end) of the flat layout.
+struct OptimRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// Where range i's elements are in the master and gradient buffers step() receives: element j of
+// range i is master[master[i] + j] and grads[grads[i] + j]. Empty vectors: compact.
+struct OptimAddress {
+  std::vector<int64_t> master, grads;
+};
+
 // One component of optimizer state, for the memory ledger.
 struct StateComponent {
   std::string name;  // "m", "v", "momentum", "codes.m", "absmax.m", "row", "col", ...
@@ -51,15 +67,25 @@ struct StateView {
   int64_t param_begin = 0;
   int64_t numel = 0;
   std::vector<int64_t> shape;  // logical shape of the full state tensor
+  // False for per-tensor state that every rank holding a part of the tensor keeps whole (the
+  // same values everywhere): only the rank holding the tensor's first element writes it.
+  bool write = true;
+  // Held in host memory (small statistics host code combines), not in the backend's.
+  bool host = false;
 };
 
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
-  // Allocates (zeroed) state for [begin, end) of the flat layout through backend.allocate.
-  virtual void init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) = 0;
-  // master: fp32, grads: fp32/bf16/fp16, both indexed from `begin` (element i is flat begin+i).
+  // Allocates (zeroed) state for `ranges` (ascending, disjoint) through backend.allocate.
+  virtual void init(const ParamTable& table, const std::vector<OptimRange>& ranges,
+                    Backend& backend, const OptimAddress& address = {}) = 0;
+  // The single range [begin, end).
+  void init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) {
+    init(table, std::vector<OptimRange>{{begin, end}}, backend);
+  }
+  // master: fp32, grads: fp32/bf16/fp16, addressed as init's OptimAddress says.
   virtual void step(float* master, Tensor grads, const OptimStepInfo& info) = 0;
   virtual std::vector<StateComponent> state_components() const = 0;
   virtual std::vector<StateView> state_views() = 0;

@@ -4,7 +4,6 @@
 // The momentum buffer is stored as OptimConfig::state_dtype (fp32 or bf16), updated in fp32.
 #include <memory>
 
-#include "optim/kernels.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
 
@@ -21,15 +20,29 @@ class SgdOptimizer : public RangeOptimizer {
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
-    std::vector<SgdStep<float>> steps;
-    for (const auto& seg : segs_) steps.push_back(make_step(seg, info.lr));
-    optim_with_grad_view(grads, info.grad_scale, [&](auto g) {
-      if (config_.momentum > 0.0)
-        optim_with_state(buf_.data(), state_dtype(),
-                         [&](auto* buf) { run(master, buf, g, steps); });
-      else
-        run(master, static_cast<float*>(nullptr), g, steps);
-    });
+    std::vector<OptimOp> ops;
+    for (const auto& seg : segs_) {
+      OptimOp op = segment_op(OptimOpKind::kSgdFused, seg, master, grads, info.grad_scale);
+      op.s1 = state_at(buf_, seg.local, state_dtype());  // empty without momentum
+      op.sgd = make_step(seg, info.lr);
+      ops.push_back(op);
+    }
+    // The same stages in three schedules (bit-identical): fused, loop, foreach.
+    const OptimOpKind stages[] = {OptimOpKind::kSgdDecay, OptimOpKind::kSgdBuf,
+                                  OptimOpKind::kSgdParam};
+    auto staged = [&](OptimOp op, OptimOpKind kind) {
+      op.kind = kind;
+      run(op);
+    };
+    if (config_.impl == "fused") {
+      for (const OptimOp& op : ops) run(op);
+    } else if (config_.impl == "loop") {
+      for (const OptimOp& op : ops)
+        for (OptimOpKind kind : stages) staged(op, kind);
+    } else {  // foreach
+      for (OptimOpKind kind : stages)
+        for (const OptimOp& op : ops) staged(op, kind);
+    }
   }
 
   std::vector<StateView> state_views() override {
@@ -42,35 +55,10 @@ class SgdOptimizer : public RangeOptimizer {
  protected:
   void on_init() override {
     if (config_.momentum > 0.0)
-      buf_ = allocate_state("momentum", MemTag::kOptimMomentum, state_dtype(), end_ - begin_);
+      buf_ = allocate_state("momentum", MemTag::kOptimMomentum, state_dtype(), length_);
   }
 
  private:
-  // One step in the configured schedule; `buf` (float or StateBF16) is null without momentum.
-  template <class S, class G>
-  void run(float* master, S* buf, const G& g, const std::vector<SgdStep<float>>& steps) {
-    auto w_of = [&](size_t k) { return master + segs_[k].local; };
-    auto b_of = [&](size_t k) { return buf ? buf + segs_[k].local : static_cast<S*>(nullptr); };
-    auto g_of = [&](size_t k) { return g.shifted(segs_[k].local); };
-    const size_t n = segs_.size();
-    if (config_.impl == "fused") {
-      for (size_t k = 0; k < n; ++k)
-        sgd_update(w_of(k), b_of(k), g_of(k), segs_[k].count, steps[k]);
-    } else if (config_.impl == "loop") {
-      for (size_t k = 0; k < n; ++k) {
-        sgd_stage_decay(w_of(k), segs_[k].count, steps[k]);
-        sgd_stage_buf(w_of(k), b_of(k), g_of(k), segs_[k].count, steps[k]);
-        sgd_stage_param(w_of(k), b_of(k), g_of(k), segs_[k].count, steps[k]);
-      }
-    } else {  // foreach
-      for (size_t k = 0; k < n; ++k) sgd_stage_decay(w_of(k), segs_[k].count, steps[k]);
-      for (size_t k = 0; k < n; ++k)
-        sgd_stage_buf(w_of(k), b_of(k), g_of(k), segs_[k].count, steps[k]);
-      for (size_t k = 0; k < n; ++k)
-        sgd_stage_param(w_of(k), b_of(k), g_of(k), segs_[k].count, steps[k]);
-    }
-  }
-
   SgdStep<float> make_step(const OptimSegment& seg, double base_lr) const {
     const double lr = base_lr * seg.lr_mult, wd = seg.weight_decay;
     SgdStep<float> s;

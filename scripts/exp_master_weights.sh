@@ -71,7 +71,7 @@ run none_stoch --train.max_steps "$steps" --train.eval_interval "$eval_every" --
   --precision.master none --precision.rounding stochastic
 elapsed=$(($(date +%s) - start))
 
-"$py" scripts/plot_curves.py --out "$out/curves.png" --metric val_loss --x tokens \
+"$py" scripts/plot.py --out "$out/curves.png" --metric val_loss --x tokens \
   --title "bf16 params, AdamW lr $lr: FP32 master vs none (nearest / stochastic rounding)" \
   "(a) fp32 master=$out/runs/master_fp32" "(b) no master, nearest=$out/runs/none_nearest" \
   "(c) no master, stochastic=$out/runs/none_stoch"

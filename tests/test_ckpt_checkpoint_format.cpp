@@ -1,8 +1,10 @@
 // Checkpoint format (ckpt/checkpoint.h): round trip of pieces, ranges read back under another
-// split (resharding on load), keep-last-K, `latest`, saves interrupted at every stage, and
-// corrupted / truncated / mismatched checkpoints rejected with one clear error.
+// split (resharding on load), keep-last-K, `latest`, saves that fail at every stage (leaving
+// nothing behind), leftovers of killed saves cleaned up, and corrupted / truncated / mismatched
+// / edited checkpoints rejected with one clear error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -115,7 +117,15 @@ TEST(CkptFormat, KeepLastK) {
             9u);
 }
 
-TEST(CkptFormat, InterruptedSaveKeepsPrevious) {
+// Entries of a checkpoint root, sorted.
+std::vector<std::string> entries(const std::string& root) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(root)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CkptFormat, FailedSaveKeepsPreviousAndLeavesNothing) {
   for (const char* stage : {"tensors", "meta", "rename", "latest"}) {
     SCOPED_TRACE(stage);
     const std::string root = testing::make_temp_dir("ckpt_int_") + "/ckpt";
@@ -123,7 +133,7 @@ TEST(CkptFormat, InterruptedSaveKeepsPrevious) {
     checkpoint_save(root, 1, meta_for(1), good.pieces());
     CkptSaveOptions o;
     o.on_stage = [&](const std::string& at) {
-      if (at == stage) throw Error(std::string("simulated crash at ") + stage);
+      if (at == stage) throw Error(std::string("simulated failure at ") + stage);
     };
     EXPECT_THROW(checkpoint_save(root, 2, meta_for(2), next.pieces(), o), Error);
     // `latest` still names the previous checkpoint, which is intact.
@@ -131,12 +141,53 @@ TEST(CkptFormat, InterruptedSaveKeepsPrevious) {
     CheckpointReader r = CheckpointReader::open(checkpoint_latest(root));
     r.verify_all();
     EXPECT_EQ(r.read_f32("model", "w", {6, 5}), good.w);
-    // The next save cleans up the leftovers and succeeds.
+    // The failed save removed what it wrote: no temporary, no step_000002.
+    EXPECT_EQ(entries(root), (std::vector<std::string>{"latest", "step_000001"}));
     checkpoint_save(root, 3, meta_for(3), next.pieces());
     EXPECT_EQ(checkpoint_latest(root), root + "/step_000003");
-    for (const auto& e : fs::directory_iterator(root))
-      EXPECT_NE(e.path().filename().string().rfind(".tmp", 0), 0u) << e.path();
   }
+}
+
+// Saving a step that exists moves the old directory aside; a failure before `latest` is written
+// brings it back, a success removes it.
+TEST(CkptFormat, FailedSameStepSaveRestoresTheOldOne) {
+  const std::string root = testing::make_temp_dir("ckpt_same_") + "/ckpt";
+  Sample good(1.0f), next(5.0f);
+  checkpoint_save(root, 4, meta_for(4), good.pieces());
+  CkptSaveOptions o;
+  o.on_stage = [](const std::string& at) {
+    if (at == "latest") throw Error("simulated failure");
+  };
+  EXPECT_THROW(checkpoint_save(root, 4, meta_for(4), next.pieces(), o), Error);
+  EXPECT_EQ(entries(root), (std::vector<std::string>{"latest", "step_000004"}));
+  EXPECT_EQ(CheckpointReader::open(root + "/step_000004").read_f32("model", "w", {6, 5}), good.w);
+  checkpoint_save(root, 4, meta_for(4), next.pieces());
+  EXPECT_EQ(entries(root), (std::vector<std::string>{"latest", "step_000004"}));
+  EXPECT_EQ(CheckpointReader::open(root + "/step_000004").read_f32("model", "w", {6, 5}), next.w);
+}
+
+// A save never removes temporaries it did not make (another process may be writing them); the
+// leftovers of killed saves go when the run's lock is taken (checkpoint_remove_stale).
+TEST(CkptFormat, StaleTemporariesRemovedOnlyOnRequest) {
+  const std::string root = testing::make_temp_dir("ckpt_stale_") + "/ckpt";
+  Sample good(1.0f);
+  checkpoint_save(root, 1, meta_for(1), good.pieces());
+  checkpoint_save(root, 2, meta_for(2), good.pieces());
+  fs::create_directories(root + "/.tmp_step_000003_999999");
+  ASSERT_TRUE(testing::write_file(root + "/.tmp_step_000003_999999/model.safetensors", "x"));
+  // Killed while re-saving step 2: step_000002 was moved aside, the new one not yet renamed in.
+  fs::rename(root + "/step_000002", root + "/.old_step_000002");
+  checkpoint_save(root, 5, meta_for(5), good.pieces(), CkptSaveOptions{0, 1, 5, {}, {}});
+  EXPECT_TRUE(fs::exists(root + "/.tmp_step_000003_999999/model.safetensors"));
+  ASSERT_TRUE(testing::write_file(root + "/latest.tmp", "step_0000"));  // killed mid-write
+  EXPECT_EQ(checkpoint_remove_stale(root), 3);
+  EXPECT_EQ(entries(root),
+            (std::vector<std::string>{"latest", "step_000001", "step_000002", "step_000005"}));
+  CheckpointReader::open(root + "/step_000002").verify_all();
+  // A moved-aside copy whose step is back in place is simply removed.
+  fs::create_directories(root + "/.old_step_000005");
+  EXPECT_EQ(checkpoint_remove_stale(root), 1);
+  EXPECT_FALSE(fs::exists(root + "/.old_step_000005"));
 }
 
 class CkptDamage : public ::testing::Test {
@@ -178,12 +229,33 @@ TEST_F(CkptDamage, MissingFile) {
 
 TEST_F(CkptDamage, WrongFormatVersion) {
   rewrite("meta.json", [](std::string& t) {
-    const std::string key = "\"format_version\": 1";
+    const std::string key = "\"format_version\": " + std::to_string(kCheckpointFormatVersion);
+    ASSERT_NE(t.find(key), std::string::npos) << t;
     t.replace(t.find(key), key.size(), "\"format_version\": 99");
   });
   const std::string err = error_of([&] { CheckpointReader::open(dir_); });
   EXPECT_NE(err.find("format version 99"), std::string::npos) << err;
   EXPECT_NE(err.find("meta.json"), std::string::npos) << err;
+}
+
+// meta.json carries its own checksum: an edited step (which would rewind a resume) or any other
+// edited value is refused; whitespace alone does not matter.
+TEST_F(CkptDamage, EditedMetaFailsItsChecksum) {
+  rewrite("meta.json", [](std::string& t) {
+    const std::string key = "\"step\": 4";
+    ASSERT_NE(t.find(key), std::string::npos) << t;
+    t.replace(t.find(key), key.size(), "\"step\": 2");
+  });
+  const std::string err = error_of([&] { CheckpointReader::open(dir_); });
+  EXPECT_NE(err.find("meta.json' fails its checksum"), std::string::npos) << err;
+  rewrite("meta.json", [](std::string& t) { t.replace(t.find("\"step\": 2"), 9, "\"step\":  4"); });
+  EXPECT_EQ(CheckpointReader::open(dir_).step(), 4);
+  rewrite("meta.json", [](std::string& t) {
+    const std::string key = "\"meta_crc32c\"";
+    t.replace(t.find(key), key.size(), "\"other_key\"");
+  });
+  EXPECT_NE(error_of([&] { CheckpointReader::open(dir_); }).find("missing 'meta_crc32c'"),
+            std::string::npos);
 }
 
 TEST_F(CkptDamage, GarbledMeta) {

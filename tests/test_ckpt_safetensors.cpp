@@ -204,6 +204,9 @@ TEST(Safetensors, BadHeadersAreRejected) {
   expect_error(open, {p, "not valid JSON"});
   write_raw(p, "[1, 2]", 0);
   expect_error(open, {p, "JSON object"});
+  // A number JSON cannot hold (found by fuzz_safetensors: it escaped as a library exception).
+  write_raw(p, "{\"w\": 22.4444E2222222222}", 0);
+  expect_error(open, {p, "not valid JSON"});
   write_raw(p, "{\"w\":" + entry("F32", "[4]", 0, 16) + "}", 8);  // offsets past the data
   expect_error(open, {p, "'w'", "[0, 16]", "past the data section"});
   write_raw(p, "{\"w\":" + entry("F32", "[4]", 0, 12) + "}", 12);  // size != dtype x shape

@@ -232,7 +232,7 @@ TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogits) {
   model.forward(Tensor(params.data(), DType::kF32), tokens.data(), nullptr, 1, T, fo);
   const float* full = model.logits().as<float>();
   const int64_t Vp = cfg.padded_vocab();
-  GptDecoder decoder(cfg, table, *be, params.data());
+  GptDecoder decoder(cfg, table, *be, Tensor(params.data(), DType::kF32));
   for (int pass = 0; pass < 2; ++pass) {  // the second pass checks reset()
     decoder.reset();
     double spread = 0.0;

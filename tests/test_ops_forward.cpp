@@ -339,7 +339,8 @@ TEST_F(OpsForward, CrossEntropyPaddingGetsNoMass) {
     ref[r] = mx + std::log(s) - logits[r * padded + targets[r]];
   }
   Vec losses(rows), work = logits;
-  be->softmax_cross_entropy(t64(losses), t64(work), targets.data(), rows, vocab, padded, 2.0);
+  be->softmax_cross_entropy(t64(losses), t64(work), Tensor(targets.data(), DType::kI32), rows,
+                            vocab, padded, 2.0);
   expect_close("cross-entropy losses", losses, ref, 1e-12, 1e-12);
   for (int64_t r = 0; r < rows; ++r) {
     double row_sum = 0;
@@ -348,9 +349,9 @@ TEST_F(OpsForward, CrossEntropyPaddingGetsNoMass) {
     for (int64_t j = vocab; j < padded; ++j) EXPECT_EQ(work[r * padded + j], 0.0);
   }
   std::vector<int32_t> bad = {0, 5, 1};  // 5 is a padding column, not a real token
-  EXPECT_THROW(
-      be->softmax_cross_entropy(t64(losses), t64(work), bad.data(), rows, vocab, padded, 0.0),
-      Error);
+  EXPECT_THROW(be->softmax_cross_entropy(t64(losses), t64(work), Tensor(bad.data(), DType::kI32),
+                                         rows, vocab, padded, 0.0),
+               Error);
 }
 
 TEST_F(OpsForward, EmbeddingBf16Tables) {
@@ -361,8 +362,9 @@ TEST_F(OpsForward, EmbeddingBf16Tables) {
   for (size_t i = 0; i < te.size(); ++i) teb[i] = f32_to_bf16(te[i]);
   for (size_t i = 0; i < pe.size(); ++i) peb[i] = f32_to_bf16(pe[i]);
   VecF out(batch * seq * c);
-  be->embedding_forward(t32(out), tokens.data(), Tensor(teb.data(), DType::kBF16),
-                        Tensor(peb.data(), DType::kBF16), batch, seq, c);
+  be->embedding_forward(t32(out), Tensor(tokens.data(), DType::kI32),
+                        Tensor(teb.data(), DType::kBF16), Tensor(peb.data(), DType::kBF16), batch,
+                        seq, c);
   Vec ref(out.size());
   for (int64_t r = 0; r < batch * seq; ++r)
     for (int64_t i = 0; i < c; ++i)

@@ -122,12 +122,14 @@ TEST_F(GradCheck, Embedding) {
   Vec wout = random_vec(batch * seq * c, 9);
   auto loss = [&] {
     Vec out(batch * seq * c);
-    be->embedding_forward(t64(out), tokens.data(), t64(wte), t64(wpe), batch, seq, c);
+    be->embedding_forward(t64(out), Tensor(tokens.data(), DType::kI32), t64(wte), t64(wpe), batch,
+                          seq, c);
     return dot(out, wout);
   };
   Vec dwte0 = random_vec(vocab * c, 10), dwpe0 = random_vec(seq * c, 11);
   Vec dwte = dwte0, dwpe = dwpe0;
-  be->embedding_backward(t64(dwte), t64(dwpe), t64(wout), tokens.data(), batch, seq, c);
+  be->embedding_backward(t64(dwte), t64(dwpe), t64(wout), Tensor(tokens.data(), DType::kI32), batch,
+                         seq, c);
   check_grad("embedding dwpe", wpe, minus(dwpe, dwpe0), loss);
   // Token 2 never occurs: its row must stay untouched (both gradients 0 there).
   check_grad("embedding dwte", wte, minus(dwte, dwte0), loss);
@@ -210,15 +212,16 @@ TEST_F(GradCheck, SoftmaxCrossEntropyPadded) {
     for (int64_t j = vocab; j < padded; ++j) logits[r * padded + j] = 50.0;  // must get no mass
   auto loss = [&] {
     Vec work = logits, losses(rows);
-    be->softmax_cross_entropy(t64(losses), t64(work), targets.data(), rows, vocab, padded, 0.0);
+    be->softmax_cross_entropy(t64(losses), t64(work), Tensor(targets.data(), DType::kI32), rows,
+                              vocab, padded, 0.0);
     EXPECT_EQ(work, logits) << "grad_scale == 0 must leave the logits untouched";
     double s = 0;
     for (double l : losses) s += grad_scale * l;
     return s;
   };
   Vec grad = logits, losses(rows);
-  be->softmax_cross_entropy(t64(losses), t64(grad), targets.data(), rows, vocab, padded,
-                            grad_scale);
+  be->softmax_cross_entropy(t64(losses), t64(grad), Tensor(targets.data(), DType::kI32), rows,
+                            vocab, padded, grad_scale);
   check_grad("cross-entropy dlogits", logits, grad, loss);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = vocab; j < padded; ++j) EXPECT_EQ(grad[r * padded + j], 0.0);

@@ -171,12 +171,12 @@ TEST_P(OpsIsa, CrossEntropyMatchesPortable) {
     std::vector<int32_t> targets(rows);
     for (int64_t r = 0; r < rows; ++r) targets[r] = static_cast<int32_t>((r * 37) % vocab);
     std::vector<float> x[2], loss[2], loss_only[2];
+    const Tensor tgt(targets.data(), DType::kI32);
     Backend* bs[2] = {be.get(), ref.get()};
     for (int i = 0; i < 2; ++i) {
       x[i] = logits, loss[i].resize(rows), loss_only[i].resize(rows);
-      bs[i]->softmax_cross_entropy(t32(loss_only[i]), t32(x[i]), targets.data(), rows, vocab, pv,
-                                   0.0);
-      bs[i]->softmax_cross_entropy(t32(loss[i]), t32(x[i]), targets.data(), rows, vocab, pv, 0.5);
+      bs[i]->softmax_cross_entropy(t32(loss_only[i]), t32(x[i]), tgt, rows, vocab, pv, 0.0);
+      bs[i]->softmax_cross_entropy(t32(loss[i]), t32(x[i]), tgt, rows, vocab, pv, 0.5);
     }
     const std::string s = path() + " vocab " + std::to_string(vocab) + " cross-entropy ";
     expect_close(s + "loss", loss[0], loss[1], 2e-5, 2e-5);

@@ -4,6 +4,7 @@
 // the backend factory by name.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -99,6 +100,25 @@ TEST(OpsMemory, FactoryByName) {
     EXPECT_NE(msg.find("'tpu'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(backend_names()), std::string::npos) << msg;
   }
+}
+
+// The guard backend is only proof of anything if host access to its memory really faults: copies
+// through the backend work, a direct read of a backend buffer outside a backend call dies.
+TEST(OpsMemory, GuardBackendMemoryFaultsOutsideItsCalls) {
+  auto be = backend_create("guard", BackendOptions{1, 0});
+  EXPECT_EQ(be->name(), "guard");
+  EXPECT_EQ(be->memory_space(), MemSpace::kDevice);
+  const std::vector<float> src = {1.5f, -2.0f, 3.25f, 7.0f};
+  Buffer buf = be->allocate(MemTag::kWorkspace, src.size() * sizeof(float));
+  be->copy_from_host(Tensor(buf.data(), DType::kF32), src.data(), 4);
+  std::vector<float> back(4, 0.0f);
+  be->copy_to_host(back.data(), Tensor(buf.data(), DType::kF32), 4);
+  EXPECT_EQ(back, src);
+  const auto* raw = static_cast<const volatile float*>(buf.data());
+  EXPECT_DEATH({ std::printf("%f\n", static_cast<double>(raw[0])); }, "")
+      << "reading guard memory from the host must fault";
+  EXPECT_EQ(be->transfers().up_bytes, 16);
+  EXPECT_EQ(be->transfers().down_bytes, 16);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "optim/optimizer.h"
-#include "optim/quant8.h"
+#include "model/backend/quant8.h"
 #include "tests/test_optim_support.h"
 #include "tests/test_util.h"
 

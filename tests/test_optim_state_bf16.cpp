@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "optim/kernels.h"
+#include "model/backend/optim_kernels.h"
 #include "optim/optimizer.h"
 #include "tests/test_optim_support.h"
 #include "tests/test_util.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
+#include "model/backend/cpu/cpu_optim.h"
 #include "model/param_table.h"
 #include "optim/optimizer.h"
 
@@ -32,12 +33,15 @@ class TestBackend : public Backend {
   void scale(Tensor, int64_t, double) override { no(); }
   void gemm(const GemmArgs&) override { no(); }
   void bias_backward(Tensor, Tensor, int64_t, int64_t) override { no(); }
-  void embedding_forward(Tensor, const int32_t*, Tensor, Tensor, int64_t, int64_t,
-                         int64_t) override {
+  void embedding_forward(Tensor, Tensor, Tensor, Tensor, int64_t, int64_t, int64_t) override {
     no();
   }
-  void embedding_backward(Tensor, Tensor, Tensor, const int32_t*, int64_t, int64_t,
-                          int64_t) override {
+  void embedding_backward(Tensor, Tensor, Tensor, Tensor, int64_t, int64_t, int64_t) override {
+    no();
+  }
+  double sum(Tensor, int64_t) override { no(); }
+  void attention_decode(Tensor, Tensor, Tensor, Tensor, int64_t, int64_t, int64_t,
+                        int64_t) override {
     no();
   }
   void layernorm_forward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, int64_t,
@@ -56,10 +60,11 @@ class TestBackend : public Backend {
   void attention_backward(Tensor, Tensor, Tensor, Tensor, Tensor, const AttentionArgs&) override {
     no();
   }
-  void softmax_cross_entropy(Tensor, Tensor, const int32_t*, int64_t, int64_t, int64_t,
-                             double) override {
+  void softmax_cross_entropy(Tensor, Tensor, Tensor, int64_t, int64_t, int64_t, double) override {
     no();
   }
+  // The optimizers' kernels: the CPU implementation, on this backend's host memory.
+  void optimizer_op(const OptimOp& op, double* sums) override { cpu::cpu_optimizer_op(op, sums); }
 
  private:
   [[noreturn]] static void no() { throw std::logic_error("TestBackend: op not available"); }
@@ -99,6 +104,7 @@ inline ParamTable make_table(const std::vector<TensorSpec>& specs, int64_t block
   }
   t.units[0].used = cursor;
   t.total = t.units[0].size = (cursor + block * world - 1) / (block * world) * (block * world);
+  t.logical_total = t.total;
   return t;
 }
 

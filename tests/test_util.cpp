@@ -95,8 +95,16 @@ CommandResult run_command(const std::string& command) {
   return r;
 }
 
-std::string ledgerlm_binary() { return LEDGERLM_BINARY; }
-std::string source_dir() { return LEDGERLM_SOURCE_DIR; }
+// A relocated build (the GPU bundle, scripts/gpu_bundle.sh) names its binary and source tree in
+// the environment; a normal build uses the paths compiled in.
+std::string ledgerlm_binary() {
+  const char* env = std::getenv("LEDGERLM_TEST_BINARY");
+  return env && *env ? env : LEDGERLM_BINARY;
+}
+std::string source_dir() {
+  const char* env = std::getenv("LEDGERLM_TEST_SOURCE_DIR");
+  return env && *env ? env : LEDGERLM_SOURCE_DIR;
+}
 std::string python3() { return LEDGERLM_PYTHON; }
 
 bool write_file(const std::string& path, const std::string& text) {

@@ -19,8 +19,8 @@ struct CompareResult {
 };
 CompareResult compare_tensor(const std::string& name, const double* got, const double* ref,
                              int64_t n, double atol, double rtol);
-CompareResult compare_tensor(const std::string& name, const float* got, const float* ref,
-                             int64_t n, double atol, double rtol);
+CompareResult compare_tensor(const std::string& name, const float* got, const float* ref, int64_t n,
+                             double atol, double rtol);
 
 // A fresh empty directory under /tmp, removed at process exit.
 std::string make_temp_dir(const std::string& prefix);

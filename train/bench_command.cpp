@@ -96,7 +96,7 @@ int command_bench(BenchCommand& cmd) {
   cfg.validate();
   LLM_REQUIRE(cmd.steps > 0 && cmd.warmup >= 0, "--steps must be > 0 and --warmup >= 0");
   auto profiler = std::make_unique<ProfilingBackend>(
-      backend_create(cfg.train.device, {static_cast<int>(cfg.train.threads), 0}));
+      backend_create(backend_resolve(cfg.train.device), {static_cast<int>(cfg.train.threads), 0}));
   ProfilingBackend& be = *profiler;
   ModelState state(cfg, be);
   state.init_weights(static_cast<uint64_t>(cfg.train.seed));

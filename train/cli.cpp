@@ -4,17 +4,20 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "data/prepare.h"
 #include "model/base/check.h"
+#include "train/comm.h"
 #include "train/commands.h"
 #include "train/memory_command.h"
+#include "train/run_dir.h"
 
 namespace ledgerlm {
 
-int cli_main(int argc, char** argv) {
+int cli_main(int argc, char** argv, Comm* shared_comm) {
   CLI::App app{"ledgerlm: a small, fast GPT trainer with an honest memory ledger"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
@@ -50,6 +53,8 @@ int cli_main(int argc, char** argv) {
   eval->add_option("--max-windows", eval_cmd.max_windows, "limit the windows (0: whole split)");
   eval->add_option("--batch", eval_cmd.batch, "windows per forward")->capture_default_str();
   eval->add_option("--threads", eval_cmd.threads, "CPU threads (0: all cores)");
+  eval->add_option("--device", eval_cmd.device, "cpu | cuda | auto (cuda when a GPU is visible)")
+      ->capture_default_str();
 
   SampleCommand sample_cmd;
   auto* sample = app.add_subcommand("sample", "generate text from a trained run");
@@ -64,6 +69,9 @@ int cli_main(int argc, char** argv) {
   sample->add_option("--seed", sample_cmd.seed, "sampling seed")->capture_default_str();
   sample->add_flag("--no-cache", sample_cmd.no_cache, "recompute the prefix for every token");
   sample->add_option("--threads", sample_cmd.threads, "CPU threads (0: all cores)");
+  sample
+      ->add_option("--device", sample_cmd.device, "cpu | cuda | auto (cuda when a GPU is visible)")
+      ->capture_default_str();
 
   BenchCommand bench_cmd;
   auto* bench = app.add_subcommand("bench", "time training steps on random tokens");
@@ -88,6 +96,14 @@ int cli_main(int argc, char** argv) {
   export_app->add_option("--out", export_cmd.out_dir, "output directory (must not exist)")
       ->required();
 
+  CompareCommand compare_cmd;
+  auto* compare = app.add_subcommand(
+      "compare", "runs side by side: their summaries and the config keys that differ");
+  compare->add_option("runs", compare_cmd.run_dirs, "run directories (runs/NAME ...)")
+      ->required()
+      ->expected(1, -1);
+  compare->add_flag("--json", compare_cmd.json, "print one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -98,6 +114,20 @@ int cli_main(int argc, char** argv) {
     return e.get_exit_code();
   }
 
+  // `train` under mpirun: every rank runs this; the Comm connects them. An error every rank
+  // raised together (AgreedError) is reported once, by rank 0; an error on some ranks only
+  // ends the whole job at once, so that no rank waits forever in a collective.
+  std::unique_ptr<Comm> own_comm;
+  Comm* comm = shared_comm;
+  try {
+    if (*train && comm == nullptr) {
+      own_comm = comm_create();
+      comm = own_comm.get();
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
+    return 1;
+  }
   try {
     if (*prepare) {
       prep.inputs = {prep_input};
@@ -105,8 +135,10 @@ int cli_main(int argc, char** argv) {
       return 0;
     }
     if (*train) {
-      config_apply(&train_cmd.config);
-      return command_train(train_cmd);
+      for (int i = 0; i < argc; ++i)
+        train_cmd.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "ledgerlm");
+      comm_agree(*comm, [&] { config_apply(&train_cmd.config); });
+      return command_train(train_cmd, *comm);
     }
     if (*show) {
       config_apply(&show_binding);
@@ -115,13 +147,24 @@ int cli_main(int argc, char** argv) {
     }
     if (*memory) return command_memory(memory_cmd);
     if (*export_app) return command_export(export_cmd);
+    if (*compare) return command_compare(compare_cmd);
     if (*eval) return command_eval(eval_cmd);
     if (*sample) return command_sample(sample_cmd);
     if (*bench) {
       config_apply(&bench_cmd.config);
       return command_bench(bench_cmd);
     }
+  } catch (const AgreedError& e) {
+    if (comm == nullptr || comm->rank() == 0)
+      std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
+    return 1;
   } catch (const Error& e) {
+    if (comm != nullptr && comm->world() > 1) {
+      std::fprintf(stderr, "ledgerlm: error: rank %d: %s (ending every rank of the job)\n",
+                   comm->rank(), e.what());
+      std::fflush(stderr);
+      comm->abort(1);
+    }
     std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
     return 1;
   } catch (const std::exception& e) {

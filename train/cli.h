@@ -2,5 +2,12 @@
 #pragma once
 
 namespace ledgerlm {
-int cli_main(int argc, char** argv);
-}
+
+class Comm;
+
+// Runs one command line (argv[0] is the program). `train` connects the ranks of an mpirun job
+// through `comm`, or through a Comm of its own when `comm` is null (created once per process:
+// a caller running several command lines in one process passes its own).
+int cli_main(int argc, char** argv, Comm* comm = nullptr);
+
+}  // namespace ledgerlm

@@ -3,18 +3,23 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "train/config_keys.h"
 
 namespace ledgerlm {
 
+class Comm;
+
 struct TrainCommand {
   ConfigBinding config;
   RunConfig run;
-  std::string resume;     // "" | "auto" | checkpoint path
-  std::string init_from;  // weights-only start
+  std::string resume;        // "" | "auto" | checkpoint path
+  std::string init_from;     // weights-only start
+  std::string command_line;  // as typed (shell-quoted): recorded in the run's lock
 };
-int command_train(TrainCommand& cmd);
+// `comm` connects the ranks of an mpirun job (the single-rank Comm otherwise).
+int command_train(TrainCommand& cmd, Comm& comm);
 
 struct EvalCommand {
   std::string run_dir;
@@ -23,6 +28,7 @@ struct EvalCommand {
   int64_t max_windows = 0;    // 0: the whole split
   int64_t batch = 8;
   int64_t threads = 0;
+  std::string device = "auto";  // cpu | cuda | auto (backend_resolve)
 };
 int command_eval(const EvalCommand& cmd);
 
@@ -36,6 +42,7 @@ struct SampleCommand {
   int64_t seed = 0;
   bool no_cache = false;  // decode by recomputing the whole prefix each token
   int64_t threads = 0;
+  std::string device = "auto";  // cpu | cuda | auto (backend_resolve)
 };
 int command_sample(const SampleCommand& cmd);
 
@@ -53,5 +60,11 @@ struct ExportCommand {
   std::string out_dir;
 };
 int command_export(const ExportCommand& cmd);
+
+struct CompareCommand {
+  std::vector<std::string> run_dirs;
+  bool json = false;  // one JSON object instead of the tables
+};
+int command_compare(const CompareCommand& cmd);
 
 }  // namespace ledgerlm

@@ -1,20 +1,41 @@
-// Config key registry, TOML reading (CLI11's TOML parser, flattened) and typed setting.
+// Config key registry, typed setting from flag text and the resolved config as TOML.
 #include "train/config_keys.h"
 
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
+#include "data/tokenizer.h"
 #include "model/base/check.h"
+#include "train/config_file.h"
 
 namespace ledgerlm {
 namespace {
 
 #define LLM_KEY(sec, obj, field, type, help) \
   keys.push_back({sec, #field, type, static_cast<void*>(&(obj).field), help})
+
+// A TOML basic string: quotes, backslashes and control characters escaped.
+std::string toml_quote(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04X", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
 
 }  // namespace
 
@@ -30,10 +51,12 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("model", c.model, recompute, S, "activation checkpointing: none | mlp | block");
 
   LLM_KEY("data", c.data, dir, S, "prepared data directory (ledgerlm prepare --out)");
+  LLM_KEY("data", c.data, tokenizer_id, S,
+          "bytes | bpe:SHA256 of tokenizer.model (empty: the data's; a run refuses another)");
 
   LLM_KEY("train", c.train, name, S, "run name: outputs go to OUT_DIR/NAME");
   LLM_KEY("train", c.train, out_dir, S, "directory holding runs");
-  LLM_KEY("train", c.train, device, S, "cpu | cuda");
+  LLM_KEY("train", c.train, device, S, "cpu | cuda | auto (cuda when a GPU is visible)");
   LLM_KEY("train", c.train, micro_batch, I, "sequences per micro-batch per rank (B)");
   LLM_KEY("train", c.train, seq_len, I, "tokens per sequence (T)");
   LLM_KEY("train", c.train, accum, I, "micro-batches accumulated per step (A)");
@@ -47,6 +70,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("train", c.train, seed, I, "seed of init, data order, dropout");
   LLM_KEY("train", c.train, threads, I, "CPU threads (0: cores / local ranks)");
   LLM_KEY("train", c.train, overwrite, B, "reuse an existing run directory");
+  LLM_KEY("train", c.train, tensorboard, B,
+          "write TensorBoard events (runs/NAME/events.out.tfevents.*)");
 
   LLM_KEY("optim", c.optim, name, S, "sgd | adamw | lamb | lars | adafactor | adamw8bit");
   LLM_KEY("optim", c.optim, impl, S, "loop | foreach | fused");
@@ -87,7 +112,7 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
           "optimizer state storage (m, v, momentum): fp32 | bf16");
   LLM_KEY("precision", c.precision, rounding, S, "write of the compute copy: nearest | stochastic");
   LLM_KEY("precision", c.precision, matmul, S,
-          "linear-layer GEMM inputs: fp32 | bf16 (rounded, fp32 sums, VDPBF16PS)");
+          "linear-layer GEMM inputs: fp32 | tf32 (cuda) | bf16 (rounded, fp32 sums)");
   LLM_KEY("precision", c.precision, loss_scale, S, "auto | dynamic | static | none");
   LLM_KEY("precision", c.precision, init_scale, F, "initial (or static) loss scale");
   LLM_KEY("precision", c.precision, growth_interval, I, "good steps before the scale grows");
@@ -96,39 +121,12 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("precision", c.precision, max_consecutive_skips, I, "fp16: stop after this many skips");
 
   LLM_KEY("dist", c.dist, zero, I, "ZeRO stage 0..3");
+  LLM_KEY("dist", c.dist, reshard_after_forward, B,
+          "ZeRO-3: free gathered weights after forward (false: keep until the step)");
 
   LLM_KEY("ckpt", c.ckpt, interval, I, "steps between full checkpoints (0: end only)");
   LLM_KEY("ckpt", c.ckpt, keep, I, "checkpoints kept");
   return keys;
-}
-
-std::map<std::string, std::string> config_read_toml(const std::string& path,
-                                                    const std::vector<ConfigKey>& keys) {
-  std::ifstream in(path);
-  LLM_REQUIRE(in.good(), "config file '", path, "': cannot be read");
-  std::vector<CLI::ConfigItem> items;
-  try {
-    CLI::ConfigTOML toml;
-    items = toml.from_config(in);
-  } catch (const std::exception& e) {
-    fail(error_message("config file '", path, "': not valid TOML (", e.what(), ")"));
-  }
-  std::map<std::string, std::string> values;
-  for (const auto& item : items) {
-    if (item.name == "++" || item.name == "--") continue;
-    std::string full;
-    for (const auto& p : item.parents) full += p + ".";
-    full += item.name;
-    LLM_REQUIRE(!item.parents.empty(), "config file '", path, "': key '", item.name,
-                "' must be inside a [section]");
-    bool known = false;
-    for (const auto& k : keys) known = known || k.full() == full;
-    LLM_REQUIRE(known, "config file '", path, "': unknown key '", full, "'");
-    LLM_REQUIRE(item.inputs.size() == 1, "config file '", path, "': key '", full,
-                "' expects a single value");
-    values[full] = item.inputs[0];
-  }
-  return values;
 }
 
 void config_set(const ConfigKey& key, const std::string& value, const std::string& origin) {
@@ -159,9 +157,9 @@ void config_set(const ConfigKey& key, const std::string& value, const std::strin
       break;
     }
     case KeyType::kBool: {
-      if (value == "true" || value == "1") {
+      if (value == "true") {
         *static_cast<bool*>(key.field) = true;
-      } else if (value == "false" || value == "0") {
+      } else if (value == "false") {
         *static_cast<bool*>(key.field) = false;
       } else {
         bad("true or false");
@@ -169,6 +167,8 @@ void config_set(const ConfigKey& key, const std::string& value, const std::strin
       break;
     }
     case KeyType::kString:
+      // config.toml stores strings as TOML, which is UTF-8 text.
+      if (!utf8_is_valid(value) || value.find('\0') != std::string::npos) bad("UTF-8 text");
       *static_cast<std::string*>(key.field) = value;
       break;
   }
@@ -191,17 +191,15 @@ std::string config_value_text(const ConfigKey& key) {
     case KeyType::kBool:
       os << (*static_cast<bool*>(key.field) ? "true" : "false");
       break;
-    case KeyType::kString: {
-      os << '"';
-      for (char ch : *static_cast<std::string*>(key.field)) {
-        if (ch == '"' || ch == '\\') os << '\\';
-        os << ch;
-      }
-      os << '"';
-      break;
-    }
+    case KeyType::kString:
+      return toml_quote(*static_cast<std::string*>(key.field));
   }
   return os.str();
+}
+
+std::string config_display_text(const ConfigKey& key) {
+  return key.type == KeyType::kString ? *static_cast<std::string*>(key.field)
+                                      : config_value_text(key);
 }
 
 std::string config_to_toml(const std::vector<ConfigKey>& keys) {
@@ -233,14 +231,7 @@ void config_register_flags(CLI::App* app, ConfigBinding* binding, RunConfig* con
 }
 
 void config_apply(ConfigBinding* binding) {
-  if (!binding->config_path.empty()) {
-    auto values = config_read_toml(binding->config_path, binding->keys);
-    for (const auto& k : binding->keys) {
-      auto it = values.find(k.full());
-      if (it != values.end())
-        config_set(k, it->second, "config file '" + binding->config_path + "'");
-    }
-  }
+  if (!binding->config_path.empty()) config_load_file(binding->config_path, binding->keys);
   std::map<std::string, std::string> given;
   for (const auto& k : binding->keys) {
     CLI::Option* opt = binding->flag_options[k.full()];

@@ -27,17 +27,20 @@ struct ConfigKey {
 // All keys of a RunConfig, bound to the fields of `config`.
 std::vector<ConfigKey> config_keys(RunConfig& config);
 
-// Values from a TOML file, flattened to "section.key" -> textual value. Unknown keys or
-// sections, keys outside a section and arrays are errors naming the file and the key.
-std::map<std::string, std::string> config_read_toml(const std::string& path,
-                                                    const std::vector<ConfigKey>& keys);
+// TOML files are read by config_file.h, against the same registry.
 
-// Sets a field from text; ill-typed values are an error naming `origin` (file or flag) and key.
+// Sets a field from the text of a command-line flag; ill-typed values are an error naming
+// `origin` and the key. Integers (also written as 1e6), finite numbers, `true` / `false`, and
+// strings of UTF-8 text.
 void config_set(const ConfigKey& key, const std::string& value, const std::string& origin);
 
-// Text of the fully resolved config, as TOML (sections in registry order).
+// Text of the fully resolved config, as TOML (sections in registry order); config_file.h reads
+// it back to the same values.
 std::string config_to_toml(const std::vector<ConfigKey>& keys);
+// A value as TOML text (strings quoted and escaped).
 std::string config_value_text(const ConfigKey& key);
+// A value as a person reads it in messages (strings bare).
+std::string config_display_text(const ConfigKey& key);
 
 // Registers `--config FILE` and every `--section.key` flag on a subcommand. After parsing,
 // config_apply() loads the file (if any) and then the flags given on the command line: the

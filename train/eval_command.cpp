@@ -18,7 +18,7 @@ int command_eval(const EvalCommand& cmd) {
   LLM_REQUIRE(cmd.split == "val" || cmd.split == "train", "--split: expected val or train (got '",
               cmd.split, "')");
   LLM_REQUIRE(cmd.batch > 0, "--batch: expected > 0");
-  auto backend = backend_create_cpu(static_cast<int>(cmd.threads));
+  auto backend = backend_create(backend_resolve(cmd.device), {static_cast<int>(cmd.threads), 0});
   LoadedRun run = run_load(cmd.run_dir, *backend);
   const int64_t T = run.config.train.seq_len;
   TokenArray tokens;
@@ -36,6 +36,9 @@ int command_eval(const EvalCommand& cmd) {
     tokens_per_byte = static_cast<double>(ids.size()) / static_cast<double>(text.size());
     what = cmd.text_file;
   } else {
+    const DataSplitInfo& info = cmd.split == "val" ? run.meta.val : run.meta.train;
+    LLM_REQUIRE(info.tokens > 0, "the ", cmd.split, " split of '", run.config.data.dir,
+                "' is empty (prepared with --val-fraction 0?): use --split train or --text FILE");
     const std::string path = run.config.data.dir + "/" + cmd.split + ".bin";
     tokens = shard_load(path, &backend->tracker(), run.meta.vocab_size);
     const DataSplitInfo& s = cmd.split == "val" ? run.meta.val : run.meta.train;
@@ -49,6 +52,7 @@ int command_eval(const EvalCommand& cmd) {
   GptModel model(run.config.model, run.table, *backend, DType::kF32, DType::kF32);
   // The run's GEMM input precision, as the training-time eval used it.
   model.set_bf16_matmul(run.config.precision.matmul == "bf16");
+  model.set_tf32_matmul(run.config.precision.matmul == "tf32");
   EvalResult r =
       evaluate_windows(model, run.params_tensor(), tokens, starts, T, cmd.batch, tokens_per_byte);
   std::printf("eval %s on %s: %lld tokens in %zu windows of %lld\n", cmd.run_dir.c_str(),

@@ -9,6 +9,8 @@
 
 namespace ledgerlm {
 
+class Comm;
+
 struct EvalResult {
   double loss = 0.0;   // nats per token
   int64_t tokens = 0;  // predicted tokens
@@ -22,6 +24,13 @@ struct EvalResult {
 EvalResult evaluate_windows(GptModel& model, Tensor params, const TokenArray& tokens,
                             const std::vector<int64_t>& starts, int64_t seq, int64_t batch,
                             double tokens_per_byte);
+
+// The same split across the ranks of `comm`: rank r takes windows r, r + world, ...; every rank
+// runs the same number of batches (sharded weights are gathered collectively), and the loss
+// sums are added across ranks. Weights through `units` (unit_access.h).
+EvalResult evaluate_windows_ranks(GptModel& model, UnitAccess& units, Comm& comm,
+                                  const TokenArray& tokens, const std::vector<int64_t>& starts,
+                                  int64_t seq, int64_t batch, double tokens_per_byte);
 
 // Non-overlapping windows covering the whole array (at most max_windows if > 0, evenly spaced).
 std::vector<int64_t> evaluate_all_windows(int64_t num_tokens, int64_t seq, int64_t max_windows);

@@ -78,8 +78,12 @@ void write_bytes_tokenizer_json(const std::string& path, int64_t eot) {
   write_file_atomic(path, j.dump(1) + "\n");
 }
 
-void export_hf(const LoadedRun& run, const std::string& dir) {
-  std::vector<HfTensor> tensors = hf_tensors_from_params(run.table, run.params_tensor());
+void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
+  // The weights come to the host once; the export reads that copy.
+  std::vector<float> host(static_cast<size_t>(run.table.total));
+  backend.copy_to_host(host.data(), run.params_tensor(), run.table.total);
+  std::vector<HfTensor> tensors =
+      hf_tensors_from_params(run.table, Tensor(host.data(), DType::kF32));
   hf_write_safetensors(dir + "/model.safetensors", tensors);
   HfConfigExtras extras;
   extras.bos_token_id = run.meta.eot_id;  // GPT-2 uses its end-of-text token for both
@@ -91,7 +95,9 @@ void export_hf(const LoadedRun& run, const std::string& dir) {
   } else {
     LLM_REQUIRE(fs::exists(spm), "export: the run's data directory '", run.config.data.dir,
                 "' has no tokenizer.model");
-    fs::copy_file(spm, dir + "/tokenizer.model");
+    std::error_code ec;
+    fs::copy_file(spm, dir + "/tokenizer.model", ec);
+    LLM_REQUIRE(!ec, "cannot write '", dir, "/tokenizer.model': ", ec.message());
   }
 }
 
@@ -103,16 +109,19 @@ int command_export(const ExportCommand& cmd) {
   LLM_REQUIRE(!cmd.out_dir.empty(), "export: --out is required");
   LLM_REQUIRE(!fs::exists(cmd.out_dir), "export: --out '", cmd.out_dir,
               "' already exists (choose a new directory)");
-  auto backend = backend_create_cpu(1);
+  auto backend = backend_create("cpu", {1, 0});
   LoadedRun run = run_load(cmd.run_dir, *backend);
   fs::path out(cmd.out_dir);
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   const std::string tmp = cmd.out_dir + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  LLM_REQUIRE(!ec, "export: cannot create '", tmp, "': ", ec.message());
   try {
-    export_hf(run, tmp);
-    fs::rename(tmp, cmd.out_dir);
+    export_hf(run, *backend, tmp);
+    fs::rename(tmp, cmd.out_dir, ec);
+    LLM_REQUIRE(!ec, "export: cannot rename '", tmp, "' to '", cmd.out_dir, "': ", ec.message());
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);

@@ -134,7 +134,7 @@ RunLedger::RunLedger(const RunConfig& config, ModelState& state, int world, int 
   // The planner predicts the run from the config alone (its own formulas over the parameter
   // table); the trainer's allocations are what the tracker measures.
   const PlanInput in = plan_input_from_config(config, world, state.backend().num_threads(),
-                                              plan_data_bytes(config.data.dir));
+                                              plan_data_bytes(config.data.dir), rank);
   impl_->plan = memory_plan_compute(in);
   process_rss_bytes(&impl_->rss_at_ledger, &impl_->hwm_at_ledger);
 }
@@ -178,6 +178,23 @@ void RunLedger::finish(const std::string& run_dir) const {
   const auto size = std::filesystem::file_size(run_dir + "/model.safetensors", ec);
   if (!ec) ck["model_safetensors_bytes"] = static_cast<int64_t>(size);
   j["checkpoint"] = ck;
+  // A device backend: the driver's bytes in use (less those in use before the backend existed)
+  // against the tracker's current bytes; the difference is what the tracker does not see
+  // (cuBLAS handles, kernel modules, allocation rounding).
+  DeviceMemoryInfo dev;
+  if (impl_->state->backend().device_memory(&dev)) {
+    const int64_t tracked = tracker.total().current, used = dev.used - dev.baseline;
+    std::printf(
+        "device memory (driver): %.1f MB in use by this run, tracked %.1f MB now "
+        "(peak %.1f MB), untracked %.1f MB, device total %.1f MB\n",
+        used / 1e6, tracked / 1e6, tracker.total().peak / 1e6, (used - tracked) / 1e6,
+        dev.total / 1e6);
+    j["measured"]["device"] = {{"used", dev.used},
+                               {"baseline", dev.baseline},
+                               {"total", dev.total},
+                               {"tracked_current", tracked},
+                               {"untracked", used - tracked}};
+  }
   write_file_atomic(run_dir + "/ledger.json", j.dump(2) + "\n");
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "ckpt/safetensors.h"
+#include "data/data_check.h"
 #include "model/base/check.h"
 #include "train/run_dir.h"
 
@@ -19,6 +20,13 @@ LoadedRun run_load(const std::string& run_dir, Backend& backend) {
               "': its model has vocab ", run.config.model.vocab_size, " but the data in '",
               run.config.data.dir, "' has vocab ", run.meta.vocab_size);
   run.tokenizer = tokenizer_load(run.config.data.dir);
+  const std::string& trained_with = run.config.data.tokenizer_id;  // "" in runs made before it
+  if (!trained_with.empty()) {
+    const std::string now = data_tokenizer_id(run.config.data.dir, run.meta);
+    LLM_REQUIRE(now == trained_with, "run '", run_dir, "' was trained with tokenizer ",
+                trained_with, " but the data in '", run.config.data.dir, "' now has ", now,
+                " (the tokenizer was replaced)");
+  }
   ParamTableOptions opts;
   opts.block = run.config.optim.block_size;
   opts.decay_embeddings = run.config.optim.decay_embeddings;
@@ -35,7 +43,7 @@ LoadedRun run_load(const std::string& run_dir, Backend& backend) {
                 "' has shape ", safetensors_shape_string(info.shape), ", expected ",
                 safetensors_shape_string(p.shape));
     std::vector<float> v = f.read_f32(p.name);
-    std::copy(v.begin(), v.end(), run.params.as<float>() + p.offset);
+    backend.copy_from_host(run.params_tensor().offset(p.offset), v.data(), p.numel);
   }
   return run;
 }

@@ -19,7 +19,7 @@ struct LoadedRun {
   DataMeta meta;
   std::unique_ptr<Tokenizer> tokenizer;
   ParamTable table;
-  Buffer params;  // fp32, laid out by table
+  Buffer params;  // fp32, laid out by table, in the backend's memory
   Tensor params_tensor() const { return Tensor(params.data(), DType::kF32); }
 };
 

@@ -1,5 +1,6 @@
 // The ledgerlm command line: subcommands prepare, train, eval, sample, bench, config, memory,
 // export.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,6 +10,11 @@
 #include "train/cli.h"
 
 int main(int argc, char** argv) {
+  // Large temporaries (MPI's collective buffers, host staging of weights) come from their own
+  // mappings and go back to the system when freed: glibc's default moves its mmap threshold up
+  // to 32 MB after the first such free, after which they would stay in the heap, and the
+  // resident memory would no longer show what is live. Fixing the threshold keeps RSS honest.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Two runtime libraries read their settings from the environment when they load, before
   // main(); where a better setting exists and the user chose none, set it and restart once.
   // - libgomp's default spin-waiting collapses throughput when the cores are shared (measured

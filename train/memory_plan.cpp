@@ -5,9 +5,14 @@
 //   params E*p, grads E*g, master E*4 (only when the compute copy is not fp32), optimizer states
 //   per optimizer (below). ZeRO stage s on D ranks divides: s>=1 master and states, s>=2 grads,
 //   s=3 params; so stage 0: (p+g+K)N, 1: (p+g)N + K N/D, 2: pN + (g+K)N/D, 3: (p+g+K)N/D.
-// Communication buffers (D > 1) are the planner's model of the sharded step (DESIGN.md): stage 1
-// receives a reduce-scattered gradient shard, stage 2 keeps one unit's full gradients before
-// reduce-scattering them, stage 3 also gathers two units of parameters (current + prefetch).
+//   fp32 weights are their own master at every stage (updated in place). A rank's shard is
+//   exact when the units are known: piece r of every unit, and per-tensor states (Adafactor's
+//   factored statistics, 8-bit blocks) of the tensor parts in it.
+// Communication buffers (D > 1), as the sharded step allocates them (train/model_state.h,
+// train/zero_units.h): 16-bit gradients are summed in an fp32 staging unit (stages 0-1 reduce
+// the whole gradient buffer in place); stages 2-3 keep whole-unit gradient buffers for the
+// embedding unit and for the largest other unit; stage 3 gathers weights into one unit-sized
+// buffer (or one per unit without resharding after forward).
 // Activations: the fp32 arena the forward keeps for backward, per buffer rounded to 64 bytes.
 #include "train/memory_plan.h"
 
@@ -43,8 +48,9 @@ struct Builder {
   const PlanInput& in;
   MemoryPlan* plan;
 
+  // per_rank < 0: the whole `bytes` on every rank, or an even share when sharded.
   void add(const std::string& name, MemTag tag, const std::string& dtype, int64_t bytes,
-           bool model_state, bool optimizer, bool sharded) {
+           bool model_state, bool optimizer, bool sharded, int64_t per_rank = -1) {
     PlanComponent c;
     c.name = name;
     c.tag = tag;
@@ -53,72 +59,164 @@ struct Builder {
     c.optimizer = optimizer;
     c.sharded = sharded && in.world > 1;
     c.total_bytes = bytes;
-    c.per_rank_bytes = c.sharded ? ceil_div(bytes, in.world) : bytes;
+    c.per_rank_bytes = per_rank >= 0 ? per_rank : (c.sharded ? ceil_div(bytes, in.world) : bytes);
     c.num_params = in.num_params;
     plan->components.push_back(c);
   }
-  void state(const std::string& name, MemTag tag, DType dt, int64_t elements) {
-    add(name, tag, dtype_name(dt), elements * static_cast<int64_t>(dtype_size(dt)), true, true,
-        in.zero >= 1);
-  }
 };
 
-void add_optimizer_states(Builder& b, const PlanInput& in) {
-  const OptimConfig& o = in.optim;
-  const int64_t E = in.elements;
-  const DType S = o.state_dtype;  // parameter-shaped state (precision.state): fp32 or bf16
-  if (o.name == "adamw" || o.name == "lamb") {
-    b.state("optim.m", MemTag::kOptimM, S, E);
-    b.state("optim.v", MemTag::kOptimV, S, E);
-  } else if (o.name == "sgd") {
-    if (o.momentum > 0.0) b.state("optim.momentum", MemTag::kOptimMomentum, S, E);
-  } else if (o.name == "lars") {
-    b.state("optim.momentum", MemTag::kOptimMomentum, S, E);
-  } else if (o.name == "adafactor") {
-    // Matrices keep row and column statistics, vectors a full second moment.
-    int64_t rows = 0, cols = 0, vec = 0;
-    if (in.tensors.empty()) {
-      const double side = std::sqrt(static_cast<double>(in.num_params));
-      rows = cols = static_cast<int64_t>(side);
-      b.plan->notes.push_back(
-          "adafactor: no tensor shapes (--params): row/col statistics "
-          "approximated as 2 sqrt(N)");
+// A tensor's part held by one rank (or the whole tensor, for a full copy).
+struct HeldPart {
+  const PlanTensor* tensor = nullptr;
+  int64_t count = 0;
+  bool first = false;  // holds the tensor's element 0
+};
+
+bool shards_known(const PlanInput& x) {
+  return x.zero >= 1 && x.world > 1 && !x.units.empty();
+}
+
+// Elements of this rank's piece of unit u, and where it starts in the flat layout.
+int64_t unit_piece(const PlanInput& x, size_t u) {
+  return x.units[u].second / x.world;
+}
+
+// The tensor parts a rank holds: whole tensors for the full copy or without a known layout.
+std::vector<HeldPart> held_parts(const PlanInput& x, bool full) {
+  std::vector<HeldPart> out;
+  for (const PlanTensor& t : x.tensors) {
+    if (full || !shards_known(x)) {
+      out.push_back({&t, t.numel, true});
+      continue;
     }
-    for (const PlanTensor& t : in.tensors) {
-      if (t.dims >= 2) {
-        rows += t.rows;
-        cols += t.cols;
+    const size_t u = static_cast<size_t>(t.unit);
+    const int64_t lo = x.units[u].first + x.rank * unit_piece(x, u);
+    const int64_t hi = lo + unit_piece(x, u);
+    const int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.numel);
+    if (a < b) out.push_back({&t, b - a, a == t.offset});
+  }
+  return out;
+}
+
+// Elements of the compact buffers that mirror the layout (m, v, momentum, master shard).
+int64_t mirror_elements(const PlanInput& x, bool full) {
+  if (full || x.zero < 1 || x.world == 1) return x.elements;
+  if (x.units.empty()) return ceil_div(x.elements, x.world);
+  int64_t n = 0;
+  for (size_t u = 0; u < x.units.size(); ++u) n += unit_piece(x, u);
+  return n;
+}
+
+// One optimizer state component: element counts of the full copy and of this rank's shard.
+struct StateCount {
+  std::string name;
+  MemTag tag;
+  DType dtype;
+  int64_t total = 0, per_rank = 0;
+};
+
+// The states optimizer `o` allocates for the tensor parts `parts` with mirrored buffers of
+// `mirror` elements, in allocation order.
+std::vector<StateCount> optimizer_states(const PlanInput& in, const std::vector<HeldPart>& parts,
+                                         int64_t mirror, bool full) {
+  const OptimConfig& o = in.optim;
+  const DType S = o.state_dtype;  // parameter-shaped state (precision.state): fp32 or bf16
+  std::vector<StateCount> out;
+  auto add = [&](const char* name, MemTag tag, DType dt, int64_t elements) {
+    out.push_back({name, tag, dt, full ? elements : 0, full ? 0 : elements});
+  };
+  if (o.name == "adamw" || o.name == "lamb") {
+    add("optim.m", MemTag::kOptimM, S, mirror);
+    add("optim.v", MemTag::kOptimV, S, mirror);
+  } else if (o.name == "sgd") {
+    if (o.momentum > 0.0) add("optim.momentum", MemTag::kOptimMomentum, S, mirror);
+  } else if (o.name == "lars") {
+    add("optim.momentum", MemTag::kOptimMomentum, S, mirror);
+  } else if (o.name == "adafactor") {
+    // Matrices keep row and column statistics (whole, on every rank holding a part of the
+    // matrix), vectors a full second moment of the elements held.
+    int64_t rows = 0, cols = 0, vec = 0;
+    if (in.tensors.empty()) rows = cols = static_cast<int64_t>(std::sqrt(in.num_params * 1.0));
+    for (const HeldPart& h : parts) {
+      if (h.tensor->dims >= 2) {
+        rows += h.tensor->rows;
+        cols += h.tensor->cols;
       } else {
-        vec += t.numel;
+        vec += h.count;
       }
     }
-    b.state("optim.row", MemTag::kOptimFactored, DType::kF32, rows);
-    b.state("optim.col", MemTag::kOptimFactored, DType::kF32, cols);
-    b.state("optim.v", MemTag::kOptimV, S, vec);
-    if (o.adafactor_beta1 > 0.0) b.state("optim.m", MemTag::kOptimM, S, E);
+    add("optim.row", MemTag::kOptimFactored, DType::kF32, rows);
+    add("optim.col", MemTag::kOptimFactored, DType::kF32, cols);
+    add("optim.v", MemTag::kOptimV, S, vec);
+    if (o.adafactor_beta1 > 0.0) add("optim.m", MemTag::kOptimM, S, mirror);
   } else if (o.name == "adamw8bit") {
     // Tensors of kSmallTensor+ elements: 8-bit codes in whole blocks plus one fp32 absmax per
     // block; the small ones (and embeddings when asked) keep fp32 m and v whatever
     // precision.state says.
     const int64_t B = o.block_size;
     int64_t q = 0, f = 0;
-    if (in.tensors.empty()) q = round_up(in.num_params, B);
-    for (const PlanTensor& t : in.tensors) {
-      const bool fp32_state = t.numel < kSmallTensor || (o.embedding_fp32_state && t.embedding);
+    if (in.tensors.empty())
+      q = round_up(full ? in.num_params : ceil_div(in.num_params, in.world), B);
+    for (const HeldPart& h : parts) {
+      const bool fp32_state =
+          h.tensor->numel < kSmallTensor || (o.embedding_fp32_state && h.tensor->embedding);
       if (fp32_state)
-        f += t.numel;
+        f += h.count;
       else
-        q += round_up(t.numel, B);
+        q += round_up(h.count, B);
     }
-    b.state("optim.codes.m", MemTag::kOptimCodes, DType::kU8, q);
-    b.state("optim.codes.v", MemTag::kOptimCodes, DType::kU8, q);
-    b.state("optim.absmax.m", MemTag::kOptimAbsmax, DType::kF32, q / B);
-    b.state("optim.absmax.v", MemTag::kOptimAbsmax, DType::kF32, q / B);
-    b.state("optim.m", MemTag::kOptimM, DType::kF32, f);
-    b.state("optim.v", MemTag::kOptimV, DType::kF32, f);
+    add("optim.codes.m", MemTag::kOptimCodes, DType::kU8, q);
+    add("optim.codes.v", MemTag::kOptimCodes, DType::kU8, q);
+    add("optim.absmax.m", MemTag::kOptimAbsmax, DType::kF32, q / B);
+    add("optim.absmax.v", MemTag::kOptimAbsmax, DType::kF32, q / B);
+    add("optim.m", MemTag::kOptimM, DType::kF32, f);
+    add("optim.v", MemTag::kOptimV, DType::kF32, f);
   } else {
     fail("optim.name = '" + o.name +
          "': the planner knows sgd | adamw | lamb | lars | adafactor | adamw8bit");
+  }
+  return out;
+}
+
+// The sharded step's communication buffers on one rank (see the header comment).
+int64_t comm_bytes(const PlanInput& x, MemoryPlan& plan) {
+  const int64_t p = static_cast<int64_t>(dtype_size(x.params));
+  const int64_t g = static_cast<int64_t>(dtype_size(x.grads));
+  const bool wide = x.grads == DType::kF32;
+  int64_t unit = x.largest_unit, embed = x.largest_unit, other = x.largest_unit;
+  if (!x.units.empty()) {
+    embed = x.units[static_cast<size_t>(x.embed_unit)].second;
+    other = 0;
+    for (size_t u = 0; u < x.units.size(); ++u)
+      if (static_cast<int64_t>(u) != x.embed_unit) other = std::max(other, x.units[u].second);
+  }
+  if (unit <= 0) {
+    plan.notes.push_back("comm: sharding-unit sizes unknown (give --layers): not counted");
+    return 0;
+  }
+  const int64_t staging = wide ? 0 : unit * 4;  // a 16-bit unit summed in fp32
+  if (x.zero <= 1) return staging;
+  int64_t bytes = embed * g + other * g + staging;
+  if (x.zero == 3) bytes += x.reshard_after_forward ? unit * p : x.elements * p;
+  return bytes;
+}
+
+void add_optimizer_states(Builder& b, const PlanInput& in) {
+  if (in.optim.name == "adafactor" && in.tensors.empty())
+    b.plan->notes.push_back(
+        "adafactor: no tensor shapes (--params): row/col statistics approximated as 2 sqrt(N)");
+  std::vector<StateCount> total =
+      optimizer_states(in, held_parts(in, true), mirror_elements(in, true), true);
+  const bool sharded = in.zero >= 1 && in.world > 1;
+  const std::vector<StateCount> rank =
+      optimizer_states(in, held_parts(in, false), mirror_elements(in, false), false);
+  for (size_t i = 0; i < total.size(); ++i) {
+    const int64_t es = static_cast<int64_t>(dtype_size(total[i].dtype));
+    const int64_t per_rank =
+        !sharded ? total[i].total * es
+                 : (shards_known(in) || in.tensors.empty() ? rank[i].per_rank * es : -1);
+    b.add(total[i].name, total[i].tag, dtype_name(total[i].dtype), total[i].total * es, true, true,
+          sharded, per_rank);
   }
 }
 
@@ -181,8 +279,9 @@ int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch) {
 int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   const PlanShapes& s = x.shapes;
   const int64_t P = std::max<int64_t>(x.threads, 1);
-  // Gradient-norm partial sums: one double per 32768-element chunk of the flat buffer.
-  int64_t partials = ceil_div(x.elements, 32768) * 8;
+  // Gradient-norm partial sums: one double per 32768-element chunk of the gradients the
+  // optimizer reads (this rank's shard from stage 1).
+  int64_t partials = ceil_div(mirror_elements(x, false), 32768) * 8;
   if (!s.known()) return page_buf(partials);
   const int64_t N = x.micro_batch * s.seq, C = s.n_embd, Vp = s.padded_vocab;
   const bool p16 = x.params != DType::kF32, g16 = x.grads != DType::kF32;
@@ -250,12 +349,16 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
   const int64_t E = x.elements;
   Builder b{x, &plan};
 
-  b.add("params", MemTag::kParams, dtype_name(x.params), E * dtype_size(x.params), true, false,
-        x.zero >= 3);
-  b.add("grads", MemTag::kGrads, dtype_name(x.grads), E * dtype_size(x.grads), true, false,
-        x.zero >= 2);
+  const int64_t p = static_cast<int64_t>(dtype_size(x.params));
+  const int64_t g = static_cast<int64_t>(dtype_size(x.grads));
+  const bool sharding = x.world > 1 && x.zero >= 1;
+  const int64_t L = mirror_elements(x, false);  // this rank's shard (E when not sharding)
+  b.add("params", MemTag::kParams, dtype_name(x.params), E * p, true, false, x.zero >= 3,
+        x.zero >= 3 && sharding ? L * p : -1);
+  b.add("grads", MemTag::kGrads, dtype_name(x.grads), E * g, true, false, x.zero >= 2,
+        x.zero >= 2 && sharding ? L * g : -1);
   if (x.separate_master)
-    b.add("master", MemTag::kMaster, "fp32", E * 4, true, true, x.zero >= 1);
+    b.add("master", MemTag::kMaster, "fp32", E * 4, true, true, sharding, sharding ? L * 4 : -1);
   else if (x.params == DType::kF32)
     plan.notes.push_back("master: the fp32 params are their own master copy");
   add_optimizer_states(b, x);
@@ -266,6 +369,9 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
           plan_activation_bytes(s, x.micro_batch, x.recompute), false, false, false);
     b.add("workspace.model", MemTag::kWorkspace, "fp32", plan_model_scratch_bytes(s, x.micro_batch),
           false, false, false);
+    // The micro-batch's token ids and targets in backend memory (int32, 64-byte aligned each).
+    const int64_t ids = (x.micro_batch * s.seq * 4 + 63) / 64 * 64;
+    b.add("data.batch", MemTag::kData, "int32", 2 * ids, false, false, false);
   } else {
     plan.notes.push_back("activations: not predicted (give --layers --hidden --heads --seq)");
   }
@@ -273,21 +379,9 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
     b.add("workspace.backend", MemTag::kWorkspace, "-", plan_cpu_workspace_bytes(x), false, false,
           false);
   if (x.master_none)  // fp32 view of the compute copy the optimizer updates
-    b.add("workspace.master", MemTag::kWorkspace, "fp32", E * 4, false, false, x.zero >= 1);
-
-  if (x.world > 1) {
-    int64_t unit = x.largest_unit;
-    if (unit <= 0 && s.n_layer > 0) unit = ceil_div(x.num_params, s.n_layer);
-    const int64_t g = static_cast<int64_t>(dtype_size(x.grads));
-    const int64_t p = static_cast<int64_t>(dtype_size(x.params));
-    int64_t comm = 0;
-    if (x.zero == 1) comm = ceil_div(E, x.world) * g;
-    if (x.zero >= 2) comm = unit * g;
-    if (x.zero == 3) comm += 2 * unit * p;
-    if (x.zero >= 2 && unit <= 0)
-      plan.notes.push_back("comm: sharding-unit size unknown (give --layers): not counted");
-    b.add("comm", MemTag::kComm, "-", comm, false, false, false);
-  }
+    b.add("workspace.master", MemTag::kWorkspace, "fp32", E * 4, false, false, sharding,
+          sharding ? L * 4 : -1);
+  if (x.world > 1) b.add("comm", MemTag::kComm, "-", comm_bytes(x, plan), false, false, false);
   if (x.data_bytes >= 0)
     b.add("data", MemTag::kData, "-", x.data_bytes, false, false, false);
   else
@@ -330,13 +424,21 @@ std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table) {
     t.cols = p.shape.back();
     t.rows = p.numel / t.cols;
     t.embedding = p.kind == ParamKind::kEmbedding;
+    t.offset = p.offset;
+    t.unit = p.unit;
     out.push_back(t);
   }
   return out;
 }
 
+std::vector<std::pair<int64_t, int64_t>> plan_units_from_table(const ParamTable& table) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const UnitInfo& u : table.units) out.emplace_back(u.offset, u.size);
+  return out;
+}
+
 PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t threads,
-                                 int64_t data_bytes) {
+                                 int64_t data_bytes, int64_t rank) {
   LLM_REQUIRE(cfg.model.vocab_size > 0,
               "model.vocab_size must be set (or model.vocab_size = 0 with a prepared data.dir)");
   ParamTableOptions o;
@@ -350,6 +452,9 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.elements = table.total;
   for (const auto& u : table.units) in.largest_unit = std::max(in.largest_unit, u.size);
   in.tensors = plan_tensors_from_table(table);
+  in.units = plan_units_from_table(table);
+  in.embed_unit = table.params[static_cast<size_t>(table.index_of("embed.wte"))].unit;
+  in.rank = rank;
   in.shapes.n_layer = cfg.model.n_layer;
   in.shapes.n_head = cfg.model.n_head;
   in.shapes.n_embd = cfg.model.n_embd;
@@ -362,7 +467,8 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.optim = cfg.optim;
   in.optim.state_dtype = dtype_parse(cfg.precision.state, "precision.state");
   in.world = world;
-  in.zero = cfg.dist.zero;
+  in.zero = zero_stage_effective(cfg, static_cast<int>(world));
+  in.reshard_after_forward = cfg.dist.reshard_after_forward;
   in.micro_batch = cfg.train.micro_batch;
   in.accum = cfg.train.accum;
   in.recompute = recompute_parse(cfg.model.recompute);

@@ -33,6 +33,8 @@ struct PlanTensor {
   int64_t rows = 1, cols = 1;  // 2-D view: cols = last dim
   int dims = 1;
   bool embedding = false;
+  int64_t offset = 0;  // first element in the flat layout (for per-rank shards)
+  int unit = 0;
 };
 
 // Model dimensions for activations; n_layer == 0 means "unknown" (no activation prediction).
@@ -46,6 +48,12 @@ struct PlanInput {
   int64_t elements = 0;             // flat-buffer elements including alignment/unit padding (>= N)
   int64_t largest_unit = 0;         // elements of the largest sharding unit (0: unknown)
   std::vector<PlanTensor> tensors;  // empty: per-tensor optimizer states are approximated
+  // The flat layout's units (offset, size in elements; empty: unknown): with them every rank's
+  // shard is exact (ZeRO stage >= 1 divides each unit into `world` pieces), without them the
+  // sharded components are total / world.
+  std::vector<std::pair<int64_t, int64_t>> units;
+  int64_t embed_unit = 0;  // index of the embedding unit in `units`
+  int64_t rank = 0;        // the rank whose shard is predicted
   PlanShapes shapes;
   DType params = DType::kF32;  // compute copy
   DType grads = DType::kF32;   // gradient buffer (fp32 when accumulating, see precision_plan)
@@ -53,7 +61,8 @@ struct PlanInput {
   bool master_none = false;
   OptimConfig optim;
   int64_t world = 1;
-  int64_t zero = 0;  // ZeRO stage 0..3
+  int64_t zero = 0;                   // ZeRO stage 0..3 in effect (0 on one rank)
+  bool reshard_after_forward = true;  // ZeRO-3 gather buffers: one unit, or every unit
   int64_t micro_batch = 1, accum = 1;
   Recompute recompute = Recompute::kNone;
   int64_t threads = 1;        // CPU backend threads (per-thread scratch)
@@ -108,14 +117,17 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x);
 MemoryPlan memory_plan_compute(const PlanInput& in);
 
 // Inputs from a run configuration: the parameter table built for `world` ranks (exact layout),
-// precision_plan's dtypes, shapes from [model] and [train]. `data_bytes` as in PlanInput.
+// precision_plan's dtypes, shapes from [model] and [train], the ZeRO stage in effect
+// (zero_stage_effective). `data_bytes` as in PlanInput.
 PlanInput plan_input_from_config(const RunConfig& config, int64_t world, int64_t threads,
-                                 int64_t data_bytes);
+                                 int64_t data_bytes, int64_t rank = 0);
 // Bytes the data loader keeps in memory for a prepared directory (both splits' tokens at the
 // shard width), from its meta.json; -1 when the directory has no readable meta.json.
 int64_t plan_data_bytes(const std::string& data_dir);
 // Per-tensor shapes of a parameter table.
 std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table);
+// The units (offset, size) of a parameter table.
+std::vector<std::pair<int64_t, int64_t>> plan_units_from_table(const ParamTable& table);
 
 // Human table (GB, or MB when the peak is under 1 GB) and JSON.
 std::string memory_plan_format(const MemoryPlan& plan);

@@ -2,25 +2,12 @@
 #include "train/metrics.h"
 
 #include <cmath>
-
-#include "model/base/check.h"
+#include <cstdio>
 
 namespace ledgerlm {
 
-MetricsLog::MetricsLog(const std::string& path) {
-  file_ = std::fopen(path.c_str(), "a");
-  LLM_REQUIRE(file_ != nullptr, "cannot open metrics log '", path, "' for writing");
-}
-
-MetricsLog::~MetricsLog() {
-  if (file_) std::fclose(file_);
-}
-
 void MetricsLog::write(const nlohmann::json& record) {
-  if (!file_) return;
-  std::string line = record.dump();
-  std::fprintf(file_, "%s\n", line.c_str());
-  std::fflush(file_);
+  file_.append(record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::string format_duration(double seconds) {

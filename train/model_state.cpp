@@ -1,4 +1,5 @@
-// Model state buffers and the optimizer step (see model_state.h).
+// Model state buffers, the gradient reduction and the optimizer step (see model_state.h).
+// Weights and checkpoint I/O are in model_state_io.cpp.
 #include "train/model_state.h"
 
 #include <algorithm>
@@ -6,9 +7,9 @@
 #include <cmath>
 #include <vector>
 
-#include "ckpt/safetensors.h"
 #include "model/base/check.h"
 #include "optim/grad_clip.h"
+#include "train/zero_units.h"
 
 namespace ledgerlm {
 
@@ -36,7 +37,16 @@ PrecisionPlan precision_plan(const RunConfig& c) {
   return plan;
 }
 
+int zero_stage_effective(const RunConfig& config, int world) {
+  return world > 1 ? static_cast<int>(config.dist.zero) : 0;
+}
+
 namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 LossScalerConfig scaler_config(const RunConfig& c, const PrecisionPlan& plan) {
   LossScalerConfig s;
@@ -48,218 +58,223 @@ LossScalerConfig scaler_config(const RunConfig& c, const PrecisionPlan& plan) {
   return s;
 }
 
-ParamTableOptions table_options(const RunConfig& c) {
+ParamTableOptions table_options(const RunConfig& c, int world) {
   ParamTableOptions o;
   o.block = c.optim.block_size;
-  o.world = 1;
+  o.world = world;
   o.decay_embeddings = c.optim.decay_embeddings;
   return o;
 }
 
+Buffer alloc(Backend& be, MemTag tag, int64_t elements, DType dt) {
+  return be.allocate(tag, static_cast<size_t>(elements) * dtype_size(dt));
+}
+
 }  // namespace
 
-ModelState::ModelState(const RunConfig& config, Backend& backend)
-    : config_(config),
-      backend_(backend),
-      table_(param_table_build(config.model, table_options(config))),
-      plan_(precision_plan(config)),
-      scaler_(scaler_config(config, plan_)) {
-  const size_t n = static_cast<size_t>(table_.total);
-  params_ = backend_.allocate(MemTag::kParams, n * dtype_size(plan_.params));
-  grads_ = backend_.allocate(MemTag::kGrads, n * dtype_size(plan_.grads));
-  if (plan_.separate_master) master_ = backend_.allocate(MemTag::kMaster, n * sizeof(float));
-  if (plan_.master_none)  // fp32 view the optimizer updates, rounded back into the compute copy
-    master_scratch_ = backend_.allocate(MemTag::kWorkspace, n * sizeof(float));
+ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelStateOptions& options)
+    : config_(config), backend_(backend), comm_(options.comm) {
+  if (comm_ == nullptr) {
+    own_comm_ = comm_create_single();
+    comm_ = own_comm_.get();
+  }
+  const int world = comm_->world();
+  table_ = param_table_build(config.model, table_options(config, world));
+  plan_ = precision_plan(config);
+  scaler_ = LossScaler(scaler_config(config, plan_));
+  stage_ =
+      options.stage_override >= 0 ? options.stage_override : zero_stage_effective(config, world);
+  LLM_REQUIRE(stage_ >= 0 && stage_ <= 3, "dist.zero = ", stage_, ": expected 0, 1, 2 or 3");
+  layout_ = shard_layout_build(table_, world, comm_->rank());
+  if (stage_ >= 1) slices_ = shard_slices(table_, layout_);
+  const int64_t E = table_.total, L = layout_.length;
+  const int64_t shard = stage_ >= 1 ? L : E;  // master, optimizer state
+  params_ = alloc(backend_, MemTag::kParams, stage_ == 3 ? L : E, plan_.params);
+  grads_ = alloc(backend_, MemTag::kGrads, stage_ >= 2 ? L : E, plan_.grads);
+  // fp32 weights are their own master at every stage (updated in place: in the whole compute
+  // copy at stages 0-2, in its shard at stage 3); 16-bit weights get an fp32 master (a shard
+  // from stage 1); with master = none an fp32 scratch view of this rank's part.
+  if (plan_.separate_master) master_ = alloc(backend_, MemTag::kMaster, shard, DType::kF32);
+  if (plan_.master_none) master_scratch_ = alloc(backend_, MemTag::kWorkspace, shard, DType::kF32);
+  if ((stage_ == 1 || (stage_ == 0 && world > 1)) && plan_.grads != DType::kF32)
+    staging_f32_ = alloc(backend_, MemTag::kComm, layout_.largest_unit, DType::kF32);
   // precision.state picks the storage of the optimizer's parameter-shaped state (m, v, momentum).
   OptimConfig optim = config_.optim;
   optim.state_dtype = dtype_parse(config_.precision.state, "precision.state");
   optim_ = optimizer_create(optim);
-  optim_->init(table_, 0, table_.total, backend_);
+  if (stage_ >= 1) {
+    OptimAddress address;
+    for (size_t u = 0; u < table_.units.size(); ++u) {
+      // fp32 weights at stages 1-2: this rank's piece inside the whole compute copy.
+      if (master_in_compute_copy()) address.master.push_back(layout_.ranges[u].begin);
+      // Stage 1 reduce-scatters in place: each unit's summed piece sits at the unit's start.
+      if (stage_ == 1) address.grads.push_back(table_.units[u].offset);
+    }
+    optim_->init(table_, layout_.ranges, backend_, address);
+  } else {
+    optim_->init(table_, 0, E, backend_);
+  }
   model_ = std::make_unique<GptModel>(config_.model, table_, backend_, plan_.params, plan_.grads);
   model_->set_bf16_matmul(config_.precision.matmul == "bf16");
-  units_ = std::make_unique<FlatUnits>(table_, params(), grads());
-}
-
-float* ModelState::master() {
-  if (plan_.separate_master) return master_.as<float>();
-  if (plan_.master_none) return master_scratch_.as<float>();
-  return params_.as<float>();
-}
-
-void ModelState::init_weights(uint64_t seed) {
-  if (plan_.separate_master) {
-    gpt_init_params(table_, Tensor(master_.data(), DType::kF32), seed, backend_);
-    write_compute_copy(0);
+  model_->set_tf32_matmul(config_.precision.matmul == "tf32");
+  if (stage_ >= 2) {
+    ZeroUnitsConfig zc;
+    zc.stage = stage_;
+    zc.reshard_after_forward = config_.dist.reshard_after_forward;
+    zc.params = plan_.params;
+    zc.grads = plan_.grads;
+    zero_units_ =
+        std::make_unique<ZeroUnits>(table_, layout_, backend_, *comm_, zc, params(), grads());
   } else {
-    gpt_init_params(table_, params(), seed, backend_);
+    flat_units_ = std::make_unique<FlatUnits>(table_, params(), grads());
   }
 }
 
-void ModelState::zero_grads() {
-  backend_.zero(grads(), table_.total);
+ModelState::~ModelState() = default;
+
+UnitAccess& ModelState::units() {
+  if (zero_units_) return *zero_units_;
+  return *flat_units_;
 }
 
-void ModelState::write_compute_copy(int64_t step) {
-  if (plan_.separate_master)
-    backend_.convert(params(), Tensor(master_.data(), DType::kF32), table_.total,
-                     Rounding::kNearest);
-  else if (plan_.master_none)
-    backend_.convert(params(), Tensor(master_scratch_.data(), DType::kF32), table_.total,
-                     plan_.rounding, static_cast<uint64_t>(config_.train.seed),
-                     static_cast<uint64_t>(step) * static_cast<uint64_t>(table_.total));
+float* ModelState::master() {
+  if (plan_.master_none) return master_scratch_.as<float>();
+  if (!master_.empty()) return master_.as<float>();
+  return params_.as<float>();  // the fp32 compute copy is its own master
+}
+
+bool ModelState::master_in_compute_copy() const {
+  return plan_.params == DType::kF32 && !plan_.master_none && (stage_ == 1 || stage_ == 2);
+}
+
+int64_t ModelState::master_position(const ShardSlice& s) const {
+  if (stage_ == 0) return table_.params[static_cast<size_t>(s.param)].offset + s.param_begin;
+  if (master_in_compute_copy())
+    return table_.params[static_cast<size_t>(s.param)].offset + s.param_begin;
+  return s.local;
+}
+
+void ModelState::zero_grads() {
+  backend_.zero(grads(), stage_ >= 2 ? layout_.length : table_.total);
+}
+
+double ModelState::take_backward_comm_ms() {
+  return zero_units_ ? zero_units_->take_comm_ms() : 0.0;
+}
+
+double ModelState::reduce_gradients() {
+  if (world() == 1 && stage_ == 0) return 0.0;
+  if (stage_ >= 2) return 0.0;  // reduced unit by unit during backward
+  const auto t0 = Clock::now();
+  const bool wide = plan_.grads == DType::kF32;
+  for (size_t u = 0; u < table_.units.size(); ++u) {
+    const UnitInfo& unit = table_.units[u];
+    Tensor g = grads().offset(unit.offset);
+    Tensor sum = g;  // fp32 values to sum: 16-bit gradients are widened first
+    if (!wide) {
+      sum = Tensor(staging_f32_.data(), DType::kF32);
+      backend_.convert(sum, g, unit.size);
+    }
+    // Stage 0: all-reduce (a bucket per unit); stage 1: reduce-scatter in place, this rank's
+    // summed piece at the unit's start. Either is rounded once into a 16-bit buffer.
+    const int64_t n = stage_ == 0 ? unit.size : layout_.piece[u];
+    if (stage_ == 0)
+      comm_->all_reduce_sum(backend_, sum, n);
+    else
+      comm_->reduce_scatter_sum(backend_, sum, n);
+    if (!wide) backend_.convert(g, sum, n);
+  }
+  return ms_since(t0);
+}
+
+void ModelState::write_compute_copy(int64_t step, Rounding rounding) {
+  if (plan_.params == DType::kF32 && !plan_.master_none) return;  // updated in place
+  if (!plan_.master_none) rounding = Rounding::kNearest;  // a separate master rounds to nearest
+  const Tensor src(master(), DType::kF32);
+  const uint64_t seed = static_cast<uint64_t>(config_.train.seed);
+  // Stochastic rounding draws for element i of the one-rank layout: keyed on world-independent
+  // positions, so a changed world size changes no random number.
+  const uint64_t step_base =
+      static_cast<uint64_t>(step) * static_cast<uint64_t>(table_.logical_total);
+  for (size_t u = 0; u < table_.units.size(); ++u) {
+    const UnitInfo& unit = table_.units[u];
+    if (stage_ == 0) {
+      backend_.convert(params().offset(unit.offset), src.offset(unit.offset), unit.size, rounding,
+                       seed, step_base + static_cast<uint64_t>(unit.logical_offset));
+      continue;
+    }
+    const int64_t piece = layout_.piece[u], local = layout_.local_offset[u];
+    Tensor dst = stage_ == 3 ? params().offset(local) : params().offset(layout_.ranges[u].begin);
+    backend_.convert(dst, src.offset(local), piece, rounding, seed,
+                     step_base + static_cast<uint64_t>(unit.logical_offset + layout_.rank * piece));
+  }
+}
+
+double ModelState::all_gather_compute_copy() {
+  if (stage_ != 1 && stage_ != 2) return 0.0;
+  const auto t0 = Clock::now();
+  for (size_t u = 0; u < table_.units.size(); ++u)
+    comm_->all_gather_in_place(backend_, params().offset(table_.units[u].offset), layout_.piece[u]);
+  return ms_since(t0);
 }
 
 StepStats ModelState::optimizer_step(int64_t step, double lr) {
   StepStats stats;
   stats.lr = lr;
   const double unscale = 1.0 / loss_scale();
-  double sumsq = backend_.sum_squares(grads(), table_.total);
+  double sumsq = gradient_sum_squares();
+  if (stage_ >= 1) {  // each rank holds a part: the global norm is the sum of the parts
+    const auto t0 = Clock::now();
+    comm_->all_reduce_sum(&sumsq, 1);
+    stats.comm_ms += ms_since(t0);
+  }
   stats.grad_norm = std::sqrt(sumsq) * unscale;
-  bool finite = std::isfinite(stats.grad_norm);
+  const bool finite = std::isfinite(stats.grad_norm);  // the same on every rank
   if (finite) {
-    auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     OptimStepInfo info;
     info.lr = lr;
     info.step = step;
     info.grad_scale = unscale * grad_clip_factor(stats.grad_norm, config_.optim.grad_clip);
-    if (plan_.master_none)
-      backend_.convert(Tensor(master_scratch_.data(), DType::kF32), params(), table_.total);
+    if (stage_ >= 1 && world() > 1)
+      info.reduce = [this](double* v, int count) { comm_->all_reduce_sum(v, count); };
+    if (plan_.master_none) widen_compute_copy();
     optim_->step(master(), grads(), info);
-    write_compute_copy(step);
-    stats.optim_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    write_compute_copy(step, plan_.rounding);
+    const double gather_ms = all_gather_compute_copy();
+    stats.comm_ms += gather_ms;
+    if (zero_units_) zero_units_->invalidate();
+    stats.optim_ms = ms_since(t0) - gather_ms;
   }
   stats.skipped = !finite;
   if (plan_.scaler_on) scaler_.update(finite);
   return stats;
 }
 
-void ModelState::save_weights(const std::string& path) const {
-  SafeTensorsWriter w;
-  const bool fp32_source = plan_.separate_master || plan_.params == DType::kF32;
-  const char* base = fp32_source ? static_cast<const char*>(plan_.separate_master ? master_.data()
-                                                                                  : params_.data())
-                                 : static_cast<const char*>(params_.data());
-  DType dt = fp32_source ? DType::kF32 : plan_.params;
-  for (const auto& p : table_.params)
-    w.add(p.name, dt, p.shape, base + p.offset * static_cast<int64_t>(dtype_size(dt)));
-  w.set_metadata("format", "ledgerlm-weights");
-  w.set_metadata("format_version", "1");
-  w.write_atomic(path);
+double ModelState::gradient_sum_squares() {
+  // Unit by unit, in unit order, over the gradients the optimizer reads: whole units (stage 0),
+  // each unit's summed piece at its start (stage 1), the compact shard's pieces (stages 2-3).
+  double sum = 0.0;
+  for (size_t u = 0; u < table_.units.size(); ++u) {
+    if (stage_ == 0)
+      sum += backend_.sum_squares(grads().offset(table_.units[u].offset), table_.units[u].size);
+    else if (stage_ == 1)
+      sum += backend_.sum_squares(grads().offset(table_.units[u].offset), layout_.piece[u]);
+    else
+      sum += backend_.sum_squares(grads().offset(layout_.local_offset[u]), layout_.piece[u]);
+  }
+  return sum;
 }
 
-void ModelState::set_weights_f32(const std::vector<float>& staging) {
-  Tensor src(const_cast<float*>(staging.data()), DType::kF32);
-  if (plan_.separate_master) {
-    backend_.convert(Tensor(master_.data(), DType::kF32), src, table_.total);
-    write_compute_copy(0);
-  } else {
-    backend_.convert(params(), src, table_.total);
+void ModelState::widen_compute_copy() {
+  Tensor scratch(master_scratch_.data(), DType::kF32);
+  if (stage_ == 0 || stage_ == 3) {
+    backend_.convert(scratch, params(), stage_ == 3 ? layout_.length : table_.total);
+    return;
   }
-}
-
-void ModelState::load_weights(const std::string& path) {
-  SafeTensorsFile f = SafeTensorsFile::open(path);
-  std::vector<float> staging(static_cast<size_t>(table_.total), 0.0f);
-  for (const auto& p : table_.params) {
-    const SafeTensorInfo& info = f.get(p.name);
-    LLM_REQUIRE(info.shape == p.shape, "weights file '", path, "': tensor '", p.name,
-                "' has shape ", safetensors_shape_string(info.shape), ", the model expects ",
-                safetensors_shape_string(p.shape));
-    std::vector<float> v = f.read_f32(p.name);
-    std::copy(v.begin(), v.end(), staging.begin() + p.offset);
-  }
-  set_weights_f32(staging);
-}
-
-namespace {
-
-std::string state_tensor_name(const ParamTable& table, const StateView& v) {
-  return v.param >= 0 ? table.params[static_cast<size_t>(v.param)].name + "." + v.name
-                      : "optim." + v.name;
-}
-
-}  // namespace
-
-std::vector<CkptPiece> ModelState::checkpoint_pieces() {
-  std::vector<CkptPiece> pieces;
-  const bool fp32_source = plan_.separate_master || plan_.params == DType::kF32;
-  const DType dt = fp32_source ? DType::kF32 : plan_.params;
-  const char* base =
-      static_cast<const char*>(plan_.separate_master ? master_.data() : params_.data());
-  for (const auto& p : table_.params) {
-    CkptPiece piece;
-    piece.file = "model";
-    piece.name = p.name;
-    piece.dtype = dt;
-    piece.shape = p.shape;
-    piece.begin = 0;
-    piece.count = p.numel;
-    piece.data = base + p.offset * static_cast<int64_t>(dtype_size(dt));
-    pieces.push_back(std::move(piece));
-  }
-  if (plan_.separate_master) {  // the compute copy too, in its own dtype (what the ledger counts)
-    const char* cbase = static_cast<const char*>(params_.data());
-    const int64_t es = static_cast<int64_t>(dtype_size(plan_.params));
-    for (const auto& p : table_.params)
-      pieces.push_back(
-          {"compute", p.name, plan_.params, p.shape, 0, p.numel, cbase + p.offset * es});
-  }
-  for (const StateView& v : optim_->state_views()) {
-    CkptPiece piece;
-    piece.file = "optimizer";
-    piece.name = state_tensor_name(table_, v);
-    piece.dtype = v.dtype;
-    piece.shape = v.shape;
-    piece.begin = v.param_begin;
-    piece.count = v.numel;
-    piece.data = v.data;
-    pieces.push_back(std::move(piece));
-  }
-  return pieces;
-}
-
-void ModelState::checkpoint_load_weights(const CheckpointReader& ckpt) {
-  std::vector<float> staging(static_cast<size_t>(table_.total), 0.0f);
-  for (const auto& p : table_.params) {
-    LLM_REQUIRE(ckpt.has("model", p.name), "checkpoint '", ckpt.dir(),
-                "': model.safetensors has no tensor '", p.name, "' (a different architecture?)");
-    std::vector<float> v = ckpt.read_f32("model", p.name, p.shape);
-    std::copy(v.begin(), v.end(), staging.begin() + p.offset);
-  }
-  const size_t extra = ckpt.tensor_names("model").size();
-  LLM_REQUIRE(extra == table_.params.size(), "checkpoint '", ckpt.dir(),
-              "': model.safetensors has ", extra, " tensors, the model has ", table_.params.size(),
-              " (a different architecture?)");
-  set_weights_f32(staging);
-}
-
-void ModelState::checkpoint_load(const CheckpointReader& ckpt) {
-  checkpoint_load_weights(ckpt);  // the compute copy is now the master rounded to nearest
-  if (plan_.separate_master) {
-    // A saved compute copy of the same dtype holds the same bits; read it so that a checkpoint
-    // is restored exactly as it was written (and its checksums are exercised).
-    const int64_t es = static_cast<int64_t>(dtype_size(plan_.params));
-    for (const auto& p : table_.params)
-      if (ckpt.has("compute", p.name) && ckpt.info("compute", p.name).dtype == plan_.params)
-        ckpt.read("compute", p.name, plan_.params, p.shape, 0, p.numel,
-                  static_cast<char*>(params_.data()) + p.offset * es);
-  }
-  std::vector<std::string> expected;
-  for (const StateView& v : optim_->state_views()) {
-    const std::string name = state_tensor_name(table_, v);
-    LLM_REQUIRE(ckpt.has("optimizer", name), "checkpoint '", ckpt.dir(),
-                "': optimizer.safetensors has no state '", name, "' that optimizer ",
-                optim_->name(), " with this config needs");
-    ckpt.read("optimizer", name, v.dtype, v.shape, v.param_begin, v.numel, v.data);
-    expected.push_back(name);
-  }
-  std::sort(expected.begin(), expected.end());
-  expected.erase(std::unique(expected.begin(), expected.end()), expected.end());
-  for (const std::string& name : ckpt.tensor_names("optimizer"))
-    LLM_REQUIRE(std::binary_search(expected.begin(), expected.end(), name), "checkpoint '",
-                ckpt.dir(), "': optimizer.safetensors holds state '", name, "' that optimizer ",
-                optim_->name(), " with this config does not use");
+  for (size_t u = 0; u < table_.units.size(); ++u)
+    backend_.convert(scratch.offset(layout_.local_offset[u]),
+                     params().offset(layout_.ranges[u].begin), layout_.piece[u]);
 }
 
 }  // namespace ledgerlm

@@ -80,14 +80,13 @@ void ProfilingBackend::bias_backward(Tensor dbias, Tensor dout, int64_t m, int64
   Timer tm(times_, "bias_backward");
   inner_->bias_backward(dbias, dout, m, n);
 }
-void ProfilingBackend::embedding_forward(Tensor out, const int32_t* tokens, Tensor wte, Tensor wpe,
+void ProfilingBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe,
                                          int64_t batch, int64_t seq, int64_t channels) {
   Timer tm(times_, "embedding_forward");
   inner_->embedding_forward(out, tokens, wte, wpe, batch, seq, channels);
 }
-void ProfilingBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout,
-                                          const int32_t* tokens, int64_t batch, int64_t seq,
-                                          int64_t channels) {
+void ProfilingBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens,
+                                          int64_t batch, int64_t seq, int64_t channels) {
   Timer tm(times_, "embedding_backward");
   inner_->embedding_backward(dwte, dwpe, dout, tokens, batch, seq, channels);
 }
@@ -140,11 +139,26 @@ void ProfilingBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, 
   Timer tm(times_, "attention_backward");
   inner_->attention_backward(dqkv, dout, qkv, out, lse, args);
 }
-void ProfilingBackend::softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets,
+void ProfilingBackend::softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targets,
                                              int64_t rows, int64_t vocab, int64_t padded_vocab,
                                              double grad_scale) {
   Timer tm(times_, "softmax_cross_entropy");
   inner_->softmax_cross_entropy(losses, logits, targets, rows, vocab, padded_vocab, grad_scale);
+}
+
+void ProfilingBackend::attention_decode(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
+                                        int64_t positions, int64_t heads, int64_t channels,
+                                        int64_t stride) {
+  Timer tm(times_, "attention_decode");
+  inner_->attention_decode(out, q, k_cache, v_cache, positions, heads, channels, stride);
+}
+double ProfilingBackend::sum(Tensor x, int64_t n) {
+  Timer tm(times_, "sum");
+  return inner_->sum(x, n);
+}
+void ProfilingBackend::optimizer_op(const OptimOp& op, double* sums) {
+  Timer tm(times_, "optimizer");
+  inner_->optimizer_op(op, sums);
 }
 
 }  // namespace ledgerlm

@@ -48,10 +48,10 @@ class ProfilingBackend : public Backend {
   void scale(Tensor x, int64_t n, double s) override;
   void gemm(const GemmArgs& args) override;
   void bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) override;
-  void embedding_forward(Tensor out, const int32_t* tokens, Tensor wte, Tensor wpe, int64_t batch,
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int64_t batch,
                          int64_t seq, int64_t channels) override;
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const int32_t* tokens,
-                          int64_t batch, int64_t seq, int64_t channels) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int64_t batch,
+                          int64_t seq, int64_t channels) override;
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,
                          int64_t rows, int64_t channels) override;
   void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
@@ -68,8 +68,14 @@ class ProfilingBackend : public Backend {
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                           const AttentionArgs& args) override;
-  void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets, int64_t rows,
+  void attention_decode(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t positions,
+                        int64_t heads, int64_t channels, int64_t stride) override;
+  void softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
                              int64_t vocab, int64_t padded_vocab, double grad_scale) override;
+  double sum(Tensor x, int64_t n) override;
+  const TransferStats& transfers() const override { return inner_->transfers(); }
+  void reset_transfers() override { inner_->reset_transfers(); }
+  void optimizer_op(const OptimOp& op, double* sums) override;
 
  private:
   std::unique_ptr<Backend> inner_;

@@ -3,8 +3,10 @@
 #include "train/run_checkpoint.h"
 
 #include <filesystem>
+#include <set>
 
 #include "model/base/check.h"
+#include "train/config_file.h"
 #include "train/config_keys.h"
 #include "train/run_dir.h"
 
@@ -19,14 +21,20 @@ double number_or(const json& j, const char* key, double fallback) {
   return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
 }
 
-// Config values as text quote strings; messages show them bare.
-std::string unquote(const std::string& v) {
-  return v.size() >= 2 && v.front() == '"' && v.back() == '"' ? v.substr(1, v.size() - 2) : v;
+// An integer field of a checkpoint's meta.json record, or `fallback` when absent; a field of
+// another type is one Error naming the file.
+int64_t int_or(const json& j, const char* key, int64_t fallback, const std::string& where) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j[key];
+  LLM_REQUIRE(v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= INT64_MAX),
+              where, ": '", key, "' must be an integer (got ", v.dump(), ")");
+  return v.get<int64_t>();
 }
 
 // Keys that define the architecture (or what the saved state means): refused on resume.
 constexpr const char* kArchitectureKeys[] = {"model.vocab_size", "model.n_layer",    "model.n_head",
-                                             "model.n_embd",     "model.block_size", "optim.name"};
+                                             "model.n_embd",     "model.block_size", "optim.name",
+                                             "data.tokenizer_id"};
 
 }  // namespace
 
@@ -103,49 +111,63 @@ json checkpoint_meta(const RunConfig& cfg, ModelState& state, const LoopState& l
 }
 
 json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg) {
-  const json& saved = ckpt.meta().value("config", json::object());
-  LLM_REQUIRE(saved.is_object() && !saved.empty(), "checkpoint file '", ckpt.dir(),
-              "/meta.json': no saved config");
+  const json& toml = ckpt.meta().value("config_toml", json());
+  LLM_REQUIRE(toml.is_string(), "checkpoint file '", ckpt.dir(), "/meta.json': no saved config");
+  // The saved config goes through the same typed loader as a config file.
+  RunConfig saved_cfg;
+  std::vector<ConfigKey> saved = config_keys(saved_cfg);
+  const std::set<std::string> present =
+      config_load_toml(toml.get<std::string>(),
+                       "checkpoint file '" + ckpt.dir() + "/meta.json' (config_toml)", saved);
+  RunConfig now_cfg = cfg;
+  const std::vector<ConfigKey> now = config_keys(now_cfg);
   json changed = json::object();
-  for (const auto& [key, now] : run_config_flat(cfg)) {
-    if (!saved.contains(key) || !saved[key].is_string()) continue;  // a key added since
-    const std::string before = unquote(saved[key].get<std::string>());
-    const std::string now_text = unquote(now);
-    if (before == now_text) continue;
+  for (size_t i = 0; i < now.size(); ++i) {
+    const std::string key = now[i].full();
+    if (!present.count(key)) continue;  // a key added since the checkpoint was written
+    if (config_value_text(now[i]) == config_value_text(saved[i])) continue;
+    const std::string before = config_display_text(saved[i]),
+                      now_text = config_display_text(now[i]);
     for (const char* arch : kArchitectureKeys)
       LLM_REQUIRE(key != arch, "cannot resume from '", ckpt.dir(), "': ", key, " = ", now_text,
                   " but the checkpoint was saved with ", key, " = ", before,
-                  " (the architecture and optimizer cannot change on resume; --init-from starts "
-                  "a new run from the weights)");
+                  " (the architecture, optimizer and tokenizer cannot change on resume; "
+                  "--init-from starts a new run from the weights)");
     changed[key] = {{"from", before}, {"to", now_text}};
   }
   return changed;
 }
 
 void restore_loop_state(const CheckpointReader& ckpt, LoopState* ls) {
-  const json& t = ckpt.meta().value("trainer", json::object());
-  LLM_REQUIRE(t.is_object() && t.contains("step") && t.contains("tokens_seen"), "checkpoint file '",
-              ckpt.dir(), "/meta.json': missing trainer state");
-  ls->step = t["step"].get<int64_t>();
-  LLM_REQUIRE(ls->step == ckpt.step(), "checkpoint file '", ckpt.dir(),
-              "/meta.json': trainer step ", ls->step, " differs from the checkpoint step ",
-              ckpt.step());
-  ls->tokens = t["tokens_seen"].get<int64_t>();
+  const std::string where = "checkpoint file '" + ckpt.dir() + "/meta.json'";
+  const json& t = ckpt.meta().contains("trainer") ? ckpt.meta()["trainer"] : json();
+  LLM_REQUIRE(t.is_object() && t.contains("step") && t.contains("tokens_seen"), where,
+              ": missing trainer state");
+  ls->step = int_or(t, "step", -1, where);
+  LLM_REQUIRE(ls->step == ckpt.step(), where, ": trainer step ", ls->step,
+              " differs from the checkpoint step ", ckpt.step());
+  ls->tokens = int_or(t, "tokens_seen", -1, where);
+  LLM_REQUIRE(ls->tokens >= 0, where, ": negative tokens_seen");
   ls->train_seconds = number_or(t, "train_seconds", 0.0);
-  ls->skipped = t.value("skipped_steps", static_cast<int64_t>(0));
+  ls->skipped = int_or(t, "skipped_steps", 0, where);
   ls->best_val = number_or(t, "best_val_loss", INFINITY);
   ls->best_bpb = number_or(t, "best_val_bpb", INFINITY);
   ls->last_val = number_or(t, "last_val_loss", NAN);
 }
 
 void restore_scaler(const CheckpointReader& ckpt, ModelState& state) {
-  const json& s = ckpt.meta().value("loss_scaler", json::object());
-  if (!state.plan().scaler_on || !s.value("enabled", false)) return;  // nothing to carry over
+  const std::string where = "checkpoint file '" + ckpt.dir() + "/meta.json'";
+  const json& s = ckpt.meta().contains("loss_scaler") ? ckpt.meta()["loss_scaler"] : json();
+  const bool enabled = s.is_object() && s.contains("enabled") && s["enabled"].is_boolean() &&
+                       s["enabled"].get<bool>();
+  if (!state.plan().scaler_on || !enabled) return;  // nothing to carry over
   LossScalerState st;
   st.scale = number_or(s, "scale", 0.0);
-  st.good_steps = s.value("good_steps", static_cast<int64_t>(0));
-  st.skipped_steps = s.value("skipped_steps", static_cast<int64_t>(0));
-  st.consecutive_skips = s.value("consecutive_skips", static_cast<int64_t>(0));
+  LLM_REQUIRE(std::isfinite(st.scale) && st.scale > 0, where, ": loss scale ", st.scale,
+              " is not a positive number");
+  st.good_steps = int_or(s, "good_steps", 0, where);
+  st.skipped_steps = int_or(s, "skipped_steps", 0, where);
+  st.consecutive_skips = int_or(s, "consecutive_skips", 0, where);
   state.scaler().load_state(st);
 }
 

@@ -1,6 +1,8 @@
 // validate() of the run-level config sections.
 #include "train/run_config.h"
 
+#include <cctype>
+
 #include "model/base/check.h"
 #include "model/base/dtype.h"
 
@@ -17,6 +19,15 @@ void require_one_of(const std::string& key, const std::string& value,
   fail(key + ": expected one of " + list + " (got '" + value + "')");
 }
 
+// Run names become one directory under out_dir and appear unquoted in printed commands.
+bool is_run_name(const std::string& name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
+      return false;
+  return true;
+}
+
 }  // namespace
 
 void DataConfig::validate() const {
@@ -24,9 +35,10 @@ void DataConfig::validate() const {
 }
 
 void TrainConfig::validate() const {
-  LLM_REQUIRE(!name.empty() && name.find('/') == std::string::npos,
-              "train.name: expected a non-empty name without '/' (got '", name, "')");
-  require_one_of("train.device", device, {"cpu", "cuda"});
+  LLM_REQUIRE(is_run_name(name), "train.name: '", name,
+              "' is not a run name (letters, digits, '.', '_' and '-', and not '.' or '..')");
+  LLM_REQUIRE(!out_dir.empty(), "train.out_dir: expected a directory");
+  require_one_of("train.device", device, {"cpu", "cuda", "auto"});
   LLM_REQUIRE(micro_batch > 0, "train.micro_batch: expected > 0 (got ", micro_batch, ")");
   LLM_REQUIRE(seq_len > 0, "train.seq_len: expected > 0 (got ", seq_len, ")");
   LLM_REQUIRE(accum > 0, "train.accum: expected > 0 (got ", accum, ")");
@@ -49,7 +61,7 @@ void PrecisionConfig::validate() const {
   require_one_of("precision.master", master, {"fp32", "none"});
   require_one_of("precision.state", state, {"fp32", "bf16"});
   require_one_of("precision.rounding", rounding, {"nearest", "stochastic"});
-  require_one_of("precision.matmul", matmul, {"fp32", "bf16"});
+  require_one_of("precision.matmul", matmul, {"fp32", "tf32", "bf16"});
   LLM_REQUIRE(matmul != "bf16" || params != "fp16",
               "precision.matmul: bf16 needs precision.params fp32 or bf16 (fp16 weights would be "
               "rounded a second time)");

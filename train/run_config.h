@@ -12,13 +12,16 @@ namespace ledgerlm {
 
 struct DataConfig {
   std::string dir = "data_out/kjv";  // a directory written by `ledgerlm prepare`
+  // The data's tokenizer ("bytes" | "bpe:SHA256"; "" = take the data's, like model.vocab_size =
+  // 0). A run records it, so resuming or evaluating with another tokenizer is refused.
+  std::string tokenizer_id;
   void validate() const;
 };
 
 struct TrainConfig {
   std::string name = "run";  // runs/NAME
   std::string out_dir = "runs";
-  std::string device = "cpu";   // cpu | cuda
+  std::string device = "cpu";   // cpu | cuda | auto
   int64_t micro_batch = 8;      // B: sequences per micro-batch per rank
   int64_t seq_len = 128;        // T
   int64_t accum = 1;            // A: micro-batches per optimizer step
@@ -30,8 +33,9 @@ struct TrainConfig {
   int64_t log_interval = 10;    // steps between progress lines
   int64_t save_interval = 0;    // steps between weight saves (0 = only at the end)
   int64_t seed = 1337;
-  int64_t threads = 0;     // 0: cores on this node / ranks on this node
-  bool overwrite = false;  // allow reusing an existing runs/NAME (else refuse)
+  int64_t threads = 0;      // 0: cores on this node / ranks on this node
+  bool overwrite = false;   // allow reusing an existing runs/NAME (else refuse)
+  bool tensorboard = true;  // also write the metrics as TensorBoard events (tensorboard.h)
   void validate() const;
 };
 
@@ -58,6 +62,9 @@ struct PrecisionConfig {
 
 struct DistConfig {
   int64_t zero = 0;  // ZeRO stage 0..3 (sharding across data-parallel ranks)
+  // ZeRO-3: free a unit's gathered weights after its forward (true) or keep every unit gathered
+  // from its forward until the optimizer step (false: less communication, stage-2 memory).
+  bool reshard_after_forward = true;
   void validate() const;
 };
 

@@ -4,14 +4,18 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "data/data_check.h"
 #include "model/base/check.h"
+#include "train/config_file.h"
 #include "train/config_keys.h"
 
 namespace ledgerlm {
@@ -19,52 +23,116 @@ namespace ledgerlm {
 namespace fs = std::filesystem;
 
 DataMeta run_resolve_data(RunConfig* config) {
-  DataMeta meta = meta_read(config->data.dir);
+  const DataCheck data = data_check(config->data.dir);
   // Stored absolute in config.toml, so eval/sample/resume work from any directory.
   config->data.dir = fs::absolute(config->data.dir).lexically_normal().string();
   while (config->data.dir.size() > 1 && config->data.dir.back() == '/') config->data.dir.pop_back();
   if (config->model.vocab_size == 0) {
-    config->model.vocab_size = meta.vocab_size;
+    config->model.vocab_size = data.meta.vocab_size;
   } else {
-    LLM_REQUIRE(config->model.vocab_size == meta.vocab_size,
+    LLM_REQUIRE(config->model.vocab_size == data.meta.vocab_size,
                 "model.vocab_size = ", config->model.vocab_size, " but the data in '",
-                config->data.dir, "' has vocab size ", meta.vocab_size,
+                config->data.dir, "' has vocab size ", data.meta.vocab_size,
                 " (set model.vocab_size = 0 to take the data's)");
   }
-  return meta;
-}
-
-std::string run_dir_prepare(const RunConfig& config, bool reuse) {
-  fs::path dir = fs::path(config.train.out_dir) / config.train.name;
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    LLM_REQUIRE(reuse, "run directory '", dir.string(),
-                "' already exists: choose another --train.name, resume it with --resume auto, "
-                "or pass --train.overwrite true");
+  if (config->data.tokenizer_id.empty()) {
+    config->data.tokenizer_id = data.tokenizer_id;
+  } else {
+    LLM_REQUIRE(config->data.tokenizer_id == data.tokenizer_id,
+                "data.tokenizer_id = ", config->data.tokenizer_id, " but the data in '",
+                config->data.dir, "' has tokenizer ", data.tokenizer_id,
+                " (the tokenizer was replaced; set data.tokenizer_id = \"\" for a new run on "
+                "this data)");
   }
-  fs::create_directories(dir, ec);
-  LLM_REQUIRE(!ec, "cannot create run directory '", dir.string(), "': ", ec.message());
-  return dir.string();
+  return data.meta;
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  LLM_REQUIRE(fd >= 0, "cannot write '", tmp, "'");
+std::string run_dir_path(const RunConfig& config) {
+  return (fs::path(config.train.out_dir) / config.train.name).string();
+}
+
+bool run_dir_check_reuse(const RunConfig& config, bool reuse) {
+  const std::string dir = run_dir_path(config);
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return false;
+  LLM_REQUIRE(reuse, "run directory '", dir,
+              "' already exists: choose another --train.name, resume it with --resume auto, "
+              "or pass --train.overwrite true");
+  LLM_REQUIRE(fs::is_directory(dir, ec), "run directory '", dir, "' is not a directory");
+  return true;
+}
+
+void run_dir_create(const std::string& run_dir) {
+  std::error_code ec;
+  const fs::path dir(run_dir);
+  if (dir.has_parent_path()) fs::create_directories(dir.parent_path(), ec);
+  LLM_REQUIRE(!ec, "cannot create '", dir.parent_path().string(), "': ", ec.message());
+  const bool created = fs::create_directory(dir, ec);
+  LLM_REQUIRE(!ec, "cannot create run directory '", run_dir, "': ", ec.message());
+  LLM_REQUIRE(created, "run directory '", run_dir,
+              "' appeared while this job was starting (another job on the same run?)");
+}
+
+namespace {
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+void write_all_or_remove(int fd, const std::string& tmp, const std::string& path,
+                         const std::string& text) {
   size_t done = 0;
   while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
+      const std::string why = n < 0 ? errno_text() : "short write";
       ::close(fd);
       ::unlink(tmp.c_str());
-      fail("write to '" + tmp + "' failed");
+      fail(error_message("cannot write '", path, "': ", why));
     }
     done += static_cast<size_t>(n);
   }
-  ::fsync(fd);
-  ::close(fd);
-  LLM_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '", tmp, "' to '", path,
-              "'");
+}
+
+// The step a metrics record belongs to (-1 for a record without one).
+int64_t record_step(const nlohmann::json& rec) {
+  for (const char* key : {"step", "steps"})
+    if (rec.contains(key) && rec[key].is_number_integer()) return rec[key].get<int64_t>();
+  return -1;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  LLM_REQUIRE(fd >= 0, "cannot write '", path, "': cannot create '", tmp, "': ", errno_text());
+  write_all_or_remove(fd, tmp, path, text);
+  std::string why;
+  if (::fsync(fd) != 0) why = errno_text();
+  if (::close(fd) != 0 && why.empty()) why = errno_text();
+  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) why = errno_text();
+  if (!why.empty()) {
+    ::unlink(tmp.c_str());
+    fail(error_message("cannot write '", path, "': ", why));
+  }
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool dir_synced = dfd >= 0 && ::fsync(dfd) == 0;
+  why = errno_text();
+  if (dfd >= 0) ::close(dfd);
+  LLM_REQUIRE(dir_synced, "cannot write '", path, "': fsync of '", dir, "': ", why);
+}
+
+std::string shell_quote(const std::string& text) {
+  static const std::string safe =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=@%+,-";
+  if (!text.empty() && text.find_first_not_of(safe) == std::string::npos) return text;
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 void run_write_config(const std::string& run_dir, const RunConfig& config) {
@@ -81,28 +149,31 @@ std::map<std::string, std::string> run_config_flat(const RunConfig& config) {
   return out;
 }
 
-void run_metrics_truncate(const std::string& run_dir, int64_t step) {
+int64_t run_metrics_truncate(const std::string& run_dir, int64_t step) {
   const std::string path = run_dir + "/metrics.jsonl";
-  if (!fs::exists(path)) return;
+  if (!fs::exists(path)) return 0;
   std::ifstream in(path, std::ios::binary);
+  LLM_REQUIRE(in, "cannot read '", path, "'");
   std::string line, kept;
-  bool dropped = false;
+  bool changed = false;
+  int64_t broken = 0;
   while (std::getline(in, line)) {
-    nlohmann::json rec = nlohmann::json::parse(line, nullptr, false);
-    if (rec.is_object()) {
-      const int64_t at = rec.contains("step") && rec["step"].is_number_integer()
-                             ? rec["step"].get<int64_t>()
-                             : (rec.contains("steps") && rec["steps"].is_number_integer()
-                                    ? rec["steps"].get<int64_t>()
-                                    : -1);
-      if (at > step) {
-        dropped = true;
-        continue;
-      }
+    changed = changed || in.eof();  // the last line lacks its newline: cut mid-record
+    const nlohmann::json rec = nlohmann::json::parse(line, nullptr, false);
+    if (!rec.is_object()) {
+      ++broken;
+      continue;
+    }
+    // A summary ends one job's part of the log; the resumed job writes the run's next one.
+    if (record_step(rec) > step || rec.contains("summary")) {
+      changed = true;
+      continue;
     }
     kept += line + "\n";
   }
-  if (dropped) write_file_atomic(path, kept);
+  LLM_REQUIRE(!in.bad(), "cannot read '", path, "'");
+  if (changed || broken > 0) write_file_atomic(path, kept);
+  return broken;
 }
 
 RunConfig run_load_config(const std::string& run_dir) {
@@ -110,12 +181,7 @@ RunConfig run_load_config(const std::string& run_dir) {
   LLM_REQUIRE(fs::exists(path), "run '", run_dir,
               "': no config.toml (is this a ledgerlm run directory?)");
   RunConfig config;
-  auto keys = config_keys(config);
-  auto values = config_read_toml(path, keys);
-  for (const auto& k : keys) {
-    auto it = values.find(k.full());
-    if (it != values.end()) config_set(k, it->second, "config file '" + path + "'");
-  }
+  config_load_file(path, config_keys(config));
   return config;
 }
 

@@ -1,5 +1,5 @@
-// Run directories (runs/NAME): creation, the resolved config.toml, and loading a run back for
-// eval, sample and export.
+// Run directories (runs/NAME): creation, the resolved config.toml, checked atomic writes, the
+// metrics log on resume, and loading a run's config back for eval, sample and export.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +11,16 @@
 
 namespace ledgerlm {
 
-// Fills model.vocab_size from the data's meta.json when 0, and refuses a mismatch.
+// Checks the data directory as a whole (data_check.h: meta.json, tokenizer, shard headers) and
+// resolves model.vocab_size and data.tokenizer_id from it when unset; refuses a mismatch.
 DataMeta run_resolve_data(RunConfig* config);
 
-// Creates OUT_DIR/NAME. An existing directory is refused unless `reuse` (resume, overwrite).
-std::string run_dir_prepare(const RunConfig& config, bool reuse);
+// OUT_DIR/NAME of a config.
+std::string run_dir_path(const RunConfig& config);
+// Whether the run directory exists; refuses one that does unless `reuse` (resume, overwrite).
+bool run_dir_check_reuse(const RunConfig& config, bool reuse);
+// Creates the run directory (and OUT_DIR); refuses if it appeared since run_dir_check_reuse.
+void run_dir_create(const std::string& run_dir);
 
 // Writes the resolved config to DIR/config.toml (atomically).
 void run_write_config(const std::string& run_dir, const RunConfig& config);
@@ -27,11 +32,19 @@ RunConfig run_load_config(const std::string& run_dir);
 std::map<std::string, std::string> run_config_flat(const RunConfig& config);
 
 // A resumed run continues DIR/metrics.jsonl: records of steps after `step` (written by the
-// previous process after its last checkpoint) are dropped, atomically, so the log reads as one
-// run. Lines that are not JSON objects are kept as they are.
-void run_metrics_truncate(const std::string& run_dir, int64_t step);
+// previous process after its last checkpoint), the previous job's summary (a log ends with one
+// summary, the last job's) and lines that are not JSON objects (a record cut by a kill or a full
+// disk) are dropped, atomically, so the log reads as one clean run. Returns the number of
+// unparseable lines dropped.
+int64_t run_metrics_truncate(const std::string& run_dir, int64_t step);
 
-// Writes `text` to `path` via a temporary file, fsync and rename.
+// Writes `text` to `path` via PATH.tmp, fsync and rename, and fsyncs the directory. Every step is
+// checked: a failure (a full disk) removes PATH.tmp, leaves PATH as it was and throws one Error
+// naming PATH. Callers choose who writes (rank 0 for run-level files).
 void write_file_atomic(const std::string& path, const std::string& text);
+
+// `text` as one shell word: unchanged when it holds only [A-Za-z0-9_./:=@%+,-], else in single
+// quotes. Commands ledgerlm prints for the user to run (resume hints) quote their paths with it.
+std::string shell_quote(const std::string& text);
 
 }  // namespace ledgerlm

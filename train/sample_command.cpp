@@ -1,4 +1,5 @@
 // `ledgerlm sample`: text from a trained run, decoded with a KV cache (or without, to check).
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -12,11 +13,15 @@
 namespace ledgerlm {
 
 int command_sample(const SampleCommand& cmd) {
-  LLM_REQUIRE(cmd.tokens >= 0, "--tokens: expected >= 0");
-  LLM_REQUIRE(cmd.temperature >= 0, "--temperature: expected >= 0");
-  LLM_REQUIRE(cmd.top_k >= 0, "--top-k: expected >= 0");
-  LLM_REQUIRE(cmd.top_p > 0 && cmd.top_p <= 1, "--top-p: expected in (0, 1]");
-  auto backend = backend_create_cpu(static_cast<int>(cmd.threads));
+  // Non-finite or negative parameters would sample from NaN probabilities (garbage tokens,
+  // invalid UTF-8): refuse them.
+  LLM_REQUIRE(cmd.tokens >= 0, "--tokens: expected >= 0 (got ", cmd.tokens, ")");
+  LLM_REQUIRE(std::isfinite(cmd.temperature) && cmd.temperature >= 0,
+              "--temperature: expected a finite number >= 0 (got ", cmd.temperature, ")");
+  LLM_REQUIRE(cmd.top_k >= 0, "--top-k: expected >= 0 (got ", cmd.top_k, ")");
+  LLM_REQUIRE(std::isfinite(cmd.top_p) && cmd.top_p > 0 && cmd.top_p <= 1,
+              "--top-p: expected a number in (0, 1] (got ", cmd.top_p, ")");
+  auto backend = backend_create(backend_resolve(cmd.device), {static_cast<int>(cmd.threads), 0});
   LoadedRun run = run_load(cmd.run_dir, *backend);
   const ModelConfig& mc = run.config.model;
   std::vector<int32_t> ids = run.tokenizer->encode(cmd.prompt);
@@ -28,7 +33,7 @@ int command_sample(const SampleCommand& cmd) {
   so.top_p = cmd.top_p;
   so.seed = static_cast<uint64_t>(cmd.seed);
 
-  GptDecoder decoder(mc, run.table, *backend, run.params.as<float>());
+  GptDecoder decoder(mc, run.table, *backend, run.params_tensor());
   GptModel model(mc, run.table, *backend, DType::kF32, DType::kF32);
   const float* logits = nullptr;
   std::vector<float> row(static_cast<size_t>(mc.padded_vocab()));
@@ -38,8 +43,9 @@ int command_sample(const SampleCommand& cmd) {
     const int32_t* window = ids.data() + ids.size() - ctx;
     if (cmd.no_cache) {
       model.forward(run.params_tensor(), window, nullptr, 1, ctx, ForwardOptions{false, 0, 0});
-      const float* all = model.logits().as<float>();
-      std::copy(all + (ctx - 1) * mc.padded_vocab(), all + ctx * mc.padded_vocab(), row.begin());
+      // Only the last position's logits come back to the host.
+      backend->copy_to_host(row.data(), model.logits().offset((ctx - 1) * mc.padded_vocab()),
+                            mc.padded_vocab());
       logits = row.data();
     } else {
       if (decoder.length() == 0 || decoder.length() != ctx - 1 ||

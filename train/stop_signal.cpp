@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -13,6 +14,9 @@ namespace {
 
 volatile sig_atomic_t g_pending = 0;
 bool g_installed = false;
+// The handler's notice, composed before the handlers are installed (a handler may only write).
+char g_notice[2048];
+size_t g_notice_len = 0;
 struct sigaction g_old_int, g_old_term, g_old_usr1;
 
 void on_signal(int sig) {
@@ -23,17 +27,20 @@ void on_signal(int sig) {
     return;
   }
   if (g_pending == 0) g_pending = sig;
-  static const char msg[] =
-      "\nledgerlm: stop requested: finishing this step and saving a checkpoint (Ctrl-C again "
-      "aborts without saving)\n";
-  ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  ssize_t ignored = ::write(STDERR_FILENO, g_notice, g_notice_len);
   (void)ignored;
 }
 
 }  // namespace
 
-void stop_signal_install() {
+void stop_signal_install(const std::string& resume_hint) {
   if (g_installed) return;
+  std::string notice =
+      "\nledgerlm: stop requested: finishing this step and saving a checkpoint (Ctrl-C again "
+      "aborts without saving)\n";
+  if (!resume_hint.empty()) notice += "ledgerlm: " + resume_hint + "\n";
+  g_notice_len = std::min(notice.size(), sizeof g_notice);
+  std::memcpy(g_notice, notice.data(), g_notice_len);
   // The handler runs on a stack of its own: a signal frame pushed onto the interrupted code's
   // stack clobbers whatever that code keeps below its stack pointer, and oneDNN's JIT-compiled
   // AVX-512 GEMM kernels were seen to corrupt the heap when a SIGTERM landed inside them.

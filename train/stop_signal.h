@@ -2,7 +2,7 @@
 // forwards; it kills ranks ~1 s after SIGTERM, see PITFALLS.md) or a file runs/NAME/STOP.
 // The handlers only set a flag; the trainer checks it once per step, finishes the step, saves
 // a checkpoint and exits 0. A second SIGINT aborts at once (the default action).
-// Several ranks must agree before stopping (an all-reduce of the flag): not needed with one.
+// Several ranks agree before stopping (the training loop all-reduces the flag).
 #pragma once
 
 #include <string>
@@ -10,7 +10,10 @@
 namespace ledgerlm {
 
 // Installs the handlers (idempotent). Call stop_signal_restore() to put the old ones back.
-void stop_signal_install();
+// `resume_hint` (may be empty) is printed by the handler with its notice: under mpirun a
+// Ctrl-C kills the ranks about a second after SIGTERM, possibly before the save finishes, so
+// the notice itself says how to resume from the last complete checkpoint.
+void stop_signal_install(const std::string& resume_hint = "");
 void stop_signal_restore();
 // The signal that asked for a stop (0 if none).
 int stop_signal_pending();

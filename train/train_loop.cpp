@@ -1,18 +1,26 @@
 // The training loop (see train_loop.h).
 #include "train/train_loop.h"
 
+#include <signal.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "model/backend/cpu/cpu_report.h"
 #include "optim/schedule.h"
+#include "train/comm.h"
 #include "train/evaluator.h"
 #include "train/ledger.h"
 #include "train/metrics.h"
+#include "train/run_dir.h"
+#include "train/run_summary.h"
 #include "train/stop_signal.h"
+#include "train/tensorboard.h"
 #include "train/train_step.h"
 
 namespace ledgerlm {
@@ -33,13 +41,16 @@ class TrainLoop {
         state_(*run.state),
         ls_(run.loop),
         batches_(*run.loader),
-        ledger_(run.cfg, *run.state, run.world, run.rank),
-        log_(run.run_dir + "/metrics.jsonl") {
+        ledger_(run.cfg, *run.state, run.world, run.rank) {
+    if (run.lead()) log_ = std::make_unique<MetricsLog>(run.run_dir + "/metrics.jsonl");
+    if (run.lead() && cfg_.train.tensorboard) tb_ = std::make_unique<TensorBoardLog>(run.run_dir);
     const DataMeta& meta = run.meta;
     tokens_per_byte_ = meta.val.bytes > 0 ? static_cast<double>(meta.val.tokens) /
                                                 static_cast<double>(meta.val.bytes)
                                           : 0.0;
-    val_starts_ = run.loader->val_windows(cfg_.train.seq_len, cfg_.train.eval_windows);
+    // prepare --val-fraction 0 leaves no val split: the run trains without evaluation.
+    if (meta.val.tokens > 0)
+      val_starts_ = run.loader->val_windows(cfg_.train.seq_len, cfg_.train.eval_windows);
     last_saved_ = run.resuming() ? ls_.step : -1;
   }
 
@@ -47,10 +58,15 @@ class TrainLoop {
     print_header();
     tokens_at_start_ = ls_.tokens;
     t_start_ = t_loop_end_ = Clock::now();
-    stop_signal_install();
+    // Only rank 0 speaks; every rank honours the signal.
+    stop_signal_install(run_.lead() ? "if interrupted before the save completes, resume from the "
+                                      "last complete checkpoint with: " +
+                                          resume_command()
+                                    : "");
     std::string stop_reason;
     while (!budget_spent(ls_.train_seconds)) {
       const int64_t step = ++ls_.step;
+      test_kill_hook(step);
       const int64_t total =
           schedule_total_steps(cfg_.train, run_.tokens_per_step(), step, ls_.train_seconds);
       const double lr = schedule_lr(cfg_.optim, step, total);
@@ -69,7 +85,7 @@ class TrainLoop {
       if (cfg_.ckpt.interval > 0 && step % cfg_.ckpt.interval == 0 && !last) save_checkpoint();
       t_loop_end_ = Clock::now();
       if (!last) {
-        stop_reason = stop_check(run_.run_dir);  // several ranks: all-reduce (max) of this flag
+        stop_reason = stop_agreed();
         if (!stop_reason.empty()) break;
       }
     }
@@ -81,6 +97,47 @@ class TrainLoop {
   }
 
  private:
+  // A stop asked on any rank (its signal, or the STOP file) stops every rank after this step:
+  // the ranks agree with an all-reduce, so they all save at the same step.
+  std::string stop_agreed() {
+    std::string reason = stop_check(run_.run_dir);
+    if (run_.world == 1) return reason;
+    int64_t flag[1] = {reason.empty() ? 0 : 1};
+    comm().all_reduce_max(flag, 1);
+    if (flag[0] == 0) return "";
+    const std::vector<std::string> all = comm().all_gather_text(reason);
+    for (size_t r = 0; r < all.size(); ++r)
+      if (!all[r].empty()) return r == 0 ? all[r] : error_message(all[r], " on rank ", r);
+    return "stop";
+  }
+
+  Comm& comm() { return *run_.comm; }
+
+  // How to continue this run (under mpirun: the same launch, with the resume flag).
+  std::string resume_command() const {
+    const std::string base =
+        "ledgerlm train --config " + shell_quote(run_.run_dir + "/config.toml") + " --resume auto";
+    return run_.world > 1 ? "mpirun -np " + std::to_string(run_.world) + " " + base : base;
+  }
+
+  // Test hook for the failure tests: LEDGERLM_TEST_KILL_AT="RANK:STEP" makes that rank kill
+  // itself with SIGKILL when it begins that step (a rank dying mid-run).
+  void test_kill_hook(int64_t step) const {
+    const char* at = std::getenv("LEDGERLM_TEST_KILL_AT");
+    if (at == nullptr) return;
+    int rank = -1;
+    long long kill_step = -1;
+    if (std::sscanf(at, "%d:%lld", &rank, &kill_step) == 2 && rank == run_.rank &&
+        kill_step == step)
+      ::raise(SIGKILL);
+  }
+
+  // Every record goes to metrics.jsonl and, as scalars, to the TensorBoard event file.
+  void log_write(const json& record) {
+    if (log_) log_->write(record);
+    if (tb_) tb_->write(record);
+  }
+
   bool budget_spent(double train_seconds) const {
     const TrainConfig& t = cfg_.train;
     return (t.max_steps > 0 && ls_.step >= t.max_steps) ||
@@ -89,6 +146,7 @@ class TrainLoop {
   }
 
   void print_header() {
+    if (!run_.lead()) return;
     const ModelConfig& m = cfg_.model;
     const int64_t B = cfg_.train.micro_batch, A = cfg_.train.accum;
     std::printf(
@@ -111,6 +169,9 @@ class TrainLoop {
         dtype_name(state_.plan().grads), master_text(state_.plan()), run_.backend->num_threads());
     ledger_.print_prediction();
     print_backend();
+    if (val_starts_.empty())
+      std::printf("no val split in %s (prepared with --val-fraction 0): no evaluation\n",
+                  cfg_.data.dir.c_str());
     if (run_.resuming()) print_resume();
     std::fflush(stdout);
   }
@@ -124,7 +185,7 @@ class TrainLoop {
                         cfg_.precision.matmul == "bf16");
     std::printf("cpu: %s | path %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
                 rep.gemm.c_str());
-    log_.write(
+    log_write(
         {{"step", ls_.step},
          {"backend",
           {{"cpu", rep.cpu}, {"path", rep.path}, {"kernels", rep.kernels}, {"gemm", rep.gemm}}}});
@@ -138,18 +199,21 @@ class TrainLoop {
     for (const auto& [key, c] : run_.changed.items())
       std::printf("resume: %s changed from %s to %s\n", key.c_str(),
                   c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
-    log_.write({{"step", ls_.step},
-                {"tokens", ls_.tokens},
-                {"resume", run_.resumed_from},
-                {"ckpt_load_s", run_.load_seconds},
-                {"ckpt_bytes", run_.resumed_bytes},
-                {"config_changed", run_.changed}});
+    log_write({{"step", ls_.step},
+               {"tokens", ls_.tokens},
+               {"resume", run_.resumed_from},
+               {"ckpt_load_s", run_.load_seconds},
+               {"ckpt_bytes", run_.resumed_bytes},
+               {"config_changed", run_.changed}});
   }
 
   // The step's metrics record, and on progress steps the memory figures and a progress line.
   void log_step(const StepResult& r, double step_s, int64_t total_steps, bool last) {
     const int64_t step = ls_.step;
     const double tps = static_cast<double>(run_.tokens_per_step()) / step_s;
+    last_loss_ = r.loss;
+    optim_ms_sum_ += r.optim_ms;
+    ++job_steps_;
     json rec = {{"step", step},
                 {"tokens", ls_.tokens},
                 {"wall_s", seconds_since(t_start_)},
@@ -164,9 +228,9 @@ class TrainLoop {
                 {"loss_scale", state_.loss_scale()},
                 {"skipped_steps", ls_.skipped}};
     const bool progress = step % cfg_.train.log_interval == 0 || step == 1 || last;
-    if (progress) ledger_.add_measured(&rec);
-    log_.write(rec);
-    if (progress) print_progress(r, tps, step_s, total_steps);
+    if (progress) add_memory(&rec);
+    log_write(rec);
+    if (progress && run_.lead()) print_progress(r, tps, step_s, total_steps);
   }
 
   void print_progress(const StepResult& r, double tps, double step_s, int64_t total_steps) {
@@ -186,23 +250,43 @@ class TrainLoop {
     std::fflush(stdout);
   }
 
+  // The ledger's figures of this rank, and with several ranks every rank's peaks (a collective:
+  // every rank calls it at the same steps).
+  void add_memory(json* rec) {
+    ledger_.add_measured(rec);
+    if (run_.world == 1) return;
+    int64_t rss = -1, hwm = -1;
+    process_rss_bytes(&rss, &hwm);
+    const json mine = {{"rank", run_.rank},
+                       {"tracked_peak", run_.backend->tracker().total().peak},
+                       {"rss_hwm", hwm},
+                       {"rss_anon", process_rss_anon_bytes()}};
+    json ranks = json::array();
+    for (const std::string& text : comm().all_gather_text(mine.dump()))
+      ranks.push_back(json::parse(text));
+    (*rec)["mem_ranks"] = ranks;
+  }
+
   void run_eval(int64_t at_step) {
+    if (val_starts_.empty()) return;
     const auto t0 = Clock::now();
-    EvalResult ev =
-        evaluate_windows(state_.model(), state_.params(), run_.loader->val_tokens(), val_starts_,
-                         cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
+    EvalResult ev = evaluate_windows_ranks(
+        state_.model(), state_.units(), comm(), run_.loader->val_tokens(), val_starts_,
+        cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
     ls_.last_val = ev.loss;
+    last_bpb_ = ev.bpb;
     if (ev.loss < ls_.best_val) {
       ls_.best_val = ev.loss;
       ls_.best_bpb = ev.bpb;
     }
-    log_.write({{"step", at_step},
-                {"tokens", ls_.tokens},
-                {"wall_s", seconds_since(t_start_)},
-                {"val_loss", ev.loss},
-                {"val_bpb", ev.bpb},
-                {"val_ppl", ev.perplexity},
-                {"val_tokens", ev.tokens}});
+    log_write({{"step", at_step},
+               {"tokens", ls_.tokens},
+               {"wall_s", seconds_since(t_start_)},
+               {"val_loss", ev.loss},
+               {"val_bpb", ev.bpb},
+               {"val_ppl", ev.perplexity},
+               {"val_tokens", ev.tokens}});
+    if (!run_.lead()) return;
     std::printf("eval  step %lld | val loss %.4f | val bpb %.4f | ppl %.2f | tokens %s\n",
                 static_cast<long long>(at_step), ev.loss, ev.bpb, ev.perplexity,
                 format_count(static_cast<double>(ls_.tokens)).c_str());
@@ -211,65 +295,103 @@ class TrainLoop {
   }
 
   void save_checkpoint() {
+    // The records up to this step are durable before the checkpoint that ends them.
+    if (log_) log_->sync();
+    if (tb_) tb_->sync();
     CkptSaveOptions so;
     so.keep = cfg_.ckpt.keep;
     so.world = run_.world;
     so.rank = run_.rank;
+    so.all_gather_text = [this](const std::string& mine) { return comm().all_gather_text(mine); };
     CkptSaveResult res = checkpoint_save(run_.run_dir + "/ckpt", ls_.step,
                                          checkpoint_meta(cfg_, state_, ls_, ledger_, run_.world),
                                          state_.checkpoint_pieces(), so);
     last_saved_ = ls_.step;
-    log_.write({{"step", ls_.step},
-                {"tokens", ls_.tokens},
-                {"ckpt", res.dir},
-                {"ckpt_save_s", res.seconds},
-                {"ckpt_bytes", res.bytes},
-                {"ckpt_data_bytes", res.data_bytes}});
+    log_write({{"step", ls_.step},
+               {"tokens", ls_.tokens},
+               {"ckpt", res.dir},
+               {"ckpt_save_s", res.seconds},
+               {"ckpt_bytes", res.bytes},
+               {"ckpt_data_bytes", res.data_bytes}});
+    if (!run_.lead()) return;
     std::printf("ckpt  step %lld | %s | %s bytes in %.2fs\n", static_cast<long long>(ls_.step),
                 res.dir.c_str(), format_count(static_cast<double>(res.bytes)).c_str(), res.seconds);
     std::fflush(stdout);
   }
 
-  int finish_stopped(const std::string& reason) {
-    stop_file_clear(run_.run_dir);
-    log_.write({{"step", ls_.step}, {"tokens", ls_.tokens}, {"stopped", reason}});
-    ledger_.finish(run_.run_dir);
-    std::printf(
-        "stopped by %s after step %lld: checkpoint %s/ckpt/%s\n"
-        "resume with: ledgerlm train --config %s/config.toml --resume auto\n",
-        reason.c_str(), static_cast<long long>(ls_.step), run_.run_dir.c_str(),
-        checkpoint_dir_name(ls_.step).c_str(), run_.run_dir.c_str());
-    return 0;
-  }
-
-  int finish() {
-    const double wall = seconds_since(t_start_);
+  // The run's summary record ("finished" or "stopped"), with every rank's memory (a collective).
+  json summary_record(const std::string& status) {
     const double mean_tps = ls_.tokens / std::max(ls_.train_seconds, 1e-9);
-    // End to end: this process's steps over the loop's wall clock (every step's data, metrics,
-    // progress and checkpoints included), evaluations excluded.
+    // End to end: this run's steps (every rank's tokens) over the loop's wall clock (every step's
+    // data, metrics, progress and checkpoints included), evaluations excluded.
     const double loop_s = std::chrono::duration<double>(t_loop_end_ - t_start_).count() - eval_s_;
     const double e2e_tps =
         loop_s > 0 ? static_cast<double>(ls_.tokens - tokens_at_start_) / loop_s : 0.0;
     json summary = {{"summary", true},
+                    {"status", status},
+                    {"run", cfg_.train.name},
                     {"steps", ls_.step},
                     {"tokens", ls_.tokens},
-                    {"wall_s", wall},
+                    {"wall_s", seconds_since(t_start_)},
                     {"train_s", ls_.train_seconds},
                     {"mean_tokens_per_s", mean_tps},
                     {"e2e_tokens_per_s", e2e_tps},
                     {"eval_s", eval_s_},
+                    {"mean_optim_ms", job_steps_ > 0 ? json(optim_ms_sum_ / job_steps_) : json()},
+                    {"final_loss", finite_or_null(last_loss_)},
+                    {"final_val_loss", finite_or_null(ls_.last_val)},
+                    {"final_val_bpb", finite_or_null(last_bpb_)},
                     {"best_val_loss", finite_or_null(ls_.best_val)},
                     {"best_val_bpb", finite_or_null(ls_.best_bpb)},
-                    {"skipped_steps", ls_.skipped}};
-    ledger_.add_measured(&summary);
-    log_.write(summary);
+                    {"skipped_steps", ls_.skipped},
+                    {"params", state_.table().num_params},
+                    {"world", run_.world},
+                    {"global_batch", run_.world * cfg_.train.micro_batch * cfg_.train.accum},
+                    {"tokens_per_step", run_.tokens_per_step()}};
+    add_memory(&summary);
+    return summary;
+  }
+
+  // The summary's one source: the same object ends metrics.jsonl and becomes summary.json.
+  void write_summary(json summary) {
+    run_summary_add_files(run_.run_dir, &summary);
+    log_write(summary);
+    if (log_) log_->sync();
+    if (tb_) tb_->sync();
+    run_summary_write(run_.run_dir, summary);
+  }
+
+  int finish_stopped(const std::string& reason) {
+    json summary = summary_record("stopped");
+    summary["stopped"] = reason;
+    if (!run_.lead()) return 0;
+    stop_file_clear(run_.run_dir);
+    log_write({{"step", ls_.step}, {"tokens", ls_.tokens}, {"stopped", reason}});
+    write_summary(summary);
     ledger_.finish(run_.run_dir);
     std::printf(
+        "stopped by %s after step %lld: checkpoint %s/ckpt/%s\n"
+        "resume with: %s\n",
+        reason.c_str(), static_cast<long long>(ls_.step), run_.run_dir.c_str(),
+        checkpoint_dir_name(ls_.step).c_str(), resume_command().c_str());
+    return 0;
+  }
+
+  int finish() {
+    const json summary = summary_record("finished");
+    if (!run_.lead()) return 0;
+    write_summary(summary);
+    ledger_.finish(run_.run_dir);
+    char val[96] = "no evaluation";
+    if (!val_starts_.empty())
+      std::snprintf(val, sizeof val, "best val loss %.4f, bpb %.4f", ls_.best_val, ls_.best_bpb);
+    std::printf(
         "done: %lld steps, %s tokens in %s (%s tok/s; end to end %s tok/s, evaluations "
-        "excluded) | best val loss %.4f, bpb %.4f | weights %s/model.safetensors\n",
+        "excluded) | %s | weights %s/model.safetensors\n",
         static_cast<long long>(ls_.step), format_count(static_cast<double>(ls_.tokens)).c_str(),
-        format_duration(wall).c_str(), format_count(mean_tps).c_str(),
-        format_count(e2e_tps).c_str(), ls_.best_val, ls_.best_bpb, run_.run_dir.c_str());
+        format_duration(summary["wall_s"].get<double>()).c_str(),
+        format_count(summary["mean_tokens_per_s"].get<double>()).c_str(),
+        format_count(summary["e2e_tokens_per_s"].get<double>()).c_str(), val, run_.run_dir.c_str());
     return 0;
   }
 
@@ -279,7 +401,11 @@ class TrainLoop {
   LoopState& ls_;
   LoaderBatches batches_;
   RunLedger ledger_;
-  MetricsLog log_;
+  std::unique_ptr<MetricsLog> log_;          // rank 0's
+  std::unique_ptr<TensorBoardLog> tb_;       // rank 0's, unless train.tensorboard = false
+  double last_loss_ = NAN, last_bpb_ = NAN;  // of this job's last step and evaluation
+  double optim_ms_sum_ = 0.0;                // over this job's steps (rank 0's optimizer time)
+  int64_t job_steps_ = 0;
   double tokens_per_byte_ = 0.0;
   std::vector<int64_t> val_starts_;
   int64_t last_saved_ = -1;

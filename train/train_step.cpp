@@ -49,11 +49,18 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
     loss_sum += model.forward(state.units(), mb.inputs, mb.targets, B, T, fo);
     r.forward_ms += ms_since(t0);
     t0 = Clock::now();
-    model.backward(state.units(), r.loss_scale / static_cast<double>(A));
+    // Each rank's gradient is its share of the global mean: sums over ranks then average.
+    model.backward(state.units(), r.loss_scale / static_cast<double>(A * state.world()));
     r.backward_ms += ms_since(t0);
   }
-  r.loss = loss_sum / static_cast<double>(A);
-  // Reduction point: a single process holds the whole gradient already.
+  r.comm_ms = state.take_backward_comm_ms();  // ZeRO-2/3 reduce-scatter inside backward
+  r.backward_ms -= r.comm_ms;
+  // Reduction point: gradients meet across ranks (stage 0 all-reduce, stage 1 reduce-scatter).
+  r.comm_ms += state.reduce_gradients();
+  // The step's loss is the mean over every rank's micro-batches (the same number on each rank).
+  double sums[1] = {loss_sum / static_cast<double>(A)};
+  if (state.world() > 1) state.comm().all_reduce_sum(sums, 1);
+  r.loss = sums[0] / static_cast<double>(state.world());
   if (!std::isfinite(r.loss) && !state.plan().scaler_on)
     fail(error_message("non-finite loss (", r.loss, ") at step ", step,
                        ": training diverged (try a lower optim.lr or precision.params = fp32)"));
@@ -61,6 +68,7 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
   r.grad_norm = st.grad_norm;
   r.skipped = st.skipped;
   r.optim_ms = st.optim_ms;
+  r.comm_ms += st.comm_ms;
   if (r.skipped) {
     LLM_REQUIRE(state.plan().scaler_on, "non-finite gradients at step ", step,
                 ": training diverged (try a lower optim.lr)");

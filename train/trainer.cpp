@@ -6,8 +6,8 @@
 
 namespace ledgerlm {
 
-int command_train(TrainCommand& cmd) {
-  TrainRun run = run_setup(cmd);
+int command_train(TrainCommand& cmd, Comm& comm) {
+  TrainRun run = run_setup(cmd, comm);
   return train_loop(run);
 }
 

@@ -56,6 +56,9 @@ struct GemmArgs {
   // precision.matmul = bf16: A and B are rounded to bf16 before the product (products exact in
   // fp32, sums in fp32), run on bf16 dot-product instructions where the device has them.
   bool bf16_inputs = false;
+  // precision.matmul = tf32: fp32 operands multiplied on TF32 tensor cores (10-bit mantissa
+  // products, fp32 sums). A CUDA mode; the configuration refuses it on the CPU.
+  bool tf32 = false;
 };
 
 // Which random numbers a dropout mask uses. Element e of sequence s (the sequence's index in the
@@ -79,15 +82,34 @@ struct AttentionArgs {
   uint64_t first_sequence = 0;  // (head * T + query) * T + key
 };
 
+struct OptimOp;  // model/backend/optim_op.h
+
 // Backend construction options (the factory's input).
 struct BackendOptions {
   int threads = 0;  // CPU threads (0: all cores / ranks on this node)
   int device = 0;   // accelerator index for device backends
 };
 
+// What crossed between host and backend memory (copies, and scalars that reductions return):
+// lets a test check that a training step moves only tokens up and a few scalars down.
+struct TransferStats {
+  int64_t up_calls = 0, up_bytes = 0;      // host -> backend
+  int64_t down_calls = 0, down_bytes = 0;  // backend -> host (copies and returned scalars)
+};
+
+// A device backend's memory as its driver reports it (cudaMemGetInfo): the independent figure
+// the ledger reconciles the tracker with, as it uses the process RSS for host memory.
+struct DeviceMemoryInfo {
+  int64_t used = 0;      // in use on the device now (total - free, every process)
+  int64_t baseline = 0;  // in use right after the backend was created (context, others)
+  int64_t total = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
+  virtual const TransferStats& transfers() const { return transfers_; }
+  virtual void reset_transfers() { transfers_ = TransferStats{}; }
   virtual std::string name() const = 0;
   virtual int num_threads() const = 0;
 
@@ -95,6 +117,11 @@ class Backend {
   virtual MemoryTracker& tracker() = 0;
   // Where this backend's allocations live (host for the CPU backend).
   virtual MemSpace memory_space() const = 0;
+  // The driver's figures for a device backend (false for host memory backends).
+  virtual bool device_memory(DeviceMemoryInfo* info) {
+    (void)info;
+    return false;
+  }
   // A zero-filled allocation in the backend's memory, accounted to `tag`.
   virtual Buffer allocate(MemTag tag, size_t bytes) = 0;
   // Explicit copies of n elements of dst.dtype (src has the same dtype): host memory into the
@@ -110,6 +137,9 @@ class Backend {
                        uint64_t seed = 0, uint64_t stream_offset = 0) = 0;
   // dst += src (dst fp32/fp64/bf16/fp16, src any float dtype).
   virtual void accumulate(Tensor dst, Tensor src, int64_t n) = 0;
+  // sum of x (fp32 or fp64), accumulated in double in a fixed order: a loss comes back as one
+  // scalar instead of per-token values.
+  virtual double sum(Tensor x, int64_t n) = 0;
   // sum of squares of x (any float dtype), accumulated in double in a fixed order.
   virtual double sum_squares(Tensor x, int64_t n) = 0;
   // true when every element of x is finite.
@@ -122,11 +152,11 @@ class Backend {
   // dbias[N] += sum over rows of dout[M,N].
   virtual void bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) = 0;
 
-  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]   (tokens int32, out act [B*T, C])
-  virtual void embedding_forward(Tensor out, const int32_t* tokens, Tensor wte, Tensor wpe,
-                                 int64_t batch, int64_t seq, int64_t channels) = 0;
+  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]   (tokens int32 [B*T], out act [B*T, C])
+  virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int64_t batch,
+                                 int64_t seq, int64_t channels) = 0;
   // dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]  (fixed order: deterministic)
-  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const int32_t* tokens,
+  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens,
                                   int64_t batch, int64_t seq, int64_t channels) = 0;
 
   // out = (x - mean) * rstd * weight + bias over the last dim C; mean and rstd ([N], act dtype)
@@ -178,18 +208,47 @@ class Backend {
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                   const AttentionArgs& args) = 0;
 
+  // One query row per head against a KV cache (incremental decoding): q [C] (head h at columns
+  // h*hd ..), k_cache and v_cache [positions, C] with rows `stride` elements apart; out [C] =
+  // softmax(q . k / sqrt(hd)) v over the first `positions` rows, per head. fp32.
+  virtual void attention_decode(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
+                                int64_t positions, int64_t heads, int64_t channels,
+                                int64_t stride) = 0;
+
   // Softmax cross-entropy over the first `vocab` of `padded_vocab` columns (padding gets no
-  // mass). losses[r] = -log p[r, targets[r]]. If `grad_scale` != 0, the logits are overwritten
-  // in place with dlogits = grad_scale * (softmax - onehot) (padding columns get 0).
-  virtual void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets,
-                                     int64_t rows, int64_t vocab, int64_t padded_vocab,
-                                     double grad_scale) = 0;
+  // mass). losses[r] = -log p[r, targets[r]] (targets int32 [rows]). If `grad_scale` != 0, the
+  // logits are overwritten in place with dlogits = grad_scale * (softmax - onehot) (padding
+  // columns get 0).
+  virtual void softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
+                                     int64_t vocab, int64_t padded_vocab, double grad_scale) = 0;
+
+  // ---- optimizer ----------------------------------------------------------------------------
+  // One optimizer kernel (optim_op.h); kinds that reduce write their partial sums to `sums`
+  // (host memory, at most 2 values), the others leave it alone.
+  virtual void optimizer_op(const OptimOp& op, double* sums) = 0;
+
+ protected:
+  // Implementations count what they move (transfers()).
+  void note_up(int64_t bytes) {
+    ++transfers_.up_calls;
+    transfers_.up_bytes += bytes;
+  }
+  void note_down(int64_t bytes) {
+    ++transfers_.down_calls;
+    transfers_.down_bytes += bytes;
+  }
+
+ private:
+  TransferStats transfers_;
 };
 
 // The backend called `name` ("cpu"; "cuda" in builds with the CUDA backend); an unknown or
 // unavailable name is an Error naming it and the choices.
 std::unique_ptr<Backend> backend_create(const std::string& name,
                                         const BackendOptions& options = {});
+// train.device resolved: "auto" is "cuda" when this build has the CUDA backend and a CUDA device
+// is visible, else "cpu"; any other name is returned as it is.
+std::string backend_resolve(const std::string& name);
 // Names backend_create accepts in this build.
 std::string backend_names();
 

@@ -1,20 +1,45 @@
 // The backend factory: a backend by name, so that the trainer, bench, eval and sample choose it
 // from configuration (train.device) instead of naming a concrete class. A backend added to the
 // build registers here.
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
 #include "model/backend/backend.h"
+#include "model/backend/guard/guard_backend.h"
 #include "model/base/check.h"
+#ifdef LEDGERLM_HAVE_CUDA
+#include "model/backend/cuda/cuda_device.h"
+#endif
 
 namespace ledgerlm {
 
 std::string backend_names() {
+#ifdef LEDGERLM_HAVE_CUDA
+  return "cpu, cuda";
+#else
+  return "cpu";
+#endif
+}
+
+std::string backend_resolve(const std::string& name) {
+  if (name != "auto") return name;
+#ifdef LEDGERLM_HAVE_CUDA
+  if (cuda_device_count() > 0) return "cuda";
+#endif
   return "cpu";
 }
 
 std::unique_ptr<Backend> backend_create(const std::string& name, const BackendOptions& options) {
+  // Test hook (guard_backend.h): the CPU backend behind guarded memory.
+  const char* guard = std::getenv("LEDGERLM_TEST_GUARD_BACKEND");
+  if (name == "guard" || (name == "cpu" && guard != nullptr && std::strcmp(guard, "1") == 0))
+    return backend_create_guard(options.threads);
   if (name == "cpu") return backend_create_cpu(options.threads);
+#ifdef LEDGERLM_HAVE_CUDA
+  if (name == "cuda") return backend_create_cuda(options.device);
+#endif
   fail(error_message("backend '", name,
                      "' is not available in this build (choices: ", backend_names(), ")"));
 }

@@ -186,4 +186,17 @@ bool process_rss_bytes(int64_t* current, int64_t* high_water_mark) {
   return found == 2;
 }
 
+int64_t process_rss_anon_bytes() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  int64_t bytes = -1;
+  while (std::fgets(line, sizeof line, f)) {
+    long long kb = 0;
+    if (std::sscanf(line, "RssAnon: %lld kB", &kb) == 1) bytes = kb * 1024;
+  }
+  std::fclose(f);
+  return bytes;
+}
+
 }  // namespace ledgerlm

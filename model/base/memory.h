@@ -113,5 +113,8 @@ class Buffer {
 // Reads the process's resident-set high-water mark and current RSS (Linux /proc/self/status),
 // the independent figure the ledger reconciles with. Returns false where unavailable.
 bool process_rss_bytes(int64_t* current, int64_t* high_water_mark);
+// The anonymous part of the current RSS (RssAnon: heap and other private memory, not mapped
+// files), -1 where unavailable.
+int64_t process_rss_anon_bytes();
 
 }  // namespace ledgerlm

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "model/base/hd.h"
+
 namespace ledgerlm {
 
-inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr,
-                                          std::array<uint32_t, 2> key) {
+LLM_HD inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr,
+                                                 std::array<uint32_t, 2> key) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
@@ -29,7 +31,8 @@ enum class RngStream : uint32_t { kInit = 1, kData = 2, kDropout = 3, kRounding 
 
 // Four uniform 32-bit words for (seed, stream, a, b): a and b are the caller's coordinates,
 // e.g. (tensor index, element / 4) or (step, window).
-inline std::array<uint32_t, 4> rng_bits(uint64_t seed, RngStream stream, uint64_t a, uint64_t b) {
+LLM_HD inline std::array<uint32_t, 4> rng_bits(uint64_t seed, RngStream stream, uint64_t a,
+                                               uint64_t b) {
   return philox4x32(
       {static_cast<uint32_t>(a), static_cast<uint32_t>(a >> 32), static_cast<uint32_t>(b),
        static_cast<uint32_t>(b >> 32) ^ (static_cast<uint32_t>(stream) << 24)},

@@ -11,7 +11,7 @@
 namespace ledgerlm {
 
 TEST(CudaDevice, Bf16RoundTripMatchesCpu) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
   std::vector<float> in(1000), out(1000);
   for (size_t i = 0; i < in.size(); ++i) in[i] = std::sin(0.37f * static_cast<float>(i)) * 100.0f;
   ASSERT_TRUE(cuda_bf16_roundtrip(in.data(), out.data(), static_cast<int64_t>(in.size())));

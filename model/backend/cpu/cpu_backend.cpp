@@ -18,6 +18,7 @@
 #include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/backend/cpu/cpu_kernels.h"
 #include "model/backend/cpu/cpu_onednn.h"
+#include "model/backend/cpu/cpu_optim.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -28,24 +29,6 @@ constexpr int64_t kChunk = 1 << 15;
 
 int64_t chunk_count(int64_t n) {
   return (n + kChunk - 1) / kChunk;
-}
-
-// Rounds v into dst, stochastically for 16-bit formats; `bits` are 32 uniform random bits.
-template <class V>
-inline void store_stochastic(float& dst, V v, uint32_t) {
-  dst = static_cast<float>(v);
-}
-template <class V>
-inline void store_stochastic(double& dst, V v, uint32_t) {
-  dst = static_cast<double>(v);
-}
-template <class V>
-inline void store_stochastic(Bf16& dst, V v, uint32_t bits) {
-  dst.bits = f32_to_bf16_stochastic(static_cast<float>(v), bits);
-}
-template <class V>
-inline void store_stochastic(Half& dst, V v, uint32_t bits) {
-  dst.bits = f32_to_f16_stochastic(static_cast<float>(v), bits);
 }
 
 // The fp32 <-> bf16/fp16 conversions on the kernel table (bitwise the scalar ones); false for
@@ -92,10 +75,12 @@ Buffer CpuBackend::allocate(MemTag tag, size_t bytes) {
 
 // The CPU backend's memory is host memory: its copies are memcpy (parallel for large ones).
 void CpuBackend::copy_from_host(Tensor dst, const void* src, int64_t n) {
+  note_up(n * static_cast<int64_t>(dtype_size(dst.dtype)));
   copy(dst, Tensor(const_cast<void*>(src), dst.dtype), n);
 }
 
 void CpuBackend::copy_to_host(void* dst, Tensor src, int64_t n) {
+  note_down(n * static_cast<int64_t>(dtype_size(src.dtype)));
   copy(Tensor(dst, src.dtype), src, n);
 }
 
@@ -114,6 +99,20 @@ void CpuBackend::copy(Tensor dst, Tensor src, int64_t n) {
     const int64_t begin = c * piece;
     std::memmove(d + begin, s + begin, static_cast<size_t>(std::min(bytes - begin, piece)));
   }
+}
+
+void CpuBackend::optimizer_op(const OptimOp& op, double* sums) {
+  cpu_optimizer_op(op, sums);
+  if (optim_op_reduces(op.kind)) note_down(2 * sizeof(double));
+  // Adafactor's factored statistics live in host memory (optim_op.h): a device backend moves
+  // them, so they are counted here as it would move them — the row and column accumulators
+  // down after the sums, the row fractions and column statistics up before U^2 and the update.
+  const int64_t stats = optim_op_host_stats(op);
+  if (op.kind == OptimOpKind::kAdafactorFactoredSums)
+    note_down(stats * static_cast<int64_t>(sizeof(double)));
+  else if (op.kind == OptimOpKind::kAdafactorFactoredU2 ||
+           op.kind == OptimOpKind::kAdafactorApplyFactored)
+    note_up(stats * static_cast<int64_t>(sizeof(float)));
 }
 
 void* CpuBackend::workspace(WorkSlot slot, size_t bytes) {
@@ -209,7 +208,32 @@ void CpuBackend::accumulate(Tensor dst, Tensor src, int64_t n) {
   });
 }
 
+double CpuBackend::sum(Tensor x, int64_t n) {
+  note_down(sizeof(double));
+  if (n <= 0) return 0.0;
+  LLM_REQUIRE(x.dtype == DType::kF32 || x.dtype == DType::kF64,
+              "cpu backend: sum of fp32 or fp64 values, got ", dtype_name(x.dtype));
+  // Chunks of kChunk in order, each summed left to right: independent of the thread count.
+  const int64_t chunks = chunk_count(n);
+  double* partial = static_cast<double*>(workspace(WorkSlot::kPartials, chunks * sizeof(double)));
+  dispatch_act(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = x.as<const T>();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      double acc = 0.0;
+      for (int64_t i = begin; i < end; ++i) acc += static_cast<double>(p[i]);
+      partial[c] = acc;
+    }
+  });
+  double total = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) total += partial[c];
+  return total;
+}
+
 double CpuBackend::sum_squares(Tensor x, int64_t n) {
+  note_down(sizeof(double));
   if (n <= 0) return 0.0;
   require_float(x, "sum_squares x");
   const int64_t chunks = chunk_count(n);
@@ -235,6 +259,7 @@ double CpuBackend::sum_squares(Tensor x, int64_t n) {
 }
 
 bool CpuBackend::all_finite(Tensor x, int64_t n) {
+  note_down(1);
   if (n <= 0) return true;
   require_float(x, "all_finite x");
   const int64_t chunks = chunk_count(n);

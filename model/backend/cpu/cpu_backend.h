@@ -14,6 +14,7 @@
 
 #include "model/backend/backend.h"
 #include "model/backend/cpu/cpu_isa.h"
+#include "model/base/hd.h"
 #include "model/base/rng.h"
 
 namespace ledgerlm::cpu {
@@ -56,6 +57,7 @@ class CpuBackend final : public Backend {
   void convert(Tensor dst, Tensor src, int64_t n, Rounding rounding = Rounding::kNearest,
                uint64_t seed = 0, uint64_t stream_offset = 0) override;
   void accumulate(Tensor dst, Tensor src, int64_t n) override;
+  double sum(Tensor x, int64_t n) override;
   double sum_squares(Tensor x, int64_t n) override;
   bool all_finite(Tensor x, int64_t n) override;
   void scale(Tensor x, int64_t n, double s) override;
@@ -63,10 +65,10 @@ class CpuBackend final : public Backend {
   void gemm(const GemmArgs& args) override;
   void bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) override;
 
-  void embedding_forward(Tensor out, const int32_t* tokens, Tensor wte, Tensor wpe, int64_t batch,
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int64_t batch,
                          int64_t seq, int64_t channels) override;
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const int32_t* tokens,
-                          int64_t batch, int64_t seq, int64_t channels) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, int64_t batch,
+                          int64_t seq, int64_t channels) override;
 
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,
                          int64_t rows, int64_t channels) override;
@@ -88,8 +90,12 @@ class CpuBackend final : public Backend {
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                           const AttentionArgs& args) override;
 
-  void softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets, int64_t rows,
+  void attention_decode(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache, int64_t positions,
+                        int64_t heads, int64_t channels, int64_t stride) override;
+  void softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
                              int64_t vocab, int64_t padded_vocab, double grad_scale) override;
+
+  void optimizer_op(const OptimOp& op, double* sums) override;
 
   // A workspace buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
   void* workspace(WorkSlot slot, size_t bytes);
@@ -125,21 +131,24 @@ std::string cpu_blas_config();
 // the GEMM library's kernels too.
 std::string cpu_blas_better_coretype();
 
+// These key functions are LLM_HD: the CUDA backend draws the same bits from them.
+//
 // The 32 random bits stochastic rounding uses for element `index` of a stream: word index%4 of
 // rng_bits(seed, kRounding, index / 4, 0) (one Philox call serves four elements). A pure function
 // of (seed, index), so shards and resumes see the same bits for the same global element.
-inline uint32_t cpu_rounding_bits(uint64_t seed, uint64_t index) {
+LLM_HD inline uint32_t cpu_rounding_bits(uint64_t seed, uint64_t index) {
   return rng_bits(seed, RngStream::kRounding, index >> 2, 0)[index & 3];
 }
 
 // The dropout mask's bits of element `index` of global-batch sequence `sequence` (DropoutKey):
 // word index%4 of rng_bits(seed, kDropout, site, (sequence << 40) | index / 4). An element is
 // kept iff its bits >= cpu_dropout_threshold(p), i.e. with probability 1 - p.
-inline std::array<uint32_t, 4> cpu_dropout_words(uint64_t seed, uint64_t site, uint64_t sequence,
-                                                 uint64_t index) {
+LLM_HD inline std::array<uint32_t, 4> cpu_dropout_words(uint64_t seed, uint64_t site,
+                                                        uint64_t sequence, uint64_t index) {
   return rng_bits(seed, RngStream::kDropout, site, (sequence << 40) | (index >> 2));
 }
-inline uint32_t cpu_dropout_bits(uint64_t seed, uint64_t site, uint64_t sequence, uint64_t index) {
+LLM_HD inline uint32_t cpu_dropout_bits(uint64_t seed, uint64_t site, uint64_t sequence,
+                                        uint64_t index) {
   return cpu_dropout_words(seed, site, sequence, index)[index & 3];
 }
 inline uint64_t cpu_dropout_threshold(double p) {

@@ -16,9 +16,12 @@
 
 namespace ledgerlm::cpu {
 
-void CpuBackend::softmax_cross_entropy(Tensor losses, Tensor logits, const int32_t* targets,
+void CpuBackend::softmax_cross_entropy(Tensor losses, Tensor logits, Tensor target_ids,
                                        int64_t rows, int64_t vocab, int64_t padded_vocab,
                                        double grad_scale) {
+  LLM_REQUIRE(target_ids.empty() || target_ids.dtype == DType::kI32,
+              "cpu backend: softmax_cross_entropy targets must be int32");
+  const int32_t* targets = target_ids.as<const int32_t>();
   const DType act = require_act_dtype(logits, "softmax_cross_entropy logits");
   require_act(losses, act, "softmax_cross_entropy losses");
   LLM_REQUIRE(rows >= 0 && vocab > 0 && padded_vocab >= vocab,

@@ -11,6 +11,7 @@
 #include "model/backend/backend.h"
 #include "model/base/check.h"
 #include "model/base/dtype.h"
+#include "model/base/hd.h"
 
 namespace ledgerlm::cpu {
 
@@ -22,34 +23,53 @@ struct Half {
   uint16_t bits;
 };
 
-inline float load_value(float v) {
+LLM_HD inline float load_value(float v) {
   return v;
 }
-inline double load_value(double v) {
+LLM_HD inline double load_value(double v) {
   return v;
 }
-inline float load_value(Bf16 v) {
+LLM_HD inline float load_value(Bf16 v) {
   return bf16_to_f32(v.bits);
 }
-inline float load_value(Half v) {
+LLM_HD inline float load_value(Half v) {
   return f16_to_f32(v.bits);
 }
 
 template <class V>
-inline void store_value(float& dst, V v) {
+LLM_HD inline void store_value(float& dst, V v) {
   dst = static_cast<float>(v);
 }
 template <class V>
-inline void store_value(double& dst, V v) {
+LLM_HD inline void store_value(double& dst, V v) {
   dst = static_cast<double>(v);
 }
 template <class V>
-inline void store_value(Bf16& dst, V v) {
+LLM_HD inline void store_value(Bf16& dst, V v) {
   dst.bits = f32_to_bf16(static_cast<float>(v));
 }
 template <class V>
-inline void store_value(Half& dst, V v) {
+LLM_HD inline void store_value(Half& dst, V v) {
   dst.bits = f32_to_f16(static_cast<float>(v));
+}
+
+// Rounds v into dst, stochastically for 16-bit formats; `bits` are 32 uniform random bits
+// (host and device: the CUDA casts call the same functions).
+template <class V>
+LLM_HD inline void store_stochastic(float& dst, V v, uint32_t) {
+  dst = static_cast<float>(v);
+}
+template <class V>
+LLM_HD inline void store_stochastic(double& dst, V v, uint32_t) {
+  dst = static_cast<double>(v);
+}
+template <class V>
+LLM_HD inline void store_stochastic(Bf16& dst, V v, uint32_t bits) {
+  dst.bits = f32_to_bf16_stochastic(static_cast<float>(v), bits);
+}
+template <class V>
+LLM_HD inline void store_stochastic(Half& dst, V v, uint32_t bits) {
+  dst.bits = f32_to_f16_stochastic(static_cast<float>(v), bits);
 }
 
 // The arithmetic type a storage type computes in: double for fp64, fp32 for everything else.

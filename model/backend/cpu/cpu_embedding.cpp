@@ -2,7 +2,7 @@
 //
 // Backward is deterministic without atomics and independent of the thread count:
 // - dwpe: each position t sums its B rows in batch order, then adds once into dwpe[t].
-// - dwte: positions are grouped by token (a stable sort keeps them in position order); each
+// - dwte: positions are grouped by token (sorted on (token, position), so in position order); each
 //   distinct token sums its rows in that order and adds once into dwte[token]. Different tokens
 //   touch different rows, so groups run in parallel; a bf16 gradient is rounded once per token
 //   and step instead of once per occurrence.
@@ -17,6 +17,12 @@
 
 namespace ledgerlm::cpu {
 namespace {
+
+const int32_t* token_array(Tensor t, const char* what) {
+  LLM_REQUIRE(t.empty() || t.dtype == DType::kI32, "cpu backend: ", what,
+              " tokens must be int32, got ", dtype_name(t.dtype));
+  return t.as<const int32_t>();
+}
 
 void require_tokens(const int32_t* tokens, int64_t count, const char* what) {
   LLM_REQUIRE(tokens != nullptr || count == 0, "cpu backend: ", what, " tokens are null");
@@ -39,13 +45,14 @@ void widen_row(const CpuKernels& k, const S* src, int64_t n, float* dst) {
 
 }  // namespace
 
-void CpuBackend::embedding_forward(Tensor out, const int32_t* tokens, Tensor wte, Tensor wpe,
+void CpuBackend::embedding_forward(Tensor out, Tensor token_ids, Tensor wte, Tensor wpe,
                                    int64_t batch, int64_t seq, int64_t channels) {
   const DType act = require_act_dtype(out, "embedding_forward out");
   require_float(wte, "embedding_forward wte");
   require_float(wpe, "embedding_forward wpe");
   LLM_REQUIRE(batch >= 0 && seq >= 0 && channels > 0, "cpu backend: embedding sizes invalid");
   const int64_t rows = batch * seq;
+  const int32_t* tokens = token_array(token_ids, "embedding_forward");
   require_tokens(tokens, rows, "embedding_forward");
   const int64_t c = channels;
   dispatch_act(act, [&](auto atag) {
@@ -90,7 +97,7 @@ void CpuBackend::embedding_forward(Tensor out, const int32_t* tokens, Tensor wte
   });
 }
 
-void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const int32_t* tokens,
+void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor token_ids,
                                     int64_t batch, int64_t seq, int64_t channels) {
   const DType act = require_act_dtype(dout, "embedding_backward dout");
   require_float(dwte, "embedding_backward dwte");
@@ -98,6 +105,7 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, const
   LLM_REQUIRE(batch >= 0 && seq >= 0 && channels > 0, "cpu backend: embedding sizes invalid");
   const int64_t rows = batch * seq;
   if (rows == 0) return;
+  const int32_t* tokens = token_array(token_ids, "embedding_backward");
   require_tokens(tokens, rows, "embedding_backward");
   const int64_t c = channels;
 

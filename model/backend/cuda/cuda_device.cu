@@ -31,7 +31,7 @@ std::string cuda_device_description(int device) {
   cudaDeviceProp prop{};
   cudaError_t err = cudaGetDeviceProperties(&prop, device);
   if (err != cudaSuccess) return std::string("no CUDA device: ") + cudaGetErrorString(err);
-  char buf[256];
+  char buf[640];  // the name (up to 256) and the figures: never truncated
   std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
                 static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
   return buf;

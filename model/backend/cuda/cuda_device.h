@@ -1,8 +1,9 @@
-// CUDA device discovery and the first device kernels (precision casts). The full CUDA backend
-// (cuBLASLt GEMMs, attention, fused optimizer kernels) implements backend.h on top of these.
+// CUDA device discovery, a bf16 cast round trip, and the CUDA backend's constructor: the header
+// host code outside model/backend/cuda includes (no CUDA headers needed).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace ledgerlm {
@@ -14,5 +15,10 @@ std::string cuda_device_description(int device);
 // Round-trips n floats through device memory, converting to bf16 and back on the GPU; returns
 // false when no device is available. Used by the cuda-labelled test.
 bool cuda_bf16_roundtrip(const float* in, float* out, int64_t n);
+
+class Backend;
+// The CUDA backend on `device` (model/backend/cuda/cuda_backend.h); an Error when no such device
+// is visible. backend_create("cuda") calls it.
+std::unique_ptr<Backend> backend_create_cuda(int device);
 
 }  // namespace ledgerlm

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "optim/kernels.h"
+#include "model/backend/optim_kernels.h"
 
 namespace ledgerlm {
 
@@ -47,23 +47,36 @@ LambStep<T> lamb_step_make(double beta1, double beta2, double eps, double wd, in
 }
 
 template <class T>
-inline T lamb_elem_r(T w, T m, T v, const LambStep<T>& s) {
+LLM_HD inline T lamb_elem_m(T m, T g, const LambStep<T>& s) {
+  return T(s.beta1 * m + s.one_minus_beta1 * g);
+}
+template <class T>
+LLM_HD inline T lamb_elem_v(T v, T g, const LambStep<T>& s) {
+  return T(s.beta2 * v + s.one_minus_beta2 * (g * g));
+}
+template <class T>
+LLM_HD inline T lamb_elem_r(T w, T m, T v, const LambStep<T>& s) {
   return (m / s.bc1) / (std::sqrt(v / s.bc2) + s.eps) + s.wd * w;
 }
 
 // Phase 1: moments; returns {sum w^2, sum r^2} over these elements.
+// Element i: updates m and v, adds w^2 and r^2 into acc[0], acc[1] (host and device).
+template <class T, class S, class G, class Acc>
+LLM_HD inline void lamb_moments_at(const T* w, S* m, S* v, const G& g, int64_t i,
+                                   const LambStep<T>& s, Acc& acc) {
+  const T gi = g[i];
+  const T mi = state_put(m[i], lamb_elem_m<T>(state_load(m[i]), gi, s));
+  const T vi = state_put(v[i], lamb_elem_v<T>(state_load(v[i]), gi, s));
+  const double wi = static_cast<double>(w[i]);
+  const double r = static_cast<double>(lamb_elem_r(w[i], mi, vi, s));
+  acc[0] += wi * wi;
+  acc[1] += r * r;
+}
 template <class T, class S, class G>
 std::array<double, 2> lamb_phase_moments(const T* w, S* m, S* v, const G& g, int64_t n,
                                          const LambStep<T>& s) {
-  return optim_chunked_sums<2>(n, [&](int64_t i, std::array<double, 2>& acc) {
-    const T gi = g[i];
-    const T mi = state_put(m[i], T(s.beta1 * state_load(m[i]) + s.one_minus_beta1 * gi));
-    const T vi = state_put(v[i], T(s.beta2 * state_load(v[i]) + s.one_minus_beta2 * (gi * gi)));
-    const double wi = static_cast<double>(w[i]);
-    const double r = static_cast<double>(lamb_elem_r(w[i], mi, vi, s));
-    acc[0] += wi * wi;
-    acc[1] += r * r;
-  });
+  return optim_chunked_sums<2>(
+      n, [&](int64_t i, std::array<double, 2>& acc) { lamb_moments_at(w, m, v, g, i, s, acc); });
 }
 
 // phi(||w||)/||r||, 1 when either norm is 0. clamp_lo/hi < 0: phi is the identity.
@@ -75,10 +88,14 @@ inline double lamb_trust_ratio(double w_norm, double r_norm, bool clamp, double 
 
 // Phase 2: w -= scale * r with scale = lr * trust.
 template <class T, class S>
+LLM_HD inline void lamb_apply_at(T* w, const S* m, const S* v, int64_t i, const LambStep<T>& s,
+                                 T scale) {
+  w[i] = w[i] - scale * lamb_elem_r<T>(w[i], state_load(m[i]), state_load(v[i]), s);
+}
+template <class T, class S>
 void lamb_phase_apply(T* w, const S* m, const S* v, int64_t n, const LambStep<T>& s, T scale) {
 #pragma omp parallel for simd schedule(static) if (n >= kOptimParallelMin)
-  for (int64_t i = 0; i < n; ++i)
-    w[i] = w[i] - scale * lamb_elem_r<T>(w[i], state_load(m[i]), state_load(v[i]), s);
+  for (int64_t i = 0; i < n; ++i) lamb_apply_at(w, m, v, i, s, scale);
 }
 
 // Whole tensor on one rank.
@@ -93,14 +110,17 @@ void lamb_update(T* w, S* m, S* v, const G& g, int64_t n, const LambStep<T>& s, 
 // ---- LARS (arXiv 1708.03888) -------------------------------------------------------------------
 // local = eta*||w|| / (||g|| + wd*||w||) (1 if a norm is 0); v = mu*v + lr*local*(g + wd*w);
 // w -= v.
+template <class T, class G, class Acc>
+LLM_HD inline void lars_norms_at(const T* w, const G& g, int64_t i, Acc& acc) {
+  const double wi = static_cast<double>(w[i]);
+  const double gi = static_cast<double>(g[i]);
+  acc[0] += wi * wi;
+  acc[1] += gi * gi;
+}
 template <class T, class G>
 std::array<double, 2> lars_phase_norms(const T* w, const G& g, int64_t n) {
-  return optim_chunked_sums<2>(n, [&](int64_t i, std::array<double, 2>& acc) {
-    const double wi = static_cast<double>(w[i]);
-    const double gi = static_cast<double>(g[i]);
-    acc[0] += wi * wi;
-    acc[1] += gi * gi;
-  });
+  return optim_chunked_sums<2>(
+      n, [&](int64_t i, std::array<double, 2>& acc) { lars_norms_at(w, g, i, acc); });
 }
 
 inline double lars_local_lr(double w_norm, double g_norm, double eta, double wd) {
@@ -115,14 +135,20 @@ struct LarsStep {
   T scaled_lr = 0;  // lr * local
 };
 
+template <class T>
+LLM_HD inline T lars_elem_buf(T buf, T g, T w, const LarsStep<T>& s) {
+  return T(s.momentum * buf + s.scaled_lr * (g + s.wd * w));
+}
+
+template <class T, class S, class G>
+LLM_HD inline void lars_apply_at(T* w, S* buf, const G& g, int64_t i, const LarsStep<T>& s) {
+  const T b = state_put(buf[i], lars_elem_buf<T>(state_load(buf[i]), g[i], w[i], s));
+  w[i] = w[i] - b;
+}
 template <class T, class S, class G>
 void lars_phase_apply(T* w, S* buf, const G& g, int64_t n, const LarsStep<T>& s) {
 #pragma omp parallel for simd schedule(static) if (n >= kOptimParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const T b =
-        state_put(buf[i], T(s.momentum * state_load(buf[i]) + s.scaled_lr * (g[i] + s.wd * w[i])));
-    w[i] = w[i] - b;
-  }
+  for (int64_t i = 0; i < n; ++i) lars_apply_at(w, buf, g, i, s);
 }
 
 template <class T, class S, class G>
@@ -152,6 +178,13 @@ struct AdafactorStep {
   T decay = 1;                       // decoupled weight decay factor
 };
 
+// g^2 + eps1 in double: what the factored statistics sum.
+template <class T, class V>
+LLM_HD inline double adafactor_elem_sq(V g, const AdafactorStep<T>& s) {
+  const double gi = static_cast<double>(g);
+  return gi * gi + static_cast<double>(s.eps1);
+}
+
 // Phase 1 (matrix): adds the slice's row and column sums of g^2+eps1 into row_acc[rows] and
 // col_acc[cols]; returns sum w^2 over the slice. Rows are independent (parallel over rows), and
 // the column sums walk the rows in order, so the result is deterministic.
@@ -159,10 +192,7 @@ template <class T, class G>
 double adafactor_phase_factored_sums(const T* w, const G& g, int64_t p0, int64_t n, int64_t cols,
                                      const AdafactorStep<T>& s, double* row_acc, double* col_acc) {
   const int64_t r0 = p0 / cols, r1 = (p0 + n + cols - 1) / cols;
-  auto sq = [&](int64_t i) {
-    const double gi = static_cast<double>(g[i]);
-    return gi * gi + static_cast<double>(s.eps1);
-  };
+  auto sq = [&](int64_t i) { return adafactor_elem_sq(g[i], s); };
 #pragma omp parallel for schedule(static) if (n >= kOptimParallelMin)
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t lo = std::max(p0, r * cols), hi = std::min(p0 + n, (r + 1) * cols);
@@ -205,40 +235,54 @@ double adafactor_factored_fold(T* row, T* col, int64_t rows, int64_t cols, const
 // U for element p of a matrix: g / sqrt(R_r/sum(R) * C_c); row_frac[r] = R_r/sum(R) (a ratio in
 // [0,1], so fp32 never underflows on the product of two tiny sums).
 template <class T>
-inline T adafactor_elem_u_factored(T g, T row_frac, T col) {
+LLM_HD inline T adafactor_elem_u_factored(T g, T row_frac, T col) {
   return g / std::sqrt(row_frac * col);
 }
 
+template <class T>
+LLM_HD inline T adafactor_elem_v(T v, T g, const AdafactorStep<T>& s) {
+  return T(s.beta2 * v + s.one_minus_beta2 * (g * g + s.eps1));
+}
+
 // Phase 1 (vector): v = beta2*v + (1-beta2)*(g^2+eps1); returns {sum w^2, sum U^2}.
+template <class T, class S, class G, class Acc>
+LLM_HD inline void adafactor_vector_at(const T* w, S* v, const G& g, int64_t i,
+                                       const AdafactorStep<T>& s, Acc& acc) {
+  const T gi = g[i];
+  const T vi = state_put(v[i], adafactor_elem_v<T>(state_load(v[i]), gi, s));
+  const double wi = static_cast<double>(w[i]);
+  const double u = static_cast<double>(gi / std::sqrt(vi));
+  acc[0] += wi * wi;
+  acc[1] += u * u;
+}
 template <class T, class S, class G>
 std::array<double, 2> adafactor_phase_vector(const T* w, S* v, const G& g, int64_t n,
                                              const AdafactorStep<T>& s) {
-  return optim_chunked_sums<2>(n, [&](int64_t i, std::array<double, 2>& acc) {
-    const T gi = g[i];
-    const T vi =
-        state_put(v[i], T(s.beta2 * state_load(v[i]) + s.one_minus_beta2 * (gi * gi + s.eps1)));
-    const double wi = static_cast<double>(w[i]);
-    const double u = static_cast<double>(gi / std::sqrt(vi));
-    acc[0] += wi * wi;
-    acc[1] += u * u;
-  });
+  return optim_chunked_sums<2>(
+      n, [&](int64_t i, std::array<double, 2>& acc) { adafactor_vector_at(w, v, g, i, s, acc); });
 }
 
 // Phase 2 (matrix): sum U^2 over the slice.
+template <class T, class G, class Acc>
+LLM_HD inline void adafactor_factored_u2_at(const G& g, int64_t i, int64_t p0, int64_t cols,
+                                            const T* row_frac, const T* col, Acc& acc) {
+  const int64_t p = p0 + i;
+  const double u =
+      static_cast<double>(adafactor_elem_u_factored(g[i], row_frac[p / cols], col[p % cols]));
+  acc[0] += u * u;
+}
 template <class T, class G>
 double adafactor_phase_factored_u2(const G& g, int64_t p0, int64_t n, int64_t cols,
                                    const T* row_frac, const T* col) {
   return optim_chunked_sums<1>(n, [&](int64_t i, std::array<double, 1>& acc) {
-    const int64_t p = p0 + i;
-    const double u =
-        static_cast<double>(adafactor_elem_u_factored(g[i], row_frac[p / cols], col[p % cols]));
-    acc[0] += u * u;
+    adafactor_factored_u2_at(g, i, p0, cols, row_frac, col, acc);
   })[0];
 }
 
 // The update scale: U_hat = U * u_scale with u_scale = 1/max(1, RMS(U)/d); step = alpha.
 template <class T, class S>
-inline void adafactor_elem_apply(T& w, S* m, T u, T u_scale, T alpha, const AdafactorStep<T>& s) {
+LLM_HD inline void adafactor_elem_apply(T& w, S* m, T u, T u_scale, T alpha,
+                                        const AdafactorStep<T>& s) {
   T step = u * u_scale;
   if (m) step = state_put(*m, T(s.beta1 * state_load(*m) + s.one_minus_beta1 * step));
   w = w * s.decay - alpha * step;
@@ -246,26 +290,34 @@ inline void adafactor_elem_apply(T& w, S* m, T u, T u_scale, T alpha, const Adaf
 
 // Phase 3 (matrix slice). `m` may be null (no momentum).
 template <class T, class S, class G>
+LLM_HD inline void adafactor_apply_factored_at(T* w, S* m, const G& g, int64_t i, int64_t p0,
+                                               int64_t cols, const T* row_frac, const T* col,
+                                               T u_scale, T alpha, const AdafactorStep<T>& s) {
+  const int64_t p = p0 + i;
+  const T u = adafactor_elem_u_factored(g[i], row_frac[p / cols], col[p % cols]);
+  adafactor_elem_apply(w[i], m ? m + i : static_cast<S*>(nullptr), u, u_scale, alpha, s);
+}
+template <class T, class S, class G>
 void adafactor_phase_apply_factored(T* w, S* m, const G& g, int64_t p0, int64_t n, int64_t cols,
                                     const T* row_frac, const T* col, T u_scale, T alpha,
                                     const AdafactorStep<T>& s) {
 #pragma omp parallel for schedule(static) if (n >= kOptimParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t p = p0 + i;
-    const T u = adafactor_elem_u_factored(g[i], row_frac[p / cols], col[p % cols]);
-    adafactor_elem_apply(w[i], m ? m + i : nullptr, u, u_scale, alpha, s);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    adafactor_apply_factored_at(w, m, g, i, p0, cols, row_frac, col, u_scale, alpha, s);
 }
 
 // Phase 3 (vector).
 template <class T, class S, class G>
+LLM_HD inline void adafactor_apply_vector_at(T* w, S* m, const S* v, const G& g, int64_t i,
+                                             T u_scale, T alpha, const AdafactorStep<T>& s) {
+  const T u = g[i] / std::sqrt(T(state_load(v[i])));
+  adafactor_elem_apply(w[i], m ? m + i : static_cast<S*>(nullptr), u, u_scale, alpha, s);
+}
+template <class T, class S, class G>
 void adafactor_phase_apply_vector(T* w, S* m, const S* v, const G& g, int64_t n, T u_scale, T alpha,
                                   const AdafactorStep<T>& s) {
 #pragma omp parallel for schedule(static) if (n >= kOptimParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const T u = g[i] / std::sqrt(T(state_load(v[i])));
-    adafactor_elem_apply(w[i], m ? m + i : nullptr, u, u_scale, alpha, s);
-  }
+  for (int64_t i = 0; i < n; ++i) adafactor_apply_vector_at(w, m, v, g, i, u_scale, alpha, s);
 }
 
 // Scalars of one Adafactor step for one tensor, from the reduced sums.

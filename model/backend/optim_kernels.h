@@ -18,6 +18,7 @@
 #include "model/backend/backend.h"
 #include "model/base/check.h"
 #include "model/base/dtype.h"
+#include "model/base/hd.h"
 
 namespace ledgerlm {
 
@@ -30,20 +31,20 @@ template <class T, class S>
 struct GradView {
   const S* p;
   T scale;
-  T operator[](int64_t i) const { return static_cast<T>(p[i]) * scale; }
-  GradView shifted(int64_t k) const { return {p + k, scale}; }
+  LLM_HD T operator[](int64_t i) const { return static_cast<T>(p[i]) * scale; }
+  LLM_HD GradView shifted(int64_t k) const { return {p + k, scale}; }
 };
 struct GradViewBF16 {
   const uint16_t* p;
   float scale;
-  float operator[](int64_t i) const { return bf16_to_f32(p[i]) * scale; }
-  GradViewBF16 shifted(int64_t k) const { return {p + k, scale}; }
+  LLM_HD float operator[](int64_t i) const { return bf16_to_f32(p[i]) * scale; }
+  LLM_HD GradViewBF16 shifted(int64_t k) const { return {p + k, scale}; }
 };
 struct GradViewF16 {
   const uint16_t* p;
   float scale;
-  float operator[](int64_t i) const { return f16_to_f32(p[i]) * scale; }
-  GradViewF16 shifted(int64_t k) const { return {p + k, scale}; }
+  LLM_HD float operator[](int64_t i) const { return f16_to_f32(p[i]) * scale; }
+  LLM_HD GradViewF16 shifted(int64_t k) const { return {p + k, scale}; }
 };
 
 // Calls fn(view) with the fp32 view matching grads.dtype.
@@ -81,18 +82,18 @@ struct StateBF16 {
 static_assert(sizeof(StateBF16) == 2, "StateBF16 must be stored as exactly two bytes");
 
 template <class T>
-inline T state_load(const T& x) {
+LLM_HD inline T state_load(const T& x) {
   return x;
 }
-inline float state_load(const StateBF16& x) {
+LLM_HD inline float state_load(const StateBF16& x) {
   return bf16_to_f32(x.bits);
 }
 template <class T>
-inline T state_put(T& dst, T x) {
+LLM_HD inline T state_put(T& dst, T x) {
   dst = x;
   return x;
 }
-inline float state_put(StateBF16& dst, float x) {
+LLM_HD inline float state_put(StateBF16& dst, float x) {
   dst.bits = f32_to_bf16(x);
   return bf16_to_f32(dst.bits);
 }
@@ -151,57 +152,75 @@ struct SgdStep {
 };
 
 template <class T>
-inline T sgd_elem_grad(T g, T w, const SgdStep<T>& s) {
+LLM_HD inline T sgd_elem_grad(T g, T w, const SgdStep<T>& s) {
   return s.l2 != T(0) ? g + s.l2 * w : g;
 }
 template <class T>
-inline T sgd_elem_buf(T buf, T g, const SgdStep<T>& s) {
+LLM_HD inline T sgd_elem_buf(T buf, T g, const SgdStep<T>& s) {
   return s.momentum * buf + g;
 }
 template <class T>
-inline T sgd_elem_param(T w, T g, T buf, const SgdStep<T>& s) {
+LLM_HD inline T sgd_elem_param(T w, T g, T buf, const SgdStep<T>& s) {
   const T d = s.momentum == T(0) ? g : (s.nesterov ? g + s.momentum * buf : buf);
   return w - s.lr * d;
+}
+
+// Element i of each stage (the loops below and the CUDA kernels call these).
+template <class T>
+LLM_HD inline void sgd_decay_at(T* w, int64_t i, const SgdStep<T>& s) {
+  w[i] = w[i] * s.decay;
+}
+template <class T, class S, class G>
+LLM_HD inline void sgd_buf_at(const T* w, S* buf, const G& g, int64_t i, const SgdStep<T>& s) {
+  state_put(buf[i], sgd_elem_buf<T>(state_load(buf[i]), sgd_elem_grad<T>(g[i], w[i], s), s));
+}
+template <class T, class S, class G>
+LLM_HD inline void sgd_param_at(T* w, const S* buf, const G& g, int64_t i, const SgdStep<T>& s) {
+  w[i] =
+      sgd_elem_param<T>(w[i], sgd_elem_grad<T>(g[i], w[i], s), buf ? state_load(buf[i]) : T(0), s);
+}
+// The fused pass without momentum (no buffer) and with it.
+template <class T, class G>
+LLM_HD inline void sgd_update_plain_at(T* w, const G& g, int64_t i, const SgdStep<T>& s) {
+  const T wd = w[i] * s.decay;
+  w[i] = sgd_elem_param(wd, sgd_elem_grad<T>(g[i], wd, s), T(0), s);
+}
+template <class T, class S, class G>
+LLM_HD inline void sgd_update_momentum_at(T* w, S* buf, const G& g, int64_t i,
+                                          const SgdStep<T>& s) {
+  const T wd = s.decay == T(1) ? w[i] : w[i] * s.decay;
+  const T gi = sgd_elem_grad<T>(g[i], wd, s);
+  const T b = state_put(buf[i], sgd_elem_buf<T>(state_load(buf[i]), gi, s));
+  w[i] = sgd_elem_param(wd, gi, b, s);
 }
 
 // Stage 1: decoupled weight decay.
 template <class T>
 void sgd_stage_decay(T* w, int64_t n, const SgdStep<T>& s) {
   if (s.decay == T(1)) return;
-  for (int64_t i = 0; i < n; ++i) w[i] = w[i] * s.decay;
+  for (int64_t i = 0; i < n; ++i) sgd_decay_at(w, i, s);
 }
 // Stage 2: momentum buffer.
 template <class T, class S, class G>
 void sgd_stage_buf(const T* w, S* buf, const G& g, int64_t n, const SgdStep<T>& s) {
   if (s.momentum == T(0)) return;
-  for (int64_t i = 0; i < n; ++i)
-    state_put(buf[i], sgd_elem_buf<T>(state_load(buf[i]), sgd_elem_grad<T>(g[i], w[i], s), s));
+  for (int64_t i = 0; i < n; ++i) sgd_buf_at(w, buf, g, i, s);
 }
 // Stage 3: parameter update (re-derives g from the gradient, as stage 2 did).
 template <class T, class S, class G>
 void sgd_stage_param(T* w, const S* buf, const G& g, int64_t n, const SgdStep<T>& s) {
-  for (int64_t i = 0; i < n; ++i)
-    w[i] = sgd_elem_param<T>(w[i], sgd_elem_grad<T>(g[i], w[i], s), buf ? state_load(buf[i]) : T(0),
-                             s);
+  for (int64_t i = 0; i < n; ++i) sgd_param_at(w, buf, g, i, s);
 }
 // All stages in one parallel, vectorisable pass. `buf` may be null when momentum == 0.
 template <class T, class S, class G>
 void sgd_update(T* w, S* buf, const G& g, int64_t n, const SgdStep<T>& s) {
   if (s.momentum == T(0)) {
 #pragma omp parallel for simd schedule(static) if (n >= kOptimParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      const T wd = w[i] * s.decay;
-      w[i] = sgd_elem_param(wd, sgd_elem_grad<T>(g[i], wd, s), T(0), s);
-    }
+    for (int64_t i = 0; i < n; ++i) sgd_update_plain_at(w, g, i, s);
     return;
   }
 #pragma omp parallel for simd schedule(static) if (n >= kOptimParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const T wd = s.decay == T(1) ? w[i] : w[i] * s.decay;
-    const T gi = sgd_elem_grad<T>(g[i], wd, s);
-    const T b = state_put(buf[i], sgd_elem_buf<T>(state_load(buf[i]), gi, s));
-    w[i] = sgd_elem_param(wd, gi, b, s);
-  }
+  for (int64_t i = 0; i < n; ++i) sgd_update_momentum_at(w, buf, g, i, s);
 }
 
 // ---- AdamW --------------------------------------------------------------------------------------
@@ -235,48 +254,61 @@ AdamWStep<T> adamw_step_make(double lr, double beta1, double beta2, double eps, 
 }
 
 template <class T>
-inline T adamw_elem_m(T m, T g, const AdamWStep<T>& s) {
+LLM_HD inline T adamw_elem_m(T m, T g, const AdamWStep<T>& s) {
   return s.beta1 * m + s.one_minus_beta1 * g;
 }
 template <class T>
-inline T adamw_elem_v(T v, T g, const AdamWStep<T>& s) {
+LLM_HD inline T adamw_elem_v(T v, T g, const AdamWStep<T>& s) {
   return s.beta2 * v + s.one_minus_beta2 * (g * g);
 }
 template <class T>
-inline T adamw_elem_param(T w, T m, T v, const AdamWStep<T>& s) {
+LLM_HD inline T adamw_elem_param(T w, T m, T v, const AdamWStep<T>& s) {
   const T denom = std::sqrt(v) / s.bc2_sqrt + s.eps;
   return w - s.step_size * (m / denom);
+}
+
+// Element i of each stage (the loops below and the CUDA kernels call these).
+template <class T>
+LLM_HD inline void adamw_decay_at(T* w, int64_t i, const AdamWStep<T>& s) {
+  w[i] = w[i] * s.decay;
+}
+template <class T, class S, class G>
+LLM_HD inline void adamw_moments_at(S* m, S* v, const G& g, int64_t i, const AdamWStep<T>& s) {
+  const T gi = g[i];
+  state_put(m[i], adamw_elem_m<T>(state_load(m[i]), gi, s));
+  state_put(v[i], adamw_elem_v<T>(state_load(v[i]), gi, s));
+}
+template <class T, class S>
+LLM_HD inline void adamw_param_at(T* w, const S* m, const S* v, int64_t i, const AdamWStep<T>& s) {
+  w[i] = adamw_elem_param<T>(w[i], state_load(m[i]), state_load(v[i]), s);
+}
+template <class T, class S, class G>
+LLM_HD inline void adamw_update_at(T* w, S* m, S* v, const G& g, int64_t i, const AdamWStep<T>& s) {
+  const T gi = g[i];
+  const T mi = state_put(m[i], adamw_elem_m<T>(state_load(m[i]), gi, s));
+  const T vi = state_put(v[i], adamw_elem_v<T>(state_load(v[i]), gi, s));
+  const T wd = s.decay == T(1) ? w[i] : w[i] * s.decay;
+  w[i] = adamw_elem_param(wd, mi, vi, s);
 }
 
 template <class T>
 void adamw_stage_decay(T* w, int64_t n, const AdamWStep<T>& s) {
   if (s.decay == T(1)) return;
-  for (int64_t i = 0; i < n; ++i) w[i] = w[i] * s.decay;
+  for (int64_t i = 0; i < n; ++i) adamw_decay_at(w, i, s);
 }
 template <class T, class S, class G>
 void adamw_stage_moments(S* m, S* v, const G& g, int64_t n, const AdamWStep<T>& s) {
-  for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i];
-    state_put(m[i], adamw_elem_m<T>(state_load(m[i]), gi, s));
-    state_put(v[i], adamw_elem_v<T>(state_load(v[i]), gi, s));
-  }
+  for (int64_t i = 0; i < n; ++i) adamw_moments_at<T>(m, v, g, i, s);
 }
 template <class T, class S>
 void adamw_stage_param(T* w, const S* m, const S* v, int64_t n, const AdamWStep<T>& s) {
-  for (int64_t i = 0; i < n; ++i)
-    w[i] = adamw_elem_param<T>(w[i], state_load(m[i]), state_load(v[i]), s);
+  for (int64_t i = 0; i < n; ++i) adamw_param_at(w, m, v, i, s);
 }
 // All stages in one parallel, vectorisable pass; the update uses the moments as stored.
 template <class T, class S, class G>
 void adamw_update(T* w, S* m, S* v, const G& g, int64_t n, const AdamWStep<T>& s) {
 #pragma omp parallel for simd schedule(static) if (n >= kOptimParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i];
-    const T mi = state_put(m[i], adamw_elem_m<T>(state_load(m[i]), gi, s));
-    const T vi = state_put(v[i], adamw_elem_v<T>(state_load(v[i]), gi, s));
-    const T wd = s.decay == T(1) ? w[i] : w[i] * s.decay;
-    w[i] = adamw_elem_param(wd, mi, vi, s);
-  }
+  for (int64_t i = 0; i < n; ++i) adamw_update_at(w, m, v, g, i, s);
 }
 
 }  // namespace ledgerlm

@@ -1,5 +1,5 @@
 // The dynamic quantization maps and block encode/decode (see quant8.h).
-#include "optim/quant8.h"
+#include "model/backend/quant8.h"
 
 #include <algorithm>
 #include <cmath>
@@ -54,29 +54,12 @@ const QuantMap& quant_map_unsigned() {
   return map;
 }
 
-uint8_t quant_encode(const QuantMap& map, float x) {
-  // First sorted value >= x, then pick the nearer of it and its predecessor.
-  int lo = 0, hi = 255;
-  if (x <= map.sorted[0]) return map.sorted_code[0];
-  if (x >= map.sorted[255]) return map.sorted_code[255];
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (map.sorted[mid] < x)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  const int below = lo - 1;
-  return (x - map.sorted[below] <= map.sorted[lo] - x) ? map.sorted_code[below]
-                                                       : map.sorted_code[lo];
-}
-
 void quant_block_encode(const QuantMap& map, const float* x, int64_t n, uint8_t* codes,
                         float* absmax) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   *absmax = amax;
-  const float inv = amax > 0.0f ? 1.0f / amax : 0.0f;
+  const float inv = quant_inverse_absmax(amax);
   for (int64_t i = 0; i < n; ++i) codes[i] = quant_encode(map, x[i] * inv);
 }
 

@@ -1,0 +1,361 @@
+// Causal multi-head self-attention on the fused qkv projection, flash-style (the layout, the
+// saved tensors and the backward formulas are the CPU's: see cpu_attention.cpp), and the
+// KV-cache decoder's one-row attention.
+//
+// A clear kernel first, not a fast one: one warp per query row (forward, dq) or key row (dk, dv).
+// Forward: lane j of the warp scores key j0 + j of each 32-key tile against the row's query (kept
+// in shared memory), the tile's max and sum update an online softmax, and the lanes, each owning
+// head-dim columns, accumulate P V with the tile's probabilities broadcast by shuffles. Only the
+// output and the log-sum-exp (of the softmax before dropout) are written.
+// Backward recomputes p_ij = exp(s_ij - lse_i) and never stores P:
+//   D_i = dout_i . o_i (one warp per row),
+//   dq_i = scale sum_j p_ij (m_ij dout_i . v_j - D_i) k_j      (warp per query row i, keys j <= i),
+//   dk_j = scale sum_i p_ij (m_ij dout_i . v_j - D_i) q_i,
+//   dv_j = sum_i p_ij m_ij dout_i                              (warp per key row j, queries i >=
+//   j).
+// Every output element is written by one lane that sums in a fixed order: no atomics, bitwise
+// reproducible. Dropout masks m_ij come from cpu_dropout_bits with the CPU's (sequence, index)
+// key, so forward, backward and the CPU drop exactly the same probabilities.
+#include <cmath>
+
+#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/cuda/cuda_common.cuh"
+
+namespace ledgerlm::cuda {
+namespace {
+
+constexpr int kWarps = 4;       // query (or key) rows per block
+constexpr int kMaxPerLane = 8;  // head_dim <= 256
+
+struct AttnDims {
+  int64_t b, t, c, h, hd;
+};
+
+struct AttnDrop {
+  bool on;
+  uint64_t seed, site, first_sequence, threshold;
+  double keep_scale;
+};
+
+template <class T>
+__device__ inline T drop_factor(const AttnDrop& d, int64_t b, int64_t h, int64_t t, int64_t i,
+                                int64_t j) {
+  const uint64_t idx = static_cast<uint64_t>((h * t + i) * t + j);
+  const uint32_t bits =
+      cpu::cpu_dropout_bits(d.seed, d.site, d.first_sequence + static_cast<uint64_t>(b), idx);
+  return bits >= d.threshold ? static_cast<T>(d.keep_scale) : T(0);
+}
+
+template <class T>
+__device__ inline T dot_shared(const T* x, const T* y, int64_t n) {
+  T s = 0;
+  for (int64_t d = 0; d < n; ++d) s += x[d] * y[d];
+  return s;
+}
+
+template <class T>
+__global__ void attention_forward_kernel(T* out, T* lse, const T* qkv, AttnDims s, T scale,
+                                         AttnDrop drop) {
+  extern __shared__ unsigned char smem_raw[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (gw >= s.b * s.h * s.t) return;
+  const int64_t i = gw % s.t, bh = gw / s.t, b = bh / s.h, h = bh % s.h;
+  const int64_t row = 3 * s.c;
+  T* qs = reinterpret_cast<T*>(smem_raw) + warp * s.hd;
+  const T* q = qkv + (b * s.t + i) * row + h * s.hd;
+  const T* kbase = qkv + b * s.t * row + s.c + h * s.hd;
+  const T* vbase = kbase + s.c;
+  for (int64_t d = lane; d < s.hd; d += 32) qs[d] = q[d];
+  __syncwarp();
+  T m = -INFINITY, l = 0;
+  T acc[kMaxPerLane];
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r) acc[r] = 0;
+  for (int64_t j0 = 0; j0 <= i; j0 += 32) {
+    const int64_t j = j0 + lane;
+    const bool valid = j <= i;
+    const T sc = valid ? dot_shared(qs, kbase + j * row, s.hd) * scale : T(-INFINITY);
+    const T mnew = fmax(m, warp_max(sc));
+    const T p = valid ? exp(sc - mnew) : T(0);
+    const T corr = exp(m - mnew);
+    l = l * corr + warp_sum(p);
+    const T pd = (drop.on && valid) ? p * drop_factor<T>(drop, b, h, s.t, i, j) : p;
+#pragma unroll
+    for (int r = 0; r < kMaxPerLane; ++r) acc[r] *= corr;
+    const int count = static_cast<int>(i - j0 + 1 < 32 ? i - j0 + 1 : 32);
+    for (int jj = 0; jj < count; ++jj) {
+      const T pj = __shfl_sync(0xffffffffu, pd, jj);
+      const T* vrow = vbase + (j0 + jj) * row;
+#pragma unroll
+      for (int r = 0; r < kMaxPerLane; ++r) {
+        const int64_t d = lane + 32 * r;
+        if (d < s.hd) acc[r] += pj * vrow[d];
+      }
+    }
+    m = mnew;
+  }
+  const T inv = T(1) / l;
+  T* o = out + (b * s.t + i) * s.c + h * s.hd;
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r) {
+    const int64_t d = lane + 32 * r;
+    if (d < s.hd) o[d] = acc[r] * inv;
+  }
+  if (lane == 0) lse[bh * s.t + i] = m + log(l);
+}
+
+// D[bh, i] = dout_i . o_i over the head's columns.
+template <class T>
+__global__ void attention_rowdot_kernel(T* dd, const T* dout, const T* out, AttnDims s) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (gw >= s.b * s.h * s.t) return;
+  const int64_t i = gw % s.t, bh = gw / s.t, b = bh / s.h, h = bh % s.h;
+  const int64_t off = (b * s.t + i) * s.c + h * s.hd;
+  T acc = 0;
+  for (int64_t d = lane; d < s.hd; d += 32) acc += dout[off + d] * out[off + d];
+  acc = warp_sum(acc);
+  if (lane == 0) dd[bh * s.t + i] = acc;
+}
+
+template <class T>
+__global__ void attention_dq_kernel(T* dqkv, const T* dout, const T* qkv, const T* lse, const T* dd,
+                                    AttnDims s, T scale, AttnDrop drop) {
+  extern __shared__ unsigned char smem_raw[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (gw >= s.b * s.h * s.t) return;
+  const int64_t i = gw % s.t, bh = gw / s.t, b = bh / s.h, h = bh % s.h;
+  const int64_t row = 3 * s.c;
+  T* qs = reinterpret_cast<T*>(smem_raw) + warp * 2 * s.hd;
+  T* gs = qs + s.hd;
+  const T* q = qkv + (b * s.t + i) * row + h * s.hd;
+  const T* g = dout + (b * s.t + i) * s.c + h * s.hd;
+  const T* kbase = qkv + b * s.t * row + s.c + h * s.hd;
+  const T* vbase = kbase + s.c;
+  for (int64_t d = lane; d < s.hd; d += 32) {
+    qs[d] = q[d];
+    gs[d] = g[d];
+  }
+  __syncwarp();
+  const T li = lse[bh * s.t + i], di = dd[bh * s.t + i];
+  T acc[kMaxPerLane];
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r) acc[r] = 0;
+  for (int64_t j0 = 0; j0 <= i; j0 += 32) {
+    const int64_t j = j0 + lane;
+    T ds = 0;
+    if (j <= i) {
+      const T p = exp(dot_shared(qs, kbase + j * row, s.hd) * scale - li);
+      const T dpv = dot_shared(gs, vbase + j * row, s.hd);
+      const T mk = drop.on ? drop_factor<T>(drop, b, h, s.t, i, j) : T(1);
+      ds = p * (mk * dpv - di) * scale;
+    }
+    const int count = static_cast<int>(i - j0 + 1 < 32 ? i - j0 + 1 : 32);
+    for (int jj = 0; jj < count; ++jj) {
+      const T dsj = __shfl_sync(0xffffffffu, ds, jj);
+      const T* krow = kbase + (j0 + jj) * row;
+#pragma unroll
+      for (int r = 0; r < kMaxPerLane; ++r) {
+        const int64_t d = lane + 32 * r;
+        if (d < s.hd) acc[r] += dsj * krow[d];
+      }
+    }
+  }
+  T* dq = dqkv + (b * s.t + i) * row + h * s.hd;
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r) {
+    const int64_t d = lane + 32 * r;
+    if (d < s.hd) dq[d] = acc[r];
+  }
+}
+
+template <class T>
+__global__ void attention_dkv_kernel(T* dqkv, const T* dout, const T* qkv, const T* lse,
+                                     const T* dd, AttnDims s, T scale, AttnDrop drop) {
+  extern __shared__ unsigned char smem_raw[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (gw >= s.b * s.h * s.t) return;
+  const int64_t j = gw % s.t, bh = gw / s.t, b = bh / s.h, h = bh % s.h;
+  const int64_t row = 3 * s.c;
+  T* ks = reinterpret_cast<T*>(smem_raw) + warp * 2 * s.hd;
+  T* vs = ks + s.hd;
+  const T* qbase = qkv + b * s.t * row + h * s.hd;
+  const T* gbase = dout + b * s.t * s.c + h * s.hd;
+  for (int64_t d = lane; d < s.hd; d += 32) {
+    ks[d] = qbase[j * row + s.c + d];
+    vs[d] = qbase[j * row + 2 * s.c + d];
+  }
+  __syncwarp();
+  T dk[kMaxPerLane], dv[kMaxPerLane];
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r) dk[r] = dv[r] = 0;
+  for (int64_t i0 = j; i0 < s.t; i0 += 32) {
+    const int64_t i = i0 + lane;
+    T ds = 0, pt = 0;
+    if (i < s.t) {
+      const T p = exp(dot_shared(qbase + i * row, ks, s.hd) * scale - lse[bh * s.t + i]);
+      const T dpv = dot_shared(gbase + i * s.c, vs, s.hd);
+      const T mk = drop.on ? drop_factor<T>(drop, b, h, s.t, i, j) : T(1);
+      ds = p * (mk * dpv - dd[bh * s.t + i]) * scale;
+      pt = p * mk;
+    }
+    const int count = static_cast<int>(s.t - i0 < 32 ? s.t - i0 : 32);
+    for (int ii = 0; ii < count; ++ii) {
+      const T dsi = __shfl_sync(0xffffffffu, ds, ii);
+      const T pti = __shfl_sync(0xffffffffu, pt, ii);
+      const T* qrow = qbase + (i0 + ii) * row;
+      const T* grow = gbase + (i0 + ii) * s.c;
+#pragma unroll
+      for (int r = 0; r < kMaxPerLane; ++r) {
+        const int64_t d = lane + 32 * r;
+        if (d < s.hd) {
+          dk[r] += dsi * qrow[d];
+          dv[r] += pti * grow[d];
+        }
+      }
+    }
+  }
+  T* dkp = dqkv + (b * s.t + j) * row + s.c + h * s.hd;
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r) {
+    const int64_t d = lane + 32 * r;
+    if (d < s.hd) {
+      dkp[d] = dk[r];
+      dkp[s.c + d] = dv[r];
+    }
+  }
+}
+
+// One block per head: scores (the CPU's left-to-right dot), max, exp, a sequential sum, P V.
+__global__ void attention_decode_kernel(float* out, const float* q_all, const float* kc,
+                                        const float* vc, float* scores_all, int64_t positions,
+                                        int64_t hd, int64_t stride, float scale) {
+  __shared__ float shared[32];
+  __shared__ float total;
+  const int64_t h = blockIdx.x;
+  const float* q = q_all + h * hd;
+  float* scores = scores_all + h * positions;
+  float mx = -INFINITY;
+  for (int64_t t = threadIdx.x; t < positions; t += blockDim.x) {
+    float sc = 0.0f;
+    for (int64_t d = 0; d < hd; ++d) sc += q[d] * kc[t * stride + h * hd + d];
+    scores[t] = sc * scale;
+    mx = fmaxf(mx, scores[t]);
+  }
+  mx = block_max(mx, shared);
+  for (int64_t t = threadIdx.x; t < positions; t += blockDim.x) scores[t] = expf(scores[t] - mx);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0.0f;
+    for (int64_t t = 0; t < positions; ++t) sum += scores[t];
+    total = sum;
+  }
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t t = 0; t < positions; ++t) acc += scores[t] / total * vc[t * stride + h * hd + d];
+    out[h * hd + d] = acc;
+  }
+}
+
+AttnDims attention_check(const AttentionArgs& a) {
+  LLM_REQUIRE(a.batch >= 0 && a.seq >= 0 && a.channels > 0 && a.heads > 0,
+              "cuda backend: attention needs batch, seq >= 0 and channels, heads > 0");
+  LLM_REQUIRE(a.channels % a.heads == 0, "cuda backend: attention channels (", a.channels,
+              ") must be divisible by heads (", a.heads, ")");
+  LLM_REQUIRE(a.dropout >= 0.0 && a.dropout < 1.0,
+              "cuda backend: attention dropout must be in [0, 1), got ", a.dropout);
+  LLM_REQUIRE(a.channels / a.heads <= 32 * kMaxPerLane, "cuda backend: attention head_dim ",
+              a.channels / a.heads, " exceeds ", 32 * kMaxPerLane);
+  return {a.batch, a.seq, a.channels, a.heads, a.channels / a.heads};
+}
+
+AttnDrop drop_of(const AttentionArgs& a) {
+  AttnDrop d{};
+  d.on = a.dropout > 0.0;
+  d.seed = a.seed;
+  d.site = a.site;
+  d.first_sequence = a.first_sequence;
+  d.threshold = cpu::cpu_dropout_threshold(a.dropout);
+  d.keep_scale = d.on ? 1.0 / (1.0 - a.dropout) : 1.0;
+  return d;
+}
+
+void require_same(const Tensor& t, DType act, const char* what) {
+  LLM_REQUIRE(t.data != nullptr && t.dtype == act, "cuda backend: ", what,
+              " must have the activation dtype ", dtype_name(act));
+}
+
+}  // namespace
+
+void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) {
+  LLM_REQUIRE(qkv.data && dtype_is_act(qkv.dtype), "cuda backend: attention qkv fp32/fp64");
+  require_same(out, qkv.dtype, "attention_forward out");
+  require_same(lse, qkv.dtype, "attention_forward lse");
+  const AttnDims s = attention_check(args);
+  const int64_t rows = s.b * s.h * s.t;
+  if (rows == 0) return;
+  const AttnDrop drop = drop_of(args);
+  dispatch_act(qkv.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hd)));
+    const size_t smem = static_cast<size_t>(kWarps * s.hd) * sizeof(T);
+    attention_forward_kernel<T>
+        <<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), 32 * kWarps, smem, stream_>>>(
+            out.as<T>(), lse.as<T>(), qkv.as<const T>(), s, scale, drop);
+  });
+  launch_check("attention_forward");
+}
+
+void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
+                                     const AttentionArgs& args) {
+  LLM_REQUIRE(qkv.data && dtype_is_act(qkv.dtype), "cuda backend: attention qkv fp32/fp64");
+  const DType act = qkv.dtype;
+  require_same(dqkv, act, "attention_backward dqkv");
+  require_same(dout, act, "attention_backward dout");
+  require_same(out, act, "attention_backward out");
+  require_same(lse, act, "attention_backward lse");
+  const AttnDims s = attention_check(args);
+  const int64_t rows = s.b * s.h * s.t;
+  if (rows == 0) return;
+  const AttnDrop drop = drop_of(args);
+  dispatch_act(act, [&](auto tag) {
+    using T = decltype(tag);
+    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hd)));
+    T* dd = static_cast<T*>(workspace(WorkSlot::kScratch, static_cast<size_t>(rows) * sizeof(T)));
+    const unsigned blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+    const size_t smem = static_cast<size_t>(kWarps * 2 * s.hd) * sizeof(T);
+    attention_rowdot_kernel<T>
+        <<<blocks, 32 * kWarps, 0, stream_>>>(dd, dout.as<const T>(), out.as<const T>(), s);
+    launch_check("attention rowdot");
+    attention_dq_kernel<T><<<blocks, 32 * kWarps, smem, stream_>>>(
+        dqkv.as<T>(), dout.as<const T>(), qkv.as<const T>(), lse.as<const T>(), dd, s, scale, drop);
+    launch_check("attention dq");
+    attention_dkv_kernel<T><<<blocks, 32 * kWarps, smem, stream_>>>(
+        dqkv.as<T>(), dout.as<const T>(), qkv.as<const T>(), lse.as<const T>(), dd, s, scale, drop);
+    launch_check("attention dkv");
+  });
+}
+
+void CudaBackend::attention_decode(Tensor out, Tensor q, Tensor k_cache, Tensor v_cache,
+                                   int64_t positions, int64_t heads, int64_t channels,
+                                   int64_t stride) {
+  LLM_REQUIRE(out.dtype == DType::kF32 && q.dtype == DType::kF32 && k_cache.dtype == DType::kF32 &&
+                  v_cache.dtype == DType::kF32,
+              "cuda backend: attention_decode is fp32");
+  LLM_REQUIRE(positions > 0 && heads > 0 && channels % heads == 0 && stride >= channels,
+              "cuda backend: attention_decode needs positions > 0 and channels divisible by heads");
+  const int64_t hd = channels / heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  float* scores = static_cast<float*>(
+      workspace(WorkSlot::kScratch2, static_cast<size_t>(heads * positions) * sizeof(float)));
+  attention_decode_kernel<<<static_cast<unsigned>(heads), 256, 0, stream_>>>(
+      out.as<float>(), q.as<const float>(), k_cache.as<const float>(), v_cache.as<const float>(),
+      scores, positions, hd, stride, scale);
+  launch_check("attention_decode");
+}
+
+}  // namespace ledgerlm::cuda

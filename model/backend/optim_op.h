@@ -1,0 +1,94 @@
+// One optimizer kernel over one tensor part, as the Backend runs it (Backend::optimizer_op).
+// The optimizers (optim/) decide what to run — segments, per-group hyper-parameters, the phases
+// around their cross-rank reductions — and hand every per-element pass to the backend, so the
+// same algorithms run on any backend: the CPU backend executes the templated host loops of
+// optim_kernels*.h, a device backend the same per-element functions in its kernels. Nothing
+// outside a backend touches the weights, gradients or states.
+//
+// Per kind, what the fields mean (w: fp32 weights; g: gradients of any float dtype, multiplied by
+// grad_scale on the fly; s1/s2: parameter-shaped states stored as fp32 or bf16, their dtype in the
+// tensor; n elements):
+//   kSgdDecay / kSgdBuf / kSgdParam / kSgdFused  s1 = momentum (empty: none)         sgd
+//   kAdamWDecay / kAdamWMoments / kAdamWParam / kAdamWFused  s1 = m, s2 = v           adamw
+//   kAdamW8bit   s1, s2 = codes of m, v (u8); a1, a2 = absmax per block; `block`      adamw
+//   kLambMoments s1 = m, s2 = v; sums[0..1] = sum w^2, sum r^2                       lamb
+//   kLambApply   s1 = m, s2 = v; w -= scale * r                                       lamb, scale
+//   kLarsNorms   sums[0..1] = sum w^2, sum g^2
+//   kLarsApply   s1 = momentum                                                        lars
+//   kAdafactorFactoredSums  a matrix slice [p0, p0 + n) with rows of `cols`: adds row and
+//                column sums of g^2 + eps1 into row_acc / col_acc (host); sums[0] = sum w^2
+//   kAdafactorFactoredU2    sums[0] = sum U^2 with row_frac / col (host)
+//   kAdafactorVector        s1 = v; sums[0..1] = sum w^2, sum U^2
+//   kAdafactorApplyFactored s1 = m (empty: no momentum); row_frac / col (host); u_scale, alpha
+//   kAdafactorApplyVector   s1 = m (optional), s2 = v; u_scale, alpha
+// Sums are accumulated in double over fixed chunks: the result does not depend on threads.
+#pragma once
+
+#include <cstdint>
+
+#include "model/backend/backend.h"
+#include "model/backend/optim_kernels_trust.h"
+
+namespace ledgerlm {
+
+enum class OptimOpKind : uint8_t {
+  kSgdDecay,
+  kSgdBuf,
+  kSgdParam,
+  kSgdFused,
+  kAdamWDecay,
+  kAdamWMoments,
+  kAdamWParam,
+  kAdamWFused,
+  kAdamW8bit,
+  kLambMoments,
+  kLambApply,
+  kLarsNorms,
+  kLarsApply,
+  kAdafactorFactoredSums,
+  kAdafactorFactoredU2,
+  kAdafactorVector,
+  kAdafactorApplyFactored,
+  kAdafactorApplyVector,
+};
+
+// Kinds that return partial sums (a reduction's input): their sums come back to the host.
+inline bool optim_op_reduces(OptimOpKind k) {
+  return k == OptimOpKind::kLambMoments || k == OptimOpKind::kLarsNorms ||
+         k == OptimOpKind::kAdafactorFactoredSums || k == OptimOpKind::kAdafactorFactoredU2 ||
+         k == OptimOpKind::kAdafactorVector;
+}
+
+struct OptimOp {
+  OptimOpKind kind = OptimOpKind::kAdamWFused;
+  Tensor w;  // fp32
+  Tensor g;
+  double grad_scale = 1.0;
+  Tensor s1, s2, a1, a2;
+  int64_t n = 0;
+  int64_t block = 0;         // 8-bit quantization block
+  int64_t p0 = 0, cols = 1;  // Adafactor matrix slice
+  const float* row_frac = nullptr;
+  const float* col = nullptr;
+  double* row_acc = nullptr;
+  double* col_acc = nullptr;
+  SgdStep<float> sgd;
+  AdamWStep<float> adamw;
+  LambStep<float> lamb;
+  LarsStep<float> lars;
+  AdafactorStep<float> adafactor;
+  float scale = 0.0f, u_scale = 1.0f, alpha = 0.0f;
+};
+
+// Host statistics an Adafactor factored op reads or writes: the rows its slice [p0, p0 + n)
+// touches plus the columns (all of them once the slice spans a row). 0 for other kinds.
+inline int64_t optim_op_host_stats(const OptimOp& op) {
+  const bool factored = op.kind == OptimOpKind::kAdafactorFactoredSums ||
+                        op.kind == OptimOpKind::kAdafactorFactoredU2 ||
+                        op.kind == OptimOpKind::kAdafactorApplyFactored;
+  if (!factored || op.n <= 0 || op.cols <= 0) return 0;
+  const int64_t rows = (op.p0 + op.n - 1) / op.cols - op.p0 / op.cols + 1;
+  return rows + (op.n < op.cols ? op.n : op.cols);
+}
+
+}  // namespace ledgerlm

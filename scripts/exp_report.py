@@ -1,0 +1,479 @@
+#!/usr/bin/python3
+"""Writes the REPORT.md and PNGs of an experiment (scripts/exp_global_batch.sh,
+scripts/exp_optimizers.sh) from its manifest.tsv, params.tsv and the runs' summary.json and
+metrics.jsonl. Called by the scripts; regenerated, never edited by hand.
+
+    exp_report.py global_batch|optimizers --out DIR --size SIZE --command TEXT --seconds S \
+        --load "START END" --threads N
+    exp_report.py tokens-per-s RUN_DIR   (a calibration run's tokens/s after its first steps)
+
+Table conventions (tests/tools/check_exp_report.py recomputes every such cell from the runs):
+a `runs` column lists the run directories a row summarises; `final val loss` is their mean,
+`seed spread` the max - min of their final val losses, `tokens/s` the mean of their mean tokens/s,
+`train s` the mean training time; `steps` and `tokens` are equal across them.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot  # noqa: E402  (scripts/plot.py: the figures)
+
+
+# ---- reading an experiment ----
+
+def read_tsv(path):
+    with open(path) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    return [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
+class Experiment:
+    def __init__(self, out):
+        self.out = out
+        self.manifest = read_tsv(os.path.join(out, "manifest.tsv"))
+        self.params = {r["key"]: r["value"] for r in read_tsv(os.path.join(out, "params.tsv"))}
+        self.runs = {}
+        for row in self.manifest:
+            run_dir = os.path.join(out, "runs", row["name"])
+            summary = None  # a diverged run (EXP_MAY_DIVERGE) stopped without one
+            if row["status"] == "ok":
+                with open(os.path.join(run_dir, "summary.json")) as f:
+                    summary = json.load(f)
+            self.runs[row["name"]] = dict(row, dir=run_dir, summary=summary,
+                                          records=plot.read_records(run_dir))
+
+    def part(self, part):
+        return [r for r in self.manifest if r["part"] == part]
+
+    def names(self, part, label):
+        return [r["name"] for r in self.part(part) if r["label"] == label]
+
+    def labels(self, part):
+        seen = []
+        for r in self.part(part):
+            if r["label"] not in seen:
+                seen.append(r["label"])
+        return seen
+
+
+def val(exp, name):
+    return exp.runs[name]["summary"]["final_val_loss"]
+
+
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+def spread(exp, names):
+    vs = [val(exp, n) for n in names]
+    return max(vs) - min(vs)
+
+
+def losses(exp, name):
+    return {r["step"]: r["loss"] for r in exp.runs[name]["records"] if "loss" in r}
+
+
+def max_loss_diff(exp, names):
+    """Largest difference between the runs' train losses at any step they share."""
+    curves = [losses(exp, n) for n in names]
+    steps = set(curves[0]).intersection(*curves[1:])
+    return max(max(c[s] for c in curves) - min(c[s] for c in curves) for s in steps)
+
+
+def fmt_runs(names):
+    return ", ".join(names)
+
+
+def mb(x):
+    return f"{x / 1e6:.2f}"
+
+
+def mean_peak_mb(exp, names, tag):
+    """Mean over the runs of a ledger component's peak bytes (summary.json's `mem`), in MB."""
+    return mb(mean([exp.runs[n]["summary"]["mem"][tag]["peak"] for n in names]))
+
+
+def summary_cells(exp, names):
+    """The cells of the conventional columns for a group of runs ("diverged" if one did)."""
+    s = [exp.runs[n]["summary"] for n in names]
+    if any(x is None for x in s):
+        return {k: "diverged" for k in ("steps", "tokens", "final val loss", "seed spread",
+                                        "tokens/s", "train s")}
+    return {"steps": f"{s[0]['steps']}", "tokens": f"{s[0]['tokens']}",
+            "final val loss": f"{mean([x['final_val_loss'] for x in s]):.4f}",
+            "seed spread": f"{spread(exp, names):.4f}",
+            "tokens/s": f"{mean([x['mean_tokens_per_s'] for x in s]):.0f}",
+            "train s": f"{mean([x['train_s'] for x in s]):.1f}"}
+
+
+def table(header, rows):
+    right = ["---:" if h not in ("runs", "configuration", "split", "optimizer", "rank", "chosen")
+             else "---" for h in header]
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(right) + "|"]
+    out += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows]
+    return out + [""]
+
+
+# ---- the parts every report has ----
+
+def machine():
+    cpu = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def header(exp, a, title, what):
+    load_start, load_end = a.load.split()
+    return [f"# {title}", "",
+            f"{what}", "",
+            f"- Size: **{a.size}** (`EXP_SIZE={a.size}`; model `{exp.params['model']}`, "
+            f"T = {exp.params['seq']}).",
+            f"- Command: `{a.command}` — this file and its figures are written by it "
+            "(scripts/exp_report.py from the runs' summary.json and metrics.jsonl), never by hand.",
+            f"- Machine: {machine()}; single-process runs on {a.threads} threads, ranks under "
+            "mpirun on 1 thread each.",
+            f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
+            f"{len(exp.runs)} runs in {a.seconds / 60:.1f} min; 1-minute load average "
+            f"{load_start} at the start, {load_end} at the end.", ""]
+
+
+def config_block(exp, name):
+    with open(os.path.join(exp.runs[name]["dir"], "config.toml")) as f:
+        text = f.read().replace(os.getcwd() + "/", "")
+    return ["<details><summary>Resolved config of " + name + " (config.toml; other runs differ "
+            "in the keys the tables name)</summary>", "", "```toml", text.rstrip(), "```", "",
+            "</details>", ""]
+
+
+def figure(exp, out_name, panels, title):
+    """panels: [(runs [(label, name)], metric, x, band, logy, panel title)]."""
+    plt = plot.pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.6), dpi=110,
+                             squeeze=False)
+    for ax, (runs, metric, x, band, logy, sub) in zip(axes[0], panels):
+        plot.draw(ax, [(label, exp.runs[n]["records"]) for label, n in runs], metric, x, band)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_title(sub, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    plot.save(fig, os.path.join(exp.out, out_name))
+    plt.close(fig)
+    return [f"![{title}]({out_name})", ""]
+
+
+def verdict(best_label, best, other_label, other, spread_best, spread_other):
+    """Names a winner only where the gap exceeds both seed spreads."""
+    gap = other - best
+    yard = max(spread_best, spread_other)
+    if gap > yard:
+        return (f"**{best_label}** is ahead of {other_label} by {gap:.4f} nats, more than the seed "
+                f"spread ({yard:.4f}).")
+    return (f"{best_label} and {other_label} are {gap:.4f} nats apart, within the seed spread "
+            f"({yard:.4f}): no winner between them at this size.")
+
+
+# ---- exp_optimizers.sh ----
+
+STATE_TAGS = ("optim.m", "optim.v", "optim.momentum", "optim.codes", "optim.absmax",
+              "optim.factored")
+
+
+CALIB_SKIP = 5  # first steps of a calibration run left out: allocation and page faults
+
+
+def calibrated_tokens_per_s(records):
+    """Tokens per second of training over the steps after the first CALIB_SKIP."""
+    steps = [r for r in records if "loss" in r][CALIB_SKIP:]
+    if not steps:
+        sys.exit(f"exp_report: a calibration run needs more than {CALIB_SKIP} steps")
+    tokens_per_step = steps[0]["tokens"] / steps[0]["step"]
+    return tokens_per_step * len(steps) / (sum(r["step_ms"] for r in steps) / 1e3)
+
+
+def state_bytes_per_param(summary):
+    mem = summary["mem"]
+    return sum(mem[t]["peak"] for t in STATE_TAGS if t in mem) / summary["params"]
+
+
+def optimizers_calibration(exp):
+    p = exp.params
+    md = ["## 1. Calibration: the wall-clock budget as tokens", "",
+          f"Asked: **{float(p['seconds']):g} s** of training per final run ({float(p['sweep_seconds']):g} s "
+          f"per sweep run). Each optimizer ran {p['calib_steps']} steps at its middle LR; its "
+          f"tokens/s over the steps after the first {CALIB_SKIP} (`calibrated tokens/s`: their "
+          "tokens over their step time) turns the seconds into a token budget of whole steps of "
+          f"{int(p['micro']) * int(p['seq'])} tokens. The `train s` of the final runs below shows "
+          "how close the conversion came on the day.", ""]
+    rows = []
+    for r in exp.part("calibration"):
+        opt, tps = r["label"], calibrated_tokens_per_s(exp.runs[r["name"]]["records"])
+        rows.append(dict(summary_cells(exp, [r["name"]]), optimizer=opt, runs=r["name"],
+                         **{"calibrated tokens/s": f"{tps:.0f}",
+                            "token budget (final)": p[f"tokens_{opt}"],
+                            "token budget (sweep)": p[f"sweep_tokens_{opt}"],
+                            "vs fastest": ""}))
+        rows[-1]["_tps"] = tps
+    fastest = max(r["_tps"] for r in rows)
+    for r in rows:
+        r["vs fastest"] = f"{r['_tps'] / fastest:.2f}"
+    return md + table(["optimizer", "runs", "steps", "calibrated tokens/s", "vs fastest",
+                       "token budget (final)", "token budget (sweep)"], rows)
+
+
+def optimizers_sweep(exp):
+    md = ["## 2. LR sweep (first seed, a third of the budget)", "",
+          "Three LRs per optimizer; the lowest final val loss picks the LR of the final runs. An LR "
+          "at the edge of its grid means the best may lie beyond it.", ""]
+    finals = {r["label"]: r["lr"] for r in exp.part("final")}
+    rows = []
+    for r in exp.part("sweep"):
+        s = exp.runs[r["name"]]["summary"]
+        row = dict(optimizer=r["label"], lr=r["lr"], runs=r["name"],
+                   chosen="yes" if finals.get(r["label"]) == r["lr"] else "")
+        if s is None:
+            row.update({"tokens": "diverged", "final val loss": "diverged"})
+        else:
+            row.update({k: v for k, v in summary_cells(exp, [r["name"]]).items()
+                        if k in ("tokens", "final val loss")})
+        rows.append(row)
+    edge = []
+    for opt in exp.labels("sweep"):
+        lrs = [r["lr"] for r in exp.part("sweep") if r["label"] == opt]
+        if finals.get(opt) in (lrs[0], lrs[-1]):
+            edge.append(f"{opt} ({finals[opt]})")
+    md += table(["optimizer", "lr", "runs", "tokens", "final val loss", "chosen"], rows)
+    return md + [("Chosen at the edge of the grid: " + ", ".join(edge) + ".") if edge
+                 else "Every chosen LR lies inside its grid.", ""]
+
+
+def optimizers_final(exp):
+    p = exp.params
+    md = [f"## 3. Final: {float(p['seconds']):g} s budget, every seed", ""]
+    rows = []
+    for opt in exp.labels("final"):
+        names = exp.names("final", opt)
+        cells = summary_cells(exp, names)
+        sums = [exp.runs[n]["summary"] for n in names]
+        state = mean([state_bytes_per_param(x) for x in sums])
+        rows.append(dict(cells, optimizer=opt, runs=fmt_runs(names), lr=exp.runs[names[0]]["lr"],
+                         **{"state bytes/param": f"{state:.2f}",
+                            "optim ms": f"{mean([x['mean_optim_ms'] for x in sums]):.2f}",
+                            "peak MB": mean_peak_mb(exp, names, "total"),
+                            "ckpt MB": mb(mean([x["ckpt_bytes"] for x in sums]))}))
+    rows.sort(key=lambda r: float(r["final val loss"]))
+    for i, r in enumerate(rows, 1):
+        r["rank"] = str(i)
+    md += ["`optim ms`: the optimizer step's mean time per step; `state bytes/param`: the "
+           "optimizer state's peak bytes over the parameter count; `peak MB`: the tracked peak of "
+           "all components; `ckpt MB`: the last checkpoint's files.", ""]
+    md += table(["rank", "optimizer", "lr", "runs", "tokens", "steps", "final val loss",
+                 "seed spread", "train s", "tokens/s", "optim ms", "state bytes/param",
+                 "peak MB", "ckpt MB"], rows)
+    b, o = rows[0], rows[1]
+    md += ["Ranking by the mean final val loss. " +
+           verdict(b["optimizer"], float(b["final val loss"]), o["optimizer"],
+                   float(o["final val loss"]), float(b["seed spread"]), float(o["seed spread"])),
+           ""]
+    apart = [f"{r['optimizer']} (rank {r['rank']})" for r in rows[1:]
+             if float(r["final val loss"]) - float(b["final val loss"])
+             <= max(float(b["seed spread"]), float(r["seed spread"]))]
+    md += ["Within the seed spread of the first: " + (", ".join(apart) or "none") + ".", ""]
+    runs = [(opt, n) for opt in exp.labels("final") for n in exp.names("final", opt)]
+    md += figure(exp, "optimizers.png",
+                 [(runs, "val_loss", "tokens", True, False, "val loss vs tokens (mean, band: seeds)"),
+                  (runs, "val_loss", "wall_s", True, False, "val loss vs wall-clock seconds")],
+                 f"optimizers under a {float(p['seconds']):g} s budget, each at its swept LR")
+    return md
+
+
+def report_optimizers(exp, a):
+    md = header(exp, a, "Optimizers under a fixed wall-clock budget",
+                "SGD (momentum 0.9), AdamW, LAMB, LARS, Adafactor, 8-bit AdamW and AdamW with "
+                "bf16 state (adamw_bf16) on a small GPT "
+                "(scripts/exp_optimizers.sh), each at its best LR of a short sweep, under the same "
+                "wall-clock budget converted into a token budget per optimizer. Seeds: " +
+                ", ".join(sorted({r["seed"] for r in exp.part("final")})) + ".")
+    md += optimizers_calibration(exp) + optimizers_sweep(exp) + optimizers_final(exp)
+    md += ["## Common settings", "", f"`{exp.params['common']}`", "",
+           "Adafactor: `--optim.weight_decay 0 --optim.adafactor_relative_step false`; "
+           "adamw_bf16: `--optim.name adamw --optim.weight_decay 0.1 --precision.state bf16`; the "
+           "others `--optim.weight_decay 0.1`.", ""]
+    return md + config_block(exp, exp.part("final")[0]["name"])
+
+
+# ---- exp_global_batch.sh ----
+
+def global_batch_equivalence(exp):
+    rows, names = [], exp.part("equivalence")
+    ref = names[0]["name"]  # 1x8x1 at the first seed
+    refs = exp.names("equivalence", "1x8x1")
+    md = ["## A. One global batch, six splits", "",
+          f"A global batch of 8 sequences x {exp.params['seq']} tokens for "
+          f"{exp.params['eq_steps']} steps (AdamW, lr {exp.params['base_lr']}, dropout "
+          f"{exp.params['eq_dropout']}), split as world x "
+          "micro-batch x accumulation; the 2- and 4-rank splits run under mpirun (4 ranks on 2 "
+          "cores: oversubscribed, so their tokens/s say nothing about speed). Each split's "
+          f"deviation from the reference {ref} is set against the spread between seeds of the "
+          f"reference split ({len(refs)} seeds), the size of a difference that matters. "
+          "`peak act MB`: the activations' peak in rank 0's ledger (a smaller micro-batch holds "
+          "fewer activations).", ""]
+    worst = (0.0, ref)
+    for r in names:
+        if r["name"] in refs and r["name"] != ref:
+            continue
+        n = r["name"]
+        d = max_loss_diff(exp, [n, ref])
+        if n != ref:
+            worst = max(worst, (d, n))
+        rows.append(dict(summary_cells(exp, [n]), **{
+            "split": f"{r['world']}x{r['micro']}x{r['accum']}", "runs": n,
+            f"max abs loss diff vs {ref}": f"{d:.2e}",
+            f"abs final val diff vs {ref}": f"{abs(val(exp, n) - val(exp, ref)):.2e}",
+            "peak act MB": mean_peak_mb(exp, [n], "activations")}))
+    cols = ["split", "runs", "final val loss", f"max abs loss diff vs {ref}",
+            f"abs final val diff vs {ref}", "peak act MB", "tokens/s"]
+    md += table(cols, rows)
+    seed_d = max_loss_diff(exp, refs)
+    md += table(["configuration", "runs", "final val loss", "seed spread",
+                 "max abs loss diff between the runs"],
+                [dict(summary_cells(exp, refs), configuration="1x8x1, seeds " +
+                      ", ".join(exp.runs[n]["seed"] for n in refs), runs=fmt_runs(refs),
+                      **{"max abs loss diff between the runs": f"{seed_d:.2e}"})])
+    tol = seed_d / 10
+    outside = [r["runs"] for r in rows
+               if float(r[f"max abs loss diff vs {ref}"]) > tol]
+    md += [f"Tolerance: a tenth of the seed spread of the train loss, {tol:.2e} nats at every "
+           f"step. Largest deviation of a split from the reference: {worst[0]:.2e} nats "
+           f"({worst[1]}), {worst[0] / seed_d:.1e} of the seed spread ({seed_d:.2e}): "
+           + ("**every split is within the tolerance**: the splits train the same model up to "
+              "summation order." if not outside else
+              "**outside the tolerance: " + ", ".join(outside) + "**."), ""]
+    curves = [(f"{r['world']}x{r['micro']}x{r['accum']} s{r['seed']}", r["name"]) for r in names]
+    md += figure(exp, "equivalence.png",
+                 [(curves, "loss", "step", False, False, "train loss per step, every split"),
+                  (curves, "val_loss", "tokens", False, False, "val loss")],
+                 "one global batch, six splits (the curves lie on top of each other)")
+    return md
+
+
+def global_batch_scaling(exp):
+    md = ["## B. Scaling the global batch at a fixed token budget", "",
+          f"Every global batch G trains on the same {exp.params['scale_tokens']} tokens with the "
+          f"same peak LR ({exp.params['base_lr']}, AdamW); micro-batches of up to 16 sequences, "
+          "accumulation above. Fewer, larger steps as G grows.", ""]
+    rows, finals = [], []
+    for label in exp.labels("scaling"):
+        names = exp.names("scaling", label)
+        cells = summary_cells(exp, names)
+        finals.append((float(cells["final val loss"]), label, spread(exp, names)))
+        rows.append(dict(cells, **{"global batch": label.split("=")[1], "runs": fmt_runs(names)}))
+    md += table(["global batch", "runs", "steps", "tokens", "final val loss", "seed spread",
+                 "tokens/s", "train s"], rows)
+    best = min(finals)
+    ahead = [f for f in finals if f[0] - best[0] > max(best[2], f[2])]
+    md += [f"Lowest final val loss at {best[1]} ({best[0]:.4f}); worse by more than the seed spread: "
+           + (", ".join(f"{f[1]} (+{f[0] - best[0]:.4f})" for f in ahead) or "none") + ".", ""]
+    groups = [(label, n) for label in exp.labels("scaling") for n in exp.names("scaling", label)]
+    md += figure(exp, "scaling.png",
+                 [(groups, "val_loss", "tokens", True, False, "val loss vs tokens (mean, band: seeds)"),
+                  (groups, "val_loss", "wall_s", True, False,
+                   "val loss vs wall-clock seconds")],
+                 "global batch scaling at a fixed token budget")
+    return md
+
+
+def global_batch_large(exp):
+    base, large = exp.params["base"], exp.params["large"]
+    k = int(large) // int(base)
+    md = ["## C. A large batch: LR rules and layer-wise optimizers", "",
+          f"G = {large} is {k}x the base batch {base}; all rows train on the same tokens. "
+          f"AdamW at the base LR, sqrt({k}) x and {k} x the base LR; LAMB and LARS at sqrt({k}) x "
+          f"their base LRs ({exp.params['lamb_lr']}, {exp.params['lars_lr']}: the best of the "
+          "optimizer study's sweep at the base batch, results/optimizers).", ""]
+    groups = [(f"G={base} adamw base lr (reference)", exp.names("scaling", f"G={base}")),
+              (f"G={large} adamw base lr", exp.names("scaling", f"G={large}"))]
+    groups += [(f"G={large} {label}", exp.names("large_batch", label))
+               for label in exp.labels("large_batch")]
+
+    def mean_val(names):  # unrounded: a difference of rounded means can be off by a digit
+        return mean([val(exp, n) for n in names])
+
+    ref = mean_val(groups[0][1])
+    rows = []
+    for label, names in groups:
+        cells = summary_cells(exp, names)
+        r0 = exp.runs[names[0]]
+        delta = ("diverged" if cells["final val loss"] == "diverged"
+                 else f"{mean_val(names) - ref:+.4f}")
+        rows.append(dict(cells, configuration=label, runs=fmt_runs(names), optimizer=r0["optim"],
+                         lr=r0["lr"], **{"Δ vs first row": delta}))
+    md += table(["configuration", "runs", "optimizer", "lr", "steps", "final val loss",
+                 "seed spread", "Δ vs first row", "tokens/s"], rows)
+    large_rows = sorted((float(r["final val loss"]), r["configuration"], float(r["seed spread"]))
+                        for r in rows[1:] if r["final val loss"] != "diverged")
+    b, bl, bs = large_rows[0]  # G = large at the base LR never diverges (no EXP_MAY_DIVERGE)
+    if len(large_rows) > 1:
+        o, ol, os_ = large_rows[1]
+        runner_up = verdict(bl, b, ol, o, bs, os_)
+    else:
+        runner_up = "Every other configuration at this batch diverged."
+    md += [f"Best at G = {large}: {bl} ({b:.4f}, {b - ref:+.4f} against the base batch). "
+           + runner_up, ""]
+    curves = [(label, n) for label, names in groups for n in names
+              if exp.runs[n]["summary"] is not None]
+    md += figure(exp, "large_batch.png",
+                 [(curves, "val_loss", "tokens", True, False, "val loss vs tokens (mean, band: seeds)"),
+                  (curves, "loss", "step", True, True, "train loss per step")],
+                 f"large batch (G = {large}) vs base batch (G = {base}), same tokens")
+    return md
+
+
+def report_global_batch(exp, a):
+    md = header(exp, a, "Global batch: equivalence of splits, scaling, large batch",
+                "Three questions about the global batch on a small GPT (scripts/exp_global_batch.sh): "
+                "does splitting one global batch across ranks and accumulation steps change "
+                "training; what does a larger batch cost at a fixed token budget; which LR rule or "
+                f"optimizer holds up at {int(exp.params['large']) // int(exp.params['base'])}x the batch. "
+                "Seeds per configuration: " + ", ".join(exp.params["seeds"].split()) +
+                " (the reference split of part A: " + ", ".join(exp.params["eq_seeds"].split()) +
+                ").")
+    md += global_batch_equivalence(exp) + global_batch_scaling(exp) + global_batch_large(exp)
+    md += ["## Common settings", "", f"`{exp.params['common']}`", "",
+           f"Part A with `--model.dropout {exp.params['eq_dropout']}`, parts B and C with "
+           "`--model.dropout 0`.", ""]
+    return md + config_block(exp, exp.manifest[0]["name"])
+
+
+def main():
+    if sys.argv[1:2] == ["tokens-per-s"]:  # exp_optimizers.sh's calibration: RUN_DIR
+        print(f"{calibrated_tokens_per_s(plot.read_records(sys.argv[2])):.1f}")
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("experiment", choices=["global_batch", "optimizers"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--size", required=True)
+    ap.add_argument("--command", required=True)
+    ap.add_argument("--seconds", type=float, required=True)
+    ap.add_argument("--load", required=True)
+    ap.add_argument("--threads", required=True)
+    a = ap.parse_args()
+    exp = Experiment(a.out)
+    md = (report_global_batch if a.experiment == "global_batch" else report_optimizers)(exp, a)
+    tmp = os.path.join(a.out, "REPORT.md.tmp")
+    with open(tmp, "w") as f:
+        f.write("\n".join(md))
+    os.replace(tmp, os.path.join(a.out, "REPORT.md"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds what scripts/gpu_check.sh runs on a GPU machine that has only the CUDA toolkit, CMake,
+# ninja and Python (no OpenBLAS, sentencepiece, OpenMPI or GoogleTest): the ledgerlm binary and
+# the tests/cuda test binaries, built here for sm_90 without MPI, plus the non-CUDA shared
+# libraries they load (OpenBLAS, libgfortran, libgomp, sentencepiece, tomlplusplus, libstdc++, ...). The
+# CUDA libraries (cudart, cuBLAS, cuBLASLt) are never copied: the GPU machine's toolkit provides
+# them. Also writes DIR.tar.xz (the copy to send where transfers are size-limited) and prints both sizes.
+#
+#   scripts/gpu_bundle.sh [--out DIR]      (default build-gpu-bundle/bundle)
+#
+# Environment: LEDGERLM_CUDA_ARCHITECTURES (default 90).
+set -euo pipefail
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+out="build-gpu-bundle/bundle"
+if [[ "${1:-}" == "--out" ]]; then out="$2"; fi
+export PATH=/usr/local/cuda/bin:$PATH
+build=build-gpu-bundle
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=ON -DLEDGERLM_MPI=OFF \
+  -DLEDGERLM_CUDA_ARCHITECTURES="${LEDGERLM_CUDA_ARCHITECTURES:-90}" >/dev/null
+targets=(ledgerlm test_cuda_ops test_cuda_training test_cuda_device)
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+cp "$build/ledgerlm" "$out/bin/"
+for t in "${targets[@]:1}"; do cp "$build/tests/$t" "$out/bin/"; done
+strip --strip-unneeded "$out"/bin/* 2>/dev/null || true
+# Shared libraries: everything ldd resolves except the C library and loader, which every Linux
+# has, and the CUDA libraries, which the GPU machine's toolkit has.
+for f in "$out"/bin/*; do
+  ldd "$f" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+  base="$(basename "$lib")"
+  case "$base" in
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcuda.so*|libcudart*|libcublas*|libnvrtc*|libnvJitLink*) continue ;;
+  esac
+  cp -L "$lib" "$out/lib/$base"
+done
+strip --strip-unneeded "$out"/lib/* 2>/dev/null || true
+cat >"$out/README" <<TXT
+ledgerlm GPU bundle (built $(date -u +%Y-%m-%d) for sm_${LEDGERLM_CUDA_ARCHITECTURES:-90}).
+Run from the repository root: scripts/gpu_check.sh --out DIR (finds this bundle, sets
+LD_LIBRARY_PATH to lib/). Contents: $(ls "$out/bin" | tr '\n' ' ')
+Libraries: $(ls "$out/lib" | tr '\n' ' ')
+TXT
+# The compressed copy is what a size-limited copy takes (gpu_check.sh unpacks it).
+tar -C "$(dirname "$out")" -cJf "$out.tar.xz" "$(basename "$out")"
+echo "gpu_bundle: $out: $(du -sb "$out" | cut -f1) bytes unpacked, $out.tar.xz: $(du -sb "$out.tar.xz" | cut -f1) bytes"
+ls -la "$out/bin" "$out/lib"

@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""Checks an experiment report (scripts/exp_global_batch.sh, scripts/exp_optimizers.sh) against
+its runs, independently of the code that wrote it:
+
+    tests/tools/check_exp_report.py EXP_OUT
+
+- REPORT.md states the size, command, machine and date, and every figure it links exists;
+- every table is complete: each row has a cell per column, none empty (except `chosen`) and none
+  nan / None / inf;
+- every cell of a known column in a row that names its runs (`runs` column) equals what the
+  runs' summary.json, metrics.jsonl and config.toml give, to the precision printed (half a unit
+  of the last digit shown): steps, tokens, final val loss (mean), seed spread (max - min),
+  tokens/s (mean), train s (mean), lr (config.toml's optim.lr), calibrated tokens/s (steps after
+  the first 5), state bytes/param (optimizer-state peaks / params), optim ms (the mean of the
+  log's per-step optim_ms), peak MB and peak act MB (the ledger's total and activation peaks),
+  ckpt MB (the last checkpoint's files on disk; summary.json's ckpt_bytes where the checkpoints
+  were not kept, as in a published copy), the loss differences (max over shared steps) and
+  `Δ vs first row`;
+- every run directory appears in some table; a row reported as diverged has a run without
+  summary.json.
+Exits non-zero with one line per disagreement.
+"""
+import json
+import math
+import os
+import re
+import sys
+import tomllib
+
+errors = []
+
+
+def err(msg):
+    errors.append(msg)
+
+
+def tolerance(text):
+    """Half a unit of the last digit printed in `text` (plus float slack)."""
+    t = text.strip().lstrip("+-")
+    m = re.fullmatch(r"(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?", t)
+    if not m:
+        return None
+    decimals = len(m.group(2) or "")
+    exp = int(m.group(3) or 0)
+    return 0.5 * 10 ** (exp - decimals) * 1.0001 + 1e-12
+
+
+class Run:
+    def __init__(self, root, name):
+        self.name, self.dir = name, os.path.join(root, "runs", name)
+        path = os.path.join(self.dir, "summary.json")
+        self.summary = json.load(open(path)) if os.path.exists(path) else None
+        self.records = [json.loads(line) for line in open(os.path.join(self.dir, "metrics.jsonl"))
+                        if line.strip()]
+        with open(os.path.join(self.dir, "config.toml"), "rb") as f:
+            self.config = tomllib.load(f)
+
+    def losses(self):
+        return {r["step"]: r["loss"] for r in self.records if "loss" in r}
+
+
+def max_diff(runs):
+    curves = [r.losses() for r in runs]
+    steps = set(curves[0]).intersection(*curves[1:])
+    return max(max(c[s] for c in curves) - min(c[s] for c in curves) for s in steps)
+
+
+def calibrated(run):
+    steps = [r for r in run.records if "loss" in r][5:]
+    per_step = steps[0]["tokens"] / steps[0]["step"]
+    return per_step * len(steps) / (sum(r["step_ms"] for r in steps) / 1000.0)
+
+
+def state_bpp(run):
+    mem = run.summary["mem"]
+    return sum(v["peak"] for k, v in mem.items() if k.startswith("optim.")) / run.summary["params"]
+
+
+def optim_ms(run):
+    steps = [r["optim_ms"] for r in run.records if "loss" in r]
+    return sum(steps) / len(steps)
+
+
+def ckpt_bytes(run):
+    root = os.path.join(run.dir, "ckpt")
+    if not os.path.isdir(root):
+        return run.summary["ckpt_bytes"]
+    last = os.path.join(root, sorted(d for d in os.listdir(root) if d.startswith("step_"))[-1])
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(last) for f in fs)
+
+
+def expected(column, runs, cache):
+    """The value a known column must hold for these runs, or None for other columns."""
+    s = [r.summary for r in runs]
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    if column in ("steps", "tokens"):
+        vals = {x[column] for x in s}
+        if len(vals) != 1:
+            err(f"{[r.name for r in runs]}: {column} differs between the runs: {sorted(vals)}")
+        return s[0][column]
+    simple = {"final val loss": lambda: mean([x["final_val_loss"] for x in s]),
+              "seed spread": lambda: max(x["final_val_loss"] for x in s) -
+              min(x["final_val_loss"] for x in s),
+              "tokens/s": lambda: mean([x["mean_tokens_per_s"] for x in s]),
+              "train s": lambda: mean([x["train_s"] for x in s]),
+              "calibrated tokens/s": lambda: mean([calibrated(r) for r in runs]),
+              "state bytes/param": lambda: mean([state_bpp(r) for r in runs]),
+              "max abs loss diff between the runs": lambda: max_diff(runs),
+              "optim ms": lambda: mean([optim_ms(r) for r in runs]),
+              "peak MB": lambda: mean([x["mem"]["total"]["peak"] for x in s]) / 1e6,
+              "peak act MB": lambda: mean([x["mem"]["activations"]["peak"] for x in s]) / 1e6,
+              "ckpt MB": lambda: mean([ckpt_bytes(r) for r in runs]) / 1e6}
+    if column in simple:
+        return simple[column]()
+    m = re.fullmatch(r"(max abs loss diff|abs final val diff) vs (\S+)", column)
+    if m:
+        ref = cache(m.group(2))
+        if m.group(1) == "max abs loss diff":
+            return max(max_diff([r, ref]) for r in runs)
+        return max(abs(x["final_val_loss"] - ref.summary["final_val_loss"]) for x in s)
+    return None
+
+
+def tables(text):
+    """Markdown tables as (header, rows of cells)."""
+    out, cur = [], None
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if cur is None:
+                cur = (cells, [])
+                out.append(cur)
+            elif not all(re.fullmatch(r":?-+:?", c) for c in cells):
+                cur[1].append(cells)
+        else:
+            cur = None
+    return out
+
+
+def check_row(header, cells, runs_of, first_val):
+    row = dict(zip(header, cells))
+    names = [n.strip() for n in row["runs"].split(",")]
+    runs = [runs_of(n) for n in names]
+    if any(r is None for r in runs):
+        return None
+    if row.get("final val loss") == "diverged":  # a run of the row stopped on a non-finite loss
+        if all(r.summary is not None for r in runs):
+            err(f"{row['runs']}: reported as diverged but every run has a summary.json")
+        return None
+    for r in runs:
+        if r.summary is None or r.summary.get("status") != "finished":
+            err(f"{r.name}: no finished summary.json")
+            return None
+    for col, cell in row.items():
+        if col == "lr":
+            for r in runs:
+                if not math.isclose(float(cell), r.config["optim"]["lr"], rel_tol=1e-9):
+                    err(f"{r.name}: lr {cell} but config.toml has {r.config['optim']['lr']}")
+            continue
+        if col == "Δ vs first row":  # the first row's own difference is 0
+            mine = sum(r.summary["final_val_loss"] for r in runs) / len(runs)
+            want = mine - (mine if first_val is None else first_val)
+        else:
+            want = expected(col, runs, runs_of)
+        if want is None:
+            continue
+        tol = tolerance(cell)
+        if tol is None or abs(float(cell) - want) > tol:
+            err(f"{','.join(names)}: column '{col}' says {cell}, the runs give {want:.6g}")
+    return sum(r.summary["final_val_loss"] for r in runs) / len(runs)
+
+
+def main():
+    root = sys.argv[1]
+    text = open(os.path.join(root, "REPORT.md")).read()
+    for needle in ("- Size: **", "- Command: `", "- Machine: ", "- Date: "):
+        if needle not in text:
+            err(f"REPORT.md lacks '{needle}'")
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    if not images:
+        err("REPORT.md links no figure")
+    for img in images:
+        p = os.path.join(root, img)
+        if not os.path.exists(p) or os.path.getsize(p) == 0:
+            err(f"figure {img} is missing or empty")
+    loaded, seen = {}, set()
+
+    def runs_of(name):
+        if name not in loaded:
+            if not os.path.isdir(os.path.join(root, "runs", name)):
+                err(f"a table names run {name}, which does not exist")
+                loaded[name] = None
+            else:
+                loaded[name] = Run(root, name)
+        seen.add(name)
+        return loaded[name]
+
+    for header, rows in tables(text):
+        for cells in rows:
+            if len(cells) != len(header):
+                err(f"row {cells[:2]}: {len(cells)} cells for {len(header)} columns")
+                continue
+            for col, cell in zip(header, cells):
+                if (not cell and col != "chosen") or cell.lower() in ("nan", "none", "inf", "-inf"):
+                    err(f"row {cells[:2]}: column '{col}' is '{cell}'")
+        if "runs" in header:
+            first = None
+            for cells in rows:
+                if len(cells) == len(header):
+                    v = check_row(header, cells, runs_of, first)
+                    first = v if first is None else first
+    for name in sorted(os.listdir(os.path.join(root, "runs"))):
+        if os.path.isdir(os.path.join(root, "runs", name)) and name not in seen:
+            err(f"run {name} appears in no table")
+    for e in errors:
+        print(f"check_exp_report: {root}: {e}")
+    if errors:
+        sys.exit(1)
+    print(f"check_exp_report: {root}: {len(seen)} runs, every table cell agrees")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+// Communication between data-parallel ranks: the collectives the sharded training step needs,
+// behind one interface with a single-rank implementation and an MPI one (OpenMPI; built when
+// the MPI development files are found, used when the process was started by mpirun).
+//
+// Collectives on backend tensors sum fp32 or fp64 values only: bf16/fp16 gradients are widened
+// into an fp32 buffer by the caller and summed there, so a reduction never rounds partial sums
+// to 16 bits (the result is rounded once, where the caller stores it in a 16-bit buffer).
+// Tensors are reached through the backend: a host backend's memory is handed to MPI directly;
+// a device backend's is staged through host memory with the backend's copies.
+//
+// Every rank must call the collectives in the same order with the same sizes. An Error on some
+// ranks only must not leave the others waiting in a collective: code that can fail on one rank
+// runs inside comm_agree(), and a failure anywhere else aborts the whole job (Comm::abort).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/backend/backend.h"
+#include "model/base/check.h"
+
+namespace ledgerlm {
+
+// An Error every rank of the job raised at the same point (comm_agree): rank 0 reports it and
+// every rank exits normally, instead of aborting the job.
+class AgreedError : public Error {
+ public:
+  using Error::Error;
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual std::string name() const = 0;  // "single" | "mpi"
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  // Rank among the processes on this host, and their number (threads per rank derive from it).
+  virtual int local_rank() const = 0;
+  virtual int local_world() const = 0;
+
+  // data[0, n) = elementwise sum over ranks (fp32 or fp64), on every rank.
+  virtual void all_reduce_sum(Backend& be, Tensor data, int64_t n) = 0;
+  // In place: data holds world * n elements; afterwards data[0, n) is the sum over ranks of
+  // their data[rank * n, (rank + 1) * n) (fp32 or fp64), and the rest is unspecified.
+  virtual void reduce_scatter_sum(Backend& be, Tensor data, int64_t n) = 0;
+  // data[r * n, (r + 1) * n) = rank r's data[r * n, (r + 1) * n), on every rank (any dtype):
+  // each rank's piece is already in place and the others' are filled in.
+  virtual void all_gather_in_place(Backend& be, Tensor data, int64_t n) = 0;
+
+  // Host values: sums and maxima in place on every rank, a broadcast from `root`, every rank's
+  // text on every rank (in rank order).
+  virtual void all_reduce_sum(double* values, int count) = 0;
+  virtual void all_reduce_max(int64_t* values, int count) = 0;
+  virtual void broadcast(void* data, int64_t bytes, int root) = 0;
+  virtual std::vector<std::string> all_gather_text(const std::string& mine) = 0;
+  virtual void barrier() = 0;
+  // Ends every rank of the job at once (after this rank printed why).
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+};
+
+// The single-process Comm: every collective is the identity.
+std::unique_ptr<Comm> comm_create_single();
+// MPI when this process was started by mpirun (and the build has MPI), else single. Call once,
+// before any thread is started by the program.
+std::unique_ptr<Comm> comm_create();
+// True when the environment says this process was started by mpirun with more than one rank.
+bool comm_launched_by_mpirun();
+// "mpi" when the build includes the MPI Comm, "" otherwise.
+const char* comm_build_backends();
+
+// Runs `fn` on every rank; if it throws an Error on any rank, every rank throws an AgreedError
+// naming the first failing rank and its message. The way to validate per-rank inputs (data,
+// checkpoint, config) without leaving healthy ranks waiting.
+void comm_agree(Comm& comm, const std::function<void()>& fn);
+
+}  // namespace ledgerlm

@@ -1,0 +1,46 @@
+// The lock of a run directory: one job at a time on runs/NAME.
+//
+// The lock is an flock(2) on runs/NAME/.lock, taken before the run directory is read for a
+// resume or changed in any way, and held until the job ends: the kernel releases it when the
+// process exits, however it exits (kill -9 included), so there are no stale locks to clean up.
+// The holder writes who it is (pid, host, start time, command) into the file; a second job on
+// the same run — `--resume auto`, `--train.overwrite true`, or a plain start — is refused with
+// one line naming that holder.
+//
+// Temporaries (interrupted checkpoint saves, half-written files) are stale exactly when the lock
+// can be taken: whoever wrote them has exited. They are removed right after the lock is taken,
+// and at no other time, so a running save never loses its files to another process.
+//
+// Several ranks: rank 0 takes the lock for the whole job (TrainRun owns it for the job's life);
+// the other ranks hold nothing. On a shared filesystem (NFS) Linux maps flock to POSIX record
+// locks, which the server arbitrates between hosts.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace ledgerlm {
+
+class RunLock {
+ public:
+  // Locks RUN_DIR/.lock (creating the file; RUN_DIR must exist) and records the holder, or
+  // throws Error naming the process that holds it. `command` is the holder's command line.
+  static std::unique_ptr<RunLock> acquire(const std::string& run_dir, const std::string& command);
+  ~RunLock();  // releases the lock (the file stays: removing it would race with a new holder)
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  RunLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Removes the leftovers of jobs that ended before finishing a write in RUN_DIR: `*.tmp` files
+// and the checkpoint temporaries under RUN_DIR/ckpt (checkpoint_remove_stale). Call only while
+// holding the run's lock. Returns the number of entries removed or restored.
+int run_dir_remove_stale(const std::string& run_dir);
+
+}  // namespace ledgerlm
