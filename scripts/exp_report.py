@@ -214,33 +214,36 @@ def state_bytes_per_param(summary):
 def optimizers_calibration(exp):
     p = exp.params
     md = ["## 1. Calibration: the wall-clock budget as tokens", "",
-          f"Asked: **{float(p['seconds']):g} s** of training per final run ({float(p['sweep_seconds']):g} s "
-          f"per sweep run). Each optimizer ran {p['calib_steps']} steps at its middle LR; its "
-          f"tokens/s over the steps after the first {CALIB_SKIP} (`calibrated tokens/s`: their "
-          "tokens over their step time) turns the seconds into a token budget of whole steps of "
-          f"{int(p['micro']) * int(p['seq'])} tokens. The `train s` of the final runs below shows "
-          "how close the conversion came on the day.", ""]
+          f"Asked: **{float(p['seconds']):g} s** of training per run of the wall-clock ranking "
+          f"(3b). Each optimizer ran {p['calib_steps']} steps at its middle LR; its tokens/s over "
+          f"the steps after the first {CALIB_SKIP} (`calibrated tokens/s`: their tokens over "
+          "their step time) turns the seconds into a token budget of whole steps of "
+          f"{int(p['micro']) * int(p['seq'])} tokens (`tokens it became`: what the runs of 3b "
+          "trained on). The `train s` of the "
+          "runs in 3b shows how close the conversion came on the day.", ""]
     rows = []
     for r in exp.part("calibration"):
         opt, tps = r["label"], calibrated_tokens_per_s(exp.runs[r["name"]]["records"])
         rows.append(dict(summary_cells(exp, [r["name"]]), optimizer=opt, runs=r["name"],
                          **{"calibrated tokens/s": f"{tps:.0f}",
-                            "token budget (final)": p[f"tokens_{opt}"],
-                            "token budget (sweep)": p[f"sweep_tokens_{opt}"],
+                            "budget asked s": f"{float(p['seconds']):g}",
+                            "tokens it became": str(exp.runs[exp.names("final_wall", opt)[0]]
+                                                    ["summary"]["tokens"]),
                             "vs fastest": ""}))
         rows[-1]["_tps"] = tps
     fastest = max(r["_tps"] for r in rows)
     for r in rows:
         r["vs fastest"] = f"{r['_tps'] / fastest:.2f}"
     return md + table(["optimizer", "runs", "steps", "calibrated tokens/s", "vs fastest",
-                       "token budget (final)", "token budget (sweep)"], rows)
+                       "budget asked s", "tokens it became"], rows)
 
 
 def optimizers_sweep(exp):
-    md = ["## 2. LR sweep (first seed, a third of the budget)", "",
-          "Three LRs per optimizer; the lowest final val loss picks the LR of the final runs. An LR "
-          "at the edge of its grid means the best may lie beyond it.", ""]
-    finals = {r["label"]: r["lr"] for r in exp.part("final")}
+    md = [f"## 2. LR sweep (first seed, {exp.params['budget']} tokens each)", "",
+          "Three LRs per optimizer under one token budget, the same for every optimizer; the "
+          "lowest final val loss picks the LR of both final rankings. An LR at the edge of its "
+          "grid means the best may lie beyond it.", ""]
+    finals = {opt: exp.params[f"best_{opt}"] for opt in exp.labels("sweep")}
     rows = []
     for r in exp.part("sweep"):
         s = exp.runs[r["name"]]["summary"]
@@ -262,12 +265,20 @@ def optimizers_sweep(exp):
                  else "Every chosen LR lies inside its grid.", ""]
 
 
-def optimizers_final(exp):
-    p = exp.params
-    md = [f"## 3. Final: {float(p['seconds']):g} s budget, every seed", ""]
+def final_names(exp, part, opt):
+    """The runs of a final ranking's row; the same-token ranking's first seed is the sweep's run
+    at the chosen LR (the same configuration)."""
+    names = exp.names(part, opt)
+    if part == "final_tokens":
+        names = [f"sweep_{opt}_lr{exp.params[f'best_{opt}']}"] + names
+    return names
+
+
+def optimizers_final(exp, part, title, budget_text, png):
+    md = [title, "", budget_text, ""]
     rows = []
-    for opt in exp.labels("final"):
-        names = exp.names("final", opt)
+    for opt in exp.labels("sweep"):
+        names = final_names(exp, part, opt)
         cells = summary_cells(exp, names)
         sums = [exp.runs[n]["summary"] for n in names]
         state = mean([state_bytes_per_param(x) for x in sums])
@@ -279,9 +290,6 @@ def optimizers_final(exp):
     rows.sort(key=lambda r: float(r["final val loss"]))
     for i, r in enumerate(rows, 1):
         r["rank"] = str(i)
-    md += ["`optim ms`: the optimizer step's mean time per step; `state bytes/param`: the "
-           "optimizer state's peak bytes over the parameter count; `peak MB`: the tracked peak of "
-           "all components; `ckpt MB`: the last checkpoint's files.", ""]
     md += table(["rank", "optimizer", "lr", "runs", "tokens", "steps", "final val loss",
                  "seed spread", "train s", "tokens/s", "optim ms", "state bytes/param",
                  "peak MB", "ckpt MB"], rows)
@@ -294,27 +302,47 @@ def optimizers_final(exp):
              if float(r["final val loss"]) - float(b["final val loss"])
              <= max(float(b["seed spread"]), float(r["seed spread"]))]
     md += ["Within the seed spread of the first: " + (", ".join(apart) or "none") + ".", ""]
-    runs = [(opt, n) for opt in exp.labels("final") for n in exp.names("final", opt)]
-    md += figure(exp, "optimizers.png",
+    runs = [(opt, n) for opt in exp.labels("sweep") for n in final_names(exp, part, opt)]
+    firsts = [(opt, final_names(exp, part, opt)[0]) for opt in exp.labels("sweep")]
+    md += figure(exp, png,
                  [(runs, "val_loss", "tokens", True, False, "val loss vs tokens (mean, band: seeds)"),
-                  (runs, "val_loss", "wall_s", True, False, "val loss vs wall-clock seconds")],
-                 f"optimizers under a {float(p['seconds']):g} s budget, each at its swept LR")
+                  (firsts, "val_loss", "wall_s", False, False,
+                   "val loss vs wall-clock seconds (first seed)")],
+                 title.lstrip("# "))
     return md
 
 
 def report_optimizers(exp, a):
-    md = header(exp, a, "Optimizers under a fixed wall-clock budget",
+    p = exp.params
+    md = header(exp, a, "Optimizers under a fixed budget: the same tokens, the same seconds",
                 "SGD (momentum 0.9), AdamW, LAMB, LARS, Adafactor, 8-bit AdamW and AdamW with "
-                "bf16 state (adamw_bf16) on a small GPT "
-                "(scripts/exp_optimizers.sh), each at its best LR of a short sweep, under the same "
-                "wall-clock budget converted into a token budget per optimizer. Seeds: " +
-                ", ".join(sorted({r["seed"] for r in exp.part("final")})) + ".")
-    md += optimizers_calibration(exp) + optimizers_sweep(exp) + optimizers_final(exp)
+                "bf16 state (adamw_bf16) on a small GPT (scripts/exp_optimizers.sh), each at its "
+                f"best LR of a short sweep under one token budget ({p['budget']} tokens), then "
+                "ranked under (a) that same token budget and (b) the same wall-clock budget "
+                f"({float(p['seconds']):g} s of training, converted into a token budget per "
+                "optimizer by calibration). Seeds: " +
+                ", ".join(sorted({r["seed"] for r in exp.part("final_wall")})) + ".")
+    md += optimizers_calibration(exp) + optimizers_sweep(exp)
+    md += ["`optim ms`: the optimizer step's mean time per step; `state bytes/param`: the "
+           "optimizer state's peak bytes over the parameter count; `peak MB`: the tracked peak "
+           "of all components; `ckpt MB`: the last checkpoint's files.", ""]
+    md += optimizers_final(
+        exp, "final_tokens", f"## 3a. Final: the same token budget ({p['budget']} tokens), "
+        "every seed",
+        f"Every optimizer at its swept LR on the sweep's {p['budget']} tokens. The first seed's "
+        "run is the sweep's run at that LR (the same configuration; the LR was picked on it, "
+        "which flatters that seed a little).", "optimizers_tokens.png")
+    md += optimizers_final(
+        exp, "final_wall", f"## 3b. Final: the same wall-clock budget ({float(p['seconds']):g} s), "
+        "every seed",
+        f"Every optimizer at its swept LR on the tokens its calibration made of "
+        f"{float(p['seconds']):g} s (section 1): a faster optimizer gets more tokens.",
+        "optimizers_wall.png")
     md += ["## Common settings", "", f"`{exp.params['common']}`", "",
            "Adafactor: `--optim.weight_decay 0 --optim.adafactor_relative_step false`; "
            "adamw_bf16: `--optim.name adamw --optim.weight_decay 0.1 --precision.state bf16`; the "
            "others `--optim.weight_decay 0.1`.", ""]
-    return md + config_block(exp, exp.part("final")[0]["name"])
+    return md + config_block(exp, exp.part("final_wall")[0]["name"])
 
 
 # ---- exp_global_batch.sh ----

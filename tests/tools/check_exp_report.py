@@ -21,6 +21,8 @@ its runs, independently of the code that wrote it:
   `global batch` whose `rule` or `optimizer` is X, and `beyond seed spread` says yes exactly
   where that gap exceeds the larger seed spread of the two rows; `n/a` only where a run of
   either row has no summary.json (diverged);
+- the calibration table's `tokens it became` is what the optimizer's wall-clock runs (wall_OPT_*)
+  trained on, and `budget asked s` x its calibrated tokens/s rounded down to whole steps;
 - every run directory appears in some table; a row reported as diverged has a run without
   summary.json.
 Exits non-zero with one line per disagreement.
@@ -164,6 +166,9 @@ def check_row(header, cells, runs_of, first_val):
                 if str(r.config[section][key]) != cell:
                     err(f"{r.name}: {col} {cell} but config.toml has {r.config[section][key]}")
             continue
+        if col == "tokens it became":
+            check_became(row, runs[0], runs_of)
+            continue
         if col == "lr":
             for r in runs:
                 if not math.isclose(float(cell), r.config["optim"]["lr"], rel_tol=1e-9):
@@ -180,6 +185,26 @@ def check_row(header, cells, runs_of, first_val):
         if tol is None or abs(float(cell) - want) > tol:
             err(f"{','.join(names)}: column '{col}' says {cell}, the runs give {want:.6g}")
     return sum(r.summary["final_val_loss"] for r in runs) / len(runs)
+
+
+def check_became(row, calib, runs_of):
+    """A calibration row's `tokens it became` (see the docstring)."""
+    root = os.path.dirname(calib.dir)
+    opt = row["optimizer"]
+    walls = [runs_of(n) for n in sorted(os.listdir(root))
+             if n.startswith(f"wall_{opt}_s") and os.path.isdir(os.path.join(root, n))]
+    if not walls:
+        err(f"{calib.name}: no wall_{opt}_* runs for its tokens it became")
+    for w in walls:
+        if w is not None and w.summary is not None and w.summary["tokens"] != int(row["tokens it became"]):
+            err(f"{w.name}: trained on {w.summary['tokens']} tokens, the calibration says "
+                f"{row['tokens it became']}")
+    steps = [r for r in calib.records if "loss" in r]
+    per_step = steps[0]["tokens"] / steps[0]["step"]
+    room = float(row["budget asked s"]) * calibrated(calib) - int(row["tokens it became"])
+    if not -(float(row["budget asked s"]) * 0.1 + 1) <= room < per_step * 1.001:
+        err(f"{calib.name}: {row['tokens it became']} tokens is not {row['budget asked s']} s at "
+            f"{calibrated(calib):.1f} tokens/s in whole steps of {per_step:g}")
 
 
 def check_same_g(header, rows, runs_of):
