@@ -17,9 +17,9 @@
 #   EXP_THREADS   CPU threads of a single-process run (default 2); ranks under mpirun use 1 each
 #   EXP_SEEDS     seeds, space-separated (default "1 2"; at least 2: the seed spread is the yardstick)
 #   EXP_PUBLISH   where the report of record goes (default results/NAME at the default size, none
-#                 at the smoke size; empty: none): REPORT.md, the PNGs, manifest.tsv, params.tsv
-#                 and each run's summary.json, metrics.jsonl and config.toml (no weights, no
-#                 checkpoints), so tests/tools/check_exp_report.py can check the published copy
+#                 at the other sizes; empty: none): REPORT.md, the PNGs, manifest.tsv, params.tsv
+#                 and each run's summary.json, config.toml and metrics.jsonl gzipped (no weights,
+#                 no checkpoints), so tests/tools/check_exp_report.py can check the published copy
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -131,9 +131,11 @@ exp_report() {
     for run in "$out"/runs/*/; do
       run=$(basename "$run")
       mkdir -p "$publish/runs/$run"
-      for f in summary.json metrics.jsonl config.toml; do
+      for f in summary.json config.toml; do
         [[ ! -f "$out/runs/$run/$f" ]] || cp "$out/runs/$run/$f" "$publish/runs/$run/"
       done
+      [[ ! -f "$out/runs/$run/metrics.jsonl" ]] ||
+        gzip -9 -n -c "$out/runs/$run/metrics.jsonl" >"$publish/runs/$run/metrics.jsonl.gz"
     done
     echo "exp_$exp_name: published to $publish"
   fi

@@ -120,14 +120,16 @@ TEST_F(ExperimentSmoke, OptimizersReportAgreesWithItsRunsAndTheCheckerCatchesCha
   const std::string dir = run_experiment("optimizers");
   CommandResult r = check(dir);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  // The published copy: the report, its figures and the runs' small files, no weights.
+  // The published copy: the report, its figures and the runs' small files (the log gzipped), no
+  // weights, no checkpoints, no lock.
   const std::string pub = root_ + "/pub_optimizers";
   r = check(pub);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(std::filesystem::exists(pub + "/optimizers.png"));
-  EXPECT_TRUE(std::filesystem::exists(pub + "/runs/final_sgd_s1/metrics.jsonl"));
-  EXPECT_FALSE(std::filesystem::exists(pub + "/runs/final_sgd_s1/model.safetensors"));
-  EXPECT_FALSE(std::filesystem::exists(pub + "/runs/final_sgd_s1/ckpt"));
+  EXPECT_TRUE(std::filesystem::exists(pub + "/optimizers_wall.png"));
+  EXPECT_TRUE(std::filesystem::exists(pub + "/runs/wall_sgd_s1/metrics.jsonl.gz"));
+  EXPECT_TRUE(std::filesystem::exists(pub + "/runs/wall_sgd_s1/summary.json"));
+  for (const char* f : {"metrics.jsonl", "model.safetensors", "ckpt", ".lock"})
+    EXPECT_FALSE(std::filesystem::exists(pub + "/runs/wall_sgd_s1/" + f)) << f;
   const std::string report = read_file(dir + "/REPORT.md");
   EXPECT_NE(report.find("| optim ms | state bytes/param | peak MB | ckpt MB |"), std::string::npos);
   for (const char* part :

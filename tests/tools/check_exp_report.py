@@ -8,7 +8,7 @@ its runs, independently of the code that wrote it:
 - every table is complete: each row has a cell per column, none empty (except `chosen`) and none
   nan / None / inf;
 - every cell of a known column in a row that names its runs (`runs` column) equals what the
-  runs' summary.json, metrics.jsonl and config.toml give, to the precision printed (half a unit
+  runs' summary.json, metrics.jsonl (or metrics.jsonl.gz, as published) and config.toml give, to the precision printed (half a unit
   of the last digit shown): steps, tokens, final val loss (mean), seed spread (max - min),
   tokens/s (mean), train s (mean), lr (config.toml's optim.lr), calibrated tokens/s (steps after
   the first 5), state bytes/param (optimizer-state peaks / params), optim ms (the mean of the
@@ -27,6 +27,7 @@ its runs, independently of the code that wrote it:
   summary.json.
 Exits non-zero with one line per disagreement.
 """
+import gzip
 import json
 import math
 import os
@@ -57,8 +58,13 @@ class Run:
         self.name, self.dir = name, os.path.join(root, "runs", name)
         path = os.path.join(self.dir, "summary.json")
         self.summary = json.load(open(path)) if os.path.exists(path) else None
-        self.records = [json.loads(line) for line in open(os.path.join(self.dir, "metrics.jsonl"))
-                        if line.strip()]
+        path = os.path.join(self.dir, "metrics.jsonl")
+        if not os.path.exists(path) and os.path.exists(path + ".gz"):  # a published copy
+            f = gzip.open(path + ".gz", "rt")
+        else:
+            f = open(path)
+        with f:
+            self.records = [json.loads(line) for line in f if line.strip()]
         with open(os.path.join(self.dir, "config.toml"), "rb") as f:
             self.config = tomllib.load(f)
 
