@@ -136,7 +136,7 @@ def header(exp, a, title, what):
     load_start, load_end = a.load.split()
     return [f"# {title}", "",
             f"{what}", "",
-            f"- Size: **{a.size}** (`EXP_SIZE={a.size}`; model `{exp.params['model']}`, "
+            f"- Size: **{a.size}** (`--size {a.size}`; model `{exp.params['model']}`, "
             f"T = {exp.params['seq']}).",
             f"- Command: `{a.command}` — this file and its figures are written by it "
             "(scripts/exp_report.py from the runs' summary.json and metrics.jsonl), never by hand.",
@@ -559,7 +559,7 @@ def global_batch_large(exp):
     md += table(["global batch", "optimizer", "lr", "accum", "runs", "steps", "tokens",
                  "final val loss", "seed spread", col, "beyond seed spread", "tokens/s",
                  "train s"], [r for r, _ in rows])
-    stops = None
+    behind = []
     for g in batches:
         here = [r for r, _ in rows if r["global batch"] == g]
         ahead = [f"{r['optimizer']} ({r[col]})" for r in here
@@ -570,22 +570,32 @@ def global_batch_large(exp):
         best = min(ok, key=lambda r: float(r["final val loss"])) if ok else None
         if adam["final val loss"] == "diverged":
             line = f"G = {g}: AdamW diverged"
-            if stops is None:
-                stops = g
+            behind.append(g)
         elif ahead:
             line = f"G = {g}: AdamW behind, beyond the seed spread: " + ", ".join(ahead)
-            if stops is None:
-                stops = g
+            behind.append(g)
         else:
             line = f"G = {g}: AdamW keeps up (no optimizer ahead of it by more than the seed spread)"
         if best is not None:
             line += f"; best {best['optimizer']} ({best['final val loss']})"
         md += ["- " + line + "."]
-    md += ["", "**Where does AdamW stop keeping up?** " +
-           (f"From G = {stops} on in this run (the first batch where it diverged or another "
-            "optimizer beat it by more than the seed spread)." if stops else
-            f"Nowhere up to G = {batches[-1]} in this run: at every batch no optimizer beat it "
-            "by more than the seed spread."), ""]
+    keeps = [g for g in batches if g not in behind]
+    if not behind:
+        answer = (f"Nowhere up to G = {batches[-1]} in this run: at no batch did another "
+                  "optimizer beat it by more than the seed spread.")
+    elif keeps and behind == batches[len(batches) - len(behind):]:
+        answer = (f"From G = {behind[0]} on in this run (it diverged there, or another optimizer "
+                  "beat it by more than the seed spread); it kept up at G = " +
+                  ", ".join(keeps) + ".")
+    elif not keeps:
+        answer = ("At every batch of this run, the first included: it diverged or another "
+                  "optimizer beat it by more than the seed spread at G = " + ", ".join(behind) +
+                  ".")
+    else:
+        answer = ("Not as the batch grows, in this run: AdamW is behind (diverged, or beaten by "
+                  "more than the seed spread) at G = " + ", ".join(behind) + " and keeps up at "
+                  "G = " + ", ".join(keeps) + ".")
+    md += ["", "**Where does AdamW stop keeping up?** " + answer, ""]
     panels = []
     for g in batches:
         groups = [(r["optimizer"], n) for r, names in rows if r["global batch"] == g
