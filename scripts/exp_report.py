@@ -302,6 +302,19 @@ def optimizers_final(exp, part, title, budget_text, png):
              if float(r["final val loss"]) - float(b["final val loss"])
              <= max(float(b["seed spread"]), float(r["seed spread"]))]
     md += ["Within the seed spread of the first: " + (", ".join(apart) or "none") + ".", ""]
+    if part == "final_wall":
+        asked = float(exp.params["seconds"])
+        took = [float(r["train s"]) for r in rows]
+        if min(took) < 0.75 * asked or max(took) > 1.25 * asked:
+            md += [f"**The conversion missed on this run:** the runs trained {min(took):.1f} to "
+                   f"{max(took):.1f} s against {asked:g} s asked (more than 25% off), so the "
+                   "machine's pace changed between the calibration and these runs (see the load "
+                   "average above, and compare the calibrated tokens/s of section 1 with the "
+                   "tokens/s here); this ranking measures the calibration's tokens, not an "
+                   "equal wall-clock budget. Rerun on a quiet machine.", ""]
+        else:
+            md += [f"The runs trained {min(took):.1f} to {max(took):.1f} s against {asked:g} s "
+                   "asked: the conversion held.", ""]
     runs = [(opt, n) for opt in exp.labels("sweep") for n in final_names(exp, part, opt)]
     firsts = [(opt, final_names(exp, part, opt)[0]) for opt in exp.labels("sweep")]
     md += figure(exp, png,
