@@ -1,25 +1,41 @@
 # Shared by the experiment scripts (scripts/exp_global_batch.sh, scripts/exp_optimizers.sh):
 # sourced, not run. Provides the environment every experiment reads, the data, one training run
 # (single process or under mpirun) recorded in the experiment's manifest, and the hand-off to the
-# report. Each script sets exp_name before sourcing this file.
+# report. Each script sets exp_name before sourcing this file, and sources it with its own
+# arguments in place (bash passes them on).
+#
+# Options:
+#   --size SIZE   smoke | default | small | medium (default: EXP_SIZE, else default). smoke is
+#                 a minimal size for CI (tiny model, few steps; the same tables); small and
+#                 medium train bigger models on more tokens than the default (see each script)
 #
 # Environment:
 #   LEDGERLM_BIN  the ledgerlm binary (default build/ledgerlm)
-#   EXP_SIZE      default | smoke (a minimal size for CI: tiny model, few steps; same tables)
+#   EXP_SIZE      the size when --size is not given
 #   EXP_DATA      prepared data directory (default data_out/kjv, prepared if missing)
 #   EXP_OUT       output directory (default runs/exp_NAME): runs/, manifest.tsv, REPORT.md, PNGs
 #   EXP_THREADS   CPU threads of a single-process run (default 2); ranks under mpirun use 1 each
 #   EXP_SEEDS     seeds, space-separated (default "1 2"; at least 2: the seed spread is the yardstick)
 #   EXP_PUBLISH   where the report of record goes (default results/NAME at the default size, none
-#                 at the smoke size; empty: none): REPORT.md, the PNGs, manifest.tsv, params.tsv
-#                 and each run's summary.json, metrics.jsonl and config.toml (no weights, no
-#                 checkpoints), so tests/tools/check_exp_report.py can check the published copy
+#                 at the other sizes; empty: none): REPORT.md, the PNGs, manifest.tsv, params.tsv
+#                 and each run's summary.json, config.toml and metrics.jsonl gzipped (no weights,
+#                 no checkpoints), so tests/tools/check_exp_report.py can check the published copy
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 bin="${LEDGERLM_BIN:-build/ledgerlm}"
 size="${EXP_SIZE:-default}"
+while (($# > 0)); do
+  case $1 in
+    --size) (($# >= 2)) || { echo "exp_$exp_name: error: --size needs a value" >&2; exit 2; }
+      size=$2; shift 2 ;;
+    --size=*) size=${1#--size=}; shift ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) echo "exp_$exp_name: error: unknown argument '$1' (--size smoke|default|small|medium)" >&2
+      exit 2 ;;
+  esac
+done
 data="${EXP_DATA:-data_out/kjv}"
 out="${EXP_OUT:-runs/exp_$exp_name}"
 threads="${EXP_THREADS:-2}"
@@ -33,7 +49,8 @@ exp_fail() {
   exit 1
 }
 
-[[ "$size" == default || "$size" == smoke ]] || exp_fail "EXP_SIZE must be default or smoke, not '$size'"
+case $size in smoke | default | small | medium) ;; *)
+  exp_fail "the size must be smoke, default, small or medium, not '$size'" ;; esac
 ((${#seeds[@]} >= 2)) || exp_fail "EXP_SEEDS needs at least 2 seeds (the seed spread is the yardstick)"
 [[ -x "$bin" ]] || exp_fail "$bin not found or not executable (build first, or set LEDGERLM_BIN)"
 if [[ ! -f "$data/meta.json" ]]; then
@@ -114,9 +131,11 @@ exp_report() {
     for run in "$out"/runs/*/; do
       run=$(basename "$run")
       mkdir -p "$publish/runs/$run"
-      for f in summary.json metrics.jsonl config.toml; do
+      for f in summary.json config.toml; do
         [[ ! -f "$out/runs/$run/$f" ]] || cp "$out/runs/$run/$f" "$publish/runs/$run/"
       done
+      [[ ! -f "$out/runs/$run/metrics.jsonl" ]] ||
+        gzip -9 -n -c "$out/runs/$run/metrics.jsonl" >"$publish/runs/$run/metrics.jsonl.gz"
     done
     echo "exp_$exp_name: published to $publish"
   fi

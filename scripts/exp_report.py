@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import sys
+import tomllib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plot  # noqa: E402  (scripts/plot.py: the figures)
@@ -111,7 +112,8 @@ def summary_cells(exp, names):
 
 
 def table(header, rows):
-    right = ["---:" if h not in ("runs", "configuration", "split", "optimizer", "rank", "chosen")
+    right = ["---:" if h not in ("runs", "configuration", "split", "optimizer", "rank", "chosen",
+                                 "rule", "beyond seed spread")
              else "---" for h in header]
     out = ["| " + " | ".join(header) + " |", "|" + "|".join(right) + "|"]
     out += ["| " + " | ".join(str(r[h]) for h in header) + " |" for r in rows]
@@ -134,7 +136,7 @@ def header(exp, a, title, what):
     load_start, load_end = a.load.split()
     return [f"# {title}", "",
             f"{what}", "",
-            f"- Size: **{a.size}** (`EXP_SIZE={a.size}`; model `{exp.params['model']}`, "
+            f"- Size: **{a.size}** (`--size {a.size}`; model `{exp.params['model']}`, "
             f"T = {exp.params['seq']}).",
             f"- Command: `{a.command}` — this file and its figures are written by it "
             "(scripts/exp_report.py from the runs' summary.json and metrics.jsonl), never by hand.",
@@ -153,12 +155,16 @@ def config_block(exp, name):
             "</details>", ""]
 
 
-def figure(exp, out_name, panels, title):
-    """panels: [(runs [(label, name)], metric, x, band, logy, panel title)]."""
+def figure(exp, out_name, panels, title, ncols=None):
+    """panels: [(runs [(label, name)], metric, x, band, logy, panel title)], ncols to a row."""
     plt = plot.pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.6), dpi=110,
+    ncols = ncols or len(panels)
+    nrows = (len(panels) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.5 * ncols, 4.6 * nrows), dpi=100,
                              squeeze=False)
-    for ax, (runs, metric, x, band, logy, sub) in zip(axes[0], panels):
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (runs, metric, x, band, logy, sub) in zip(axes.flat, panels):
         plot.draw(ax, [(label, exp.runs[n]["records"]) for label, n in runs], metric, x, band)
         if logy:
             ax.set_yscale("log")
@@ -208,33 +214,36 @@ def state_bytes_per_param(summary):
 def optimizers_calibration(exp):
     p = exp.params
     md = ["## 1. Calibration: the wall-clock budget as tokens", "",
-          f"Asked: **{float(p['seconds']):g} s** of training per final run ({float(p['sweep_seconds']):g} s "
-          f"per sweep run). Each optimizer ran {p['calib_steps']} steps at its middle LR; its "
-          f"tokens/s over the steps after the first {CALIB_SKIP} (`calibrated tokens/s`: their "
-          "tokens over their step time) turns the seconds into a token budget of whole steps of "
-          f"{int(p['micro']) * int(p['seq'])} tokens. The `train s` of the final runs below shows "
-          "how close the conversion came on the day.", ""]
+          f"Asked: **{float(p['seconds']):g} s** of training per run of the wall-clock ranking "
+          f"(3b). Each optimizer ran {p['calib_steps']} steps at its middle LR; its tokens/s over "
+          f"the steps after the first {CALIB_SKIP} (`calibrated tokens/s`: their tokens over "
+          "their step time) turns the seconds into a token budget of whole steps of "
+          f"{int(p['micro']) * int(p['seq'])} tokens (`tokens it became`: what the runs of 3b "
+          "trained on). The `train s` of the "
+          "runs in 3b shows how close the conversion came on the day.", ""]
     rows = []
     for r in exp.part("calibration"):
         opt, tps = r["label"], calibrated_tokens_per_s(exp.runs[r["name"]]["records"])
         rows.append(dict(summary_cells(exp, [r["name"]]), optimizer=opt, runs=r["name"],
                          **{"calibrated tokens/s": f"{tps:.0f}",
-                            "token budget (final)": p[f"tokens_{opt}"],
-                            "token budget (sweep)": p[f"sweep_tokens_{opt}"],
+                            "budget asked s": f"{float(p['seconds']):g}",
+                            "tokens it became": str(exp.runs[exp.names("final_wall", opt)[0]]
+                                                    ["summary"]["tokens"]),
                             "vs fastest": ""}))
         rows[-1]["_tps"] = tps
     fastest = max(r["_tps"] for r in rows)
     for r in rows:
         r["vs fastest"] = f"{r['_tps'] / fastest:.2f}"
     return md + table(["optimizer", "runs", "steps", "calibrated tokens/s", "vs fastest",
-                       "token budget (final)", "token budget (sweep)"], rows)
+                       "budget asked s", "tokens it became"], rows)
 
 
 def optimizers_sweep(exp):
-    md = ["## 2. LR sweep (first seed, a third of the budget)", "",
-          "Three LRs per optimizer; the lowest final val loss picks the LR of the final runs. An LR "
-          "at the edge of its grid means the best may lie beyond it.", ""]
-    finals = {r["label"]: r["lr"] for r in exp.part("final")}
+    md = [f"## 2. LR sweep (first seed, {exp.params['budget']} tokens each)", "",
+          "Three LRs per optimizer under one token budget, the same for every optimizer; the "
+          "lowest final val loss picks the LR of both final rankings. An LR at the edge of its "
+          "grid means the best may lie beyond it.", ""]
+    finals = {opt: exp.params[f"best_{opt}"] for opt in exp.labels("sweep")}
     rows = []
     for r in exp.part("sweep"):
         s = exp.runs[r["name"]]["summary"]
@@ -256,12 +265,20 @@ def optimizers_sweep(exp):
                  else "Every chosen LR lies inside its grid.", ""]
 
 
-def optimizers_final(exp):
-    p = exp.params
-    md = [f"## 3. Final: {float(p['seconds']):g} s budget, every seed", ""]
+def final_names(exp, part, opt):
+    """The runs of a final ranking's row; the same-token ranking's first seed is the sweep's run
+    at the chosen LR (the same configuration)."""
+    names = exp.names(part, opt)
+    if part == "final_tokens":
+        names = [f"sweep_{opt}_lr{exp.params[f'best_{opt}']}"] + names
+    return names
+
+
+def optimizers_final(exp, part, title, budget_text, png):
+    md = [title, "", budget_text, ""]
     rows = []
-    for opt in exp.labels("final"):
-        names = exp.names("final", opt)
+    for opt in exp.labels("sweep"):
+        names = final_names(exp, part, opt)
         cells = summary_cells(exp, names)
         sums = [exp.runs[n]["summary"] for n in names]
         state = mean([state_bytes_per_param(x) for x in sums])
@@ -273,9 +290,6 @@ def optimizers_final(exp):
     rows.sort(key=lambda r: float(r["final val loss"]))
     for i, r in enumerate(rows, 1):
         r["rank"] = str(i)
-    md += ["`optim ms`: the optimizer step's mean time per step; `state bytes/param`: the "
-           "optimizer state's peak bytes over the parameter count; `peak MB`: the tracked peak of "
-           "all components; `ckpt MB`: the last checkpoint's files.", ""]
     md += table(["rank", "optimizer", "lr", "runs", "tokens", "steps", "final val loss",
                  "seed spread", "train s", "tokens/s", "optim ms", "state bytes/param",
                  "peak MB", "ckpt MB"], rows)
@@ -288,27 +302,60 @@ def optimizers_final(exp):
              if float(r["final val loss"]) - float(b["final val loss"])
              <= max(float(b["seed spread"]), float(r["seed spread"]))]
     md += ["Within the seed spread of the first: " + (", ".join(apart) or "none") + ".", ""]
-    runs = [(opt, n) for opt in exp.labels("final") for n in exp.names("final", opt)]
-    md += figure(exp, "optimizers.png",
+    if part == "final_wall":
+        asked = float(exp.params["seconds"])
+        took = [float(r["train s"]) for r in rows]
+        if min(took) < 0.75 * asked or max(took) > 1.25 * asked:
+            md += [f"**The conversion missed on this run:** the runs trained {min(took):.1f} to "
+                   f"{max(took):.1f} s against {asked:g} s asked (more than 25% off), so the "
+                   "machine's pace changed between the calibration and these runs (see the load "
+                   "average above, and compare the calibrated tokens/s of section 1 with the "
+                   "tokens/s here); this ranking measures the calibration's tokens, not an "
+                   "equal wall-clock budget. Rerun on a quiet machine.", ""]
+        else:
+            md += [f"The runs trained {min(took):.1f} to {max(took):.1f} s against {asked:g} s "
+                   "asked: the conversion held.", ""]
+    runs = [(opt, n) for opt in exp.labels("sweep") for n in final_names(exp, part, opt)]
+    firsts = [(opt, final_names(exp, part, opt)[0]) for opt in exp.labels("sweep")]
+    md += figure(exp, png,
                  [(runs, "val_loss", "tokens", True, False, "val loss vs tokens (mean, band: seeds)"),
-                  (runs, "val_loss", "wall_s", True, False, "val loss vs wall-clock seconds")],
-                 f"optimizers under a {float(p['seconds']):g} s budget, each at its swept LR")
+                  (firsts, "val_loss", "wall_s", False, False,
+                   "val loss vs wall-clock seconds (first seed)")],
+                 title.lstrip("# "))
     return md
 
 
 def report_optimizers(exp, a):
-    md = header(exp, a, "Optimizers under a fixed wall-clock budget",
+    p = exp.params
+    md = header(exp, a, "Optimizers under a fixed budget: the same tokens, the same seconds",
                 "SGD (momentum 0.9), AdamW, LAMB, LARS, Adafactor, 8-bit AdamW and AdamW with "
-                "bf16 state (adamw_bf16) on a small GPT "
-                "(scripts/exp_optimizers.sh), each at its best LR of a short sweep, under the same "
-                "wall-clock budget converted into a token budget per optimizer. Seeds: " +
-                ", ".join(sorted({r["seed"] for r in exp.part("final")})) + ".")
-    md += optimizers_calibration(exp) + optimizers_sweep(exp) + optimizers_final(exp)
+                "bf16 state (adamw_bf16) on a small GPT (scripts/exp_optimizers.sh), each at its "
+                f"best LR of a short sweep under one token budget ({p['budget']} tokens), then "
+                "ranked under (a) that same token budget and (b) the same wall-clock budget "
+                f"({float(p['seconds']):g} s of training, converted into a token budget per "
+                "optimizer by calibration). Seeds: " +
+                ", ".join(sorted({r["seed"] for r in exp.part("final_wall")})) + ".")
+    md += optimizers_calibration(exp) + optimizers_sweep(exp)
+    md += ["`optim ms`: the optimizer step's mean time per step; `state bytes/param`: the "
+           "optimizer state's peak bytes over the parameter count; `peak MB`: the tracked peak "
+           "of all components; `ckpt MB`: the last checkpoint's files.", ""]
+    md += optimizers_final(
+        exp, "final_tokens", f"## 3a. Final: the same token budget ({p['budget']} tokens), "
+        "every seed",
+        f"Every optimizer at its swept LR on the sweep's {p['budget']} tokens. The first seed's "
+        "run is the sweep's run at that LR (the same configuration; the LR was picked on it, "
+        "which flatters that seed a little).", "optimizers_tokens.png")
+    md += optimizers_final(
+        exp, "final_wall", f"## 3b. Final: the same wall-clock budget ({float(p['seconds']):g} s), "
+        "every seed",
+        f"Every optimizer at its swept LR on the tokens its calibration made of "
+        f"{float(p['seconds']):g} s (section 1): a faster optimizer gets more tokens.",
+        "optimizers_wall.png")
     md += ["## Common settings", "", f"`{exp.params['common']}`", "",
            "Adafactor: `--optim.weight_decay 0 --optim.adafactor_relative_step false`; "
            "adamw_bf16: `--optim.name adamw --optim.weight_decay 0.1 --precision.state bf16`; the "
            "others `--optim.weight_decay 0.1`.", ""]
-    return md + config_block(exp, exp.part("final")[0]["name"])
+    return md + config_block(exp, exp.part("final_wall")[0]["name"])
 
 
 # ---- exp_global_batch.sh ----
@@ -319,7 +366,7 @@ def global_batch_equivalence(exp):
     refs = exp.names("equivalence", "1x8x1")
     md = ["## A. One global batch, six splits", "",
           f"A global batch of 8 sequences x {exp.params['seq']} tokens for "
-          f"{exp.params['eq_steps']} steps (AdamW, lr {exp.params['base_lr']}, dropout "
+          f"{exp.params['eq_steps']} steps (AdamW, lr {exp.params['eq_lr']}, dropout "
           f"{exp.params['eq_dropout']}), split as world x "
           "micro-batch x accumulation; the 2- and 4-rank splits run under mpirun (4 ranks on 2 "
           "cores: oversubscribed, so their tokens/s say nothing about speed). Each split's "
@@ -366,75 +413,216 @@ def global_batch_equivalence(exp):
     return md
 
 
+def first_seed(exp, names):
+    return [n for n in names if exp.runs[n]["seed"] == exp.params["seeds"].split()[0]]
+
+
+def delta_cells(exp, rows, key, ref_value):
+    """Fills `Δ vs REF (same G)` and `beyond seed spread` of rows [(row, names)] grouped by G.
+
+    Δ: the row's mean final val loss minus that of the row of the same global batch whose `key`
+    cell is ref_value (unrounded means); beyond seed spread: whether |Δ| exceeds the larger seed
+    spread of the two rows. n/a where either row diverged."""
+    col = f"Δ vs {ref_value} (same G)"
+    refs = {r["global batch"]: names for r, names in rows if r[key] == ref_value}
+    for r, names in rows:
+        ref = refs.get(r["global batch"])
+        if ref is None or r["final val loss"] == "diverged" or any(
+                exp.runs[n]["summary"] is None for n in ref):
+            r[col], r["beyond seed spread"] = "n/a", "n/a"
+            continue
+        d = mean([val(exp, n) for n in names]) - mean([val(exp, n) for n in ref])
+        r[col] = f"{d:+.4f}"
+        r["beyond seed spread"] = "yes" if abs(d) > max(spread(exp, names),
+                                                       spread(exp, ref)) else "no"
+    return col
+
+
+def final_vs_batch(exp, out_name, series_, title):
+    """Final val loss (mean, min-max over seeds) against the global batch, one line per series
+    [(label, [(G, names)])]."""
+    plt = plot.pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.6), dpi=100)
+    for i, (label, points) in enumerate(series_):
+        pts = [(g, [val(exp, n) for n in names]) for g, names in points
+               if all(exp.runs[n]["summary"] is not None for n in names)]
+        if not pts:
+            continue
+        xs = [g for g, _ in pts]
+        ys = [mean(v) for _, v in pts]
+        lo = [mean(v) - min(v) for _, v in pts]
+        hi = [max(v) - mean(v) for _, v in pts]
+        ls, mk = plot.STYLES[i % len(plot.STYLES)]
+        ax.errorbar(xs, ys, yerr=[lo, hi], linestyle=ls, marker=mk, capsize=3, label=label)
+    ax.set_xscale("log", base=2)
+    ticks = sorted({g for _, points in series_ for g, _ in points})
+    ax.set_xticks(ticks, [str(g) for g in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("global batch (sequences)")
+    ax.set_ylabel("final val loss (mean; bars: seed min-max)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    plot.save(fig, os.path.join(exp.out, out_name))
+    plt.close(fig)
+    return [f"![{title}]({out_name})", ""]
+
+
 def global_batch_scaling(exp):
+    p = exp.params
+    g0 = p["scale_g0"]
     md = ["## B. Scaling the global batch at a fixed token budget", "",
-          f"Every global batch G trains on the same {exp.params['scale_tokens']} tokens with the "
-          f"same peak LR ({exp.params['base_lr']}, AdamW); micro-batches of up to 16 sequences, "
-          "accumulation above. Fewer, larger steps as G grows.", ""]
-    rows, finals = [], []
+          f"Every global batch G (sequences of {p['seq']} tokens) trains on the same "
+          f"{p['scale_tokens']} tokens (AdamW, micro-batches of up to 16 sequences, accumulation "
+          "above), so a larger G takes fewer, larger steps. Two LR rules from one base LR "
+          f"({p['scale_lr']} at G = {g0}): **linear**, the linear scaling rule with warmup (peak "
+          f"LR x G/{g0}, warming up linearly over the first 10% of the steps, i.e. of the "
+          "tokens), and **fixed** (the base LR at every G, no warmup). Both decay by cosine to a "
+          "tenth of the peak. `Δ vs fixed (same G)`: the linear rule's mean final val loss minus "
+          "that of the fixed LR at the same G; `beyond seed spread`: whether that gap exceeds the "
+          "larger seed spread of the two rows.", ""]
+    rows = []
     for label in exp.labels("scaling"):
+        rule, g = label.split(" G=")
         names = exp.names("scaling", label)
-        cells = summary_cells(exp, names)
-        finals.append((float(cells["final val loss"]), label, spread(exp, names)))
-        rows.append(dict(cells, **{"global batch": label.split("=")[1], "runs": fmt_runs(names)}))
-    md += table(["global batch", "runs", "steps", "tokens", "final val loss", "seed spread",
-                 "tokens/s", "train s"], rows)
-    best = min(finals)
-    ahead = [f for f in finals if f[0] - best[0] > max(best[2], f[2])]
-    md += [f"Lowest final val loss at {best[1]} ({best[0]:.4f}); worse by more than the seed spread: "
-           + (", ".join(f"{f[1]} (+{f[0] - best[0]:.4f})" for f in ahead) or "none") + ".", ""]
-    groups = [(label, n) for label in exp.labels("scaling") for n in exp.names("scaling", label)]
-    md += figure(exp, "scaling.png",
-                 [(groups, "val_loss", "tokens", True, False, "val loss vs tokens (mean, band: seeds)"),
-                  (groups, "val_loss", "wall_s", True, False,
-                   "val loss vs wall-clock seconds")],
-                 "global batch scaling at a fixed token budget")
+        r0 = exp.runs[names[0]]
+        with open(os.path.join(r0["dir"], "config.toml"), "rb") as f:
+            warm = tomllib.load(f)["optim"]["warmup_steps"]
+        rows.append((dict(summary_cells(exp, names), **{
+            "global batch": g, "rule": rule, "runs": fmt_runs(names), "lr": r0["lr"],
+            "warmup steps": str(warm)}), names))
+    col = delta_cells(exp, rows, "rule", "fixed")
+    rows.sort(key=lambda rn: (rn[0]["rule"] != "fixed", int(rn[0]["global batch"])))
+    md += table(["global batch", "rule", "runs", "lr", "warmup steps", "steps", "tokens",
+                 "final val loss", "seed spread", col, "beyond seed spread", "tokens/s",
+                 "train s"], [r for r, _ in rows])
+    for rule in ("fixed", "linear"):
+        ok = [(float(r["final val loss"]), r["global batch"], float(r["seed spread"]))
+              for r, _ in rows if r["rule"] == rule and r["final val loss"] != "diverged"]
+        div = [r["global batch"] for r, _ in rows if r["rule"] == rule and
+               r["final val loss"] == "diverged"]
+        if not ok:
+            md += [f"Rule {rule}: every batch diverged.", ""]
+            continue
+        best = min(ok)
+        worse = [f for f in ok if f[0] - best[0] > max(best[2], f[2])]
+        md += [f"Rule **{rule}**: lowest final val loss at G = {best[1]} ({best[0]:.4f}); worse "
+               "by more than the seed spread: " +
+               (", ".join(f"G = {f[1]} (+{f[0] - best[0]:.4f})" for f in worse) or "none") +
+               ("; diverged: " + ", ".join(f"G = {g}" for g in div) if div else "") + ".", ""]
+    better = [r["global batch"] for r, _ in rows if r["rule"] == "linear" and
+              r["beyond seed spread"] == "yes" and float(r[col]) < 0]
+    worse_ = [r["global batch"] for r, _ in rows if r["rule"] == "linear" and
+              r["beyond seed spread"] == "yes" and float(r[col]) > 0]
+    md += ["The linear rule against the fixed LR at the same G, beyond the seed spread: better at " +
+           (", ".join(f"G = {g}" for g in better) or "no G") + "; worse at " +
+           (", ".join(f"G = {g}" for g in worse_) or "no G") + ".", ""]
+    panels = []
+    for rule in ("fixed", "linear"):
+        groups = [(f"G={r['global batch']}", n) for r, names in rows if r["rule"] == rule
+                  and r["final val loss"] != "diverged" for n in names]
+        firsts = [(f"G={r['global batch']} s{exp.runs[n]['seed']}", n) for r, names in rows
+                  if r["rule"] == rule and r["final val loss"] != "diverged"
+                  for n in first_seed(exp, names)]
+        if groups:
+            panels += [(groups, "val_loss", "tokens", True, False,
+                        f"rule {rule}: val loss vs tokens (mean, band: seeds)"),
+                       (firsts, "val_loss", "wall_s", False, False,
+                        f"rule {rule}: val loss vs wall-clock seconds (first seed)")]
+    md += figure(exp, "scaling.png", panels,
+                 "global batch scaling at a fixed token budget, without and with the linear "
+                 "LR rule", ncols=2)
+    md += final_vs_batch(exp, "scaling_final.png",
+                         [(rule, [(int(r["global batch"]), names) for r, names in rows
+                                  if r["rule"] == rule]) for rule in ("fixed", "linear")],
+                         "final val loss against the global batch, per LR rule")
     return md
 
 
 def global_batch_large(exp):
-    base, large = exp.params["base"], exp.params["large"]
-    k = int(large) // int(base)
-    md = ["## C. A large batch: LR rules and layer-wise optimizers", "",
-          f"G = {large} is {k}x the base batch {base}; all rows train on the same tokens. "
-          f"AdamW at the base LR, sqrt({k}) x and {k} x the base LR; LAMB and LARS at sqrt({k}) x "
-          f"their base LRs ({exp.params['lamb_lr']}, {exp.params['lars_lr']}: the best of the "
-          "optimizer study's sweep at the base batch, results/optimizers).", ""]
-    groups = [(f"G={base} adamw base lr (reference)", exp.names("scaling", f"G={base}")),
-              (f"G={large} adamw base lr", exp.names("scaling", f"G={large}"))]
-    groups += [(f"G={large} {label}", exp.names("large_batch", label))
-               for label in exp.labels("large_batch")]
-
-    def mean_val(names):  # unrounded: a difference of rounded means can be off by a digit
-        return mean([val(exp, n) for n in names])
-
-    ref = mean_val(groups[0][1])
+    p = exp.params
+    g0, batches = p["large_g0"], p["large_batches"].split()
+    lrs = dict(zip(p["large_lrs"].split()[::2], p["large_lrs"].split()[1::2]))
+    same_model = p["large_model"] == p["model"] and p["large_seq"] == p["seq"]
+    md = ["## C. Large batch: AdamW, LAMB and LARS up to G = " + batches[-1], "",
+          f"Global batches of {', '.join(batches)} sequences of {p['large_seq']} tokens, built "
+          "by accumulation above 64 sequences per micro-batch, all on the same "
+          f"{p['large_tokens']} tokens, each optimizer with the linear scaling rule + warmup "
+          f"from its base LR at G = {g0} (" +
+          ", ".join(f"{o} {lr}" for o, lr in lrs.items()) +
+          f"; peak LR x G/{g0}, warmup over the first 10% of the steps, cosine to a tenth). " +
+          ("Same model as parts A and B." if same_model else
+           f"**Part C trains a smaller model than parts A and B** (`{p['large_model']}`, "
+           f"T = {p['large_seq']}) so that G = {batches[-1]} fits the size's time limit."),
+          "", f"**Largest global batch of this run: {batches[-1]} sequences "
+          f"({int(batches[-1]) * int(p['large_seq'])} tokens per step).**", "",
+          "`Δ vs adamw (same G)`: the optimizer's mean final val loss minus AdamW's at the same "
+          "G; `beyond seed spread`: whether that gap exceeds the larger seed spread of the two "
+          "rows. A diverged row stopped on a non-finite loss (its LR too high).", ""]
     rows = []
-    for label, names in groups:
+    for label in exp.labels("large_batch"):
+        optim, g = label.split(" G=")
+        names = exp.names("large_batch", label)
         cells = summary_cells(exp, names)
-        r0 = exp.runs[names[0]]
-        delta = ("diverged" if cells["final val loss"] == "diverged"
-                 else f"{mean_val(names) - ref:+.4f}")
-        rows.append(dict(cells, configuration=label, runs=fmt_runs(names), optimizer=r0["optim"],
-                         lr=r0["lr"], **{"Δ vs first row": delta}))
-    md += table(["configuration", "runs", "optimizer", "lr", "steps", "final val loss",
-                 "seed spread", "Δ vs first row", "tokens/s"], rows)
-    large_rows = sorted((float(r["final val loss"]), r["configuration"], float(r["seed spread"]))
-                        for r in rows[1:] if r["final val loss"] != "diverged")
-    b, bl, bs = large_rows[0]  # G = large at the base LR never diverges (no EXP_MAY_DIVERGE)
-    if len(large_rows) > 1:
-        o, ol, os_ = large_rows[1]
-        runner_up = verdict(bl, b, ol, o, bs, os_)
+        rows.append((dict(cells, **{"global batch": g, "optimizer": optim,
+                                    "runs": fmt_runs(names), "lr": exp.runs[names[0]]["lr"],
+                                    "accum": exp.runs[names[0]]["accum"]}), names))
+    col = delta_cells(exp, rows, "optimizer", "adamw")
+    md += table(["global batch", "optimizer", "lr", "accum", "runs", "steps", "tokens",
+                 "final val loss", "seed spread", col, "beyond seed spread", "tokens/s",
+                 "train s"], [r for r, _ in rows])
+    behind = []
+    for g in batches:
+        here = [r for r, _ in rows if r["global batch"] == g]
+        ahead = [f"{r['optimizer']} ({r[col]})" for r in here
+                 if r["optimizer"] != "adamw" and r["beyond seed spread"] == "yes"
+                 and float(r[col]) < 0]
+        adam = [r for r in here if r["optimizer"] == "adamw"][0]
+        ok = [r for r in here if r["final val loss"] != "diverged"]
+        best = min(ok, key=lambda r: float(r["final val loss"])) if ok else None
+        if adam["final val loss"] == "diverged":
+            line = f"G = {g}: AdamW diverged"
+            behind.append(g)
+        elif ahead:
+            line = f"G = {g}: AdamW behind, beyond the seed spread: " + ", ".join(ahead)
+            behind.append(g)
+        else:
+            line = f"G = {g}: AdamW keeps up (no optimizer ahead of it by more than the seed spread)"
+        if best is not None:
+            line += f"; best {best['optimizer']} ({best['final val loss']})"
+        md += ["- " + line + "."]
+    keeps = [g for g in batches if g not in behind]
+    if not behind:
+        answer = (f"Nowhere up to G = {batches[-1]} in this run: at no batch did another "
+                  "optimizer beat it by more than the seed spread.")
+    elif keeps and behind == batches[len(batches) - len(behind):]:
+        answer = (f"From G = {behind[0]} on in this run (it diverged there, or another optimizer "
+                  "beat it by more than the seed spread); it kept up at G = " +
+                  ", ".join(keeps) + ".")
+    elif not keeps:
+        answer = ("At every batch of this run, the first included: it diverged or another "
+                  "optimizer beat it by more than the seed spread at G = " + ", ".join(behind) +
+                  ".")
     else:
-        runner_up = "Every other configuration at this batch diverged."
-    md += [f"Best at G = {large}: {bl} ({b:.4f}, {b - ref:+.4f} against the base batch). "
-           + runner_up, ""]
-    curves = [(label, n) for label, names in groups for n in names
-              if exp.runs[n]["summary"] is not None]
-    md += figure(exp, "large_batch.png",
-                 [(curves, "val_loss", "tokens", True, False, "val loss vs tokens (mean, band: seeds)"),
-                  (curves, "loss", "step", True, True, "train loss per step")],
-                 f"large batch (G = {large}) vs base batch (G = {base}), same tokens")
+        answer = ("Not as the batch grows, in this run: AdamW is behind (diverged, or beaten by "
+                  "more than the seed spread) at G = " + ", ".join(behind) + " and keeps up at "
+                  "G = " + ", ".join(keeps) + ".")
+    md += ["", "**Where does AdamW stop keeping up?** " + answer, ""]
+    panels = []
+    for g in batches:
+        groups = [(r["optimizer"], n) for r, names in rows if r["global batch"] == g
+                  and r["final val loss"] != "diverged" for n in names]
+        if groups:
+            panels.append((groups, "val_loss", "tokens", True, False,
+                           f"G = {g}: val loss vs tokens (mean, band: seeds)"))
+    md += figure(exp, "large_batch.png", panels,
+                 f"AdamW vs LAMB vs LARS, linear scaling + warmup, {p['large_tokens']} tokens",
+                 ncols=min(3, len(panels)))
+    md += final_vs_batch(exp, "large_batch_final.png",
+                         [(o, [(int(r["global batch"]), names) for r, names in rows
+                               if r["optimizer"] == o]) for o in lrs],
+                         "final val loss against the global batch, per optimizer")
     return md
 
 
@@ -442,13 +630,15 @@ def report_global_batch(exp, a):
     md = header(exp, a, "Global batch: equivalence of splits, scaling, large batch",
                 "Three questions about the global batch on a small GPT (scripts/exp_global_batch.sh): "
                 "does splitting one global batch across ranks and accumulation steps change "
-                "training; what does a larger batch cost at a fixed token budget; which LR rule or "
-                f"optimizer holds up at {int(exp.params['large']) // int(exp.params['base'])}x the batch. "
+                "training; what does a larger batch cost at a fixed token budget, with and without "
+                "the linear LR scaling rule; and does AdamW keep up with LAMB and LARS as the "
+                f"batch grows to {exp.params['large_batches'].split()[-1]} sequences. "
                 "Seeds per configuration: " + ", ".join(exp.params["seeds"].split()) +
                 " (the reference split of part A: " + ", ".join(exp.params["eq_seeds"].split()) +
                 ").")
     md += global_batch_equivalence(exp) + global_batch_scaling(exp) + global_batch_large(exp)
-    md += ["## Common settings", "", f"`{exp.params['common']}`", "",
+    md += ["## Common settings", "", f"Parts A and B: `{exp.params['common']}`", "",
+           f"Part C: `{exp.params['large_common']}`", "",
            f"Part A with `--model.dropout {exp.params['eq_dropout']}`, parts B and C with "
            "`--model.dropout 0`.", ""]
     return md + config_block(exp, exp.manifest[0]["name"])

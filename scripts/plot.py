@@ -17,6 +17,7 @@ The experiment reports (scripts/exp_*.sh) import this file for their figures. Ne
 matplotlib: run with /usr/bin/python3.
 """
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -26,7 +27,12 @@ STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ("-", "v"), ("--", "
 
 
 def metrics_path(path):
-    return os.path.join(path, "metrics.jsonl") if os.path.isdir(path) else path
+    """A run directory's metrics.jsonl, or its gzipped copy (metrics.jsonl.gz: the experiments'
+    published runs under results/) where only that exists."""
+    if not os.path.isdir(path):
+        return path
+    plain = os.path.join(path, "metrics.jsonl")
+    return plain if os.path.exists(plain) or not os.path.exists(plain + ".gz") else plain + ".gz"
 
 
 def read_records(path):
@@ -34,7 +40,7 @@ def read_records(path):
     path = metrics_path(path)
     out = []
     try:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             for line_no, line in enumerate(f, 1):
                 if line.strip():
                     try:

@@ -8,18 +8,26 @@ its runs, independently of the code that wrote it:
 - every table is complete: each row has a cell per column, none empty (except `chosen`) and none
   nan / None / inf;
 - every cell of a known column in a row that names its runs (`runs` column) equals what the
-  runs' summary.json, metrics.jsonl and config.toml give, to the precision printed (half a unit
+  runs' summary.json, metrics.jsonl (or metrics.jsonl.gz, as published) and config.toml give, to the precision printed (half a unit
   of the last digit shown): steps, tokens, final val loss (mean), seed spread (max - min),
   tokens/s (mean), train s (mean), lr (config.toml's optim.lr), calibrated tokens/s (steps after
   the first 5), state bytes/param (optimizer-state peaks / params), optim ms (the mean of the
   log's per-step optim_ms), peak MB and peak act MB (the ledger's total and activation peaks),
   ckpt MB (the last checkpoint's files on disk; summary.json's ckpt_bytes where the checkpoints
-  were not kept, as in a published copy), the loss differences (max over shared steps) and
-  `Δ vs first row`;
+  were not kept, as in a published copy), warmup steps and accum (config.toml), the loss
+  differences (max over shared steps) and `Δ vs first row`;
+- in a table with a `Δ vs X (same G)` column (the global batch's scaling and large-batch
+  tables): each row's cell is its mean final val loss minus that of the row of the same
+  `global batch` whose `rule` or `optimizer` is X, and `beyond seed spread` says yes exactly
+  where that gap exceeds the larger seed spread of the two rows; `n/a` only where a run of
+  either row has no summary.json (diverged);
+- the calibration table's `tokens it became` is what the optimizer's wall-clock runs (wall_OPT_*)
+  trained on, and `budget asked s` x its calibrated tokens/s rounded down to whole steps;
 - every run directory appears in some table; a row reported as diverged has a run without
   summary.json.
 Exits non-zero with one line per disagreement.
 """
+import gzip
 import json
 import math
 import os
@@ -50,8 +58,13 @@ class Run:
         self.name, self.dir = name, os.path.join(root, "runs", name)
         path = os.path.join(self.dir, "summary.json")
         self.summary = json.load(open(path)) if os.path.exists(path) else None
-        self.records = [json.loads(line) for line in open(os.path.join(self.dir, "metrics.jsonl"))
-                        if line.strip()]
+        path = os.path.join(self.dir, "metrics.jsonl")
+        if not os.path.exists(path) and os.path.exists(path + ".gz"):  # a published copy
+            f = gzip.open(path + ".gz", "rt")
+        else:
+            f = open(path)
+        with f:
+            self.records = [json.loads(line) for line in f if line.strip()]
         with open(os.path.join(self.dir, "config.toml"), "rb") as f:
             self.config = tomllib.load(f)
 
@@ -152,6 +165,16 @@ def check_row(header, cells, runs_of, first_val):
             err(f"{r.name}: no finished summary.json")
             return None
     for col, cell in row.items():
+        if col in ("warmup steps", "accum"):
+            section, key = {"warmup steps": ("optim", "warmup_steps"),
+                            "accum": ("train", "accum")}[col]
+            for r in runs:
+                if str(r.config[section][key]) != cell:
+                    err(f"{r.name}: {col} {cell} but config.toml has {r.config[section][key]}")
+            continue
+        if col == "tokens it became":
+            check_became(row, runs[0], runs_of)
+            continue
         if col == "lr":
             for r in runs:
                 if not math.isclose(float(cell), r.config["optim"]["lr"], rel_tol=1e-9):
@@ -168,6 +191,63 @@ def check_row(header, cells, runs_of, first_val):
         if tol is None or abs(float(cell) - want) > tol:
             err(f"{','.join(names)}: column '{col}' says {cell}, the runs give {want:.6g}")
     return sum(r.summary["final_val_loss"] for r in runs) / len(runs)
+
+
+def check_became(row, calib, runs_of):
+    """A calibration row's `tokens it became` (see the docstring)."""
+    root = os.path.dirname(calib.dir)
+    opt = row["optimizer"]
+    walls = [runs_of(n) for n in sorted(os.listdir(root))
+             if n.startswith(f"wall_{opt}_s") and os.path.isdir(os.path.join(root, n))]
+    if not walls:
+        err(f"{calib.name}: no wall_{opt}_* runs for its tokens it became")
+    for w in walls:
+        if w is not None and w.summary is not None and w.summary["tokens"] != int(row["tokens it became"]):
+            err(f"{w.name}: trained on {w.summary['tokens']} tokens, the calibration says "
+                f"{row['tokens it became']}")
+    steps = [r for r in calib.records if "loss" in r]
+    per_step = steps[0]["tokens"] / steps[0]["step"]
+    room = float(row["budget asked s"]) * calibrated(calib) - int(row["tokens it became"])
+    if not -(float(row["budget asked s"]) * 0.1 + 1) <= room < per_step * 1.001:
+        err(f"{calib.name}: {row['tokens it became']} tokens is not {row['budget asked s']} s at "
+            f"{calibrated(calib):.1f} tokens/s in whole steps of {per_step:g}")
+
+
+def check_same_g(header, rows, runs_of):
+    """The `Δ vs X (same G)` and `beyond seed spread` cells of a table (see the docstring)."""
+    col = next((h for h in header if re.fullmatch(r"Δ vs \S+ \(same G\)", h)), None)
+    if col is None:
+        return
+    ref_name = re.fullmatch(r"Δ vs (\S+) \(same G\)", col).group(1)
+    key = "rule" if "rule" in header else "optimizer"
+    dicts = [dict(zip(header, c)) for c in rows if len(c) == len(header)]
+
+    def finals(row):
+        runs = [runs_of(n.strip()) for n in row["runs"].split(",")]
+        if any(r is None or r.summary is None for r in runs):
+            return None
+        return [r.summary["final_val_loss"] for r in runs]
+
+    for row in dicts:
+        refs = [d for d in dicts if d[key] == ref_name and d["global batch"] == row["global batch"]]
+        if len(refs) != 1:
+            err(f"{row['runs']}: {len(refs)} rows of {ref_name} at G = {row['global batch']}")
+            continue
+        mine, ref = finals(row), finals(refs[0])
+        if mine is None or ref is None:
+            if row[col] != "n/a" or row["beyond seed spread"] != "n/a":
+                err(f"{row['runs']}: a run of it or of its {ref_name} row diverged, but "
+                    f"'{col}' says {row[col]} and 'beyond seed spread' {row['beyond seed spread']}")
+            continue
+        d = sum(mine) / len(mine) - sum(ref) / len(ref)
+        tol = tolerance(row[col])
+        if tol is None or abs(float(row[col]) - d) > tol:
+            err(f"{row['runs']}: column '{col}' says {row[col]}, the runs give {d:+.6f}")
+        yard = max(max(mine) - min(mine), max(ref) - min(ref))
+        want = "yes" if abs(d) > yard else "no"
+        if row["beyond seed spread"] != want:
+            err(f"{row['runs']}: 'beyond seed spread' says {row['beyond seed spread']}, but the "
+                f"gap is {d:+.6f} against a seed spread of {yard:.6f}")
 
 
 def main():
@@ -209,6 +289,7 @@ def main():
                 if len(cells) == len(header):
                     v = check_row(header, cells, runs_of, first)
                     first = v if first is None else first
+            check_same_g(header, rows, runs_of)
     for name in sorted(os.listdir(os.path.join(root, "runs"))):
         if os.path.isdir(os.path.join(root, "runs", name)) and name not in seen:
             err(f"run {name} appears in no table")
