@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "optim/optimizer.h"
 #include "model/backend/quant8.h"
+#include "optim/optimizer.h"
 #include "tests/test_optim_support.h"
 #include "tests/test_util.h"
 

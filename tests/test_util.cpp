@@ -21,7 +21,8 @@ CompareResult compare_impl(const std::string& name, const T* got, const T* ref, 
                            double atol, double rtol) {
   CompareResult r;
   double max_ref = 0.0;
-  for (int64_t i = 0; i < n; ++i) max_ref = std::fmax(max_ref, std::fabs(static_cast<double>(ref[i])));
+  for (int64_t i = 0; i < n; ++i)
+    max_ref = std::fmax(max_ref, std::fabs(static_cast<double>(ref[i])));
   r.bound = atol + rtol * max_ref;
   for (int64_t i = 0; i < n; ++i) {
     double d = std::fabs(static_cast<double>(got[i]) - static_cast<double>(ref[i]));
@@ -62,8 +63,8 @@ CompareResult compare_tensor(const std::string& name, const double* got, const d
                              int64_t n, double atol, double rtol) {
   return compare_impl(name, got, ref, n, atol, rtol);
 }
-CompareResult compare_tensor(const std::string& name, const float* got, const float* ref,
-                             int64_t n, double atol, double rtol) {
+CompareResult compare_tensor(const std::string& name, const float* got, const float* ref, int64_t n,
+                             double atol, double rtol) {
   return compare_impl(name, got, ref, n, atol, rtol);
 }
 
@@ -105,7 +106,9 @@ std::string source_dir() {
   const char* env = std::getenv("LEDGERLM_TEST_SOURCE_DIR");
   return env && *env ? env : LEDGERLM_SOURCE_DIR;
 }
-std::string python3() { return LEDGERLM_PYTHON; }
+std::string python3() {
+  return LEDGERLM_PYTHON;
+}
 
 bool write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);

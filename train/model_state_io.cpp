@@ -182,8 +182,8 @@ void ModelState::stage_pieces(std::vector<CkptPiece>* pieces, size_t first) {
   if (first == 0) staging_.clear();
   for (size_t i = first; i < pieces->size(); ++i) {
     CkptPiece& p = (*pieces)[i];
-    std::vector<char>& host = staging_.emplace_back(static_cast<size_t>(p.count) *
-                                                    dtype_size(p.dtype));
+    std::vector<char>& host =
+        staging_.emplace_back(static_cast<size_t>(p.count) * dtype_size(p.dtype));
     backend_.copy_to_host(host.data(), Tensor(const_cast<void*>(p.data), p.dtype), p.count);
     p.data = host.data();
   }
