@@ -1,5 +1,6 @@
 // Clean stopping of a training run: SIGINT/SIGTERM (single process), SIGUSR1 (what mpirun
-// forwards; it kills ranks ~1 s after SIGTERM, see PITFALLS.md) or a file runs/NAME/STOP.
+// forwards to every rank; on Ctrl-C OpenMPI's mpirun sends SIGTERM and kills the ranks about
+// a second later, so a rank must not start a save it cannot finish) or a file runs/NAME/STOP.
 // The handlers only set a flag; the trainer checks it once per step, finishes the step, saves
 // a checkpoint and exits 0. A second SIGINT aborts at once (the default action).
 // Several ranks agree before stopping (the training loop all-reduces the flag).
