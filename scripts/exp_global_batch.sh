@@ -25,7 +25,8 @@
 # Writes EXP_OUT/REPORT.md (tables: deviation vs seed spread; loss, steps and tokens/s per batch
 # and rule; the optimizers per large batch) and PNGs; see scripts/exp_lib.sh for the environment
 # (EXP_SIZE, EXP_OUT, EXP_SEEDS, EXP_THREADS, EXP_DATA, EXP_PUBLISH). Default size: 46 runs,
-# about 12 minutes on 2 idle cores (the report records the time taken and the load average).
+# about 5 minutes on 2 idle cores of an AMD EPYC (Zen 4); several times longer on cores shared
+# with other work (the report records the time taken and the load average).
 # small and medium (bigger models, more tokens) take hours on 2 cores and were not timed.
 exp_name=global_batch
 source "$(dirname "${BASH_SOURCE[0]}")/exp_lib.sh"

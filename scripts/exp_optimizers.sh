@@ -23,10 +23,10 @@
 # Usage: scripts/exp_optimizers.sh [--size smoke|default|small|medium]
 # Writes EXP_OUT/REPORT.md (calibration, sweep, the two final rankings) and PNGs; environment in
 # scripts/exp_lib.sh, plus EXP_TOKENS (the token budget of the sweep and of (a)) and EXP_SECONDS
-# (the training seconds of (b)). Default size: 49 runs, about 11 minutes on 2 idle cores (21
-# sweep runs and 7 second-seed runs of 163840 tokens at ~12k tokens/s, 14 runs of 15 s,
-# calibration, start-up and evaluations; the report records the time taken and the load
-# average). small and medium (bigger models, more tokens) take hours on 2 cores and were not
+# (the training seconds of (b)). Default size: 49 runs, about 10 minutes on 2 idle cores of an
+# AMD EPYC, Zen 4 (21 sweep runs and 7 second-seed runs of 163840 tokens at ~17k tokens/s, 14
+# runs of 15 s, calibration, start-up and evaluations; the report records the time taken and the
+# load average). small and medium (bigger models, more tokens) take hours on 2 cores and were not
 # timed.
 exp_name=optimizers
 source "$(dirname "${BASH_SOURCE[0]}")/exp_lib.sh"
