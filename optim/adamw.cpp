@@ -31,19 +31,7 @@ class AdamWOptimizer : public RangeOptimizer {
     // of one tensor in turn (loop); each stage over every tensor (foreach).
     const OptimOpKind stages[] = {OptimOpKind::kAdamWDecay, OptimOpKind::kAdamWMoments,
                                   OptimOpKind::kAdamWParam};
-    auto staged = [&](OptimOp op, OptimOpKind kind) {
-      op.kind = kind;
-      run(op);
-    };
-    if (config_.impl == "fused") {
-      for (const OptimOp& op : ops) run(op);
-    } else if (config_.impl == "loop") {
-      for (const OptimOp& op : ops)
-        for (OptimOpKind kind : stages) staged(op, kind);
-    } else {  // foreach
-      for (OptimOpKind kind : stages)
-        for (const OptimOp& op : ops) staged(op, kind);
-    }
+    run_scheduled(ops, stages);
   }
 
   std::vector<StateView> state_views() override {

@@ -137,6 +137,23 @@ std::array<double, 2> RangeOptimizer::run(const OptimOp& op) const {
   return sums;
 }
 
+void RangeOptimizer::run_scheduled(const std::vector<OptimOp>& fused,
+                                   std::span<const OptimOpKind> stages) const {
+  auto staged = [&](OptimOp op, OptimOpKind kind) {
+    op.kind = kind;
+    run(op);
+  };
+  if (config_.impl == "fused") {
+    for (const OptimOp& op : fused) run(op);
+  } else if (config_.impl == "loop") {
+    for (const OptimOp& op : fused)
+      for (OptimOpKind kind : stages) staged(op, kind);
+  } else {  // foreach
+    for (OptimOpKind kind : stages)
+      for (const OptimOp& op : fused) staged(op, kind);
+  }
+}
+
 void RangeOptimizer::require_initialized() const {
   LLM_ASSERT(backend_ != nullptr, "optimizer step before init");
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,11 @@ class RangeOptimizer : public Optimizer {
   static Tensor state_at(const Buffer& buf, int64_t local, DType dtype);
   // Runs the op on the backend; returns its sums (kinds that reduce).
   std::array<double, 2> run(const OptimOp& op) const;
+  // Runs `fused` (one op per segment, each doing every stage) on the schedule config_.impl
+  // names, with the same arithmetic in each: "fused" runs them as they are; "loop" runs each
+  // segment's `stages` in turn; "foreach" runs each stage over every segment before the next.
+  // For optimizers whose stages reduce nothing (SGD, AdamW).
+  void run_scheduled(const std::vector<OptimOp>& fused, std::span<const OptimOpKind> stages) const;
 
   // Storage dtype of parameter-shaped state (OptimConfig::state_dtype) and its element size.
   DType state_dtype() const { return config_.state_dtype; }

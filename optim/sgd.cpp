@@ -30,19 +30,7 @@ class SgdOptimizer : public RangeOptimizer {
     // The same stages in three schedules (bit-identical): fused, loop, foreach.
     const OptimOpKind stages[] = {OptimOpKind::kSgdDecay, OptimOpKind::kSgdBuf,
                                   OptimOpKind::kSgdParam};
-    auto staged = [&](OptimOp op, OptimOpKind kind) {
-      op.kind = kind;
-      run(op);
-    };
-    if (config_.impl == "fused") {
-      for (const OptimOp& op : ops) run(op);
-    } else if (config_.impl == "loop") {
-      for (const OptimOp& op : ops)
-        for (OptimOpKind kind : stages) staged(op, kind);
-    } else {  // foreach
-      for (OptimOpKind kind : stages)
-        for (const OptimOp& op : ops) staged(op, kind);
-    }
+    run_scheduled(ops, stages);
   }
 
   std::vector<StateView> state_views() override {
