@@ -42,6 +42,50 @@ TEST(Optim8bit, MapsAreSortedAndSpanTheRange) {
   EXPECT_FLOAT_EQ(smallest, 1e-6f);
 }
 
+// The bucketed encode (what quant_block_encode runs) against the binary search (what the CUDA
+// kernel runs) and against the definition, the nearest map value (ties to the lower), code for
+// code: at every map value, its float neighbours, the midpoints between neighbours and theirs, and
+// 2^20 random floats over the range of each map down to 1e-12. Exact equality: all three pick
+// among the same fp32 values with the same comparisons.
+TEST(Optim8bit, BucketedEncodeIsTheNearestCode) {
+  for (const bool is_signed : {true, false}) {
+    const QuantMap& map = is_signed ? quant_map_signed() : quant_map_unsigned();
+    const QuantBuckets& buckets = is_signed ? quant_buckets_signed() : quant_buckets_unsigned();
+    EXPECT_LE(quant_buckets_max_fill(map), kQuantBucketScanMax);
+    auto nearest = [&](float x) {
+      int best = 0;
+      for (int i = 1; i < 256; ++i)
+        if (std::fabs(x - map.sorted[i]) < std::fabs(x - map.sorted[best])) best = i;
+      // Ties go to the lower of the two; equal values (the signed map's two zeros) to the first.
+      while (best > 0 && x - map.sorted[best - 1] <= map.sorted[best] - x &&
+             map.sorted[best - 1] <= x && x <= map.sorted[best])
+        --best;
+      return map.value[map.sorted_code[best]];
+    };
+    std::vector<float> xs;
+    for (int i = 0; i < 256; ++i) {
+      const float v = map.sorted[i];
+      xs.insert(xs.end(), {v, std::nextafter(v, -2.0f), std::nextafter(v, 2.0f)});
+      if (i > 0) {
+        const float mid = 0.5f * (map.sorted[i - 1] + v);
+        xs.insert(xs.end(), {mid, std::nextafter(mid, -2.0f), std::nextafter(mid, 2.0f)});
+      }
+    }
+    std::mt19937_64 gen(11);
+    std::uniform_real_distribution<double> log_mag(-12.0, 0.0);
+    for (int i = 0; i < (1 << 20); ++i) {
+      const float m = static_cast<float>(std::pow(10.0, log_mag(gen)));
+      xs.push_back(is_signed && (gen() & 1) ? -m : m);
+    }
+    xs.insert(xs.end(), {-2.0f, 2.0f, 0.0f, -0.0f});
+    for (const float x : xs) {
+      const uint8_t fast = quant_encode_bucketed(map, buckets, x);
+      ASSERT_EQ(fast, quant_encode(map, x)) << (is_signed ? "signed" : "unsigned") << " x=" << x;
+      ASSERT_EQ(map.value[fast], nearest(x)) << (is_signed ? "signed" : "unsigned") << " x=" << x;
+    }
+  }
+}
+
 // Half the gap between the map values around y: the largest error nearest rounding can make.
 double half_gap(const QuantMap& map, float y) {
   auto it = std::lower_bound(map.sorted.begin(), map.sorted.end(), y);

@@ -25,23 +25,35 @@ const QuantMap& quant_map_signed();    // for m: [-1, 1]
 const QuantMap& quant_map_unsigned();  // for v: [0, 1]
 
 // Nearest code of x (already normalised to the map's range) by binary search over the sorted map
-// (host and device: the CUDA 8-bit AdamW kernel encodes with the same function).
+// (host and device: the CUDA 8-bit AdamW kernel encodes with the same function). The search is
+// branchless (each halving a conditional add, not a jump): the elements of a block are
+// independent, so the CPU overlaps their searches instead of mispredicting half of the eight
+// branches of each; a branching search made 8-bit AdamW's step ~20x AdamW's.
 LLM_HD inline uint8_t quant_encode(const QuantMap& map, float x) {
-  // First sorted value >= x, then pick the nearer of it and its predecessor.
-  int lo = 0, hi = 255;
   if (x <= map.sorted[0]) return map.sorted_code[0];
   if (x >= map.sorted[255]) return map.sorted_code[255];
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (map.sorted[mid] < x)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  const int below = lo - 1;
-  return (x - map.sorted[below] <= map.sorted[lo] - x) ? map.sorted_code[below]
-                                                       : map.sorted_code[lo];
+  // below: the last sorted value < x (sorted[0] < x < sorted[255] here); the one after it is the
+  // first >= x. Pick the nearer of the two (ties to the lower).
+  int below = 0;
+  for (int step = 128; step >= 1; step >>= 1) below += map.sorted[below + step] < x ? step : 0;
+  const int above = below + 1;
+  return (x - map.sorted[below] <= map.sorted[above] - x) ? map.sorted_code[below]
+                                                          : map.sorted_code[above];
 }
+
+// The same code in a few steps (host only; quant_block_encode uses it): the float line is cut into
+// 2^14 buckets of an order-preserving key of the bits (32 per octave), each knowing the sorted
+// index its smallest value would take; from there kQuantBucketScanMax conditional steps (no
+// bucket within the map's range holds more values) reach the first value >= x, so the result is
+// the binary search's, code for code (tests/test_optim_8bit.cpp compares them).
+constexpr int kQuantBucketBits = 14;
+constexpr int kQuantBucketScanMax = 3;
+struct QuantBuckets {
+  std::array<uint8_t, 1u << kQuantBucketBits> first{};  // sorted index of the bucket's minimum
+};
+const QuantBuckets& quant_buckets_signed();
+const QuantBuckets& quant_buckets_unsigned();
+uint8_t quant_encode_bucketed(const QuantMap& map, const QuantBuckets& buckets, float x);
 
 // The factor a block's values are normalised by before encoding (0 for an all-zero block).
 LLM_HD inline float quant_inverse_absmax(float absmax) {
@@ -51,6 +63,9 @@ LLM_HD inline float quant_inverse_absmax(float absmax) {
 // Encodes x[0..n) as one block: absmax = max|x| (0 gives all codes of value 0).
 void quant_block_encode(const QuantMap& map, const float* x, int64_t n, uint8_t* codes,
                         float* absmax);
+// The largest number of sorted map values in one bucket between sorted[0] and sorted[255] (what
+// the steps of quant_encode_bucketed must cover; at most kQuantBucketScanMax).
+int quant_buckets_max_fill(const QuantMap& map);
 void quant_block_decode(const QuantMap& map, const uint8_t* codes, int64_t n, float absmax,
                         float* out);
 
