@@ -179,6 +179,23 @@ int command_bench(BenchCommand& cmd) {
     std::printf("%-24s %10.3f %7.1f%% %8lld\n", name.c_str(),
                 1e3 * t.seconds / static_cast<double>(cmd.steps), 100.0 * t.seconds / op_total,
                 static_cast<long long>(t.calls / cmd.steps));
+  // Where the step goes, in three parts: the linear layers' GEMMs; attention, whose block
+  // products (Q K^T, P V and the backward's five) run inside one kernel with its softmax rows, so
+  // its matrix-product time cannot be told apart from its elementwise time; everything else
+  // (layernorm, GELU, bias, residual adds, casts, cross-entropy, embedding, optimizer).
+  double gemm_s = 0.0, attention_s = 0.0;
+  for (const auto& [name, t] : ops) {
+    if (name == "gemm") gemm_s += t.seconds;
+    if (name.starts_with("attention_")) attention_s += t.seconds;
+  }
+  const double share_gemm = op_total > 0 ? gemm_s / op_total : 0.0;
+  const double share_attention = op_total > 0 ? attention_s / op_total : 0.0;
+  const double share_other = 1.0 - share_gemm - share_attention;
+  std::printf(
+      "step split: linear-layer GEMMs %.1f%% | attention (block products + softmax) %.1f%% | "
+      "everything else %.1f%% (of the ops' %.2f ms per step; median step %.2f ms)\n",
+      100.0 * share_gemm, 100.0 * share_attention, 100.0 * share_other,
+      1e3 * op_total / static_cast<double>(cmd.steps), med_ms);
   std::vector<std::pair<std::string, OpTime>> shapes(be.gemm_times().begin(),
                                                      be.gemm_times().end());
   std::sort(shapes.begin(), shapes.end(),
@@ -223,6 +240,9 @@ int command_bench(BenchCommand& cmd) {
                       {"params", state.table().num_params},
                       {"peak_rss_bytes", hwm},
                       {"gemm_in_step_efficiency", gemm_efficiency},
+                      {"share_gemm", share_gemm},
+                      {"share_attention", share_attention},
+                      {"share_other", op_total > 0 ? share_other : 0.0},
                       {"backend", cpu_json}};
   std::printf("bench_json %s\n", j.dump().c_str());
   return 0;
