@@ -2,6 +2,8 @@
 // work: it stores the signal number and writes one fixed line to stderr.
 #include "train/stop_signal.h"
 
+#include <omp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -44,7 +46,15 @@ void stop_signal_install(const std::string& resume_hint) {
   // The handler runs on a stack of its own: a signal frame pushed onto the interrupted code's
   // stack clobbers whatever that code keeps below its stack pointer, and oneDNN's JIT-compiled
   // AVX-512 GEMM kernels were seen to corrupt the heap when a SIGTERM landed inside them.
-  // (Process-directed signals go to the main thread, the one that gets the alternate stack.)
+  // A process-directed signal goes to any thread that does not block it, so the OpenMP workers
+  // (which run those kernels too) block the stop signals: they are left to this thread, the one
+  // with the alternate stack. libgomp keeps its workers from one parallel region to the next, so
+  // their masks hold for the run's regions (no wider than the pool made here).
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&stop_set, sig);
+#pragma omp parallel num_threads(omp_get_max_threads())
+  if (omp_get_thread_num() != 0) ::pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
   static char alt_stack[64 * 1024];
   stack_t ss;
   std::memset(&ss, 0, sizeof ss);
