@@ -170,7 +170,7 @@ print(f"ratio ledgerlm bf16 / fp32: {med['ledgerlm bf16'] / med['ledgerlm fp32']
 EOF
   for n in fp32 bf16 fp16; do
     echo "-- ledgerlm bench, first repetition, $n (split, top ops, GEMM by shape):"
-    sed -n '/^step /p;/^op /,/^bench_json/p' "$out.first_$n.log" | grep -v '^bench_json' | head -40
+    sed -n '/^step (/p;/^op /,/^bench_json/p' "$out.first_$n.log" | grep -v '^bench_json' | head -40
   done
   echo
 done
