@@ -94,26 +94,31 @@ void scores_rows(const float* x, int64_t ldx, const float* yt, int64_t ldyt, int
 }
 
 // s[r][j] = scale * sum_d x[r][d] * yt[d][j] for r < rows, j < cols. x rows have stride ldx,
-// yt is [depth][ldyt] (the other operand transposed), s rows have stride lds.
+// yt is [depth][ldyt] (the other operand transposed), s rows have stride lds. Causal: with
+// first_query >= 0, row r is query first_query + r and only its keys j <= first_query + r are
+// computed (per row group, so a group's columns run to its last row's key; the rest of each row
+// is left for the caller, which masks it).
 void attn_scores(const float* x, int64_t ldx, const float* yt, int64_t ldyt, int64_t rows,
-                 int64_t cols, int64_t depth, float scale, float* s, int64_t lds) {
+                 int64_t cols, int64_t depth, float scale, float* s, int64_t lds,
+                 int64_t first_query) {
   static_assert(kScoreRows == 4, "scores row dispatch below covers 1..4 rows");
   for (int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
     const int64_t mr = std::min<int64_t>(kScoreRows, rows - r0);
+    const int64_t nc = first_query < 0 ? cols : std::min(cols, first_query + r0 + mr);
     const float* xr = x + r0 * ldx;
     float* sr = s + r0 * lds;
     switch (mr) {
       case 4:
-        scores_rows<4>(xr, ldx, yt, ldyt, cols, depth, scale, sr, lds);
+        scores_rows<4>(xr, ldx, yt, ldyt, nc, depth, scale, sr, lds);
         break;
       case 3:
-        scores_rows<3>(xr, ldx, yt, ldyt, cols, depth, scale, sr, lds);
+        scores_rows<3>(xr, ldx, yt, ldyt, nc, depth, scale, sr, lds);
         break;
       case 2:
-        scores_rows<2>(xr, ldx, yt, ldyt, cols, depth, scale, sr, lds);
+        scores_rows<2>(xr, ldx, yt, ldyt, nc, depth, scale, sr, lds);
         break;
       default:
-        scores_rows<1>(xr, ldx, yt, ldyt, cols, depth, scale, sr, lds);
+        scores_rows<1>(xr, ldx, yt, ldyt, nc, depth, scale, sr, lds);
         break;
     }
   }
@@ -146,30 +151,46 @@ void combine_rows(const float* p, int64_t prs, int64_t pjs, const float* v, int6
   }
 }
 
+// Which terms of a combine's sums the causal mask makes zero, so that they are not summed.
+struct CausalTerms {
+  // kQueries: row r is query first_query + r, inner j a key: terms j > first_query + r are zero.
+  // kKeys: row r is key r, inner j query first_query + j: terms with first_query + j < r are zero.
+  enum Kind { kNone, kQueries, kKeys } kind = kNone;
+  int64_t first_query = 0;
+};
+
 // o[r][:] (+)= sum_j p(r, j) * v[j][:] for r < rows, j < inner, width columns (a multiple of the
 // vector width), with p(r, j) = p[r * prs + j * pjs]: (prs, pjs) = (ld, 1) reads p as stored,
 // (1, ld) reads its transpose without copying it. v rows have stride ldv, o rows ldo; accumulate
-// adds the sum to o.
+// adds the sum to o. `causal` names the terms known to be zero (p's masked part): each row group
+// sums only its range of j that can be non-zero, in the same ascending order (skipping exact
+// zeros, so the sums are those of the whole range).
 void attn_combine(const float* p, int64_t prs, int64_t pjs, const float* v, int64_t ldv,
                   int64_t rows, int64_t inner, int64_t width, float* o, int64_t ldo,
-                  bool accumulate) {
+                  bool accumulate, CausalTerms causal) {
   static_assert(kCombineRows == 4, "combine row dispatch below covers 1..4 rows");
   for (int64_t r0 = 0; r0 < rows; r0 += kCombineRows) {
     const int64_t mr = std::min<int64_t>(kCombineRows, rows - r0);
-    const float* pr = p + r0 * prs;
+    int64_t j0 = 0, j1 = inner;
+    if (causal.kind == CausalTerms::kQueries) j1 = std::min(inner, causal.first_query + r0 + mr);
+    if (causal.kind == CausalTerms::kKeys)
+      j0 = std::clamp<int64_t>(r0 - causal.first_query, 0, inner);
+    const float* pr = p + r0 * prs + j0 * pjs;
+    const float* vr = v + j0 * ldv;
+    const int64_t n = j1 - j0;
     float* orow = o + r0 * ldo;
     switch (mr) {
       case 4:
-        combine_rows<4>(pr, prs, pjs, v, ldv, inner, width, orow, ldo, accumulate);
+        combine_rows<4>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
         break;
       case 3:
-        combine_rows<3>(pr, prs, pjs, v, ldv, inner, width, orow, ldo, accumulate);
+        combine_rows<3>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
         break;
       case 2:
-        combine_rows<2>(pr, prs, pjs, v, ldv, inner, width, orow, ldo, accumulate);
+        combine_rows<2>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
         break;
       default:
-        combine_rows<1>(pr, prs, pjs, v, ldv, inner, width, orow, ldo, accumulate);
+        combine_rows<1>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
         break;
     }
   }
@@ -218,25 +239,30 @@ struct VecProducts {
     attn_transpose(v, row, t, hd, w1, t);  // V^T
     attn_copy_rows(k, row, t, hd, w2);     // K
   }
+  // A query block is rows [i0, i0 + rows) against keys [0, keys = i0 + rows): in the block's
+  // diagonal square half the scores are masked, and only the unmasked part is computed or summed
+  // (the caller zeroes the masked scores it gets; they are never read before that).
   void qk(int64_t i0, int64_t rows, int64_t keys, float scale, float* s, int64_t lds) {
-    attn_scores(q + i0 * row, row, w0, t, rows, keys, hd, scale, s, lds);
+    attn_scores(q + i0 * row, row, w0, t, rows, keys, hd, scale, s, lds, i0);
   }
   void pv(const float* s, int64_t lds, int64_t rows, int64_t keys, float* o, int64_t ldo) {
-    attn_combine(s, lds, 1, w1, hd, rows, keys, hd, o, ldo, false);
+    attn_combine(s, lds, 1, w1, hd, rows, keys, hd, o, ldo, false, queries(keys - rows));
   }
   void gv(const float* g, int64_t ldg, int64_t rows, int64_t keys, float* s, int64_t lds) {
-    attn_scores(g, ldg, w1, t, rows, keys, hd, 1.0f, s, lds);
+    attn_scores(g, ldg, w1, t, rows, keys, hd, 1.0f, s, lds, keys - rows);
   }
   void dv_add(const float* s, int64_t lds, int64_t rows, int64_t keys, const float* g, int64_t ldg,
               float* dv, int64_t ld) {
-    attn_combine(s, 1, lds, g, ldg, keys, rows, hd, dv, ld, true);
+    attn_combine(s, 1, lds, g, ldg, keys, rows, hd, dv, ld, true, keys_of(keys - rows));
   }
   void dq(const float* s, int64_t lds, int64_t rows, int64_t keys, float* dq, int64_t ld) {
-    attn_combine(s, lds, 1, w2, hd, rows, keys, hd, dq, ld, false);
+    attn_combine(s, lds, 1, w2, hd, rows, keys, hd, dq, ld, false, queries(keys - rows));
   }
   void dk_add(const float* s, int64_t lds, int64_t rows, int64_t keys, int64_t i0, float* dk,
               int64_t ld) {
-    attn_combine(s, 1, lds, q + i0 * row, row, keys, rows, hd, dk, ld, true);
+    attn_combine(s, 1, lds, q + i0 * row, row, keys, rows, hd, dk, ld, true, keys_of(i0));
   }
+  static CausalTerms queries(int64_t i0) { return {CausalTerms::kQueries, i0}; }
+  static CausalTerms keys_of(int64_t i0) { return {CausalTerms::kKeys, i0}; }
   void exp_row(float* x, int64_t n, float mul, float sub) { k_exp_affine(x, n, mul, sub); }
 };
