@@ -10,11 +10,10 @@
 namespace ledgerlm {
 namespace {
 
-class AdamWOptimizer : public RangeOptimizer {
+class AdamWOptimizer : public MomentsOptimizer {
  public:
-  using RangeOptimizer::RangeOptimizer;
+  using MomentsOptimizer::MomentsOptimizer;
   std::string name() const override { return "adamw"; }
-  double state_bytes_per_param() const override { return 2.0 * state_elem_bytes(); }
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
@@ -33,24 +32,6 @@ class AdamWOptimizer : public RangeOptimizer {
                                   OptimOpKind::kAdamWParam};
     run_scheduled(ops, stages);
   }
-
-  std::vector<StateView> state_views() override {
-    std::vector<StateView> views;
-    for (const auto& seg : segs_) {
-      views.push_back(mirror_view("m", seg, m_));
-      views.push_back(mirror_view("v", seg, v_));
-    }
-    return views;
-  }
-
- protected:
-  void on_init() override {
-    m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), length_);
-    v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), length_);
-  }
-
- private:
-  Buffer m_, v_;
 };
 
 }  // namespace

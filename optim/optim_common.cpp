@@ -154,6 +154,20 @@ void RangeOptimizer::run_scheduled(const std::vector<OptimOp>& fused,
   }
 }
 
+std::vector<StateView> MomentsOptimizer::state_views() {
+  std::vector<StateView> views;
+  for (const auto& seg : segs_) {
+    views.push_back(mirror_view("m", seg, m_));
+    views.push_back(mirror_view("v", seg, v_));
+  }
+  return views;
+}
+
+void MomentsOptimizer::on_init() {
+  m_ = allocate_state("m", MemTag::kOptimM, state_dtype(), length_);
+  v_ = allocate_state("v", MemTag::kOptimV, state_dtype(), length_);
+}
+
 void RangeOptimizer::require_initialized() const {
   LLM_ASSERT(backend_ != nullptr, "optimizer step before init");
 }

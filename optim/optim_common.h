@@ -102,4 +102,17 @@ class RangeOptimizer : public Optimizer {
   std::vector<StateComponent> components_;
 };
 
+// An optimizer with Adam's two moments, m and v, mirroring the parameter layout in
+// OptimConfig::state_dtype (AdamW, LAMB): their allocation, bytes and state views.
+class MomentsOptimizer : public RangeOptimizer {
+ public:
+  using RangeOptimizer::RangeOptimizer;
+  double state_bytes_per_param() const override { return 2.0 * state_elem_bytes(); }
+  std::vector<StateView> state_views() override;
+
+ protected:
+  void on_init() override;
+  Buffer m_, v_;
+};
+
 }  // namespace ledgerlm
