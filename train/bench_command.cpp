@@ -145,7 +145,9 @@ int command_bench(BenchCommand& cmd) {
       std::to_string(state.table().num_params).c_str(), cfg.optim.name.c_str(),
       cfg.precision.params.c_str(), cfg.precision.matmul.c_str(), be.num_threads());
   nlohmann::json cpu_json;
-  if (be.name() == "cpu") {
+  // The guard backend runs the CPU backend's kernels (behind its memory checks): the same report.
+  const bool cpu_kernels = be.name() == "cpu" || be.name() == "guard";
+  if (cpu_kernels) {
     const cpu::CpuReport rep = cpu::cpu_report(cpu::cpu_isa_default(), C / cfg.model.n_head,
                                                cfg.precision.matmul == "bf16");
     std::printf("cpu: %s | path %s\nkernels: %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
@@ -211,8 +213,8 @@ int command_bench(BenchCommand& cmd) {
     const double flops = t.flops / static_cast<double>(t.calls);
     const GemmArgs& g = t.shape;
     const bool fp64 = g.a.dtype == DType::kF64 || g.b.dtype == DType::kF64;
-    const char* lib = be.name() != "cpu" ? "-"
-                      : fp64             ? "OpenBLAS"
+    const char* lib = !cpu_kernels ? "-"
+                      : fp64       ? "OpenBLAS"
                       : g.bf16_inputs && cpu::cpu_bf16_dot_used(cpu::cpu_isa_default())
                           ? "VDPBF16PS kernel"
                           : cpu::gemm_lib_name(cpu::cpu_gemm_lib_choose(
