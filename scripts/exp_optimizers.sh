@@ -2,8 +2,10 @@
 # Experiment: the six optimizers, and AdamW with bf16 state (adamw_bf16: m and v stored in bf16),
 # on a small GPT and the default KJV corpus (global batch 16 sequences, one process), under a
 # fixed budget of two kinds: the same tokens, and the same wall-clock seconds.
-#   1. Calibration: a short run of each optimizer measures its tokens/s on this machine (after its
-#      first 5 steps: allocation and page faults are not the pace); the asked wall-clock budget
+#   1. Calibration: a short run of each optimizer, just before its wall-clock runs of 3b, measures
+#      its tokens/s on this machine (tokens per step over the lower quartile of its step times
+#      after its first 5 steps: allocation and page faults are not the pace, and a passing slow
+#      stretch of the machine does not set the budget); the asked wall-clock budget
 #      (EXP_SECONDS of training per run) becomes a token budget per optimizer: whole steps,
 #      seconds x tokens/s. Those runs then stop on tokens, so seeds of one optimizer see the same
 #      data and a busy moment of the machine does not cut a run short, while a faster optimizer
@@ -95,14 +97,6 @@ tokens() {
 
 s0=${seeds[0]}
 for opt in "${optimizers[@]}"; do
-  read -r -a lrs <<<"${grid[$opt]}"
-  # shellcheck disable=SC2046
-  exp_run "calib_$opt" calibration "$opt" "$s0" 1 "$micro" 1 "$(optim_of "$opt")" "${lrs[1]}" "${common[@]}" \
-    $(recipe "$opt") --train.max_steps "$calib_steps" --optim.warmup_steps 1 --train.eval_interval 0
-  exp_param "tokens_$opt" "$(tokens "$seconds" "$opt")"
-done
-
-for opt in "${optimizers[@]}"; do
   for lr in ${grid[$opt]}; do
     # shellcheck disable=SC2046
     EXP_MAY_DIVERGE=1 exp_run "sweep_${opt}_lr$lr" sweep "$opt" "$s0" 1 "$micro" 1 "$(optim_of "$opt")" "$lr" "${common[@]}" \
@@ -123,7 +117,14 @@ for opt in "${optimizers[@]}"; do
     exp_run "tok_${opt}_s$seed" final_tokens "$opt" "$seed" 1 "$micro" 1 "$(optim_of "$opt")" "$best" "${common[@]}" \
       $(recipe "$opt") $(schedule "$budget")
   done
-  # (b) the wall-clock budget, as this optimizer's calibrated tokens.
+  # (b) the wall-clock budget, as this optimizer's calibrated tokens. The calibration runs right
+  # before the runs it budgets, so that it measures the pace they run at (a machine's pace drifts
+  # over the minutes of the sweep).
+  read -r -a lrs <<<"${grid[$opt]}"
+  # shellcheck disable=SC2046
+  exp_run "calib_$opt" calibration "$opt" "$s0" 1 "$micro" 1 "$(optim_of "$opt")" "${lrs[1]}" "${common[@]}" \
+    $(recipe "$opt") --train.max_steps "$calib_steps" --optim.warmup_steps 1 --train.eval_interval 0
+  exp_param "tokens_$opt" "$(tokens "$seconds" "$opt")"
   for seed in "${seeds[@]}"; do
     # shellcheck disable=SC2046
     exp_run "wall_${opt}_s$seed" final_wall "$opt" "$seed" 1 "$micro" 1 "$(optim_of "$opt")" "$best" "${common[@]}" \

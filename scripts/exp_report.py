@@ -198,12 +198,16 @@ CALIB_SKIP = 5  # first steps of a calibration run left out: allocation and page
 
 
 def calibrated_tokens_per_s(records):
-    """Tokens per second of training over the steps after the first CALIB_SKIP."""
+    """Tokens per step over the lower quartile of the step times after the first CALIB_SKIP
+    (sorted, element floor((n - 1) / 4)): the machine's pace for this optimizer, robust to a
+    passing slow stretch of the machine (up to three quarters of the steps), which a mean over
+    a run of a second or two is not."""
     steps = [r for r in records if "loss" in r][CALIB_SKIP:]
     if not steps:
         sys.exit(f"exp_report: a calibration run needs more than {CALIB_SKIP} steps")
     tokens_per_step = steps[0]["tokens"] / steps[0]["step"]
-    return tokens_per_step * len(steps) / (sum(r["step_ms"] for r in steps) / 1e3)
+    ms = sorted(r["step_ms"] for r in steps)
+    return tokens_per_step / (ms[(len(ms) - 1) // 4] / 1e3)
 
 
 def state_bytes_per_param(summary):
@@ -215,9 +219,11 @@ def optimizers_calibration(exp):
     p = exp.params
     md = ["## 1. Calibration: the wall-clock budget as tokens", "",
           f"Asked: **{float(p['seconds']):g} s** of training per run of the wall-clock ranking "
-          f"(3b). Each optimizer ran {p['calib_steps']} steps at its middle LR; its tokens/s over "
-          f"the steps after the first {CALIB_SKIP} (`calibrated tokens/s`: their tokens over "
-          "their step time) turns the seconds into a token budget of whole steps of "
+          f"(3b). Each optimizer ran {p['calib_steps']} steps at its middle LR, just before its runs "
+          f"of 3b; its tokens/s over "
+          f"the steps after the first {CALIB_SKIP} (`calibrated tokens/s`: tokens per step over "
+          "the lower quartile of their step times, so that a passing slow stretch of the "
+          "machine does not set the budget) turns the seconds into a token budget of whole steps of "
           f"{int(p['micro']) * int(p['seq'])} tokens (`tokens it became`: what the runs of 3b "
           "trained on). The `train s` of the "
           "runs in 3b shows how close the conversion came on the day.", ""]

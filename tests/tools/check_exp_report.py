@@ -10,8 +10,8 @@ its runs, independently of the code that wrote it:
 - every cell of a known column in a row that names its runs (`runs` column) equals what the
   runs' summary.json, metrics.jsonl (or metrics.jsonl.gz, as published) and config.toml give, to the precision printed (half a unit
   of the last digit shown): steps, tokens, final val loss (mean), seed spread (max - min),
-  tokens/s (mean), train s (mean), lr (config.toml's optim.lr), calibrated tokens/s (steps after
-  the first 5), state bytes/param (optimizer-state peaks / params), optim ms (the mean of the
+  tokens/s (mean), train s (mean), lr (config.toml's optim.lr), calibrated tokens/s (tokens per
+  step over the lower quartile of the step times after the first 5), state bytes/param (optimizer-state peaks / params), optim ms (the mean of the
   log's per-step optim_ms), peak MB and peak act MB (the ledger's total and activation peaks),
   ckpt MB (the last checkpoint's files on disk; summary.json's ckpt_bytes where the checkpoints
   were not kept, as in a published copy), warmup steps and accum (config.toml), the loss
@@ -81,7 +81,9 @@ def max_diff(runs):
 def calibrated(run):
     steps = [r for r in run.records if "loss" in r][5:]
     per_step = steps[0]["tokens"] / steps[0]["step"]
-    return per_step * len(steps) / (sum(r["step_ms"] for r in steps) / 1000.0)
+    times = sorted(r["step_ms"] for r in steps)
+    lower_quartile = times[int(0.25 * (len(times) - 1))]
+    return per_step * 1000.0 / lower_quartile
 
 
 def state_bpp(run):
