@@ -25,10 +25,8 @@ const QuantMap& quant_map_signed();    // for m: [-1, 1]
 const QuantMap& quant_map_unsigned();  // for v: [0, 1]
 
 // Nearest code of x (already normalised to the map's range) by binary search over the sorted map
-// (host and device: the CUDA 8-bit AdamW kernel encodes with the same function). The search is
-// branchless (each halving a conditional add, not a jump): the elements of a block are
-// independent, so the CPU overlaps their searches instead of mispredicting half of the eight
-// branches of each; a branching search made 8-bit AdamW's step ~20x AdamW's.
+// (the CUDA 8-bit AdamW kernel encodes with it; the CPU with quant_encode_bucketed below, which
+// gives the same codes in fewer steps). Each halving is a conditional add, not a jump.
 LLM_HD inline uint8_t quant_encode(const QuantMap& map, float x) {
   if (x <= map.sorted[0]) return map.sorted_code[0];
   if (x >= map.sorted[255]) return map.sorted_code[255];
@@ -63,10 +61,11 @@ LLM_HD inline float quant_inverse_absmax(float absmax) {
 // Encodes x[0..n) as one block: absmax = max|x| (0 gives all codes of value 0).
 void quant_block_encode(const QuantMap& map, const float* x, int64_t n, uint8_t* codes,
                         float* absmax);
+void quant_block_decode(const QuantMap& map, const uint8_t* codes, int64_t n, float absmax,
+                        float* out);
+
 // The largest number of sorted map values in one bucket between sorted[0] and sorted[255] (what
 // the steps of quant_encode_bucketed must cover; at most kQuantBucketScanMax).
 int quant_buckets_max_fill(const QuantMap& map);
-void quant_block_decode(const QuantMap& map, const uint8_t* codes, int64_t n, float absmax,
-                        float* out);
 
 }  // namespace ledgerlm
