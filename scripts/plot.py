@@ -75,14 +75,19 @@ def smooth(ys, window):
     return out
 
 
+def is_run(path):
+    """Whether a directory holds a run's log (metrics.jsonl, or the published metrics.jsonl.gz)."""
+    return os.path.exists(os.path.join(path, "metrics.jsonl")) or os.path.exists(
+        os.path.join(path, "metrics.jsonl.gz"))
+
+
 def expand_runs(items):
     """[LABEL=]PATH arguments -> [(label, run_path)], directories of runs expanded."""
     runs = []
     for item in items:
         label, path = item.split("=", 1) if "=" in item else (None, item)
-        if os.path.isdir(path) and not os.path.exists(os.path.join(path, "metrics.jsonl")):
-            subs = sorted(d for d in os.listdir(path)
-                          if os.path.exists(os.path.join(path, d, "metrics.jsonl")))
+        if os.path.isdir(path) and not is_run(path):
+            subs = sorted(d for d in os.listdir(path) if is_run(os.path.join(path, d)))
             if not subs:
                 sys.exit(f"plot: {path}: neither a run nor a directory of runs")
             runs += [(label or d, os.path.join(path, d)) for d in subs]
