@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "model/backend/cpu/cpu_gemm_bf16.h"
+#include "model/backend/cpu/cpu_gemm_lib.h"
+#include "model/backend/cpu/cpu_isa.h"
 #include "model/base/rng.h"
 #include "train/ledger.h"
 #include "train/model_state.h"
@@ -207,19 +209,40 @@ TEST(LedgerAccuracy, UntrackedBytesAreBounded) {
   // Growth of the RSS high-water mark over a run minus the tracker's peak: what was allocated
   // without a tag (allocator overhead, BLAS buffers, thread stacks, small vectors). The bound is
   // 4 MiB + 5% of the tracked peak (measured here: see the printed figures).
+  // oneDNN's AVX2 matmul (`gemm:jit`, the avx2 path's library for some shapes) allocates its
+  // packing buffers with malloc on every call, outside the scratchpad the backend gives it: up
+  // to ~5.5 MB more at a warm run's peak on an AMD Zen 3, so that path gets 4 MiB more.
+  // The first run in a process also pays what a library keeps for the process's life (JIT
+  // kernels, primitive caches): ~6 MB more on that path (this cold run's untracked bytes minus a
+  // warm run's), so there the cold run gets 12 MiB more. Other paths keep the tight bound.
 #if defined(__SANITIZE_ADDRESS__)
   // AddressSanitizer's shadow memory, redzones and quarantine land in RSS by design (~14 MB
   // here): the bound is about the real allocator, so it is checked in the normal build only.
   GTEST_SKIP() << "RSS under AddressSanitizer includes its shadow memory and quarantine";
 #endif
-  for (const char* rc : {"none", "block"}) {
-    Measured m = run_steps(tiny_config("adamw", rc), 2);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const cpu::CpuIsa isa = cpu::cpu_isa_default();
+  const bool onednn_gemm_jit =
+      isa == cpu::CpuIsa::kAvx2 &&
+      cpu::cpu_gemm_lib_choose(isa, 768, 128, 128, false, false) == cpu::GemmLib::kOneDnn;
+  struct Case {
+    const char* recompute;
+    const char* when;
+    double library_allowance;
+  };
+  const double warm = onednn_gemm_jit ? 4 * kMiB : 0.0;
+  const double cold = onednn_gemm_jit ? 12 * kMiB : 0.0;
+  for (const Case c :
+       {Case{"none", "cold", cold}, Case{"none", "warm", warm}, Case{"block", "warm", warm}}) {
+    Measured m = run_steps(tiny_config("adamw", c.recompute), 2);
     if (m.rec.rss_baseline < 0) GTEST_SKIP() << "cannot reset the RSS high-water mark here";
-    std::printf("recompute %s: tracked peak %lld, RSS growth %lld, untracked %lld bytes\n", rc,
-                static_cast<long long>(m.rec.tracked_peak), static_cast<long long>(m.rec.growth),
-                static_cast<long long>(m.rec.untracked));
-    const double bound = 4.0 * 1024 * 1024 + 0.05 * static_cast<double>(m.rec.tracked_peak);
-    EXPECT_LE(std::fabs(static_cast<double>(m.rec.untracked)), bound) << rc;
+    std::printf("recompute %s (%s): tracked peak %lld, RSS growth %lld, untracked %lld bytes\n",
+                c.recompute, c.when, static_cast<long long>(m.rec.tracked_peak),
+                static_cast<long long>(m.rec.growth), static_cast<long long>(m.rec.untracked));
+    const double bound =
+        4.0 * kMiB + 0.05 * static_cast<double>(m.rec.tracked_peak) + c.library_allowance;
+    EXPECT_LE(std::fabs(static_cast<double>(m.rec.untracked)), bound)
+        << c.recompute << " " << c.when;
   }
 }
 
