@@ -103,7 +103,9 @@ GemmLib cpu_gemm_lib_choose(CpuIsa isa, int64_t m, int64_t n, int64_t k, bool tr
   // avx2 (oneDNN's AVX2 matmul against OpenBLAS's Haswell kernels): oneDNN won every
   // untransposed product (input gradients, 3-32%) and the products with a narrow output
   // (128 columns); OpenBLAS won the wider forward products (x W^T) and the weight gradients
-  // (dout^T x) larger than 128 x 128, by 1-45%.
+  // (dout^T x) larger than 128 x 128, by 1-45%. On an AMD Zen 3 (AVX2 only) the same rule came
+  // within 1-3.5% of the best library per shape (two runs of bench_small and bench_tiny), and
+  // no simpler rule did better in both runs; BLIS's Zen 3 kernels were no faster there.
   if (!trans_a && !trans_b) return GemmLib::kOneDnn;
   if (trans_b) return n <= 128 ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
   return m * n <= 128 * 128 ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
