@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import platform
+import subprocess
 import sys
 import tomllib
 
@@ -123,13 +124,30 @@ def table(header, rows):
 # ---- the parts every report has ----
 
 def machine():
-    cpu = "unknown CPU"
+    cpu, flags = "unknown CPU", set()
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name"):
+            if line.startswith("model name") and cpu == "unknown CPU":
                 cpu = line.split(":", 1)[1].strip()
-                break
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    # The flags that choose ledgerlm's CPU kernel path (a model name alone, e.g. "AMD EPYC",
+    # does not tell an AVX2-only CPU from an AVX-512 one).
+    isa = " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16") if f in flags) or "no avx2"
+    return f"{cpu} ({isa}), {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def version():
+    """The commit the runs were made with, "-dirty" when the tree had changes; None outside git."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
 
 
 def header(exp, a, title, what):
@@ -142,6 +160,7 @@ def header(exp, a, title, what):
             "(scripts/exp_report.py from the runs' summary.json and metrics.jsonl), never by hand.",
             f"- Machine: {machine()}; single-process runs on {a.threads} threads, ranks under "
             "mpirun on 1 thread each.",
+            f"- Version: ledgerlm commit {version() or '(not a git checkout)'}.",
             f"- Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
             f"{len(exp.runs)} runs in {a.seconds / 60:.1f} min; 1-minute load average "
             f"{load_start} at the start, {load_end} at the end.", ""]
