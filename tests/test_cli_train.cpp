@@ -214,6 +214,25 @@ TEST_F(CliTest, TrainingLearnsAndEvalReproducesFinalEval) {
   }
 }
 
+// train.max_seconds alone: the loop checks the budget after every step against the training
+// seconds it has accumulated, so the run ends on the first step that reaches the budget: the
+// step before it is under 1 s, the last at or over it (exact by construction, whatever the
+// machine's speed), and the summary says "finished" with the same seconds.
+TEST_F(CliTest, WallClockBudgetEndsOnTheStepThatReachesIt) {
+  train("seconds", "--train.max_seconds 1.0 --train.micro_batch 4");
+  std::vector<double> train_s;
+  for (const auto& rec : metrics("seconds"))
+    if (rec.contains("loss") && !rec.contains("summary"))
+      train_s.push_back(rec["train_s"].get<double>());
+  ASSERT_GE(train_s.size(), 2u) << "a 1 s budget should fit several steps of a 2-layer model";
+  EXPECT_LT(train_s[train_s.size() - 2], 1.0);
+  EXPECT_GE(train_s.back(), 1.0);
+  const auto summary = nlohmann::json::parse(read_file(run_dir("seconds") + "/summary.json"));
+  EXPECT_EQ(summary["status"], "finished");
+  EXPECT_EQ(summary["steps"].get<size_t>(), train_s.size());
+  EXPECT_DOUBLE_EQ(summary["train_s"].get<double>(), train_s.back());
+}
+
 // Sampling: the same seed gives the same text; a different seed gives other text; the KV
 // cache and the full recompute (--no-cache) choose the same tokens for greedy, temperature,
 // top-k and top-p sampling. 48 new tokens after a 10-byte prompt run past the 32-token
