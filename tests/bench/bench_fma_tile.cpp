@@ -1,13 +1,17 @@
 // Micro-benchmark (not a test): how close a bare AVX2 register tile comes to the FMA peak of this
 // core, i.e. the ceiling an fp32 GEMM library could reach here. Side by side, per thread count:
-//   peak   12 independent FMA chains in registers (no loads): the FMA issue rate
+//   peak   ledgerlm's own peak measurement (train/peak_flops.h, what `ledgerlm bench` calls MFU's
+//          denominator): register-resident FMA chains, no loads; AVX2 FMA unless the CPU runs the
+//          avx512 path (LEDGERLM_CPU_ISA=avx2 then compares like with like)
 //   tile   the 6x16 register tile of a packed GEMM (12 accumulators, two B loads and six A
 //          broadcasts per k), over A (6 x k) and B (k x 16) panels already packed, m x n x k,
 //          its C tile read and written once per k-loop
 // (The loops over the registers are unrolled so that the accumulators stay in registers.)
 // Prints GFLOP/s of each and the tile's share of the peak. When the libraries' GEMMs
 // (tests/bench/bench_gemm_libs.cpp) come close to `tile`, the core, not the library, is the limit.
-// Build: g++ -O3 -mavx2 -mfma -fopenmp tests/bench/bench_fma_tile.cpp -o /tmp/bench_fma_tile
+// Build (after building ledgerlm in BUILD):
+//   g++ -O3 -mavx2 -mfma -fopenmp -I. tests/bench/bench_fma_tile.cpp
+//       BUILD/libledgerlm_train.a BUILD/libledgerlm_model.a -o /tmp/bench_fma_tile
 // Run:   OMP_NUM_THREADS=1 /tmp/bench_fma_tile; OMP_NUM_THREADS=2 /tmp/bench_fma_tile
 #include <immintrin.h>
 #include <omp.h>
@@ -17,26 +21,12 @@
 #include <cstdlib>
 #include <vector>
 
+#include "train/peak_flops.h"
+
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// FLOPs per thread: iters x 12 chains x 8 lanes x 2.
-float fma_chains(long iters) {
-  __m256 acc[12];
-#pragma GCC unroll 12
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(0.001f * static_cast<float>(i));
-  const __m256 a = _mm256_set1_ps(0.9999f), b = _mm256_set1_ps(1e-7f);
-  for (long it = 0; it < iters; ++it)
-#pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-  __m256 s = acc[0];
-  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0];
 }
 
 // C[6,16] += A_panel (k x 6, packed by k) * B_panel (k x 16, packed by k).
@@ -99,23 +89,13 @@ double tile_gflops(int m, int n, int k, int reps) {
   return 2.0 * m * n * k * static_cast<double>(reps) * threads / s / 1e9;
 }
 
-double peak_gflops() {
-  const long iters = 50'000'000;
-  const int threads = omp_get_max_threads();
-  volatile float sink = 0.0f;
-  const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel reduction(+ : sink)
-  sink += fma_chains(iters);
-  const double s = seconds_since(t0);
-  return iters * 12.0 * 16.0 * threads / s / 1e9;
-}
-
 }  // namespace
 
 int main() {
   const int threads = omp_get_max_threads();
-  const double peak = peak_gflops();
-  std::printf("threads %d: FMA peak %.1f GFLOP/s\n", threads, peak);
+  const ledgerlm::PeakFlops p = ledgerlm::measure_peak_flops(threads);
+  const double peak = p.fp32_gflops;
+  std::printf("threads %d: FMA peak %.1f GFLOP/s (%s)\n", threads, peak, p.fp32_isa);
   struct Shape {
     int m, n, k, reps;
     const char* where;
