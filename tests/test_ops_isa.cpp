@@ -193,9 +193,10 @@ TEST_P(OpsIsa, AttentionMatchesPortable) {
     double dropout;
   };
   // head_dim 64 and 32 run the vector products; 24 (not a multiple of 16) runs BLAS on avx512;
-  // T = 80 spans three query blocks with a partial one.
-  for (const Case& cs :
-       {Case{2, 80, 384, 6, 0.0}, Case{2, 64, 128, 4, 0.1}, Case{1, 40, 48, 2, 0.0}}) {
+  // T = 80 spans three query blocks with a partial one; T = 37 (not a multiple of 8) takes the
+  // transposes' edge loops and every partial row and column tile, with head_dim 16.
+  for (const Case& cs : {Case{2, 80, 384, 6, 0.0}, Case{2, 64, 128, 4, 0.1},
+                         Case{1, 40, 48, 2, 0.0}, Case{2, 37, 32, 2, 0.0}}) {
     AttentionArgs a;
     a.batch = cs.b, a.seq = cs.t, a.channels = cs.c, a.heads = cs.h, a.dropout = cs.dropout;
     a.seed = 9, a.site = 3;

@@ -168,7 +168,7 @@ struct CausalTerms {
 void attn_combine(const float* p, int64_t prs, int64_t pjs, const float* v, int64_t ldv,
                   int64_t rows, int64_t inner, int64_t width, float* o, int64_t ldo,
                   bool accumulate, CausalTerms causal) {
-  static_assert(kCombineRows == 4, "combine row dispatch below covers 1..4 rows");
+  static_assert(kCombineRows >= 1 && kCombineRows <= 6, "combine row dispatch covers 1..6 rows");
   for (int64_t r0 = 0; r0 < rows; r0 += kCombineRows) {
     const int64_t mr = std::min<int64_t>(kCombineRows, rows - r0);
     int64_t j0 = 0, j1 = inner;
@@ -180,14 +180,25 @@ void attn_combine(const float* p, int64_t prs, int64_t pjs, const float* v, int6
     const int64_t n = j1 - j0;
     float* orow = o + r0 * ldo;
     switch (mr) {
+      case 6:
+        if constexpr (kCombineRows >= 6)
+          combine_rows<6>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
+        break;
+      case 5:
+        if constexpr (kCombineRows >= 5)
+          combine_rows<5>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
+        break;
       case 4:
-        combine_rows<4>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
+        if constexpr (kCombineRows >= 4)
+          combine_rows<4>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
         break;
       case 3:
-        combine_rows<3>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
+        if constexpr (kCombineRows >= 3)
+          combine_rows<3>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
         break;
       case 2:
-        combine_rows<2>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
+        if constexpr (kCombineRows >= 2)
+          combine_rows<2>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
         break;
       default:
         combine_rows<1>(pr, prs, pjs, vr, ldv, n, width, orow, ldo, accumulate);
@@ -196,16 +207,43 @@ void attn_combine(const float* p, int64_t prs, int64_t pjs, const float* v, int6
   }
 }
 
-// dst[c][r] = src[r * lds + c] for r < rows, c < cols (dst rows have stride ldd). Plain loops
-// over 16-row strips: the 16 stores of a strip into one destination row share a cache line.
-// (AVX-512 scatters measured several times slower than this on a Xeon.)
+// dst[0:8][0:8] = the transpose of src[0:8][0:8], in registers: pairs of rows interleaved,
+// then pairs of pairs, then the 128-bit halves swapped into place (AVX, which every target
+// including this body has).
+LLM_INLINE void transpose_8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+// dst[c][r] = src[r * lds + c] for r < rows, c < cols (dst rows have stride ldd): 8 x 8 blocks
+// in registers, plain loops for the edges. (Scalar loops measured ~9% of the avx2 attention;
+// AVX-512 scatters measured several times slower than plain loops on a Xeon.)
 void attn_transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst,
                     int64_t ldd) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-    const int64_t r1 = std::min(rows, r0 + 16);
-    for (int64_t c = 0; c < cols; ++c)
-      for (int64_t r = r0; r < r1; ++r) dst[c * ldd + r] = src[r * lds + c];
-  }
+  const int64_t rows8 = rows - rows % 8, cols8 = cols - cols % 8;
+  for (int64_t r0 = 0; r0 < rows8; r0 += 8)
+    for (int64_t c0 = 0; c0 < cols8; c0 += 8)
+      transpose_8x8(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = r < rows8 ? cols8 : 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
 }
 
 // Dense [T][hd] copy of strided rows: P V and dS K stream them contiguously.

@@ -25,8 +25,10 @@ namespace {
 constexpr CpuIsa kIsa = CpuIsa::kAvx2;
 #include "model/backend/cpu/cpu_vec_avx2.h"
 
-// Attention tiles: scores 4 rows x 3 vectors (12 accumulators), combine 4 rows x 2 vectors.
-constexpr int kScoreRows = 4, kScoreVecs = 3, kCombineRows = 4, kCombineVecs = 2;
+// Attention tiles: scores 4 rows x 3 vectors (12 accumulators), combine 3 rows x 4 vectors
+// (12 accumulators; head_dim 64 is two such column tiles). On a Zen 3 the combine's 3 x 4 ran
+// 8-10% faster per attention call than 4 x 2 (8 accumulators) and 6 x 2.
+constexpr int kScoreRows = 4, kScoreVecs = 3, kCombineRows = 3, kCombineVecs = 4;
 
 // In this order: each body uses the ones before it.
 #include "model/backend/cpu/cpu_kernels_body.h"
