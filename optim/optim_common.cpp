@@ -143,14 +143,20 @@ void RangeOptimizer::run_scheduled(const std::vector<OptimOp>& fused,
     op.kind = kind;
     run(op);
   };
+  // fused and foreach hand each pass over all tensors to the backend at once (one parallel
+  // region on the CPU); loop is the per-tensor schedule by definition.
   if (config_.impl == "fused") {
-    for (const OptimOp& op : fused) run(op);
+    backend_->optimizer_ops(fused.data(), static_cast<int64_t>(fused.size()));
   } else if (config_.impl == "loop") {
     for (const OptimOp& op : fused)
       for (OptimOpKind kind : stages) staged(op, kind);
   } else {  // foreach
-    for (OptimOpKind kind : stages)
-      for (const OptimOp& op : fused) staged(op, kind);
+    std::vector<OptimOp>& pass = pass_;
+    for (OptimOpKind kind : stages) {
+      pass.assign(fused.begin(), fused.end());
+      for (OptimOp& op : pass) op.kind = kind;
+      backend_->optimizer_ops(pass.data(), static_cast<int64_t>(pass.size()));
+    }
   }
 }
 

@@ -100,6 +100,8 @@ class RangeOptimizer : public Optimizer {
   Backend* backend_ = nullptr;
   std::vector<OptimSegment> segs_;
   std::vector<StateComponent> components_;
+  // run_scheduled's foreach pass, kept so that a step allocates nothing once it has run.
+  mutable std::vector<OptimOp> pass_;
 };
 
 // An optimizer with Adam's two moments, m and v, mirroring the parameter layout in

@@ -160,5 +160,9 @@ void ProfilingBackend::optimizer_op(const OptimOp& op, double* sums) {
   Timer tm(times_, "optimizer");
   inner_->optimizer_op(op, sums);
 }
+void ProfilingBackend::optimizer_ops(const OptimOp* ops, int64_t count) {
+  Timer tm(times_, "optimizer");
+  inner_->optimizer_ops(ops, count);
+}
 
 }  // namespace ledgerlm

@@ -76,6 +76,7 @@ class ProfilingBackend : public Backend {
   const TransferStats& transfers() const override { return inner_->transfers(); }
   void reset_transfers() override { inner_->reset_transfers(); }
   void optimizer_op(const OptimOp& op, double* sums) override;
+  void optimizer_ops(const OptimOp* ops, int64_t count) override;
 
  private:
   std::unique_ptr<Backend> inner_;

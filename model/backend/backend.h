@@ -226,6 +226,11 @@ class Backend {
   // One optimizer kernel (optim_op.h); kinds that reduce write their partial sums to `sums`
   // (host memory, at most 2 values), the others leave it alone.
   virtual void optimizer_op(const OptimOp& op, double* sums) = 0;
+  // Element-wise kernels over distinct tensors (optim_op_elementwise kinds, e.g. one stage of an
+  // optimizer over every parameter): the results are those of one optimizer_op per entry, in any
+  // order. The default runs them in turn; a backend may run them together (the CPU backend: one
+  // parallel region over all of them instead of one per tensor).
+  virtual void optimizer_ops(const OptimOp* ops, int64_t count);
 
  protected:
   // Implementations count what they move (transfers()).

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "model/backend/backend.h"
 #include "model/backend/optim_kernels_trust.h"
@@ -89,6 +90,34 @@ inline int64_t optim_op_host_stats(const OptimOp& op) {
   if (!factored || op.n <= 0 || op.cols <= 0) return 0;
   const int64_t rows = (op.p0 + op.n - 1) / op.cols - op.p0 / op.cols + 1;
   return rows + (op.n < op.cols ? op.n : op.cols);
+}
+
+// Kinds that act on each element alone (no sums, no quantization blocks, no matrix rows): a
+// backend may cut them at any element and run the pieces in any order, or several ops together
+// (Backend::optimizer_ops).
+inline bool optim_op_elementwise(OptimOpKind k) {
+  switch (k) {
+    case OptimOpKind::kSgdDecay:
+    case OptimOpKind::kSgdBuf:
+    case OptimOpKind::kSgdParam:
+    case OptimOpKind::kSgdFused:
+    case OptimOpKind::kAdamWDecay:
+    case OptimOpKind::kAdamWMoments:
+    case OptimOpKind::kAdamWParam:
+    case OptimOpKind::kAdamWFused:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Elements [begin, begin + count) of an element-wise op: every tensor shifted, n = count.
+inline OptimOp optim_op_slice(const OptimOp& op, int64_t begin, int64_t count) {
+  OptimOp piece = op;
+  for (Tensor* t : {&piece.w, &piece.g, &piece.s1, &piece.s2})
+    if (!t->empty()) *t = t->offset(begin);
+  piece.n = count;
+  return piece;
 }
 
 }  // namespace ledgerlm

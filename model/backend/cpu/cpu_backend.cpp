@@ -101,7 +101,35 @@ void CpuBackend::copy(Tensor dst, Tensor src, int64_t n) {
   }
 }
 
+// Elements per piece of an element-wise optimizer pass: 64 KiB of each fp32 tensor.
+constexpr int64_t kOptimPiece = 1 << 14;
+
+void CpuBackend::optimizer_ops(const OptimOp* ops, int64_t count) {
+  // Every tensor's pieces in one parallel region: the small tensors (biases, norms) do not pay
+  // a region each, and each piece runs serially in this path's vector loops.
+  optim_pieces_.clear();
+  int64_t total = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    LLM_REQUIRE(optim_op_elementwise(ops[i].kind),
+                "cpu backend: optimizer_ops takes element-wise kernels only (kind ",
+                static_cast<int>(ops[i].kind), ")");
+    cpu_optimizer_check(ops[i]);
+    for (int64_t b = 0; b < ops[i].n; b += kOptimPiece)
+      optim_pieces_.push_back({i, b, std::min(kOptimPiece, ops[i].n - b)});
+    total += ops[i].n;
+  }
+  void (*const piece)(const OptimOp&) =
+      isa_ == CpuIsa::kPortable ? cpu_optimizer_piece : cpu_optimizer_piece_avx2;
+  const int64_t pieces = static_cast<int64_t>(optim_pieces_.size());
+#pragma omp parallel for schedule(static) num_threads(threads_) if (total >= kOptimParallelMin)
+  for (int64_t p = 0; p < pieces; ++p) {
+    const OptimPiece& pc = optim_pieces_[static_cast<size_t>(p)];
+    piece(optim_op_slice(ops[pc.op], pc.begin, pc.count));
+  }
+}
+
 void CpuBackend::optimizer_op(const OptimOp& op, double* sums) {
+  if (optim_op_elementwise(op.kind)) return optimizer_ops(&op, 1);
   cpu_optimizer_op(op, sums);
   if (optim_op_reduces(op.kind)) note_down(2 * sizeof(double));
   // Adafactor's factored statistics live in host memory (optim_op.h): a device backend moves

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/backend/backend.h"
 #include "model/backend/cpu/cpu_isa.h"
@@ -96,6 +97,7 @@ class CpuBackend final : public Backend {
                              int64_t vocab, int64_t padded_vocab, double grad_scale) override;
 
   void optimizer_op(const OptimOp& op, double* sums) override;
+  void optimizer_ops(const OptimOp* ops, int64_t count) override;
 
   // A workspace buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
   void* workspace(WorkSlot slot, size_t bytes);
@@ -112,6 +114,11 @@ class CpuBackend final : public Backend {
   MemoryTracker tracker_;
   std::array<Buffer, static_cast<size_t>(WorkSlot::kCount)> work_;
   std::unique_ptr<OneDnnMatmuls> onednn_;
+  // optimizer_ops's pieces: op index and element range (kept: a step allocates nothing).
+  struct OptimPiece {
+    int64_t op, begin, count;
+  };
+  std::vector<OptimPiece> optim_pieces_;
 };
 
 // The CPU backend on an explicit path (tests run every path the CPU supports side by side);

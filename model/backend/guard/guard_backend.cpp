@@ -199,6 +199,10 @@ class GuardBackend final : public Backend {
     Open o(alloc_);
     inner_->optimizer_op(op, sums);
   }
+  void optimizer_ops(const OptimOp* ops, int64_t count) override {
+    Open o(alloc_);
+    inner_->optimizer_ops(ops, count);
+  }
 
  private:
   GuardAllocator alloc_;
