@@ -26,9 +26,11 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "model/backend/backend.h"
 #include "model/backend/optim_kernels_trust.h"
+#include "model/base/check.h"
 
 namespace ledgerlm {
 
@@ -80,6 +82,23 @@ struct OptimOp {
   AdafactorStep<float> adafactor;
   float scale = 0.0f, u_scale = 1.0f, alpha = 0.0f;
 };
+
+// fn(s1, s2) with the op's states typed as their (common) storage, fp32 or bf16 (an empty one is
+// null): how a backend reaches the typed loops or kernels of a kind.
+template <class Fn>
+void optim_with_states(const OptimOp& op, Fn&& fn) {
+  const Tensor& any = op.s1.empty() ? op.s2 : op.s1;
+  if (any.empty()) {
+    fn(static_cast<float*>(nullptr), static_cast<float*>(nullptr));
+    return;
+  }
+  LLM_ASSERT(op.s1.empty() || op.s2.empty() || op.s1.dtype == op.s2.dtype,
+             "optimizer states of one kernel share their storage dtype");
+  optim_with_state(any.data, any.dtype, [&](auto* typed) {
+    using S = std::remove_pointer_t<decltype(typed)>;
+    fn(static_cast<S*>(op.s1.data), static_cast<S*>(op.s2.data));
+  });
+}
 
 // Host statistics an Adafactor factored op reads or writes: the rows its slice [p0, p0 + n)
 // touches plus the columns (all of them once the slice spans a row). 0 for other kinds.

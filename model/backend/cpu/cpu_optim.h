@@ -3,10 +3,7 @@
 // Free functions so that host-memory test backends can run the same code.
 #pragma once
 
-#include <type_traits>
-
 #include "model/backend/optim_op.h"
-#include "model/base/check.h"
 
 namespace ledgerlm::cpu {
 
@@ -22,21 +19,5 @@ void cpu_optimizer_piece_avx2(const OptimOp& op);
 // Checks what the kernels would reject (gradient and state dtypes) before a parallel region
 // runs them: an error inside one cannot be reported.
 void cpu_optimizer_check(const OptimOp& op);
-
-// fn(s1, s2) with the states typed as their (common) storage, fp32 or bf16; an empty one is null.
-template <class Fn>
-void optim_with_states(const OptimOp& op, Fn&& fn) {
-  const Tensor& any = op.s1.empty() ? op.s2 : op.s1;
-  if (any.empty()) {
-    fn(static_cast<float*>(nullptr), static_cast<float*>(nullptr));
-    return;
-  }
-  LLM_ASSERT(op.s1.empty() || op.s2.empty() || op.s1.dtype == op.s2.dtype,
-             "optimizer states of one kernel share their storage dtype");
-  optim_with_state(any.data, any.dtype, [&](auto* typed) {
-    using S = std::remove_pointer_t<decltype(typed)>;
-    fn(static_cast<S*>(op.s1.data), static_cast<S*>(op.s2.data));
-  });
-}
 
 }  // namespace ledgerlm::cpu

@@ -228,22 +228,6 @@ __global__ void adamw8bit_kernel(float* w, uint8_t* codes_m, uint8_t* codes_v, f
   }
 }
 
-// s1 and s2 typed as their (common) storage, fp32 or bf16; an empty one is null (cpu_optim.cpp).
-template <class Fn>
-void with_states(const OptimOp& op, Fn&& fn) {
-  const Tensor& any = op.s1.empty() ? op.s2 : op.s1;
-  if (any.empty()) {
-    fn(static_cast<float*>(nullptr), static_cast<float*>(nullptr));
-    return;
-  }
-  LLM_ASSERT(op.s1.empty() || op.s2.empty() || op.s1.dtype == op.s2.dtype,
-             "optimizer states of one kernel share their storage dtype");
-  optim_with_state(any.data, any.dtype, [&](auto* typed) {
-    using S = std::remove_pointer_t<decltype(typed)>;
-    fn(static_cast<S*>(op.s1.data), static_cast<S*>(op.s2.data));
-  });
-}
-
 }  // namespace
 
 const void* CudaBackend::quant_maps() {
@@ -273,14 +257,14 @@ void CudaBackend::optimizer_op(const OptimOp& op, double* sums) {
       launch_check("sgd decay");
       return;
     case OptimOpKind::kLambApply:
-      with_states(op, [&](auto* m, auto* v) {
+      optim_with_states(op, [&](auto* m, auto* v) {
         using S = std::remove_pointer_t<decltype(m)>;
         lamb_apply_kernel<S><<<blocks, kThreads, 0, st>>>(w, m, v, n, op.lamb, op.scale);
       });
       launch_check("lamb apply");
       return;
     case OptimOpKind::kAdamWParam:
-      with_states(op, [&](auto* m, auto* v) {
+      optim_with_states(op, [&](auto* m, auto* v) {
         using S = std::remove_pointer_t<decltype(m)>;
         adamw_param_kernel<S><<<blocks, kThreads, 0, st>>>(w, m, v, n, op.adamw);
       });
@@ -294,12 +278,12 @@ void CudaBackend::optimizer_op(const OptimOp& op, double* sums) {
     switch (op.kind) {
       case OptimOpKind::kSgdBuf:
         if (op.sgd.momentum == 0.0f) return;
-        return with_states(op, [&](auto* buf, auto*) {
+        return optim_with_states(op, [&](auto* buf, auto*) {
           using S = std::remove_pointer_t<decltype(buf)>;
           sgd_buf_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, op.sgd);
         });
       case OptimOpKind::kSgdParam:
-        return with_states(op, [&](auto* buf, auto*) {
+        return optim_with_states(op, [&](auto* buf, auto*) {
           using S = std::remove_pointer_t<decltype(buf)>;
           sgd_param_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, op.sgd);
         });
@@ -308,17 +292,17 @@ void CudaBackend::optimizer_op(const OptimOp& op, double* sums) {
           sgd_plain_kernel<G><<<blocks, kThreads, 0, st>>>(w, g, n, op.sgd);
           return;
         }
-        return with_states(op, [&](auto* buf, auto*) {
+        return optim_with_states(op, [&](auto* buf, auto*) {
           using S = std::remove_pointer_t<decltype(buf)>;
           sgd_momentum_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, op.sgd);
         });
       case OptimOpKind::kAdamWMoments:
-        return with_states(op, [&](auto* m, auto* v) {
+        return optim_with_states(op, [&](auto* m, auto* v) {
           using S = std::remove_pointer_t<decltype(m)>;
           adamw_moments_kernel<S, G><<<blocks, kThreads, 0, st>>>(m, v, g, n, op.adamw);
         });
       case OptimOpKind::kAdamWFused:
-        return with_states(op, [&](auto* m, auto* v) {
+        return optim_with_states(op, [&](auto* m, auto* v) {
           using S = std::remove_pointer_t<decltype(m)>;
           adamw_fused_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, m, v, g, n, op.adamw);
         });
@@ -337,14 +321,14 @@ void CudaBackend::optimizer_op(const OptimOp& op, double* sums) {
         return;
       }
       case OptimOpKind::kLambMoments:
-        return with_states(op, [&](auto* m, auto* v) {
+        return optim_with_states(op, [&](auto* m, auto* v) {
           using S = std::remove_pointer_t<decltype(m)>;
           chunked_sums<2>(*this, n, LambMomentsTerm<S, G>{w, m, v, g, op.lamb}, sums);
         });
       case OptimOpKind::kLarsNorms:
         return chunked_sums<2>(*this, n, LarsNormsTerm<G>{w, g}, sums);
       case OptimOpKind::kLarsApply:
-        return with_states(op, [&](auto* buf, auto*) {
+        return optim_with_states(op, [&](auto* buf, auto*) {
           using S = std::remove_pointer_t<decltype(buf)>;
           lars_apply_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, op.lars);
         });
@@ -393,7 +377,7 @@ void CudaBackend::optimizer_op(const OptimOp& op, double* sums) {
           sums[0] = u2[0];
           return;
         }
-        return with_states(op, [&](auto* m, auto*) {
+        return optim_with_states(op, [&](auto* m, auto*) {
           using S = std::remove_pointer_t<decltype(m)>;
           adafactor_apply_factored_kernel<S, G><<<blocks, kThreads, 0, st>>>(
               w, m, g, n, op.p0, cols, dev, dev + r1, op.u_scale, op.alpha, op.adafactor);
@@ -402,12 +386,12 @@ void CudaBackend::optimizer_op(const OptimOp& op, double* sums) {
         });
       }
       case OptimOpKind::kAdafactorVector:
-        return with_states(op, [&](auto* v, auto*) {
+        return optim_with_states(op, [&](auto* v, auto*) {
           using S = std::remove_pointer_t<decltype(v)>;
           chunked_sums<2>(*this, n, AdafactorVectorTerm<S, G>{w, v, g, op.adafactor}, sums);
         });  // s1 = v here
       case OptimOpKind::kAdafactorApplyVector:
-        return with_states(op, [&](auto* m, auto* v) {
+        return optim_with_states(op, [&](auto* m, auto* v) {
           using S = std::remove_pointer_t<decltype(m)>;
           adafactor_apply_vector_kernel<S, G>
               <<<blocks, kThreads, 0, st>>>(w, m, v, g, n, op.u_scale, op.alpha, op.adafactor);
