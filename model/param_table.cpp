@@ -31,8 +31,6 @@ struct Builder {
     p.hf_name = hf_name;
     p.hf_transpose = hf_transpose;
     p.hf_rows = p.shape[0];
-    p.decay = kind == ParamKind::kMatrix ||
-              (kind == ParamKind::kEmbedding && table->options.decay_embeddings);
     table->units[unit].params.push_back(static_cast<int>(table->params.size()));
     table->params.push_back(std::move(p));
   }

@@ -29,7 +29,6 @@ struct ParamInfo {
   int64_t offset_in_unit = 0;  // elements from the unit's start
   int64_t offset = 0;          // elements from the flat buffer's start
   int64_t numel = 0;
-  bool decay = false;  // weight decay applies (2-D weights; embeddings per config)
   InitKind init = InitKind::kZeros;
   double init_std = 0.0;
   // Hugging Face GPT-2 export: name, whether to transpose (Conv1D stores (in, out)), and how many
@@ -54,7 +53,6 @@ struct UnitInfo {
 struct ParamTableOptions {
   int64_t block = 256;  // alignment and quantization block, elements
   int64_t world = 1;    // data-parallel ranks the units are padded for
-  bool decay_embeddings = true;
 };
 
 struct ParamTable {

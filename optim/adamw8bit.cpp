@@ -84,12 +84,11 @@ class AdamW8bitOptimizer : public RangeOptimizer {
     LLM_REQUIRE(table_.options.block % B == 0, "optim.block_size=", B,
                 " must divide the layout block ", table_.options.block,
                 " so quantization blocks never cross tensors");
-    int64_t local = 0;
-    for (const OptimRange& r : ranges_) {
-      LLM_REQUIRE(r.begin % B == 0 && local % B == 0, "adamw8bit: optimizer range [", r.begin, ", ",
-                  r.end, ") must start on a multiple of optim.block_size=", B);
-      local += r.size();
-    }
+    for (const OptimSegment& seg : segs_)
+      LLM_REQUIRE((table_.params[static_cast<size_t>(seg.param)].offset + seg.param_begin) % B == 0,
+                  "adamw8bit: the part of '", table_.params[static_cast<size_t>(seg.param)].name,
+                  "' from element ", seg.param_begin,
+                  " must start on a multiple of optim.block_size=", B);
     int64_t q = 0, f = 0;
     quantized_.assign(segs_.size(), false);
     off_.assign(segs_.size(), 0);

@@ -4,67 +4,75 @@
 #include <algorithm>
 
 #include "model/base/check.h"
+#include "optim/optim_groups.h"
 
 namespace ledgerlm {
 
-std::vector<OptimSegment> optim_segments_build(const ParamTable& table,
-                                               const std::vector<OptimRange>& ranges,
-                                               const OptimConfig& config,
-                                               const OptimAddress& address) {
-  LLM_ASSERT(address.master.empty() || address.master.size() == ranges.size(),
-             "optimizer master address per range");
-  LLM_ASSERT(address.grads.empty() || address.grads.size() == ranges.size(),
-             "optimizer gradient address per range");
+std::vector<OptimSegment> optim_segments_build(const ParamTable& table, const OptimShard& shard,
+                                               const OptimConfig& config) {
+  const std::vector<OptimGroup> groups = optim_groups(config);
   std::vector<OptimSegment> segs;
-  int64_t base = 0, previous_end = 0;
-  for (size_t ri = 0; ri < ranges.size(); ++ri) {
-    const OptimRange& r = ranges[ri];
-    const int64_t master_base = address.master.empty() ? base : address.master[ri];
-    const int64_t grad_base = address.grads.empty() ? base : address.grads[ri];
-    LLM_REQUIRE(r.begin >= previous_end && r.begin <= r.end && r.end <= table.total,
-                "optimizer range [", r.begin, ", ", r.end, ") is outside the flat layout of ",
-                table.total, " elements or not after the previous range");
-    previous_end = r.end;
-    for (size_t i = 0; i < table.params.size(); ++i) {
-      const ParamInfo& p = table.params[i];
-      const int64_t lo = std::max(r.begin, p.offset), hi = std::min(r.end, p.offset + p.numel);
-      if (lo >= hi) continue;
-      OptimSegment s;
-      s.param = static_cast<int>(i);
-      s.local = base + lo - r.begin;
-      s.master_at = master_base + lo - r.begin;
-      s.grad_at = grad_base + lo - r.begin;
-      s.count = hi - lo;
-      s.param_begin = lo - p.offset;
-      s.numel = p.numel;
-      s.real_numel = p.kind == ParamKind::kEmbedding ? p.hf_rows * (p.numel / p.shape[0]) : p.numel;
-      s.real_count = std::clamp<int64_t>(s.real_numel - s.param_begin, 0, s.count);
-      s.dims = static_cast<int>(p.shape.size());
-      s.cols = p.shape.empty() ? 1 : p.shape.back();
-      s.rows = s.cols > 0 ? p.numel / s.cols : 0;
-      s.kind = p.kind;
-      const bool decay = p.decay && (p.kind != ParamKind::kEmbedding || config.decay_embeddings);
-      s.weight_decay = decay ? config.weight_decay : 0.0;
-      if (p.kind == ParamKind::kEmbedding)
-        s.lr_mult = config.lr_mult_embedding;
-      else if (p.kind == ParamKind::kBias || p.kind == ParamKind::kNormWeight)
-        s.lr_mult = config.lr_mult_nodecay;
-      segs.push_back(s);
-    }
-    base += r.size();
+  for (const OptimPart& part : shard.parts) {
+    LLM_REQUIRE(part.param >= 0 && part.param < static_cast<int>(table.params.size()),
+                "optimizer part of tensor ", part.param, ": not in the parameter table");
+    const ParamInfo& p = table.params[static_cast<size_t>(part.param)];
+    LLM_REQUIRE(
+        part.count > 0 && part.param_begin >= 0 && part.param_begin + part.count <= p.numel &&
+            part.local >= 0 && part.local + part.count <= shard.length,
+        "optimizer part of '", p.name, "' [", part.param_begin, ", ", part.param_begin + part.count,
+        ") at ", part.local, " is outside the tensor or the shard of ", shard.length, " elements");
+    LLM_REQUIRE(part.group >= 0 && part.group < static_cast<int>(groups.size()),
+                "optimizer part of '", p.name, "': no optimizer group ", part.group);
+    OptimSegment s;
+    s.param = part.param;
+    s.local = part.local;
+    s.master_at = part.master_at;
+    s.grad_at = part.grad_at;
+    s.count = part.count;
+    s.param_begin = part.param_begin;
+    s.numel = p.numel;
+    s.real_numel = p.kind == ParamKind::kEmbedding ? p.hf_rows * (p.numel / p.shape[0]) : p.numel;
+    s.real_count = std::clamp<int64_t>(s.real_numel - s.param_begin, 0, s.count);
+    s.dims = static_cast<int>(p.shape.size());
+    s.cols = p.shape.empty() ? 1 : p.shape.back();
+    s.rows = s.cols > 0 ? p.numel / s.cols : 0;
+    s.kind = p.kind;
+    const OptimGroup& g = groups[static_cast<size_t>(part.group)];
+    s.lr_mult = g.lr_mult;
+    s.weight_decay = g.weight_decay;
+    segs.push_back(s);
   }
   std::sort(segs.begin(), segs.end(),
             [](const OptimSegment& a, const OptimSegment& b) { return a.local < b.local; });
   for (size_t i = 1; i < segs.size(); ++i)
     LLM_REQUIRE(segs[i - 1].local + segs[i - 1].count <= segs[i].local,
-                "parameter table: tensors overlap in the flat layout");
+                "optimizer parts overlap in the state buffers");
   return segs;
 }
 
-int64_t optim_ranges_length(const std::vector<OptimRange>& ranges) {
-  int64_t n = 0;
-  for (const OptimRange& r : ranges) n += r.size();
-  return n;
+OptimShard optim_shard_of_range(const ParamTable& table, const OptimConfig& config, int64_t begin,
+                                int64_t end) {
+  LLM_REQUIRE(0 <= begin && begin <= end && end <= table.total, "optimizer range [", begin, ", ",
+              end, ") is outside the flat layout of ", table.total, " elements");
+  OptimShard shard;
+  shard.length = end - begin;
+  for (size_t i = 0; i < table.params.size(); ++i) {
+    const ParamInfo& p = table.params[i];
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi) continue;
+    OptimPart part;
+    part.param = static_cast<int>(i);
+    part.group = optim_group_of(p, config);
+    part.param_begin = lo - p.offset;
+    part.count = hi - lo;
+    part.local = part.master_at = part.grad_at = lo - begin;
+    shard.parts.push_back(part);
+  }
+  return shard;
+}
+
+void Optimizer::init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) {
+  init(table, optim_shard_of_range(table, config(), begin, end), backend);
 }
 
 void optim_reduce(const OptimStepInfo& info, std::vector<double>& values) {
@@ -75,13 +83,11 @@ RangeOptimizer::RangeOptimizer(const OptimConfig& config) : config_(config) {
   config_.validate();
 }
 
-void RangeOptimizer::init(const ParamTable& table, const std::vector<OptimRange>& ranges,
-                          Backend& backend, const OptimAddress& address) {
+void RangeOptimizer::init(const ParamTable& table, const OptimShard& shard, Backend& backend) {
   table_ = table;
-  ranges_ = ranges;
-  length_ = optim_ranges_length(ranges);
+  length_ = shard.length;
   backend_ = &backend;
-  segs_ = optim_segments_build(table_, ranges, config_, address);
+  segs_ = optim_segments_build(table_, shard, config_);
   components_.clear();
   on_init();
 }
@@ -97,7 +103,7 @@ Buffer RangeOptimizer::allocate_state(const std::string& name, MemTag tag, DType
 Buffer RangeOptimizer::allocate_host_state(const std::string& name, MemTag tag, DType dtype,
                                            int64_t elements) {
   const int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));
-  components_.push_back({name, dtype, elements, bytes, tag});
+  components_.push_back({name, dtype, elements, bytes, tag, true});
   if (bytes == 0) return Buffer();
   return Buffer(&backend_->tracker(), tag, static_cast<size_t>(bytes));
 }

@@ -15,12 +15,12 @@
 
 namespace ledgerlm {
 
-// The part of one parameter tensor that lies inside one of an optimizer's ranges.
+// The part of one parameter tensor an optimizer updates (an OptimPart with what the kernels need).
 struct OptimSegment {
   int param = -1;           // index into the ParamTable
   int64_t local = 0;        // first element in the compact state buffers (ranges end to end)
-  int64_t master_at = 0;    // first element in the master buffer (OptimAddress)
-  int64_t grad_at = 0;      // first element in the gradient buffer (OptimAddress)
+  int64_t master_at = 0;    // first element in the master buffer
+  int64_t grad_at = 0;      // first element in the gradient buffer
   int64_t count = 0;        // elements held here
   int64_t param_begin = 0;  // first element held here, relative to the tensor's start
   int64_t numel = 0;        // the whole tensor's element count
@@ -36,16 +36,10 @@ struct OptimSegment {
   double weight_decay = 0.0;  // 0 where the group is not decayed
 };
 
-// Segments of every tensor intersecting the ranges (ascending, disjoint), in flat-layout order;
-// padding elements belong to no segment. Group rules: weight decay where ParamInfo::decay
-// (embeddings only if config.decay_embeddings too); lr_mult_embedding for embeddings,
-// lr_mult_nodecay for biases and norm weights.
-std::vector<OptimSegment> optim_segments_build(const ParamTable& table,
-                                               const std::vector<OptimRange>& ranges,
-                                               const OptimConfig& config,
-                                               const OptimAddress& address = {});
-// Elements of the ranges together (the length of the compact buffers).
-int64_t optim_ranges_length(const std::vector<OptimRange>& ranges);
+// The segments of the shard's parts in `local` order, with their group's LR multiplier and
+// weight decay (optim_groups.h); padding elements belong to no segment.
+std::vector<OptimSegment> optim_segments_build(const ParamTable& table, const OptimShard& shard,
+                                               const OptimConfig& config);
 
 // Adds per-tensor partial sums across ranks: one call with everything batched.
 void optim_reduce(const OptimStepInfo& info, std::vector<double>& values);
@@ -55,8 +49,8 @@ class RangeOptimizer : public Optimizer {
  public:
   explicit RangeOptimizer(const OptimConfig& config);
   using Optimizer::init;
-  void init(const ParamTable& table, const std::vector<OptimRange>& ranges, Backend& backend,
-            const OptimAddress& address = {}) override;
+  void init(const ParamTable& table, const OptimShard& shard, Backend& backend) override;
+  const OptimConfig& config() const override { return config_; }
   std::vector<StateComponent> state_components() const override { return components_; }
 
  protected:
@@ -75,7 +69,7 @@ class RangeOptimizer : public Optimizer {
     return mirror_view(name, seg, buf, state_dtype(), seg.local);
   }
   // A backend optimizer kernel over segment `seg`: weights and gradients at the segment's
-  // addresses (OptimAddress), n = seg.count; the caller adds states and step constants.
+  // addresses, n = seg.count; the caller adds states and step constants.
   OptimOp segment_op(OptimOpKind kind, const OptimSegment& seg, float* master, Tensor grads,
                      double grad_scale) const;
   // Element `local` of a state buffer of `dtype` as a tensor (empty buffer: empty tensor).
@@ -95,7 +89,6 @@ class RangeOptimizer : public Optimizer {
 
   OptimConfig config_;
   ParamTable table_;
-  std::vector<OptimRange> ranges_;
   int64_t length_ = 0;  // elements of the compact buffers
   Backend* backend_ = nullptr;
   std::vector<OptimSegment> segs_;

@@ -1,11 +1,10 @@
 // The Optimizer interface: state for a range of the flat buffers, one step per call.
 //
-// An optimizer owns the state for a list of element ranges of the flat layout described by the
-// parameter table: the whole buffer on one rank, or this rank's shard of every sharding unit
-// under ZeRO (one range per unit). Its states are compact: the ranges laid end to end, so local
-// element i of the second range follows the last of the first. The master weights and gradients
-// it is given may be laid out so too, or elsewhere (OptimAddress): e.g. the fp32 weights updated
-// in place in the whole compute copy, or gradients reduce-scattered in place.
+// An optimizer owns the state for a list of tensor parts (OptimShard): every tensor on one rank,
+// or this rank's pieces under ZeRO, as the training step's placement table lists them
+// (train/placement.h). Its states are compact buffers of the shard's length; each part says where
+// its elements sit in them, in the master weights and in the gradients step() is given (e.g. the
+// fp32 weights updated in place in the whole compute copy, or gradients reduce-scattered in place).
 // It updates FP32 master weights from gradients of any float dtype, multiplying the gradients on
 // the fly by `grad_scale` (loss-scale unscaling and the clip factor in one number), so no extra
 // pass is needed. Per-tensor quantities (LAMB/LARS trust ratios, Adafactor RMS) are computed from
@@ -40,11 +39,28 @@ struct OptimRange {
   int64_t size() const { return end - begin; }
 };
 
-// Where range i's elements are in the master and gradient buffers step() receives: element j of
-// range i is master[master[i] + j] and grads[grads[i] + j]. Empty vectors: compact.
-struct OptimAddress {
-  std::vector<int64_t> master, grads;
+// One tensor part an optimizer updates: elements [param_begin, param_begin + count) of table
+// row `param`, trained in optimizer group `group` (optim_groups.h). Element j of the part is
+// element local + j of the compact state buffers, master[master_at + j] and grads[grad_at + j].
+struct OptimPart {
+  int param = -1;
+  int group = 0;
+  int64_t param_begin = 0, count = 0;
+  int64_t local = 0, master_at = 0, grad_at = 0;
 };
+
+// What an optimizer steps: its parts (disjoint in `local`, in any order: it steps them in `local`
+// order) and the length of its compact
+// state buffers (the parts and the padding between them).
+struct OptimShard {
+  std::vector<OptimPart> parts;
+  int64_t length = 0;
+};
+
+// The parts of every tensor inside the flat range [begin, end), compact from `begin` (state,
+// master and gradients alike), each in its group: one rank's view without sharding.
+OptimShard optim_shard_of_range(const ParamTable& table, const OptimConfig& config, int64_t begin,
+                                int64_t end);
 
 // One component of optimizer state, for the memory ledger.
 struct StateComponent {
@@ -53,6 +69,7 @@ struct StateComponent {
   int64_t elements = 0;
   int64_t bytes = 0;
   MemTag tag = MemTag::kOptimM;
+  bool host = false;  // in host memory beside the backend's (allocate_host_state)
 };
 
 // A named view of one piece of state of one parameter, for checkpoints. `param` is the index in
@@ -78,14 +95,12 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
-  // Allocates (zeroed) state for `ranges` (ascending, disjoint) through backend.allocate.
-  virtual void init(const ParamTable& table, const std::vector<OptimRange>& ranges,
-                    Backend& backend, const OptimAddress& address = {}) = 0;
-  // The single range [begin, end).
-  void init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend) {
-    init(table, std::vector<OptimRange>{{begin, end}}, backend);
-  }
-  // master: fp32, grads: fp32/bf16/fp16, addressed as init's OptimAddress says.
+  virtual const OptimConfig& config() const = 0;
+  // Allocates (zeroed) state for `shard` through backend.allocate.
+  virtual void init(const ParamTable& table, const OptimShard& shard, Backend& backend) = 0;
+  // The single flat range [begin, end) (optim_shard_of_range).
+  void init(const ParamTable& table, int64_t begin, int64_t end, Backend& backend);
+  // master: fp32, grads: fp32/bf16/fp16, addressed as init's parts say.
   virtual void step(float* master, Tensor grads, const OptimStepInfo& info) = 0;
   virtual std::vector<StateComponent> state_components() const = 0;
   virtual std::vector<StateView> state_views() = 0;

@@ -78,14 +78,12 @@ TEST(ParamTable, OffsetsInsideUnitsDoNotDependOnWorld) {
     EXPECT_EQ(a.params[i].offset_in_unit, b.params[i].offset_in_unit) << a.params[i].name;
 }
 
-TEST(ParamTable, DecayInitAndExportNames) {
-  ParamTableOptions o;
-  o.decay_embeddings = false;
-  ParamTable t = param_table_build(gpt_config(), o);
-  EXPECT_FALSE(t.find("embed.wte").decay);
-  EXPECT_TRUE(t.find("block.0.attn.qkv.weight").decay);
-  EXPECT_FALSE(t.find("block.0.attn.qkv.bias").decay);
-  EXPECT_FALSE(t.find("block.2.ln2.weight").decay);
+TEST(ParamTable, KindsInitAndExportNames) {
+  ParamTable t = param_table_build(gpt_config(), ParamTableOptions{});
+  EXPECT_EQ(t.find("embed.wte").kind, ParamKind::kEmbedding);
+  EXPECT_EQ(t.find("block.0.attn.qkv.weight").kind, ParamKind::kMatrix);
+  EXPECT_EQ(t.find("block.0.attn.qkv.bias").kind, ParamKind::kBias);
+  EXPECT_EQ(t.find("block.2.ln2.weight").kind, ParamKind::kNormWeight);
   EXPECT_EQ(t.find("block.1.ln1.weight").init, InitKind::kOnes);
   EXPECT_EQ(t.find("block.1.mlp.fc.bias").init, InitKind::kZeros);
   // Residual projections get 0.02 / sqrt(2 L).
@@ -95,8 +93,6 @@ TEST(ParamTable, DecayInitAndExportNames) {
   EXPECT_EQ(t.find("embed.wte").hf_rows, 1000);  // the vocab padding is not exported
   EXPECT_TRUE(t.find("block.0.mlp.fc.weight").hf_transpose);
   EXPECT_EQ(t.find("block.0.mlp.fc.weight").shape, (std::vector<int64_t>{256, 64}));
-  ParamTableOptions d;
-  EXPECT_TRUE(param_table_build(gpt_config(), d).find("embed.wte").decay);
 }
 
 }  // namespace

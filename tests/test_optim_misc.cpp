@@ -8,6 +8,7 @@
 #include "model/base/check.h"
 #include "optim/grad_clip.h"
 #include "optim/loss_scaler.h"
+#include "optim/optim_groups.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 
@@ -174,6 +175,35 @@ TEST(OptimConfigValidate, NamesTheOffendingKey) {
   c = ok;
   c.min_lr_ratio = 2.0;
   expect_rejected(c, "optim.min_lr_ratio");
+}
+
+// The one group rule: matrices decay, embeddings decay unless optim.decay_embeddings = false,
+// biases and norm weights never; LR multipliers per group.
+TEST(OptimGroups, RuleByKindAndConfig) {
+  ModelConfig m;
+  m.vocab_size = 100;
+  m.n_layer = 1;
+  m.n_head = 2;
+  m.n_embd = 16;
+  m.block_size = 8;
+  const ParamTable t = param_table_build(m, ParamTableOptions{});
+  OptimConfig c;
+  c.weight_decay = 0.1;
+  c.lr_mult_embedding = 2.0;
+  c.lr_mult_nodecay = 0.5;
+  auto group = [&](const char* name) {
+    return optim_groups(c)[static_cast<size_t>(optim_group_of(t.find(name), c))];
+  };
+  EXPECT_EQ(group("block.0.attn.qkv.weight").weight_decay, 0.1);
+  EXPECT_EQ(group("block.0.attn.qkv.weight").lr_mult, 1.0);
+  EXPECT_EQ(group("block.0.attn.qkv.bias").weight_decay, 0.0);
+  EXPECT_EQ(group("block.0.ln1.weight").weight_decay, 0.0);
+  EXPECT_EQ(group("block.0.ln1.weight").lr_mult, 0.5);
+  EXPECT_EQ(group("embed.wte").weight_decay, 0.1);
+  EXPECT_EQ(group("embed.wpe").lr_mult, 2.0);
+  c.decay_embeddings = false;
+  EXPECT_EQ(group("embed.wte").weight_decay, 0.0);
+  EXPECT_EQ(group("block.0.mlp.fc.weight").weight_decay, 0.1);
 }
 
 TEST(OptimFactory, CreatesEveryNamedOptimizer) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/backend/optim_kernels.h"
+#include "optim/optim_groups.h"
 #include "optim/optimizer.h"
 #include "tests/test_optim_support.h"
 #include "tests/test_util.h"
@@ -183,7 +184,7 @@ TEST(OptimStateBf16, StoredValuesAreRoundedFp32UpdatesAndTheStepUsesThem) {
   for (const auto& v : opt->state_views()) {
     ASSERT_EQ(v.dtype, DType::kBF16);
     const ParamInfo& p = table.params[static_cast<size_t>(v.param)];
-    const double wd = p.decay ? c.weight_decay : 0.0;
+    const double wd = optim_groups(c)[static_cast<size_t>(optim_group_of(p, c))].weight_decay;
     const auto s = adamw_step_make<float>(c.lr, c.beta1, c.beta2, c.eps, wd, 1);
     const auto* bits = static_cast<const uint16_t*>(v.data);
     for (int64_t i = 0; i < v.numel; ++i) {

@@ -96,7 +96,6 @@ inline ParamTable make_table(const std::vector<TensorSpec>& specs, int64_t block
     for (int64_t d : s.shape) p.numel *= d;
     p.hf_rows = s.real_rows > 0 ? s.real_rows : s.shape[0];
     p.offset = p.offset_in_unit = cursor;
-    p.decay = s.kind == ParamKind::kMatrix || s.kind == ParamKind::kEmbedding;
     cursor = (cursor + p.numel + block - 1) / block * block;
     t.units[0].params.push_back(static_cast<int>(t.params.size()));
     t.params.push_back(p);

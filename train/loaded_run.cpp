@@ -6,6 +6,7 @@
 #include "ckpt/safetensors.h"
 #include "data/data_check.h"
 #include "model/base/check.h"
+#include "train/placement.h"
 #include "train/run_dir.h"
 
 namespace ledgerlm {
@@ -27,10 +28,7 @@ LoadedRun run_load(const std::string& run_dir, Backend& backend) {
                 trained_with, " but the data in '", run.config.data.dir, "' now has ", now,
                 " (the tokenizer was replaced)");
   }
-  ParamTableOptions opts;
-  opts.block = run.config.optim.block_size;
-  opts.decay_embeddings = run.config.optim.decay_embeddings;
-  run.table = param_table_build(run.config.model, opts);
+  run.table = param_table_for_run(run.config, 1);
   std::string weights = run_dir + "/model.safetensors";
   LLM_REQUIRE(std::filesystem::exists(weights), "run '", run_dir,
               "': no model.safetensors (did the training finish?)");

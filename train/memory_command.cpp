@@ -13,7 +13,9 @@
 
 #include "data/meta.h"
 #include "model/base/check.h"
-#include "train/model_state.h"
+#include "optim/optim_groups.h"
+#include "train/placement.h"
+#include "train/precision_plan.h"
 
 namespace ledgerlm {
 namespace {
@@ -69,6 +71,10 @@ CLI::App* memory_command_add(CLI::App& app, MemoryCommand* cmd) {
   sub->add_option("--recompute", cmd->recompute, "none | mlp | block");
   sub->add_option("--threads", cmd->threads, "CPU threads (per-thread scratch; 0: all cores)");
   sub->add_flag("--json", cmd->json, "print JSON instead of the table");
+  sub->add_flag("--tensors", cmd->tensors,
+                "print one rank's placement table instead: per tensor its optimizer group, the "
+                "parts of compute copy, gradients, master and state it holds, owner and ranks");
+  sub->add_option("--rank", cmd->rank, "the rank --tensors describes (default 0)");
   return sub;
 }
 
@@ -131,8 +137,32 @@ PlanInput memory_command_input(MemoryCommand& cmd) {
   return in;
 }
 
+namespace {
+
+// --tensors: the placement table the trainer would build on rank --rank (nothing allocated).
+int print_placement(MemoryCommand& cmd) {
+  LLM_REQUIRE(!given(cmd, "--params"),
+              "--tensors: needs a model from a config (--config or --model.* flags), not --params");
+  const RunConfig& r = cmd.run;
+  const int world = static_cast<int>(cmd.world);
+  LLM_REQUIRE(cmd.rank >= 0 && cmd.rank < world, "--rank: expected 0..", world - 1, " (got ",
+              cmd.rank, ")");
+  const ParamTable table = param_table_for_run(r, world);
+  const ShardLayout layout = shard_layout_build(table, world, static_cast<int>(cmd.rank));
+  const PlacementTable t =
+      placement_build(table, layout, zero_stage_effective(r, world), precision_plan(r), r.optim);
+  std::vector<std::string> groups;
+  for (const OptimGroup& g : optim_groups(r.optim)) groups.push_back(g.name);
+  std::printf("%s", placement_describe(t, table, groups, {}).c_str());
+  return 0;
+}
+
+}  // namespace
+
 int command_memory(MemoryCommand& cmd) {
-  const MemoryPlan plan = memory_plan_compute(memory_command_input(cmd));
+  const PlanInput input = memory_command_input(cmd);
+  if (cmd.tensors) return print_placement(cmd);
+  const MemoryPlan plan = memory_plan_compute(input);
   if (cmd.json)
     std::printf("%s\n", memory_plan_json(plan).dump(2).c_str());
   else

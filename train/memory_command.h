@@ -21,6 +21,8 @@ struct MemoryCommand {
   std::string optim, param_dtype, grad_dtype, master, recompute;
   int64_t world = 1, zero = 0, micro_batch = 0, accum = 0, threads = 0;
   bool json = false;
+  bool tensors = false;  // --tensors: the placement table of one rank instead of the ledger
+  int64_t rank = 0;      // --rank R: whose placement --tensors prints
   CLI::App* app = nullptr;
 };
 

@@ -24,7 +24,8 @@
 #include "model/backend/cpu/cpu_gemm_bf16.h"
 #include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/base/check.h"
-#include "train/model_state.h"
+#include "train/placement.h"
+#include "train/precision_plan.h"
 
 namespace ledgerlm {
 namespace {
@@ -441,11 +442,7 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
                                  int64_t data_bytes, int64_t rank) {
   LLM_REQUIRE(cfg.model.vocab_size > 0,
               "model.vocab_size must be set (or model.vocab_size = 0 with a prepared data.dir)");
-  ParamTableOptions o;
-  o.block = cfg.optim.block_size;
-  o.world = world;
-  o.decay_embeddings = cfg.optim.decay_embeddings;
-  const ParamTable table = param_table_build(cfg.model, o);
+  const ParamTable table = param_table_for_run(cfg, static_cast<int>(world));
   const PrecisionPlan pp = precision_plan(cfg);
   PlanInput in;
   in.num_params = table.num_params;

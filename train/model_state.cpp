@@ -9,37 +9,10 @@
 
 #include "model/base/check.h"
 #include "optim/grad_clip.h"
+#include "optim/optim_groups.h"
 #include "train/zero_units.h"
 
 namespace ledgerlm {
-
-PrecisionPlan precision_plan(const RunConfig& c) {
-  const PrecisionConfig& p = c.precision;
-  PrecisionPlan plan;
-  plan.params = dtype_parse(p.params, "precision.params");
-  DType grads = dtype_parse(p.grads, "precision.grads");
-  if (p.grad_accum == "auto") {
-    plan.grads = c.train.accum > 1 ? DType::kF32 : grads;
-  } else {
-    plan.grads = c.train.accum > 1 ? dtype_parse(p.grad_accum, "precision.grad_accum") : grads;
-  }
-  plan.master_none = p.master == "none";
-  plan.separate_master = !plan.master_none && plan.params != DType::kF32;
-  LLM_REQUIRE(!(plan.master_none && plan.params == DType::kF32),
-              "precision.master = none needs precision.params bf16 or fp16 (fp32 params are "
-              "their own master)");
-  plan.rounding = p.rounding == "stochastic" ? Rounding::kStochastic : Rounding::kNearest;
-  std::string mode = p.loss_scale;
-  if (mode == "auto")
-    mode = plan.params == DType::kF16 || plan.grads == DType::kF16 ? "dynamic" : "none";
-  plan.scaler_on = mode != "none";
-  plan.scaler_dynamic = mode == "dynamic";
-  return plan;
-}
-
-int zero_stage_effective(const RunConfig& config, int world) {
-  return world > 1 ? static_cast<int>(config.dist.zero) : 0;
-}
 
 namespace {
 
@@ -58,14 +31,6 @@ LossScalerConfig scaler_config(const RunConfig& c, const PrecisionPlan& plan) {
   return s;
 }
 
-ParamTableOptions table_options(const RunConfig& c, int world) {
-  ParamTableOptions o;
-  o.block = c.optim.block_size;
-  o.world = world;
-  o.decay_embeddings = c.optim.decay_embeddings;
-  return o;
-}
-
 Buffer alloc(Backend& be, MemTag tag, int64_t elements, DType dt) {
   return be.allocate(tag, static_cast<size_t>(elements) * dtype_size(dt));
 }
@@ -79,41 +44,34 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
     comm_ = own_comm_.get();
   }
   const int world = comm_->world();
-  table_ = param_table_build(config.model, table_options(config, world));
+  table_ = param_table_for_run(config, world);
   plan_ = precision_plan(config);
   scaler_ = LossScaler(scaler_config(config, plan_));
   stage_ =
       options.stage_override >= 0 ? options.stage_override : zero_stage_effective(config, world);
   LLM_REQUIRE(stage_ >= 0 && stage_ <= 3, "dist.zero = ", stage_, ": expected 0, 1, 2 or 3");
   layout_ = shard_layout_build(table_, world, comm_->rank());
-  if (stage_ >= 1) slices_ = shard_slices(table_, layout_);
-  const int64_t E = table_.total, L = layout_.length;
-  const int64_t shard = stage_ >= 1 ? L : E;  // master, optimizer state
-  params_ = alloc(backend_, MemTag::kParams, stage_ == 3 ? L : E, plan_.params);
-  grads_ = alloc(backend_, MemTag::kGrads, stage_ >= 2 ? L : E, plan_.grads);
-  // fp32 weights are their own master at every stage (updated in place: in the whole compute
-  // copy at stages 0-2, in its shard at stage 3); 16-bit weights get an fp32 master (a shard
-  // from stage 1); with master = none an fp32 scratch view of this rank's part.
-  if (plan_.separate_master) master_ = alloc(backend_, MemTag::kMaster, shard, DType::kF32);
-  if (plan_.master_none) master_scratch_ = alloc(backend_, MemTag::kWorkspace, shard, DType::kF32);
+  placement_ = placement_build(table_, layout_, stage_, plan_, config_.optim);
+  params_ = alloc(backend_, MemTag::kParams, placement_.compute_length, plan_.params);
+  grads_ = alloc(backend_, MemTag::kGrads, placement_.grads_length, plan_.grads);
+  // 16-bit weights get an fp32 master; with master = none an fp32 scratch view of this rank's
+  // part of the compute copy; fp32 weights are their own master (placement_.master_is_compute).
+  if (plan_.separate_master)
+    master_ = alloc(backend_, MemTag::kMaster, placement_.master_length, DType::kF32);
+  if (plan_.master_none)
+    master_scratch_ = alloc(backend_, MemTag::kWorkspace, placement_.master_length, DType::kF32);
   if ((stage_ == 1 || (stage_ == 0 && world > 1)) && plan_.grads != DType::kF32)
     staging_f32_ = alloc(backend_, MemTag::kComm, layout_.largest_unit, DType::kF32);
   // precision.state picks the storage of the optimizer's parameter-shaped state (m, v, momentum).
   OptimConfig optim = config_.optim;
   optim.state_dtype = dtype_parse(config_.precision.state, "precision.state");
   optim_ = optimizer_create(optim);
-  if (stage_ >= 1) {
-    OptimAddress address;
-    for (size_t u = 0; u < table_.units.size(); ++u) {
-      // fp32 weights at stages 1-2: this rank's piece inside the whole compute copy.
-      if (master_in_compute_copy()) address.master.push_back(layout_.ranges[u].begin);
-      // Stage 1 reduce-scatters in place: each unit's summed piece sits at the unit's start.
-      if (stage_ == 1) address.grads.push_back(table_.units[u].offset);
-    }
-    optim_->init(table_, layout_.ranges, backend_, address);
-  } else {
-    optim_->init(table_, 0, E, backend_);
-  }
+  optim_->init(table_, placement_.optimizer_shard(), backend_);
+  std::vector<Location> state_where;
+  for (const StateComponent& c : optim_->state_components())
+    state_where.push_back(c.host ? Location::kHost : Location::kDevice);
+  for (TensorPlacement& tp : placement_.tensors)
+    if (tp.group != kFrozenGroup) tp.state_where = state_where;
   model_ = std::make_unique<GptModel>(config_.model, table_, backend_, plan_.params, plan_.grads);
   model_->set_bf16_matmul(config_.precision.matmul == "bf16");
   model_->set_tf32_matmul(config_.precision.matmul == "tf32");
@@ -143,19 +101,8 @@ float* ModelState::master() {
   return params_.as<float>();  // the fp32 compute copy is its own master
 }
 
-bool ModelState::master_in_compute_copy() const {
-  return plan_.params == DType::kF32 && !plan_.master_none && (stage_ == 1 || stage_ == 2);
-}
-
-int64_t ModelState::master_position(const ShardSlice& s) const {
-  if (stage_ == 0) return table_.params[static_cast<size_t>(s.param)].offset + s.param_begin;
-  if (master_in_compute_copy())
-    return table_.params[static_cast<size_t>(s.param)].offset + s.param_begin;
-  return s.local;
-}
-
 void ModelState::zero_grads() {
-  backend_.zero(grads(), stage_ >= 2 ? layout_.length : table_.total);
+  backend_.zero(grads(), placement_.grads_length);
 }
 
 double ModelState::take_backward_comm_ms() {
@@ -167,8 +114,8 @@ double ModelState::reduce_gradients() {
   if (stage_ >= 2) return 0.0;  // reduced unit by unit during backward
   const auto t0 = Clock::now();
   const bool wide = plan_.grads == DType::kF32;
-  for (size_t u = 0; u < table_.units.size(); ++u) {
-    const UnitInfo& unit = table_.units[u];
+  for (const UnitPlacement& up : placement_.units) {
+    const UnitInfo& unit = table_.units[static_cast<size_t>(up.unit)];
     Tensor g = grads().offset(unit.offset);
     Tensor sum = g;  // fp32 values to sum: 16-bit gradients are widened first
     if (!wide) {
@@ -176,8 +123,8 @@ double ModelState::reduce_gradients() {
       backend_.convert(sum, g, unit.size);
     }
     // Stage 0: all-reduce (a bucket per unit); stage 1: reduce-scatter in place, this rank's
-    // summed piece at the unit's start. Either is rounded once into a 16-bit buffer.
-    const int64_t n = stage_ == 0 ? unit.size : layout_.piece[u];
+    // summed piece at the unit's start (up.grads). Either is rounded once into a 16-bit buffer.
+    const int64_t n = up.grads.count;
     if (stage_ == 0)
       comm_->all_reduce_sum(backend_, sum, n);
     else
@@ -188,7 +135,7 @@ double ModelState::reduce_gradients() {
 }
 
 void ModelState::write_compute_copy(int64_t step, Rounding rounding) {
-  if (plan_.params == DType::kF32 && !plan_.master_none) return;  // updated in place
+  if (placement_.master_is_compute) return;               // updated in place
   if (!plan_.master_none) rounding = Rounding::kNearest;  // a separate master rounds to nearest
   const Tensor src(master(), DType::kF32);
   const uint64_t seed = static_cast<uint64_t>(config_.train.seed);
@@ -196,25 +143,18 @@ void ModelState::write_compute_copy(int64_t step, Rounding rounding) {
   // positions, so a changed world size changes no random number.
   const uint64_t step_base =
       static_cast<uint64_t>(step) * static_cast<uint64_t>(table_.logical_total);
-  for (size_t u = 0; u < table_.units.size(); ++u) {
-    const UnitInfo& unit = table_.units[u];
-    if (stage_ == 0) {
-      backend_.convert(params().offset(unit.offset), src.offset(unit.offset), unit.size, rounding,
-                       seed, step_base + static_cast<uint64_t>(unit.logical_offset));
-      continue;
-    }
-    const int64_t piece = layout_.piece[u], local = layout_.local_offset[u];
-    Tensor dst = stage_ == 3 ? params().offset(local) : params().offset(layout_.ranges[u].begin);
-    backend_.convert(dst, src.offset(local), piece, rounding, seed,
-                     step_base + static_cast<uint64_t>(unit.logical_offset + layout_.rank * piece));
+  for (const UnitPlacement& up : placement_.units) {
+    const Span& m = up.master;
+    backend_.convert(params().offset(up.compute.at_of(m.begin)), src.offset(m.at), m.count,
+                     rounding, seed, step_base + static_cast<uint64_t>(up.logical_begin));
   }
 }
 
 double ModelState::all_gather_compute_copy() {
   if (stage_ != 1 && stage_ != 2) return 0.0;
   const auto t0 = Clock::now();
-  for (size_t u = 0; u < table_.units.size(); ++u)
-    comm_->all_gather_in_place(backend_, params().offset(table_.units[u].offset), layout_.piece[u]);
+  for (const UnitPlacement& up : placement_.units)
+    comm_->all_gather_in_place(backend_, params().offset(up.compute.at), up.master.count);
   return ms_since(t0);
 }
 
@@ -252,29 +192,19 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
 }
 
 double ModelState::gradient_sum_squares() {
-  // Unit by unit, in unit order, over the gradients the optimizer reads: whole units (stage 0),
-  // each unit's summed piece at its start (stage 1), the compact shard's pieces (stages 2-3).
+  // Unit by unit, in unit order, over the reduced gradients the optimizer reads (up.grads).
   double sum = 0.0;
-  for (size_t u = 0; u < table_.units.size(); ++u) {
-    if (stage_ == 0)
-      sum += backend_.sum_squares(grads().offset(table_.units[u].offset), table_.units[u].size);
-    else if (stage_ == 1)
-      sum += backend_.sum_squares(grads().offset(table_.units[u].offset), layout_.piece[u]);
-    else
-      sum += backend_.sum_squares(grads().offset(layout_.local_offset[u]), layout_.piece[u]);
-  }
+  for (const UnitPlacement& up : placement_.units)
+    sum += backend_.sum_squares(grads().offset(up.grads.at), up.grads.count);
   return sum;
 }
 
 void ModelState::widen_compute_copy() {
   Tensor scratch(master_scratch_.data(), DType::kF32);
-  if (stage_ == 0 || stage_ == 3) {
-    backend_.convert(scratch, params(), stage_ == 3 ? layout_.length : table_.total);
-    return;
+  for (const UnitPlacement& up : placement_.units) {
+    const Span& m = up.master;
+    backend_.convert(scratch.offset(m.at), params().offset(up.compute.at_of(m.begin)), m.count);
   }
-  for (size_t u = 0; u < table_.units.size(); ++u)
-    backend_.convert(scratch.offset(layout_.local_offset[u]),
-                     params().offset(layout_.ranges[u].begin), layout_.piece[u]);
 }
 
 }  // namespace ledgerlm

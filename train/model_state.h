@@ -3,20 +3,13 @@
 // with their ledger tags — sharded across data-parallel ranks by ZeRO stage, and the gradient
 // reduction and optimizer step of the training step's fixed order.
 //
-// What each stage keeps on a rank (E flat elements, L = E / world this rank's shard, see
-// shard_layout.h):
-//   stage 0: compute copy E, gradients E, master E (when the compute copy is not fp32) and
-//            optimizer state E; gradients all-reduced unit by unit; every rank steps everything.
-//   stage 1: compute copy E, gradients E; FP32 master L and optimizer state L; gradients
-//            reduce-scattered in place (this rank's summed piece of each unit at the unit's
-//            start); the updated pieces all-gathered into the compute copy.
-//   stage 2: as 1, but gradients are reduce-scattered unit by unit during backward
-//            (zero_units.h) into the gradient shard L: no whole gradient buffer.
-//   stage 3: as 2, and the compute copy is a shard L too, gathered unit by unit for use.
-// At world 1 every stage is stage 0 (nothing to shard). fp32 weights are their own master at
-// every stage: the optimizer updates this rank's pieces in place in the whole compute copy
-// (stages 1-2) or in its shard (stage 3); 16-bit weights have a separate fp32 master (a shard
-// from stage 1). The gradient norm is summed unit by unit in unit order at every stage.
+// Where each buffer lives at each ZeRO stage is the placement table's (placement.h): the
+// constructor sizes the buffers from it, and the reduction, the optimizer's parts, the
+// compute-copy writes and checkpoint I/O read their positions from it. At world 1 every stage is
+// stage 0 (nothing to shard). Gradients are all-reduced unit by unit (stage 0), reduce-scattered
+// in place after the last micro-batch (stage 1) or during backward (stages 2-3, zero_units.h);
+// the updated pieces are all-gathered into the compute copy (stages 1-2) or gathered unit by
+// unit for use (stage 3). The gradient norm is summed unit by unit in unit order at every stage.
 #pragma once
 
 #include <cstdint>
@@ -32,27 +25,14 @@
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "train/comm.h"
+#include "train/placement.h"
+#include "train/precision_plan.h"
 #include "train/run_config.h"
 #include "train/shard_layout.h"
 
 namespace ledgerlm {
 
 class ZeroUnits;
-
-// What the precision section means for buffers (config values, not code paths).
-struct PrecisionPlan {
-  DType params = DType::kF32;    // compute copy
-  DType grads = DType::kF32;     // the gradient buffer backward accumulates into
-  bool separate_master = false;  // an fp32 master copy exists apart from the compute copy
-  bool master_none = false;      // no master: the optimizer updates the compute copy directly
-  Rounding rounding = Rounding::kNearest;
-  bool scaler_dynamic = false;
-  bool scaler_on = false;  // loss scaling active (dynamic or static)
-};
-PrecisionPlan precision_plan(const RunConfig& config);
-
-// The ZeRO stage that takes effect: dist.zero on several ranks, 0 on one (nothing to shard).
-int zero_stage_effective(const RunConfig& config, int world);
 
 struct StepStats {
   double grad_norm = 0.0;  // global norm of the unscaled gradients (before clipping)
@@ -77,6 +57,7 @@ class ModelState {
   const ParamTable& table() const { return table_; }
   const PrecisionPlan& plan() const { return plan_; }
   const ShardLayout& layout() const { return layout_; }
+  const PlacementTable& placement() const { return placement_; }
   int stage() const { return stage_; }
   int world() const { return layout_.world; }
   Comm& comm() { return *comm_; }
@@ -135,10 +116,6 @@ class ModelState {
   // The compute copy from the fp32 master (rounded as precision.rounding says for
   // precision.master = none, to nearest otherwise; `rounding` overrides for init and loads).
   void write_compute_copy(int64_t step, Rounding rounding);
-  // fp32 weights at stages 1-2: the master is this rank's pieces of the whole compute copy.
-  bool master_in_compute_copy() const;
-  // Where a slice of this rank's weights sits in master().
-  int64_t master_position(const ShardSlice& slice) const;
   double gradient_sum_squares();
   // Host copies of pieces[first..] when the backend's memory is not host memory.
   void stage_pieces(std::vector<CkptPiece>* pieces, size_t first);
@@ -156,7 +133,7 @@ class ModelState {
   PrecisionPlan plan_;
   int stage_ = 0;
   ShardLayout layout_;
-  std::vector<ShardSlice> slices_;  // this rank's tensor parts (stage >= 1)
+  PlacementTable placement_;  // where every tensor's buffers are on this rank
   Buffer params_, grads_, master_, master_scratch_, staging_f32_;
   std::unique_ptr<Optimizer> optim_;
   std::unique_ptr<GptModel> model_;

@@ -36,21 +36,17 @@ void ModelState::init_weights(uint64_t seed) {
   });
 }
 
-// Every tensor part this rank's fp32 weights hold (master(), at master_position()), then the
-// compute copy from them.
+// Every tensor part this rank's fp32 weights hold (master(), as the placement table says), then
+// the compute copy from them.
 void ModelState::set_weights(const WeightReader& read) {
   std::vector<float> host;
   Tensor target(master(), DType::kF32);
-  auto put = [&](int param, int64_t begin, int64_t count, int64_t at) {
-    host.resize(static_cast<size_t>(count));
-    read(param, begin, count, host.data());
-    backend_.copy_from_host(target.offset(at), host.data(), count);
-  };
-  if (stage_ == 0) {
-    for (size_t pi = 0; pi < table_.params.size(); ++pi)
-      put(static_cast<int>(pi), 0, table_.params[pi].numel, table_.params[pi].offset);
-  } else {
-    for (const ShardSlice& s : slices_) put(s.param, s.param_begin, s.count, master_position(s));
+  for (const TensorPlacement& tp : placement_.tensors) {
+    const Span& m = tp.master;
+    if (m.count == 0) continue;
+    host.resize(static_cast<size_t>(m.count));
+    read(tp.param, m.begin, m.count, host.data());
+    backend_.copy_from_host(target.offset(m.at), host.data(), m.count);
   }
   write_compute_copy(0, Rounding::kNearest);
   all_gather_compute_copy();
@@ -103,18 +99,15 @@ void ModelState::checkpoint_load(const CheckpointReader& ckpt) {
     // is restored exactly as it was written (and its checksums are exercised).
     const int64_t es = static_cast<int64_t>(dtype_size(plan_.params));
     std::vector<char> host;
-    auto read_part = [&](const ParamInfo& p, int64_t begin, int64_t count, int64_t at) {
-      if (!ckpt.has("compute", p.name) || ckpt.info("compute", p.name).dtype != plan_.params)
-        return;
-      host.resize(static_cast<size_t>(count * es));
-      ckpt.read("compute", p.name, plan_.params, p.shape, begin, count, host.data());
-      backend_.copy_from_host(params().offset(at), host.data(), count);
-    };
-    if (stage_ == 3) {
-      for (const ShardSlice& s : slices_)
-        read_part(table_.params[static_cast<size_t>(s.param)], s.param_begin, s.count, s.local);
-    } else {
-      for (const auto& p : table_.params) read_part(p, 0, p.numel, p.offset);
+    for (const TensorPlacement& tp : placement_.tensors) {
+      const ParamInfo& p = table_.params[static_cast<size_t>(tp.param)];
+      const Span& c = tp.compute;
+      if (c.count == 0 || !ckpt.has("compute", p.name) ||
+          ckpt.info("compute", p.name).dtype != plan_.params)
+        continue;
+      host.resize(static_cast<size_t>(c.count * es));
+      ckpt.read("compute", p.name, plan_.params, p.shape, c.begin, c.count, host.data());
+      backend_.copy_from_host(params().offset(c.at), host.data(), c.count);
     }
     if (zero_units_) zero_units_->invalidate();
   }
@@ -159,18 +152,15 @@ std::vector<CkptPiece> ModelState::weight_pieces(const std::string& file) {
   const char* base =
       compute ? static_cast<const char*>(params_.data()) : reinterpret_cast<const char*>(master());
   const int64_t es = static_cast<int64_t>(dtype_size(dt));
-  if (stage_ == 0) {
-    if (layout_.rank != 0) return pieces;  // every rank holds everything: rank 0 writes it
-    for (const auto& p : table_.params)
-      pieces.push_back({file, p.name, dt, p.shape, 0, p.numel, base + p.offset * es});
-    return pieces;
-  }
-  for (const ShardSlice& s : slices_) {
-    const ParamInfo& p = table_.params[static_cast<size_t>(s.param)];
-    // The whole compute copy at stages 1-2 sits in the flat layout; shards are compact.
-    const int64_t at =
-        compute ? (stage_ < 3 ? p.offset + s.param_begin : s.local) : master_position(s);
-    pieces.push_back({file, p.name, dt, p.shape, s.param_begin, s.count, base + at * es});
+  if (!placement_.writes_checkpoint) return pieces;
+  for (const TensorPlacement& tp : placement_.tensors) {
+    const ParamInfo& p = table_.params[static_cast<size_t>(tp.param)];
+    // This rank's part: as its master (or sharded compute copy) holds it, which at stage 0 is the
+    // whole tensor; the whole compute copy of stages 1-2 is written piece by piece as well.
+    const Span& m = tp.master;
+    if (m.count == 0) continue;
+    const int64_t at = compute ? tp.compute.at_of(m.begin) : m.at;
+    pieces.push_back({file, p.name, dt, p.shape, m.begin, m.count, base + at * es});
   }
   return pieces;
 }
@@ -196,7 +186,7 @@ std::vector<CkptPiece> ModelState::checkpoint_pieces() {
     pieces.insert(pieces.end(), c.begin(), c.end());
   }
   stage_pieces(&pieces, 0);
-  if (stage_ == 0 && layout_.rank != 0) return pieces;
+  if (!placement_.writes_checkpoint) return pieces;
   for (const StateView& v : optim_->state_views()) {
     if (!v.write) continue;  // the same values are written by the rank holding element 0
     CkptPiece piece;

@@ -27,18 +27,4 @@ ShardLayout shard_layout_build(const ParamTable& table, int world, int rank) {
   return s;
 }
 
-std::vector<ShardSlice> shard_slices(const ParamTable& table, const ShardLayout& layout) {
-  std::vector<ShardSlice> out;
-  for (size_t u = 0; u < table.units.size(); ++u) {
-    const OptimRange r = layout.ranges[u];
-    for (int pi : table.units[u].params) {
-      const ParamInfo& p = table.params[static_cast<size_t>(pi)];
-      const int64_t lo = std::max(r.begin, p.offset), hi = std::min(r.end, p.offset + p.numel);
-      if (lo >= hi) continue;
-      out.push_back({pi, lo - p.offset, hi - lo, layout.local_offset[u] + lo - r.begin});
-    }
-  }
-  return out;
-}
-
 }  // namespace ledgerlm

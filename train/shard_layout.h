@@ -26,13 +26,4 @@ struct ShardLayout {
 // The layout of `rank` of `world` over a table built for `world` ranks.
 ShardLayout shard_layout_build(const ParamTable& table, int world, int rank);
 
-// One contiguous part of a tensor held in a shard: tensor `param`, its elements
-// [param_begin, param_begin + count), at `local` in the compact shard.
-struct ShardSlice {
-  int param = -1;
-  int64_t param_begin = 0, count = 0, local = 0;
-};
-// Every tensor's part in this rank's shard (tensor order within units, units in order).
-std::vector<ShardSlice> shard_slices(const ParamTable& table, const ShardLayout& layout);
-
 }  // namespace ledgerlm
