@@ -50,8 +50,7 @@ struct OptimPart {
 };
 
 // What an optimizer steps: its parts (disjoint in `local`, in any order: it steps them in `local`
-// order) and the length of its compact
-// state buffers (the parts and the padding between them).
+// order) and the length of its compact state buffers (the parts and the padding between them).
 struct OptimShard {
   std::vector<OptimPart> parts;
   int64_t length = 0;
