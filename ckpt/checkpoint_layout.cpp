@@ -21,10 +21,6 @@ int64_t shape_numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::string errno_text() {
-  return std::strerror(errno);
-}
-
 void pwrite_all(int fd, const void* data, size_t bytes, int64_t offset, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {

@@ -29,10 +29,6 @@ using nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 constexpr const char* kMetadataKey = "__metadata__";
 
-std::string errno_text() {
-  return std::strerror(errno);
-}
-
 // Writes all `bytes` or throws; retries short writes and EINTR.
 void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
   const char* p = static_cast<const char*>(data);

@@ -1,4 +1,4 @@
-// Constructors of the individual optimizers, used by optimizer_create (optimizer.cpp). Each
+// Constructors of the individual optimizers, used by optimizer_create (optim_factories.cpp). Each
 // optimizer lives in its own file; none of them is part of the public API beyond the
 // Optimizer interface.
 #pragma once

@@ -2,14 +2,14 @@
 //
 // An optimizer owns the state for a list of tensor parts (OptimShard): every tensor on one rank,
 // or this rank's pieces under ZeRO, as the training step's placement table lists them
-// (train/placement.h). Its states are compact buffers of the shard's length; each part says where
-// its elements sit in them, in the master weights and in the gradients step() is given (e.g. the
-// fp32 weights updated in place in the whole compute copy, or gradients reduce-scattered in place).
-// It updates FP32 master weights from gradients of any float dtype, multiplying the gradients on
-// the fly by `grad_scale` (loss-scale unscaling and the clip factor in one number), so no extra
-// pass is needed. Per-tensor quantities (LAMB/LARS trust ratios, Adafactor RMS) are computed from
-// partial sums over the ranges reduced by `reduce` (identity on one rank), so the result is the
-// same for any sharding. Padding elements between tensors are left untouched.
+// (train/step/placement.h). Its states are compact buffers of the shard's length; each part says
+// where its elements sit in them, in the master weights and in the gradients step() is given (e.g.
+// the fp32 weights updated in place in the whole compute copy, or gradients reduce-scattered in
+// place). It updates FP32 master weights from gradients of any float dtype, multiplying the
+// gradients on the fly by `grad_scale` (loss-scale unscaling and the clip factor in one number), so
+// no extra pass is needed. Per-tensor quantities (LAMB/LARS trust ratios, Adafactor RMS) are
+// computed from partial sums over the ranges reduced by `reduce` (identity on one rank), so the
+// result is the same for any sharding. Padding elements between tensors are left untouched.
 #pragma once
 
 #include <cstdint>

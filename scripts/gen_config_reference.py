@@ -3,7 +3,7 @@
 
 Usage: scripts/gen_config_reference.py [path/to/ledgerlm]
 Defaults come from `ledgerlm config` (the binary's own resolved defaults), help texts from the key
-registry in train/config_keys.cpp, so the table cannot drift from the code.
+registry in train/config/config_keys.cpp, so the table cannot drift from the code.
 """
 import re
 import subprocess

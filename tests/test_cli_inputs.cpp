@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"
-#include "train/run_dir.h"
+#include "train/run/run_dir.h"
 #ifdef LEDGERLM_HAVE_CUDA
 #include "model/backend/cuda/cuda_device.h"
 #endif

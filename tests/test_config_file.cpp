@@ -10,9 +10,9 @@
 #include <string>
 
 #include "model/base/check.h"
-#include "train/config_file.h"
-#include "train/config_keys.h"
-#include "train/run_config.h"
+#include "train/config/config_file.h"
+#include "train/config/config_keys.h"
+#include "train/config/run_config.h"
 
 namespace ledgerlm {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "tests/test_util.h"
-#include "train/config_keys.h"
+#include "train/config/config_keys.h"
 
 namespace ledgerlm {
 namespace {

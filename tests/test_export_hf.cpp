@@ -16,7 +16,7 @@
 #include "model/backend/backend.h"
 #include "model/gpt.h"
 #include "tests/test_util.h"
-#include "train/loaded_run.h"
+#include "train/run/loaded_run.h"
 
 namespace ledgerlm {
 namespace {

@@ -15,9 +15,9 @@
 #include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/backend/cpu/cpu_isa.h"
 #include "model/base/rng.h"
-#include "train/ledger.h"
-#include "train/model_state.h"
-#include "train/train_step.h"
+#include "train/ledger/ledger.h"
+#include "train/step/model_state.h"
+#include "train/step/train_step.h"
 
 namespace ledgerlm {
 namespace {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
-#include "train/memory_plan.h"
+#include "train/ledger/memory_plan.h"
 
 namespace ledgerlm {
 namespace {

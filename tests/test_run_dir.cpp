@@ -1,4 +1,4 @@
-// Run directory helpers (train/run_dir.h): metrics.jsonl cut back on resume — records after the
+// Run directory helpers (train/run/run_dir.h): metrics.jsonl cut back on resume — records after the
 // checkpoint's step and, new, lines that do not parse (a record cut by a kill or a full disk used
 // to stay inside the file after the resume) —, checked atomic writes, and shell quoting of the
 // paths in printed commands.
@@ -9,7 +9,7 @@
 
 #include "model/base/check.h"
 #include "tests/test_util.h"
-#include "train/run_dir.h"
+#include "train/run/run_dir.h"
 
 namespace ledgerlm {
 namespace {

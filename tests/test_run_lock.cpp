@@ -1,4 +1,4 @@
-// One job per run (train/run_lock.h). Before the lock, two `--resume auto` on one run both
+// One job per run (train/run/run_lock.h). Before the lock, two `--resume auto` on one run both
 // started, each save deleted the other's temporary checkpoint directories, and the survivor could
 // exit 0 with a truncated metrics.jsonl; `--train.overwrite true` on a live run killed it the same
 // way. Now a second job is refused with one line naming the holder, the first finishes untouched,
@@ -16,7 +16,7 @@
 #include "tests/process_test_support.h"
 #include "tests/resume_test_support.h"
 #include "tests/test_util.h"
-#include "train/run_lock.h"
+#include "train/run/run_lock.h"
 
 namespace ledgerlm {
 namespace {

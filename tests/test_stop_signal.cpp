@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "train/stop_signal.h"
+#include "train/run/stop_signal.h"
 
 namespace ledgerlm {
 namespace {

@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "tests/run_files_test_support.h"
-#include "train/tensorboard.h"
+#include "train/run/tensorboard.h"
 
 namespace ledgerlm {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tests/train_test_support.h"
-#include "train/model_state.h"
+#include "train/step/model_state.h"
 
 namespace ledgerlm {
 namespace {

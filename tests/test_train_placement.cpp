@@ -1,4 +1,4 @@
-// The placement table (train/placement.h): for every world size, ZeRO stage and precision, the
+// The placement table (train/step/placement.h): for every world size, ZeRO stage and precision, the
 // ranks' parts of every tensor cover it exactly once, every span lies inside its buffer, the
 // optimizer's parts are disjoint, the owner holds the tensor's first element, and a ModelState
 // built from it allocates the buffers the table sizes.
@@ -10,8 +10,8 @@
 
 #include "model/backend/backend.h"
 #include "optim/optim_groups.h"
-#include "train/model_state.h"
-#include "train/placement.h"
+#include "train/step/model_state.h"
+#include "train/step/placement.h"
 
 namespace ledgerlm {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "model/backend/cpu/cpu_gemm_bf16.h"
 #include "tests/train_test_support.h"
-#include "train/model_state.h"
+#include "train/step/model_state.h"
 
 namespace ledgerlm {
 namespace {

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "tests/train_test_support.h"
-#include "train/model_state.h"
-#include "train/train_step.h"
+#include "train/step/model_state.h"
+#include "train/step/train_step.h"
 
 namespace {
 std::atomic<int64_t> g_news{0};

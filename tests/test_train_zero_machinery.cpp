@@ -21,8 +21,8 @@
 
 #include "tests/test_util.h"
 #include "tests/train_test_support.h"
-#include "train/model_state.h"
-#include "train/train_step.h"
+#include "train/step/model_state.h"
+#include "train/step/train_step.h"
 
 namespace ledgerlm {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "model/base/rng.h"
-#include "train/run_config.h"
-#include "train/train_step.h"
+#include "train/config/run_config.h"
+#include "train/step/train_step.h"
 
 namespace ledgerlm::testing {
 

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "model/backend/cpu/cpu_backend.h"
-#include "train/cli.h"
+#include "model/backend/cpu_facts.h"
+#include "train/cli/cli.h"
 
 int main(int argc, char** argv) {
   // Large temporaries (MPI's collective buffers, host staging of weights) come from their own
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     restart = true;
   }
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
-    std::string core = ledgerlm::cpu::cpu_blas_better_coretype();
+    std::string core = ledgerlm::cpu_backend_blas_coretype();
     if (!core.empty()) {
       setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
       restart = true;

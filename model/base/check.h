@@ -3,11 +3,18 @@
 // exits non-zero. Never thrown from inside hot loops (check arguments before entering them).
 #pragma once
 
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 namespace ledgerlm {
+
+// The text of errno's current value, for messages about a failed system call.
+inline std::string errno_text() {
+  return std::strerror(errno);
+}
 
 class Error : public std::runtime_error {
  public:

@@ -1,6 +1,7 @@
 // Micro-benchmark (not a test): how close a bare AVX2 register tile comes to the FMA peak of this
 // core, i.e. the ceiling an fp32 GEMM library could reach here. Side by side, per thread count:
-//   peak   ledgerlm's own peak measurement (train/peak_flops.h, what `ledgerlm bench` calls MFU's
+//   peak   ledgerlm's own peak measurement (model/backend/peak_flops.h, what `ledgerlm bench` calls
+//   MFU's
 //          denominator): register-resident FMA chains, no loads; AVX2 FMA unless the CPU runs the
 //          avx512 path (LEDGERLM_CPU_ISA=avx2 then compares like with like)
 //   tile   the 6x16 register tile of a packed GEMM (12 accumulators, two B loads and six A
@@ -21,7 +22,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "train/peak_flops.h"
+#include "model/backend/peak_flops.h"
 
 namespace {
 

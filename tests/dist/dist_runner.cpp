@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "train/cli.h"
-#include "train/comm.h"
+#include "train/cli/cli.h"
+#include "train/comm/comm.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -13,8 +13,8 @@
 #include "ckpt/checkpoint.h"
 #include "model/base/check.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "train/config_file.h"
-#include "train/config_keys.h"
+#include "train/config/config_file.h"
+#include "train/config/config_keys.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
-// Fuzz target: config handling (train/config_file.h, train/config_keys.h) — TOML text through
-// toml++ and the typed key registry, or (mode byte odd) `section.key=value` lines through the
-// flag parser — then RunConfig::validate(). Properties checked on every accepted input: the
+// Fuzz target: config handling (train/config/config_file.h, train/config/config_keys.h) — TOML text
+// through toml++ and the typed key registry, or (mode byte odd) `section.key=value` lines through
+// the flag parser — then RunConfig::validate(). Properties checked on every accepted input: the
 // resolved config.toml text reads back to exactly the same text (a value that does not survive
 // config.toml would silently change a resumed run), so a difference aborts. Accepted: the input
 // loaded without error (validation may still refuse the values).
@@ -11,8 +11,8 @@
 
 #include "model/base/check.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "train/config_file.h"
-#include "train/config_keys.h"
+#include "train/config/config_file.h"
+#include "train/config/config_keys.h"
 
 namespace {
 

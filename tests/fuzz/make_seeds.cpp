@@ -17,7 +17,7 @@
 #include "data/meta.h"
 #include "data/shard.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "train/config_keys.h"
+#include "train/config/config_keys.h"
 
 namespace {
 

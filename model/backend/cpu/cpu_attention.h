@@ -18,7 +18,7 @@ struct AttnShape {
 constexpr int64_t kQueryBlock = 32;
 
 // Per-thread scratch elements: the score/probability block, the dP/dS block, a mask row, and
-// three hd x T head copies (K^T, and V or V^T and K: train/memory_plan.cpp predicts the same
+// three hd x T head copies (K^T, and V or V^T and K: train/ledger/memory_plan.cpp predicts the same
 // figure, change both together).
 inline int64_t attention_scratch(const AttnShape& s) {
   return 2 * kQueryBlock * s.t + s.t + 3 * s.hd * s.t;

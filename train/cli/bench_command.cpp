@@ -1,0 +1,249 @@
+// `ledgerlm bench`: training steps (forward + backward + optimizer) on random tokens, with
+// tokens/s, the forward/backward/optimizer split, time by op, achieved GFLOP/s and MFU against
+// this machine's measured peak. Prints figures; never passes or fails on timing.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/backend/cpu_facts.h"
+#include "model/backend/peak_flops.h"
+#include "model/base/check.h"
+#include "model/base/rng.h"
+#include "optim/schedule.h"
+#include "train/cli/commands.h"
+#include "train/profiling_backend.h"
+#include "train/step/model_state.h"
+#include "train/step/train_step.h"
+
+namespace ledgerlm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Uniform random tokens: micro-batch m of step s draws (seed, kData, (s-1)*A + m, element), each
+// row a window of T + 1 tokens split into inputs and shifted targets.
+class RandomBatches final : public BatchSource {
+ public:
+  explicit RandomBatches(const RunConfig& cfg)
+      : cfg_(cfg),
+        tokens_(static_cast<size_t>(cfg.train.micro_batch * (cfg.train.seq_len + 1))),
+        inputs_(static_cast<size_t>(cfg.train.micro_batch * cfg.train.seq_len)),
+        targets_(inputs_.size()) {}
+
+  MicroBatch micro_batch(int64_t step, int64_t micro) override {
+    const int64_t B = cfg_.train.micro_batch, T = cfg_.train.seq_len, A = cfg_.train.accum;
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      auto bits = rng_bits(static_cast<uint64_t>(cfg_.train.seed), RngStream::kData,
+                           static_cast<uint64_t>((step - 1) * A + micro), i);
+      tokens_[i] = static_cast<int32_t>(bits[0] % static_cast<uint32_t>(cfg_.model.vocab_size));
+    }
+    for (int64_t r = 0; r < B; ++r) {
+      std::copy(tokens_.begin() + r * (T + 1), tokens_.begin() + r * (T + 1) + T,
+                inputs_.begin() + r * T);
+      std::copy(tokens_.begin() + r * (T + 1) + 1, tokens_.begin() + (r + 1) * (T + 1),
+                targets_.begin() + r * T);
+    }
+    return {inputs_.data(), targets_.data(), static_cast<uint64_t>(micro * B)};
+  }
+
+ private:
+  const RunConfig& cfg_;
+  std::vector<int32_t> tokens_, inputs_, targets_;
+};
+
+// One GEMM shape of the step on its own: operands of the same sizes and dtypes (zero-filled),
+// one warm-up call, then the median of 5 calls. The step's GFLOP/s for the shape over this one's
+// is the GEMM's in-step efficiency (what the rest of the step costs it: caches, thread wake-ups).
+double isolated_gemm_seconds(Backend& be, const GemmArgs& shape) {
+  GemmArgs g = shape;
+  auto buffer = [&](const Tensor& like, int64_t n, Buffer* keep) {
+    *keep = be.allocate(MemTag::kWorkspace, static_cast<size_t>(n) * dtype_size(like.dtype));
+    return Tensor(keep->data(), like.dtype);
+  };
+  Buffer a, b, c, bias;
+  g.a = buffer(shape.a, g.m * g.k, &a);
+  g.b = buffer(shape.b, g.k * g.n, &b);
+  g.c = buffer(shape.c, g.m * g.n, &c);
+  if (!shape.bias.empty()) g.bias = buffer(shape.bias, g.n, &bias);
+  std::vector<double> t;
+  for (int rep = 0; rep < 6; ++rep) {
+    const auto t0 = Clock::now();
+    be.gemm(g);
+    if (rep > 0) t.push_back(ms_since(t0) / 1e3);
+  }
+  return median(t);
+}
+
+}  // namespace
+
+int command_bench(BenchCommand& cmd) {
+  RunConfig& cfg = cmd.run;
+  LLM_REQUIRE(cfg.model.vocab_size > 0, "bench: set model.vocab_size (random tokens need a vocab)");
+  if (cfg.train.max_steps == 0) cfg.train.max_steps = cmd.steps;
+  cfg.validate();
+  LLM_REQUIRE(cmd.steps > 0 && cmd.warmup >= 0, "--steps must be > 0 and --warmup >= 0");
+  auto profiler = std::make_unique<ProfilingBackend>(
+      backend_create(backend_resolve(cfg.train.device), {static_cast<int>(cfg.train.threads), 0}));
+  ProfilingBackend& be = *profiler;
+  ModelState state(cfg, be);
+  state.init_weights(static_cast<uint64_t>(cfg.train.seed));
+  const int64_t B = cfg.train.micro_batch, T = cfg.train.seq_len, A = cfg.train.accum;
+  const int64_t L = cfg.model.n_layer, C = cfg.model.n_embd;
+  state.model().plan(B, T);
+  RandomBatches batches(cfg);
+
+  const double n_params = static_cast<double>(state.table().num_params);
+  const double flops_per_token = 6.0 * n_params + 12.0 * L * C * T;
+  std::vector<double> step_ms, fwd_ms, bwd_ms, opt_ms;
+  for (int64_t s = 1; s <= cmd.warmup + cmd.steps; ++s) {
+    if (s == cmd.warmup + 1) be.reset_times();
+    const auto t_step = Clock::now();
+    const StepResult r =
+        train_step(state, batches, s, schedule_lr(cfg.optim, s, cmd.warmup + cmd.steps));
+    const double total = ms_since(t_step);
+    if (s > cmd.warmup) {
+      step_ms.push_back(total);
+      fwd_ms.push_back(r.forward_ms);
+      bwd_ms.push_back(r.backward_ms);
+      opt_ms.push_back(r.optim_ms);
+    }
+  }
+  const double tokens_per_step = static_cast<double>(B * A * T);
+  const double med_ms = median(step_ms);
+  const double tps = tokens_per_step / (med_ms / 1e3);
+  const double gflops = tps * flops_per_token / 1e9;
+  PeakFlops peak = measure_peak_flops(be.num_threads());
+  // The denominator is the peak of the instructions the linear layers' GEMMs run on: bf16 dot
+  // products with precision.matmul = bf16 on a CPU that has them, fp32 FMAs otherwise (bf16
+  // weights alone are widened to fp32 and go through sgemm).
+  const bool bf16_denominator =
+      cfg.precision.matmul == "bf16" && cpu_backend_bf16_dot() && peak.bf16_gflops > 0;
+  const double peak_used = bf16_denominator ? peak.bf16_gflops : peak.fp32_gflops;
+  int64_t rss = 0, hwm = 0;
+  process_rss_bytes(&rss, &hwm);
+
+  std::printf(
+      "ledgerlm bench: L%lld H%lld C%lld T%lld B%lld A%lld vocab %lld | %s params | optim %s | "
+      "params %s | matmul %s | %d threads\n",
+      static_cast<long long>(L), static_cast<long long>(cfg.model.n_head),
+      static_cast<long long>(C), static_cast<long long>(T), static_cast<long long>(B),
+      static_cast<long long>(A), static_cast<long long>(cfg.model.vocab_size),
+      std::to_string(state.table().num_params).c_str(), cfg.optim.name.c_str(),
+      cfg.precision.params.c_str(), cfg.precision.matmul.c_str(), be.num_threads());
+  nlohmann::json cpu_json;
+  // The guard backend runs the CPU backend's kernels (behind its memory checks): the same report.
+  const bool cpu_kernels = be.name() == "cpu" || be.name() == "guard";
+  if (cpu_kernels) {
+    const CpuBackendReport rep =
+        cpu_backend_report(C / cfg.model.n_head, cfg.precision.matmul == "bf16");
+    std::printf("cpu: %s | path %s\nkernels: %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
+                rep.kernels.c_str(), rep.gemm.c_str());
+    cpu_json = {{"cpu", rep.cpu}, {"path", rep.path}, {"kernels", rep.kernels}, {"gemm", rep.gemm}};
+  }
+  std::printf("FLOPs per token = 6N + 12*L*C*T = 6*%.0f + 12*%lld*%lld*%lld = %.4g\n", n_params,
+              static_cast<long long>(L), static_cast<long long>(C), static_cast<long long>(T),
+              flops_per_token);
+  std::printf(
+      "step (median of %lld): %.2f ms | forward %.2f ms | backward %.2f ms | optimizer %.2f ms\n",
+      static_cast<long long>(cmd.steps), med_ms, median(fwd_ms), median(bwd_ms), median(opt_ms));
+  std::printf("tokens/s %.0f (min step %.2f ms, max %.2f ms)\n", tps,
+              *std::min_element(step_ms.begin(), step_ms.end()),
+              *std::max_element(step_ms.begin(), step_ms.end()));
+  std::printf("achieved %.1f GFLOP/s | measured peak fp32 %.1f GFLOP/s (%s)", gflops,
+              peak.fp32_gflops, peak.fp32_isa);
+  if (peak.bf16_gflops > 0) std::printf(", bf16 dot %.1f GFLOP/s", peak.bf16_gflops);
+  std::printf(" | MFU %.1f%% (vs %s peak)\n", 100.0 * gflops / peak_used,
+              bf16_denominator ? "bf16" : "fp32");
+  std::printf("peak RSS %.1f MB | tracked peak %.1f MB\n", hwm / 1e6,
+              be.tracker().total().peak / 1e6);
+
+  std::vector<std::pair<std::string, OpTime>> ops(be.times().begin(), be.times().end());
+  std::sort(ops.begin(), ops.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double op_total = 0;
+  for (const auto& [name, t] : ops) op_total += t.seconds;
+  std::printf("%-24s %10s %8s %8s\n", "op", "ms/step", "share", "calls");
+  for (const auto& [name, t] : ops)
+    std::printf("%-24s %10.3f %7.1f%% %8lld\n", name.c_str(),
+                1e3 * t.seconds / static_cast<double>(cmd.steps), 100.0 * t.seconds / op_total,
+                static_cast<long long>(t.calls / cmd.steps));
+  // Where the step goes, in three parts: the linear layers' GEMMs; attention, whose block
+  // products (Q K^T, P V and the backward's five) run inside one kernel with its softmax rows, so
+  // its matrix-product time cannot be told apart from its elementwise time; everything else
+  // (layernorm, GELU, bias, residual adds, casts, cross-entropy, embedding, optimizer).
+  double gemm_s = 0.0, attention_s = 0.0;
+  for (const auto& [name, t] : ops) {
+    if (name == "gemm") gemm_s += t.seconds;
+    if (name.starts_with("attention_")) attention_s += t.seconds;
+  }
+  const double share_gemm = op_total > 0 ? gemm_s / op_total : 0.0;
+  const double share_attention = op_total > 0 ? attention_s / op_total : 0.0;
+  const double share_other = 1.0 - share_gemm - share_attention;
+  std::printf(
+      "step split: linear-layer GEMMs %.1f%% | attention (block products + softmax) %.1f%% | "
+      "everything else %.1f%% (of the ops' %.2f ms per step; median step %.2f ms)\n",
+      100.0 * share_gemm, 100.0 * share_attention, 100.0 * share_other,
+      1e3 * op_total / static_cast<double>(cmd.steps), med_ms);
+  std::vector<std::pair<std::string, OpTime>> shapes(be.gemm_times().begin(),
+                                                     be.gemm_times().end());
+  std::sort(shapes.begin(), shapes.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::printf("%-34s %10s %8s %10s %10s %8s  %s\n", "gemm by shape (op(A)op(B) m x n x k)",
+              "ms/step", "calls", "GFLOP/s", "isolated", "in-step", "library");
+  double step_gemm_s = 0.0, isolated_s = 0.0;
+  for (const auto& [key, t] : shapes) {
+    const double iso = isolated_gemm_seconds(be.inner(), t.shape);
+    const double per_call = t.seconds / static_cast<double>(t.calls);
+    step_gemm_s += t.seconds;
+    isolated_s += iso * static_cast<double>(t.calls);
+    const double flops = t.flops / static_cast<double>(t.calls);
+    const GemmArgs& g = t.shape;
+    const bool fp64 = g.a.dtype == DType::kF64 || g.b.dtype == DType::kF64;
+    const std::string lib = !cpu_kernels ? "-"
+                            : fp64       ? "OpenBLAS"
+                            : g.bf16_inputs && cpu_backend_bf16_dot()
+                                ? "VDPBF16PS kernel"
+                                : cpu_backend_gemm_library(g.m, g.n, g.k, g.trans_a, g.trans_b);
+    std::printf("%-34s %10.3f %8lld %10.1f %10.1f %7.0f%%  %s\n", key.c_str(),
+                1e3 * t.seconds / static_cast<double>(cmd.steps),
+                static_cast<long long>(t.calls / cmd.steps), flops / per_call / 1e9,
+                flops / iso / 1e9, 100.0 * iso / per_call, lib.c_str());
+  }
+  // Attention's block products (32 x T x head_dim, register-tiled or BLAS) are counted in the
+  // attention ops above, not here: these are the linear layers' GEMMs only.
+  const double gemm_efficiency = step_gemm_s > 0 ? isolated_s / step_gemm_s : 0.0;
+  std::printf("linear-layer GEMMs in the step at %.0f%% of the same shapes in isolation\n",
+              100.0 * gemm_efficiency);
+  nlohmann::json j = {{"tokens_per_s", tps},
+                      {"step_ms", med_ms},
+                      {"forward_ms", median(fwd_ms)},
+                      {"backward_ms", median(bwd_ms)},
+                      {"optimizer_ms", median(opt_ms)},
+                      {"gflops", gflops},
+                      {"peak_fp32_gflops", peak.fp32_gflops},
+                      {"peak_bf16_gflops", peak.bf16_gflops},
+                      {"mfu", gflops / peak_used},
+                      {"flops_per_token", flops_per_token},
+                      {"params", state.table().num_params},
+                      {"peak_rss_bytes", hwm},
+                      {"gemm_in_step_efficiency", gemm_efficiency},
+                      {"share_gemm", share_gemm},
+                      {"share_attention", share_attention},
+                      {"share_other", op_total > 0 ? share_other : 0.0},
+                      {"backend", cpu_json}};
+  std::printf("bench_json %s\n", j.dump().c_str());
+  return 0;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,178 @@
+// The ledgerlm command line: subcommands and their flags. Errors from any subcommand are
+// printed as one line ("ledgerlm: error: ...") with a non-zero exit.
+#include "train/cli/cli.h"
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "data/prepare.h"
+#include "model/base/check.h"
+#include "train/cli/commands.h"
+#include "train/cli/memory_command.h"
+#include "train/comm/comm.h"
+#include "train/run/run_dir.h"
+
+namespace ledgerlm {
+
+int cli_main(int argc, char** argv, Comm* shared_comm) {
+  CLI::App app{"ledgerlm: a small, fast GPT trainer with an honest memory ledger"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+
+  PrepareOptions prep;
+  std::string prep_input;
+  auto* prepare = app.add_subcommand("prepare", "tokenize a corpus into train/val token shards");
+  prepare->add_option("--input", prep_input, "a text file, a directory of files, or - (stdin)")
+      ->required();
+  prepare->add_option("--out", prep.out_dir, "output directory (must not exist)")->required();
+  prepare->add_option("--tokenizer", prep.tokenizer, "bpe (sentencepiece) | bytes")
+      ->capture_default_str();
+  prepare->add_option("--vocab-size", prep.vocab_size, "BPE vocabulary size")
+      ->capture_default_str();
+  prepare
+      ->add_option("--val-fraction", prep.val_fraction, "last fraction of each document held out")
+      ->capture_default_str();
+  prepare->add_option("--seed", prep.seed, "tokenizer training seed")->capture_default_str();
+
+  TrainCommand train_cmd;
+  auto* train =
+      app.add_subcommand("train", "train a model (every config key is a --section.key flag)");
+  config_register_flags(train, &train_cmd.config, &train_cmd.request.run);
+  train->add_option("--resume", train_cmd.request.resume,
+                    "auto | PATH: continue from a checkpoint");
+  train->add_option("--init-from", train_cmd.request.init_from,
+                    "start from the weights of a run or checkpoint");
+
+  EvalCommand eval_cmd;
+  auto* eval = app.add_subcommand("eval", "loss per token and bits per byte of a trained run");
+  eval->add_option("--run", eval_cmd.run_dir, "run directory (runs/NAME)")->required();
+  eval->add_option("--split", eval_cmd.split, "val | train")->capture_default_str();
+  eval->add_option("--text", eval_cmd.text_file, "evaluate on this text file instead");
+  eval->add_option("--max-windows", eval_cmd.max_windows, "limit the windows (0: whole split)");
+  eval->add_option("--batch", eval_cmd.batch, "windows per forward")->capture_default_str();
+  eval->add_option("--threads", eval_cmd.threads, "CPU threads (0: all cores)");
+  eval->add_option("--device", eval_cmd.device, "cpu | cuda | auto (cuda when a GPU is visible)")
+      ->capture_default_str();
+
+  SampleCommand sample_cmd;
+  auto* sample = app.add_subcommand("sample", "generate text from a trained run");
+  sample->add_option("--run", sample_cmd.run_dir, "run directory (runs/NAME)")->required();
+  sample->add_option("--prompt", sample_cmd.prompt, "text to continue");
+  sample->add_option("--tokens", sample_cmd.tokens, "tokens to generate")->capture_default_str();
+  sample->add_option("--temperature", sample_cmd.temperature, "0: greedy")->capture_default_str();
+  sample->add_option("--top-k", sample_cmd.top_k, "keep the k most likely (0: off)")
+      ->capture_default_str();
+  sample->add_option("--top-p", sample_cmd.top_p, "nucleus probability (1: off)")
+      ->capture_default_str();
+  sample->add_option("--seed", sample_cmd.seed, "sampling seed")->capture_default_str();
+  sample->add_flag("--no-cache", sample_cmd.no_cache, "recompute the prefix for every token");
+  sample->add_option("--threads", sample_cmd.threads, "CPU threads (0: all cores)");
+  sample
+      ->add_option("--device", sample_cmd.device, "cpu | cuda | auto (cuda when a GPU is visible)")
+      ->capture_default_str();
+
+  BenchCommand bench_cmd;
+  auto* bench = app.add_subcommand("bench", "time training steps on random tokens");
+  config_register_flags(bench, &bench_cmd.config, &bench_cmd.run);
+  bench->add_option("--steps", bench_cmd.steps, "timed steps")->capture_default_str();
+  bench->add_option("--warmup", bench_cmd.warmup, "untimed steps first")->capture_default_str();
+
+  ConfigBinding show_binding;
+  RunConfig show_run;
+  auto* show = app.add_subcommand(
+      "config", "print the resolved config (defaults, --config file, flags) as TOML");
+  config_register_flags(show, &show_binding, &show_run);
+
+  MemoryCommand memory_cmd;
+  CLI::App* memory = memory_command_add(app, &memory_cmd);
+
+  ExportCommand export_cmd;
+  auto* export_app = app.add_subcommand("export", "export a run's weights for other tools");
+  export_app->add_option("--run", export_cmd.run_dir, "run directory (runs/NAME)")->required();
+  export_app->add_option("--format", export_cmd.format, "hf (Hugging Face GPT-2)")
+      ->capture_default_str();
+  export_app->add_option("--out", export_cmd.out_dir, "output directory (must not exist)")
+      ->required();
+
+  CompareCommand compare_cmd;
+  auto* compare = app.add_subcommand(
+      "compare", "runs side by side: their summaries and the config keys that differ");
+  compare->add_option("runs", compare_cmd.run_dirs, "run directories (runs/NAME ...)")
+      ->required()
+      ->expected(1, -1);
+  compare->add_flag("--json", compare_cmd.json, "print one JSON object");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and friends are "errors" with exit code 0: let CLI11 print them. Anything else
+    // (unknown flag, ill-typed or missing value) is one line in the house format.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "ledgerlm: error: %s (see ledgerlm --help-all)\n", e.what());
+    return e.get_exit_code();
+  }
+
+  // `train` under mpirun: every rank runs this; the Comm connects them. An error every rank
+  // raised together (AgreedError) is reported once, by rank 0; an error on some ranks only
+  // ends the whole job at once, so that no rank waits forever in a collective.
+  std::unique_ptr<Comm> own_comm;
+  Comm* comm = shared_comm;
+  try {
+    if (*train && comm == nullptr) {
+      own_comm = comm_create();
+      comm = own_comm.get();
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
+    return 1;
+  }
+  try {
+    if (*prepare) {
+      prep.inputs = {prep_input};
+      data_prepare(prep);
+      return 0;
+    }
+    if (*train) {
+      for (int i = 0; i < argc; ++i)
+        train_cmd.request.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "ledgerlm");
+      comm_agree(*comm, [&] { config_apply(&train_cmd.config); });
+      return command_train(train_cmd, *comm);
+    }
+    if (*show) {
+      config_apply(&show_binding);
+      std::fputs(config_to_toml(show_binding.keys).c_str(), stdout);
+      return 0;
+    }
+    if (*memory) return command_memory(memory_cmd);
+    if (*export_app) return command_export(export_cmd);
+    if (*compare) return command_compare(compare_cmd);
+    if (*eval) return command_eval(eval_cmd);
+    if (*sample) return command_sample(sample_cmd);
+    if (*bench) {
+      config_apply(&bench_cmd.config);
+      return command_bench(bench_cmd);
+    }
+  } catch (const AgreedError& e) {
+    if (comm == nullptr || comm->rank() == 0)
+      std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
+    return 1;
+  } catch (const Error& e) {
+    if (comm != nullptr && comm->world() > 1) {
+      std::fprintf(stderr, "ledgerlm: error: rank %d: %s (ending every rank of the job)\n",
+                   comm->rank(), e.what());
+      std::fflush(stderr);
+      comm->abort(1);
+    }
+    std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,68 @@
+// The subcommands' implementations; each returns the process exit code.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/cli/config_flags.h"
+#include "train/run/train_request.h"
+
+namespace ledgerlm {
+
+class Comm;
+
+struct TrainCommand {
+  ConfigBinding config;  // binds the config keys' flags to request.run
+  TrainRequest request;
+};
+// `comm` connects the ranks of an mpirun job (the single-rank Comm otherwise).
+int command_train(TrainCommand& cmd, Comm& comm);
+
+struct EvalCommand {
+  std::string run_dir;
+  std::string split = "val";  // val | train
+  std::string text_file;      // evaluate on this text instead of a split
+  int64_t max_windows = 0;    // 0: the whole split
+  int64_t batch = 8;
+  int64_t threads = 0;
+  std::string device = "auto";  // cpu | cuda | auto (backend_resolve)
+};
+int command_eval(const EvalCommand& cmd);
+
+struct SampleCommand {
+  std::string run_dir;
+  std::string prompt;
+  int64_t tokens = 200;
+  double temperature = 1.0;
+  int64_t top_k = 0;   // 0: off
+  double top_p = 1.0;  // 1: off
+  int64_t seed = 0;
+  bool no_cache = false;  // decode by recomputing the whole prefix each token
+  int64_t threads = 0;
+  std::string device = "auto";  // cpu | cuda | auto (backend_resolve)
+};
+int command_sample(const SampleCommand& cmd);
+
+struct BenchCommand {
+  ConfigBinding config;
+  RunConfig run;
+  int64_t steps = 10;
+  int64_t warmup = 2;
+};
+int command_bench(BenchCommand& cmd);
+
+struct ExportCommand {
+  std::string run_dir;
+  std::string format = "hf";  // hf: Hugging Face GPT2LMHeadModel safetensors + config.json
+  std::string out_dir;
+};
+int command_export(const ExportCommand& cmd);
+
+struct CompareCommand {
+  std::vector<std::string> run_dirs;
+  bool json = false;  // one JSON object instead of the tables
+};
+int command_compare(const CompareCommand& cmd);
+
+}  // namespace ledgerlm

@@ -1,0 +1,138 @@
+// `ledgerlm export --format hf`: a run's weights as a Hugging Face GPT2LMHeadModel directory —
+// model.safetensors (HF tensor names and Conv1D layout, real vocab rows only), config.json and
+// the tokenizer (the sentencepiece tokenizer.model, or for the bytes tokenizer a tokenizer.json
+// that maps token b to byte b). Built in a temporary directory and renamed, so --out is either
+// absent or complete.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/hf_export.h"
+#include "model/base/check.h"
+#include "train/cli/commands.h"
+#include "train/run/loaded_run.h"
+#include "train/run/run_dir.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string utf8_of(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xc0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    s += static_cast<char>(0xe0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return s;
+}
+
+// A tokenizers-library tokenizer.json for the bytes tokenizer: byte-level pre-tokenization maps
+// each byte to one printable character (GPT-2's byte-to-unicode table) and a BPE model without
+// merges gives every byte its own id = the byte value; <|endoftext|> is id `eot`.
+void write_bytes_tokenizer_json(const std::string& path, int64_t eot) {
+  nlohmann::json vocab = nlohmann::json::object();
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+    vocab[utf8_of(printable ? b : next++)] = b;
+  }
+  nlohmann::json byte_level = {{"type", "ByteLevel"},
+                               {"add_prefix_space", false},
+                               {"trim_offsets", false},
+                               {"use_regex", false}};
+  nlohmann::json j = {{"version", "1.0"},
+                      {"truncation", nullptr},
+                      {"padding", nullptr},
+                      {"added_tokens",
+                       {{{"id", eot},
+                         {"content", "<|endoftext|>"},
+                         {"single_word", false},
+                         {"lstrip", false},
+                         {"rstrip", false},
+                         {"normalized", false},
+                         {"special", true}}}},
+                      {"normalizer", nullptr},
+                      {"pre_tokenizer", byte_level},
+                      {"post_processor", nullptr},
+                      {"decoder", byte_level},
+                      {"model",
+                       {{"type", "BPE"},
+                        {"dropout", nullptr},
+                        {"unk_token", nullptr},
+                        {"continuing_subword_prefix", nullptr},
+                        {"end_of_word_suffix", nullptr},
+                        {"fuse_unk", false},
+                        {"byte_fallback", false},
+                        {"vocab", vocab},
+                        {"merges", nlohmann::json::array()}}}};
+  write_file_atomic(path, j.dump(1) + "\n");
+}
+
+void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
+  // The weights come to the host once; the export reads that copy.
+  std::vector<float> host(static_cast<size_t>(run.table.total));
+  backend.copy_to_host(host.data(), run.params_tensor(), run.table.total);
+  std::vector<HfTensor> tensors =
+      hf_tensors_from_params(run.table, Tensor(host.data(), DType::kF32));
+  hf_write_safetensors(dir + "/model.safetensors", tensors);
+  HfConfigExtras extras;
+  extras.bos_token_id = run.meta.eot_id;  // GPT-2 uses its end-of-text token for both
+  extras.eos_token_id = run.meta.eot_id;
+  hf_write_config_json(dir + "/config.json", run.config.model, extras);
+  const std::string spm = run.config.data.dir + "/tokenizer.model";
+  if (run.meta.tokenizer == "bytes") {
+    write_bytes_tokenizer_json(dir + "/tokenizer.json", run.meta.eot_id);
+  } else {
+    LLM_REQUIRE(fs::exists(spm), "export: the run's data directory '", run.config.data.dir,
+                "' has no tokenizer.model");
+    std::error_code ec;
+    fs::copy_file(spm, dir + "/tokenizer.model", ec);
+    LLM_REQUIRE(!ec, "cannot write '", dir, "/tokenizer.model': ", ec.message());
+  }
+}
+
+}  // namespace
+
+int command_export(const ExportCommand& cmd) {
+  LLM_REQUIRE(cmd.format == "hf", "export --format ", cmd.format,
+              ": expected hf (Hugging Face GPT-2)");
+  LLM_REQUIRE(!cmd.out_dir.empty(), "export: --out is required");
+  LLM_REQUIRE(!fs::exists(cmd.out_dir), "export: --out '", cmd.out_dir,
+              "' already exists (choose a new directory)");
+  auto backend = backend_create("cpu", {1, 0});
+  LoadedRun run = run_load(cmd.run_dir, *backend);
+  fs::path out(cmd.out_dir);
+  if (out.has_parent_path()) fs::create_directories(out.parent_path());
+  const std::string tmp = cmd.out_dir + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
+  fs::remove_all(tmp);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  LLM_REQUIRE(!ec, "export: cannot create '", tmp, "': ", ec.message());
+  try {
+    export_hf(run, *backend, tmp);
+    fs::rename(tmp, cmd.out_dir, ec);
+    LLM_REQUIRE(!ec, "export: cannot rename '", tmp, "' to '", cmd.out_dir, "': ", ec.message());
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  std::printf(
+      "exported %s (%lld parameters) as Hugging Face GPT-2 to %s: model.safetensors, "
+      "config.json, %s\n",
+      cmd.run_dir.c_str(), static_cast<long long>(run.table.num_params), cmd.out_dir.c_str(),
+      run.meta.tokenizer == "bytes" ? "tokenizer.json" : "tokenizer.model");
+  return 0;
+}
+
+}  // namespace ledgerlm

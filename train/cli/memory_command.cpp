@@ -1,0 +1,173 @@
+// `ledgerlm memory`: the planner (see memory_command.h).
+//
+// Two sources for the model: a config (file and/or --section.key flags, short flags on top),
+// whose parameter table is built exactly as the trainer builds it (padding included), or
+// --params N, a model of exactly N parameters with no padding (the worked figures of the issue:
+// 1e9 params in bf16 + bf16 grads + fp32 master + AdamW = 16 GB). Activations need the shapes:
+// from the config, or --layers --hidden --heads --seq (and --vocab) next to --params.
+#include "train/cli/memory_command.h"
+
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "data/meta.h"
+#include "model/base/check.h"
+#include "optim/optim_groups.h"
+#include "train/step/placement.h"
+#include "train/step/precision_plan.h"
+
+namespace ledgerlm {
+namespace {
+
+bool given(const MemoryCommand& cmd, const std::string& flag) {
+  return cmd.app != nullptr && cmd.app->get_option(flag)->count() > 0;
+}
+
+// Short flags onto the run config (the command line wins over the config file).
+void apply_short_flags(MemoryCommand& cmd) {
+  RunConfig& r = cmd.run;
+  if (given(cmd, "--optim")) r.optim.name = cmd.optim;
+  if (given(cmd, "--param-dtype")) r.precision.params = cmd.param_dtype;
+  if (given(cmd, "--grad-dtype")) r.precision.grads = cmd.grad_dtype;
+  if (given(cmd, "--master")) r.precision.master = cmd.master;
+  if (given(cmd, "--recompute")) r.model.recompute = cmd.recompute;
+  if (given(cmd, "--zero")) r.dist.zero = cmd.zero;
+  if (given(cmd, "--micro-batch")) r.train.micro_batch = cmd.micro_batch;
+  if (given(cmd, "--accum")) r.train.accum = cmd.accum;
+  if (given(cmd, "--threads")) r.train.threads = cmd.threads;
+  if (given(cmd, "--layers")) r.model.n_layer = cmd.layers;
+  if (given(cmd, "--hidden")) r.model.n_embd = cmd.hidden;
+  if (given(cmd, "--heads")) r.model.n_head = cmd.heads;
+  if (given(cmd, "--vocab")) r.model.vocab_size = cmd.vocab;
+  if (given(cmd, "--seq")) {
+    r.train.seq_len = cmd.seq;
+    r.model.block_size = std::max(r.model.block_size, cmd.seq);
+  }
+}
+
+}  // namespace
+
+CLI::App* memory_command_add(CLI::App& app, MemoryCommand* cmd) {
+  CLI::App* sub = app.add_subcommand("memory", "predict the memory ledger of a configuration");
+  cmd->app = sub;
+  config_register_flags(sub, &cmd->config, &cmd->run);
+  sub->add_option("--params", cmd->params,
+                  "a model of N parameters (no table, no padding), e.g. 7e9");
+  sub->add_option("--layers", cmd->layers, "transformer blocks (activations)");
+  sub->add_option("--hidden", cmd->hidden, "model width C (activations)");
+  sub->add_option("--heads", cmd->heads, "attention heads (activations)");
+  sub->add_option("--seq", cmd->seq, "sequence length T (activations)");
+  sub->add_option("--vocab", cmd->vocab, "vocabulary size (logits; default 50257 with --params)");
+  sub->add_option("--optim", cmd->optim, "sgd | adamw | lamb | lars | adafactor | adamw8bit");
+  sub->add_option("--param-dtype", cmd->param_dtype,
+                  "compute copy of the weights: fp32 | bf16 | fp16");
+  sub->add_option("--grad-dtype", cmd->grad_dtype, "gradients: fp32 | bf16 | fp16");
+  sub->add_option("--master", cmd->master, "fp32 | none (no fp32 master copy)");
+  sub->add_option("--world", cmd->world, "data-parallel ranks D")->capture_default_str();
+  sub->add_option("--zero", cmd->zero, "ZeRO stage 0..3");
+  sub->add_option("--micro-batch", cmd->micro_batch, "sequences per micro-batch per rank");
+  sub->add_option("--accum", cmd->accum, "micro-batches per optimizer step");
+  sub->add_option("--recompute", cmd->recompute, "none | mlp | block");
+  sub->add_option("--threads", cmd->threads, "CPU threads (per-thread scratch; 0: all cores)");
+  sub->add_flag("--json", cmd->json, "print JSON instead of the table");
+  sub->add_flag("--tensors", cmd->tensors,
+                "print one rank's placement table instead: per tensor its optimizer group, the "
+                "parts of compute copy, gradients, master and state it holds, owner and ranks");
+  sub->add_option("--rank", cmd->rank, "the rank --tensors describes (default 0)");
+  return sub;
+}
+
+PlanInput memory_command_input(MemoryCommand& cmd) {
+  config_apply(&cmd.config);
+  apply_short_flags(cmd);
+  RunConfig& r = cmd.run;
+  LLM_REQUIRE(cmd.world >= 1, "--world: expected >= 1 (got ", cmd.world, ")");
+  LLM_REQUIRE(r.dist.zero >= 0 && r.dist.zero <= 3, "--zero: expected 0, 1, 2 or 3 (got ",
+              r.dist.zero, ")");
+  LLM_REQUIRE(r.train.micro_batch >= 1, "--micro-batch: expected >= 1");
+  LLM_REQUIRE(r.train.accum >= 1, "--accum: expected >= 1");
+  r.optim.validate();
+  recompute_parse(r.model.recompute);
+  int64_t threads = r.train.threads;
+  if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
+
+  if (!given(cmd, "--params")) {
+    int64_t data_bytes = plan_data_bytes(r.data.dir);
+    if (r.model.vocab_size == 0 && data_bytes >= 0)
+      r.model.vocab_size = meta_read(r.data.dir).vocab_size;
+    LLM_REQUIRE(r.model.vocab_size > 0, "model.vocab_size = 0 and no prepared data in '",
+                r.data.dir, "': give --vocab V (or --model.vocab_size, or --data.dir)");
+    r.model.validate();
+    return plan_input_from_config(r, cmd.world, threads, data_bytes);
+  }
+
+  LLM_REQUIRE(cmd.params >= 1 && cmd.params < 1e15, "--params: expected a count >= 1 (got ",
+              cmd.params, ")");
+  const PrecisionPlan pp = precision_plan(r);
+  PlanInput in;
+  in.num_params = static_cast<int64_t>(std::llround(cmd.params));
+  in.elements = in.num_params;  // no table: no padding
+  if (given(cmd, "--layers") && given(cmd, "--hidden") && given(cmd, "--heads")) {
+    LLM_REQUIRE(
+        cmd.layers > 0 && cmd.hidden > 0 && cmd.heads > 0 && cmd.hidden % cmd.heads == 0,
+        "--layers/--hidden/--heads: expected positive values with hidden a multiple of heads");
+    ModelConfig m;
+    m.vocab_size = given(cmd, "--vocab") ? cmd.vocab : 50257;
+    in.shapes.n_layer = cmd.layers;
+    in.shapes.n_embd = cmd.hidden;
+    in.shapes.n_head = cmd.heads;
+    in.shapes.padded_vocab = m.padded_vocab();
+    in.shapes.seq = r.train.seq_len;
+  }
+  in.params = pp.params;
+  in.grads = pp.grads;
+  in.bf16_matmul = r.precision.matmul == "bf16";
+  in.separate_master = pp.separate_master;
+  in.master_none = pp.master_none;
+  in.optim = r.optim;
+  in.optim.state_dtype = dtype_parse(r.precision.state, "precision.state");
+  in.world = cmd.world;
+  in.zero = r.dist.zero;
+  in.micro_batch = r.train.micro_batch;
+  in.accum = r.train.accum;
+  in.recompute = recompute_parse(r.model.recompute);
+  in.threads = threads;
+  in.data_bytes = -1;
+  return in;
+}
+
+namespace {
+
+// --tensors: the placement table the trainer would build on rank --rank (nothing allocated).
+int print_placement(MemoryCommand& cmd) {
+  LLM_REQUIRE(!given(cmd, "--params"),
+              "--tensors: needs a model from a config (--config or --model.* flags), not --params");
+  const RunConfig& r = cmd.run;
+  const int world = static_cast<int>(cmd.world);
+  LLM_REQUIRE(cmd.rank >= 0 && cmd.rank < world, "--rank: expected 0..", world - 1, " (got ",
+              cmd.rank, ")");
+  const ParamTable table = param_table_for_run(r, world);
+  const ShardLayout layout = shard_layout_build(table, world, static_cast<int>(cmd.rank));
+  const PlacementTable t =
+      placement_build(table, layout, zero_stage_effective(r, world), precision_plan(r), r.optim);
+  std::vector<std::string> groups;
+  for (const OptimGroup& g : optim_groups(r.optim)) groups.push_back(g.name);
+  std::printf("%s", placement_describe(t, table, groups, {}).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int command_memory(MemoryCommand& cmd) {
+  const PlanInput input = memory_command_input(cmd);
+  if (cmd.tensors) return print_placement(cmd);
+  const MemoryPlan plan = memory_plan_compute(input);
+  if (cmd.json)
+    std::printf("%s\n", memory_plan_json(plan).dump(2).c_str());
+  else
+    std::printf("%s", memory_plan_format(plan).c_str());
+  return 0;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,98 @@
+// validate() of the run-level config sections.
+#include "train/config/run_config.h"
+
+#include <cctype>
+
+#include "model/base/check.h"
+#include "model/base/dtype.h"
+
+namespace ledgerlm {
+namespace {
+
+void require_one_of(const std::string& key, const std::string& value,
+                    std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (value == a) return;
+    list += list.empty() ? a : std::string(", ") + a;
+  }
+  fail(key + ": expected one of " + list + " (got '" + value + "')");
+}
+
+// Run names become one directory under out_dir and appear unquoted in printed commands.
+bool is_run_name(const std::string& name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
+      return false;
+  return true;
+}
+
+}  // namespace
+
+void DataConfig::validate() const {
+  LLM_REQUIRE(!dir.empty(), "data.dir: expected a directory");
+}
+
+void TrainConfig::validate() const {
+  LLM_REQUIRE(is_run_name(name), "train.name: '", name,
+              "' is not a run name (letters, digits, '.', '_' and '-', and not '.' or '..')");
+  LLM_REQUIRE(!out_dir.empty(), "train.out_dir: expected a directory");
+  require_one_of("train.device", device, {"cpu", "cuda", "auto"});
+  LLM_REQUIRE(micro_batch > 0, "train.micro_batch: expected > 0 (got ", micro_batch, ")");
+  LLM_REQUIRE(seq_len > 0, "train.seq_len: expected > 0 (got ", seq_len, ")");
+  LLM_REQUIRE(accum > 0, "train.accum: expected > 0 (got ", accum, ")");
+  LLM_REQUIRE(max_steps >= 0, "train.max_steps: expected >= 0 (got ", max_steps, ")");
+  LLM_REQUIRE(max_tokens >= 0, "train.max_tokens: expected >= 0 (got ", max_tokens, ")");
+  LLM_REQUIRE(max_seconds >= 0, "train.max_seconds: expected >= 0 (got ", max_seconds, ")");
+  LLM_REQUIRE(max_steps > 0 || max_tokens > 0 || max_seconds > 0,
+              "train: set a budget: train.max_steps, train.max_tokens or train.max_seconds");
+  LLM_REQUIRE(eval_interval >= 0, "train.eval_interval: expected >= 0 (got ", eval_interval, ")");
+  LLM_REQUIRE(eval_windows > 0, "train.eval_windows: expected > 0 (got ", eval_windows, ")");
+  LLM_REQUIRE(log_interval > 0, "train.log_interval: expected > 0 (got ", log_interval, ")");
+  LLM_REQUIRE(save_interval >= 0, "train.save_interval: expected >= 0 (got ", save_interval, ")");
+  LLM_REQUIRE(threads >= 0, "train.threads: expected >= 0 (got ", threads, ")");
+}
+
+void PrecisionConfig::validate() const {
+  require_one_of("precision.params", params, {"fp32", "bf16", "fp16"});
+  require_one_of("precision.grads", grads, {"fp32", "bf16", "fp16"});
+  require_one_of("precision.grad_accum", grad_accum, {"auto", "fp32", "bf16", "fp16"});
+  require_one_of("precision.master", master, {"fp32", "none"});
+  require_one_of("precision.state", state, {"fp32", "bf16"});
+  require_one_of("precision.rounding", rounding, {"nearest", "stochastic"});
+  require_one_of("precision.matmul", matmul, {"fp32", "tf32", "bf16"});
+  LLM_REQUIRE(matmul != "bf16" || params != "fp16",
+              "precision.matmul: bf16 needs precision.params fp32 or bf16 (fp16 weights would be "
+              "rounded a second time)");
+  require_one_of("precision.loss_scale", loss_scale, {"auto", "dynamic", "static", "none"});
+  LLM_REQUIRE(init_scale > 0, "precision.init_scale: expected > 0 (got ", init_scale, ")");
+  LLM_REQUIRE(growth_interval > 0, "precision.growth_interval: expected > 0");
+  LLM_REQUIRE(growth_factor >= 1, "precision.growth_factor: expected >= 1");
+  LLM_REQUIRE(backoff_factor > 0 && backoff_factor < 1,
+              "precision.backoff_factor: expected in (0, 1)");
+  LLM_REQUIRE(max_consecutive_skips > 0, "precision.max_consecutive_skips: expected > 0");
+}
+
+void DistConfig::validate() const {
+  LLM_REQUIRE(zero >= 0 && zero <= 3, "dist.zero: expected 0, 1, 2 or 3 (got ", zero, ")");
+}
+
+void CkptConfig::validate() const {
+  LLM_REQUIRE(interval >= 0, "ckpt.interval: expected >= 0 (got ", interval, ")");
+  LLM_REQUIRE(keep >= 1, "ckpt.keep: expected >= 1 (got ", keep, ")");
+}
+
+void RunConfig::validate() const {
+  model.validate();
+  data.validate();
+  train.validate();
+  optim.validate();
+  precision.validate();
+  dist.validate();
+  ckpt.validate();
+  LLM_REQUIRE(train.seq_len <= model.block_size, "train.seq_len ", train.seq_len,
+              " exceeds model.block_size ", model.block_size, " (the model's context)");
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,570 @@
+// The memory planner's formulas (see memory_plan.h).
+//
+// Model state. E flat elements (N parameters plus alignment/unit padding, which is allocated and
+// therefore counted), p/g bytes per element for the compute copy and gradients:
+//   params E*p, grads E*g, master E*4 (only when the compute copy is not fp32), optimizer states
+//   per optimizer (below). ZeRO stage s on D ranks divides: s>=1 master and states, s>=2 grads,
+//   s=3 params; so stage 0: (p+g+K)N, 1: (p+g)N + K N/D, 2: pN + (g+K)N/D, 3: (p+g+K)N/D.
+//   fp32 weights are their own master at every stage (updated in place). A rank's shard is
+//   exact when the units are known: piece r of every unit, and per-tensor states (Adafactor's
+//   factored statistics, 8-bit blocks) of the tensor parts in it.
+// Communication buffers (D > 1), as the sharded step allocates them (train/step/model_state.h,
+// train/step/zero_units.h): 16-bit gradients are summed in an fp32 staging unit (stages 0-1 reduce
+// the whole gradient buffer in place); stages 2-3 keep whole-unit gradient buffers for the
+// embedding unit and for the largest other unit; stage 3 gathers weights into one unit-sized
+// buffer (or one per unit without resharding after forward).
+// Activations: the fp32 arena the forward keeps for backward, per buffer rounded to 64 bytes.
+#include "train/ledger/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "data/meta.h"
+#include "model/backend/cpu_facts.h"
+#include "model/base/check.h"
+#include "train/step/placement.h"
+#include "train/step/precision_plan.h"
+
+namespace ledgerlm {
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+int64_t ceil_div(int64_t x, int64_t d) {
+  return (x + d - 1) / d;
+}
+// One fp32 activation buffer of `elements`, as the arena carves it (64-byte aligned).
+int64_t act_buf(int64_t elements) {
+  return round_up(elements * 4, 64);
+}
+// The CPU backend grows each scratch slot to a multiple of 4 KiB.
+int64_t page_buf(int64_t bytes) {
+  return bytes > 0 ? round_up(bytes, 4096) : 0;
+}
+
+struct Builder {
+  const PlanInput& in;
+  MemoryPlan* plan;
+
+  // per_rank < 0: the whole `bytes` on every rank, or an even share when sharded.
+  void add(const std::string& name, MemTag tag, const std::string& dtype, int64_t bytes,
+           bool model_state, bool optimizer, bool sharded, int64_t per_rank = -1) {
+    PlanComponent c;
+    c.name = name;
+    c.tag = tag;
+    c.dtype = dtype;
+    c.model_state = model_state;
+    c.optimizer = optimizer;
+    c.sharded = sharded && in.world > 1;
+    c.total_bytes = bytes;
+    c.per_rank_bytes = per_rank >= 0 ? per_rank : (c.sharded ? ceil_div(bytes, in.world) : bytes);
+    c.num_params = in.num_params;
+    plan->components.push_back(c);
+  }
+};
+
+// A tensor's part held by one rank (or the whole tensor, for a full copy).
+struct HeldPart {
+  const PlanTensor* tensor = nullptr;
+  int64_t count = 0;
+  bool first = false;  // holds the tensor's element 0
+};
+
+bool shards_known(const PlanInput& x) {
+  return x.zero >= 1 && x.world > 1 && !x.units.empty();
+}
+
+// Elements of this rank's piece of unit u, and where it starts in the flat layout.
+int64_t unit_piece(const PlanInput& x, size_t u) {
+  return x.units[u].second / x.world;
+}
+
+// The tensor parts a rank holds: whole tensors for the full copy or without a known layout.
+std::vector<HeldPart> held_parts(const PlanInput& x, bool full) {
+  std::vector<HeldPart> out;
+  for (const PlanTensor& t : x.tensors) {
+    if (full || !shards_known(x)) {
+      out.push_back({&t, t.numel, true});
+      continue;
+    }
+    const size_t u = static_cast<size_t>(t.unit);
+    const int64_t lo = x.units[u].first + x.rank * unit_piece(x, u);
+    const int64_t hi = lo + unit_piece(x, u);
+    const int64_t a = std::max(lo, t.offset), b = std::min(hi, t.offset + t.numel);
+    if (a < b) out.push_back({&t, b - a, a == t.offset});
+  }
+  return out;
+}
+
+// Elements of the compact buffers that mirror the layout (m, v, momentum, master shard).
+int64_t mirror_elements(const PlanInput& x, bool full) {
+  if (full || x.zero < 1 || x.world == 1) return x.elements;
+  if (x.units.empty()) return ceil_div(x.elements, x.world);
+  int64_t n = 0;
+  for (size_t u = 0; u < x.units.size(); ++u) n += unit_piece(x, u);
+  return n;
+}
+
+// One optimizer state component: element counts of the full copy and of this rank's shard.
+struct StateCount {
+  std::string name;
+  MemTag tag;
+  DType dtype;
+  int64_t total = 0, per_rank = 0;
+};
+
+// The states optimizer `o` allocates for the tensor parts `parts` with mirrored buffers of
+// `mirror` elements, in allocation order.
+std::vector<StateCount> optimizer_states(const PlanInput& in, const std::vector<HeldPart>& parts,
+                                         int64_t mirror, bool full) {
+  const OptimConfig& o = in.optim;
+  const DType S = o.state_dtype;  // parameter-shaped state (precision.state): fp32 or bf16
+  std::vector<StateCount> out;
+  auto add = [&](const char* name, MemTag tag, DType dt, int64_t elements) {
+    out.push_back({name, tag, dt, full ? elements : 0, full ? 0 : elements});
+  };
+  if (o.name == "adamw" || o.name == "lamb") {
+    add("optim.m", MemTag::kOptimM, S, mirror);
+    add("optim.v", MemTag::kOptimV, S, mirror);
+  } else if (o.name == "sgd") {
+    if (o.momentum > 0.0) add("optim.momentum", MemTag::kOptimMomentum, S, mirror);
+  } else if (o.name == "lars") {
+    add("optim.momentum", MemTag::kOptimMomentum, S, mirror);
+  } else if (o.name == "adafactor") {
+    // Matrices keep row and column statistics (whole, on every rank holding a part of the
+    // matrix), vectors a full second moment of the elements held.
+    int64_t rows = 0, cols = 0, vec = 0;
+    if (in.tensors.empty()) rows = cols = static_cast<int64_t>(std::sqrt(in.num_params * 1.0));
+    for (const HeldPart& h : parts) {
+      if (h.tensor->dims >= 2) {
+        rows += h.tensor->rows;
+        cols += h.tensor->cols;
+      } else {
+        vec += h.count;
+      }
+    }
+    add("optim.row", MemTag::kOptimFactored, DType::kF32, rows);
+    add("optim.col", MemTag::kOptimFactored, DType::kF32, cols);
+    add("optim.v", MemTag::kOptimV, S, vec);
+    if (o.adafactor_beta1 > 0.0) add("optim.m", MemTag::kOptimM, S, mirror);
+  } else if (o.name == "adamw8bit") {
+    // Tensors of kSmallTensor+ elements: 8-bit codes in whole blocks plus one fp32 absmax per
+    // block; the small ones (and embeddings when asked) keep fp32 m and v whatever
+    // precision.state says.
+    const int64_t B = o.block_size;
+    int64_t q = 0, f = 0;
+    if (in.tensors.empty())
+      q = round_up(full ? in.num_params : ceil_div(in.num_params, in.world), B);
+    for (const HeldPart& h : parts) {
+      const bool fp32_state =
+          h.tensor->numel < kSmallTensor || (o.embedding_fp32_state && h.tensor->embedding);
+      if (fp32_state)
+        f += h.count;
+      else
+        q += round_up(h.count, B);
+    }
+    add("optim.codes.m", MemTag::kOptimCodes, DType::kU8, q);
+    add("optim.codes.v", MemTag::kOptimCodes, DType::kU8, q);
+    add("optim.absmax.m", MemTag::kOptimAbsmax, DType::kF32, q / B);
+    add("optim.absmax.v", MemTag::kOptimAbsmax, DType::kF32, q / B);
+    add("optim.m", MemTag::kOptimM, DType::kF32, f);
+    add("optim.v", MemTag::kOptimV, DType::kF32, f);
+  } else {
+    fail("optim.name = '" + o.name +
+         "': the planner knows sgd | adamw | lamb | lars | adafactor | adamw8bit");
+  }
+  return out;
+}
+
+// The sharded step's communication buffers on one rank (see the header comment).
+int64_t comm_bytes(const PlanInput& x, MemoryPlan& plan) {
+  const int64_t p = static_cast<int64_t>(dtype_size(x.params));
+  const int64_t g = static_cast<int64_t>(dtype_size(x.grads));
+  const bool wide = x.grads == DType::kF32;
+  int64_t unit = x.largest_unit, embed = x.largest_unit, other = x.largest_unit;
+  if (!x.units.empty()) {
+    embed = x.units[static_cast<size_t>(x.embed_unit)].second;
+    other = 0;
+    for (size_t u = 0; u < x.units.size(); ++u)
+      if (static_cast<int64_t>(u) != x.embed_unit) other = std::max(other, x.units[u].second);
+  }
+  if (unit <= 0) {
+    plan.notes.push_back("comm: sharding-unit sizes unknown (give --layers): not counted");
+    return 0;
+  }
+  const int64_t staging = wide ? 0 : unit * 4;  // a 16-bit unit summed in fp32
+  if (x.zero <= 1) return staging;
+  int64_t bytes = embed * g + other * g + staging;
+  if (x.zero == 3) bytes += x.reshard_after_forward ? unit * p : x.elements * p;
+  return bytes;
+}
+
+void add_optimizer_states(Builder& b, const PlanInput& in) {
+  if (in.optim.name == "adafactor" && in.tensors.empty())
+    b.plan->notes.push_back(
+        "adafactor: no tensor shapes (--params): row/col statistics approximated as 2 sqrt(N)");
+  std::vector<StateCount> total =
+      optimizer_states(in, held_parts(in, true), mirror_elements(in, true), true);
+  const bool sharded = in.zero >= 1 && in.world > 1;
+  const std::vector<StateCount> rank =
+      optimizer_states(in, held_parts(in, false), mirror_elements(in, false), false);
+  for (size_t i = 0; i < total.size(); ++i) {
+    const int64_t es = static_cast<int64_t>(dtype_size(total[i].dtype));
+    const int64_t per_rank =
+        !sharded ? total[i].total * es
+                 : (shards_known(in) || in.tensors.empty() ? rank[i].per_rank * es : -1);
+    b.add(total[i].name, total[i].tag, dtype_name(total[i].dtype), total[i].total * es, true, true,
+          sharded, per_rank);
+  }
+}
+
+}  // namespace
+
+double PlanComponent::bytes_per_param() const {
+  if (!model_state || num_params <= 0) return 0.0;
+  return static_cast<double>(total_bytes) / static_cast<double>(num_params);
+}
+
+int64_t MemoryPlan::per_rank_for_tag(MemTag tag) const {
+  int64_t sum = 0;
+  for (const auto& c : components)
+    if (c.tag == tag) sum += c.per_rank_bytes;
+  return sum;
+}
+
+double plan_optimizer_bytes_per_param(const OptimConfig& o) {
+  const double master = 4.0;
+  const double s = static_cast<double>(dtype_size(o.state_dtype));  // per state element
+  if (o.name == "sgd") return master + (o.momentum > 0.0 ? s : 0.0);
+  if (o.name == "adamw" || o.name == "lamb") return master + 2.0 * s;
+  if (o.name == "lars") return master + s;
+  if (o.name == "adafactor") return master + (o.adafactor_beta1 > 0.0 ? s : 0.0);
+  if (o.name == "adamw8bit") return master + 2.0 + 8.0 / static_cast<double>(o.block_size);
+  fail("optim.name = '" + o.name + "': unknown optimizer");
+}
+
+int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute recompute) {
+  if (!s.known()) return 0;
+  const int64_t N = batch * s.seq, C = s.n_embd, L = s.n_layer, H = s.n_head;
+  // Residual stream entering each block and leaving the last one.
+  const int64_t residual = (L + 1) * act_buf(N * C);
+  // Attention half of a block: ln1, atty, res2, ln2 (N, C); qkv (N, 3C); ln1/ln2 mean and rstd
+  // (N each); attention log-sum-exp (B, H, T).
+  const int64_t attn =
+      4 * act_buf(N * C) + act_buf(3 * N * C) + 4 * act_buf(N) + act_buf(batch * H * s.seq);
+  // MLP hidden: fc output and GELU output, (N, 4C) each.
+  const int64_t mlp = 2 * act_buf(4 * N * C);
+  // Final layernorm (N, C) + mean/rstd, logits (N, Vp), per-token losses (N).
+  const int64_t head = act_buf(N * C) + 3 * act_buf(N) + act_buf(N * s.padded_vocab);
+  switch (recompute) {
+    case Recompute::kNone:
+      return residual + L * (attn + mlp) + head;
+    case Recompute::kMlp:
+      return residual + L * attn + mlp + head;  // one shared MLP hidden
+    case Recompute::kBlock:
+      return residual + attn + mlp + head;  // one shared block
+  }
+  return 0;
+}
+
+int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch) {
+  if (!s.known()) return 0;
+  const int64_t N = batch * s.seq, C = s.n_embd;
+  // Activation gradients: three (N, C) plus a projection temporary, two (N, 4C), one (N, 3C).
+  return 4 * act_buf(N * C) + 2 * act_buf(4 * N * C) + act_buf(3 * N * C);
+}
+
+int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
+  const PlanShapes& s = x.shapes;
+  const int64_t P = std::max<int64_t>(x.threads, 1);
+  // Gradient-norm partial sums: one double per 32768-element chunk of the gradients the
+  // optimizer reads (this rank's shard from stage 1).
+  int64_t partials = ceil_div(mirror_elements(x, false), 32768) * 8;
+  if (!s.known()) return page_buf(partials);
+  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, Vp = s.padded_vocab;
+  const bool p16 = x.params != DType::kF32, g16 = x.grads != DType::kF32;
+  // 16-bit weights / gradients are widened to fp32 for BLAS: the largest matrix (the tied token
+  // embedding or an MLP weight).
+  const int64_t widest = std::max(Vp * C, 4 * C * C) * 4;
+  int64_t gemm_a = 0, gemm_b = p16 ? widest : 0;
+  const int64_t gemm_c = g16 ? widest : 0;
+  if (x.bf16_matmul) {
+    // Every linear layer's three GEMMs (forward, input gradient, weight gradient) as
+    // op(A) [m,k] x op(B) [k,n]. The native kernel packs both operands into bf16 pairs
+    // (cpu_gemm_bf16_packed_*); the portable path keeps an fp32 bf16-rounded copy of each.
+    const bool native = cpu_backend_bf16_dot();
+    gemm_b = 0;
+    const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    for (const auto& io : layers) {
+      const int64_t in = io[0], out = io[1];
+      const int64_t gemms[3][3] = {{N, out, in}, {N, in, out}, {out, in, N}};  // m, n, k
+      for (const auto& g : gemms) {
+        const int64_t m = g[0], n = g[1], k = g[2];
+        gemm_a = std::max(gemm_a, native ? cpu_backend_bf16_packed_a(m, k) * 4 : m * k * 4);
+        gemm_b = std::max(gemm_b, native ? cpu_backend_bf16_packed_b(n, k) * 4 : k * n * 4);
+      }
+    }
+  }
+  // The GEMM library's scratchpad (oneDNN matmul primitives; cpu_gemm_lib.h), the largest over
+  // the step's fp32 GEMMs: forward x W^T (+= with a bias), input gradients, weight gradients (+=).
+  // precision.matmul = bf16 on the native kernel needs none.
+  int64_t gemm_lib = 0;
+  if (!(x.bf16_matmul && cpu_backend_bf16_dot())) {
+    const int64_t layers[5][3] = {
+        {C, 3 * C, 1}, {C, C, 1}, {C, 4 * C, 1}, {4 * C, C, 1}, {C, Vp, 0}};  // in, out, bias
+    for (const auto& l : layers) {
+      const int64_t in = l[0], out = l[1];
+      gemm_lib = std::max({gemm_lib, cpu_backend_gemm_workspace(false, true, N, out, in, l[2]),
+                           cpu_backend_gemm_workspace(true, false, out, in, N, true),
+                           cpu_backend_gemm_workspace(false, false, N, in, out, false)});
+    }
+  }
+  const int64_t small_params = std::max<int64_t>(2 * C, p16 ? 4 * C : 0) * 4;
+  // Bias-gradient partial rows per thread chunk (widest bias 4C).
+  partials = std::max(partials, std::min(P, N) * 4 * C * 4);
+  // Per-thread attention blocks (two 32 x T blocks, a T mask row, three hd x T head copies;
+  // 32 = kQueryBlock of model/backend/cpu/cpu_attention.cpp) and embedding-gradient rows (C).
+  const int64_t hd = C / std::max<int64_t>(s.n_head, 1);
+  const int64_t per_thread = std::max(P * (2 * 32 + 1 + 3 * hd) * s.seq, P * C) * 4;
+  // Token grouping of the embedding backward: 2N + 1 int64.
+  const int64_t index = (2 * N + 1) * 8;
+  return page_buf(gemm_a) + page_buf(gemm_b) + page_buf(gemm_c) + page_buf(small_params) +
+         page_buf(partials) + page_buf(per_thread) + page_buf(index) + page_buf(gemm_lib);
+}
+
+MemoryPlan memory_plan_compute(const PlanInput& in) {
+  LLM_REQUIRE(in.num_params > 0, "memory plan: the parameter count must be > 0");
+  LLM_REQUIRE(in.world >= 1, "memory plan: --world must be >= 1");
+  LLM_REQUIRE(in.zero >= 0 && in.zero <= 3, "memory plan: --zero must be 0, 1, 2 or 3");
+  LLM_REQUIRE(in.micro_batch >= 1 && in.accum >= 1,
+              "memory plan: micro-batch and accum must be >= 1");
+  MemoryPlan plan;
+  plan.input = in;
+  if (plan.input.elements < in.num_params) plan.input.elements = in.num_params;
+  const PlanInput& x = plan.input;
+  const int64_t E = x.elements;
+  Builder b{x, &plan};
+
+  const int64_t p = static_cast<int64_t>(dtype_size(x.params));
+  const int64_t g = static_cast<int64_t>(dtype_size(x.grads));
+  const bool sharding = x.world > 1 && x.zero >= 1;
+  const int64_t L = mirror_elements(x, false);  // this rank's shard (E when not sharding)
+  b.add("params", MemTag::kParams, dtype_name(x.params), E * p, true, false, x.zero >= 3,
+        x.zero >= 3 && sharding ? L * p : -1);
+  b.add("grads", MemTag::kGrads, dtype_name(x.grads), E * g, true, false, x.zero >= 2,
+        x.zero >= 2 && sharding ? L * g : -1);
+  if (x.separate_master)
+    b.add("master", MemTag::kMaster, "fp32", E * 4, true, true, sharding, sharding ? L * 4 : -1);
+  else if (x.params == DType::kF32)
+    plan.notes.push_back("master: the fp32 params are their own master copy");
+  add_optimizer_states(b, x);
+
+  const PlanShapes& s = x.shapes;
+  if (s.known()) {
+    b.add("activations", MemTag::kActivations, "fp32",
+          plan_activation_bytes(s, x.micro_batch, x.recompute), false, false, false);
+    b.add("workspace.model", MemTag::kWorkspace, "fp32", plan_model_scratch_bytes(s, x.micro_batch),
+          false, false, false);
+    // The micro-batch's token ids and targets in backend memory (int32, 64-byte aligned each).
+    const int64_t ids = (x.micro_batch * s.seq * 4 + 63) / 64 * 64;
+    b.add("data.batch", MemTag::kData, "int32", 2 * ids, false, false, false);
+  } else {
+    plan.notes.push_back("activations: not predicted (give --layers --hidden --heads --seq)");
+  }
+  if (x.cpu_workspace)
+    b.add("workspace.backend", MemTag::kWorkspace, "-", plan_cpu_workspace_bytes(x), false, false,
+          false);
+  if (x.master_none)  // fp32 view of the compute copy the optimizer updates
+    b.add("workspace.master", MemTag::kWorkspace, "fp32", E * 4, false, false, sharding,
+          sharding ? L * 4 : -1);
+  if (x.world > 1) b.add("comm", MemTag::kComm, "-", comm_bytes(x, plan), false, false, false);
+  if (x.data_bytes >= 0)
+    b.add("data", MemTag::kData, "-", x.data_bytes, false, false, false);
+  else
+    plan.notes.push_back("data: the loader's token shards are not included (no prepared data)");
+
+  int64_t states = 0;
+  for (const auto& c : plan.components) {
+    if (c.model_state) plan.model_state_bytes += c.total_bytes;
+    if (c.model_state) plan.model_state_per_rank += c.per_rank_bytes;
+    if (c.optimizer) plan.optimizer_bytes += c.total_bytes;
+    if (c.optimizer && c.tag != MemTag::kMaster) states += c.total_bytes;
+    plan.per_rank_peak += c.per_rank_bytes;
+  }
+  plan.global_batch = x.world * x.micro_batch * x.accum;
+  // Checkpoints hold the real tensors (no padding): weights in the compute dtype; the full
+  // training state adds the fp32 master (unless the params are it) and the optimizer states.
+  const int64_t N = x.num_params;
+  plan.ckpt_weights_bytes = N * static_cast<int64_t>(dtype_size(x.params));
+  const int64_t states_real = static_cast<int64_t>(static_cast<double>(states) *
+                                                   static_cast<double>(N) / static_cast<double>(E));
+  plan.ckpt_full_bytes = plan.ckpt_weights_bytes + (x.separate_master ? 4 * N : 0) + states_real;
+  return plan;
+}
+
+int64_t plan_data_bytes(const std::string& data_dir) {
+  try {
+    const DataMeta meta = meta_read(data_dir);
+    return static_cast<int64_t>(meta.token_width) * (meta.train.tokens + meta.val.tokens);
+  } catch (const Error&) {
+    return -1;
+  }
+}
+
+std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table) {
+  std::vector<PlanTensor> out;
+  for (const auto& p : table.params) {
+    PlanTensor t;
+    t.numel = p.numel;
+    t.dims = static_cast<int>(p.shape.size());
+    t.cols = p.shape.back();
+    t.rows = p.numel / t.cols;
+    t.embedding = p.kind == ParamKind::kEmbedding;
+    t.offset = p.offset;
+    t.unit = p.unit;
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> plan_units_from_table(const ParamTable& table) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const UnitInfo& u : table.units) out.emplace_back(u.offset, u.size);
+  return out;
+}
+
+PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t threads,
+                                 int64_t data_bytes, int64_t rank) {
+  LLM_REQUIRE(cfg.model.vocab_size > 0,
+              "model.vocab_size must be set (or model.vocab_size = 0 with a prepared data.dir)");
+  const ParamTable table = param_table_for_run(cfg, static_cast<int>(world));
+  const PrecisionPlan pp = precision_plan(cfg);
+  PlanInput in;
+  in.num_params = table.num_params;
+  in.elements = table.total;
+  for (const auto& u : table.units) in.largest_unit = std::max(in.largest_unit, u.size);
+  in.tensors = plan_tensors_from_table(table);
+  in.units = plan_units_from_table(table);
+  in.embed_unit = table.params[static_cast<size_t>(table.index_of("embed.wte"))].unit;
+  in.rank = rank;
+  in.shapes.n_layer = cfg.model.n_layer;
+  in.shapes.n_head = cfg.model.n_head;
+  in.shapes.n_embd = cfg.model.n_embd;
+  in.shapes.padded_vocab = cfg.model.padded_vocab();
+  in.shapes.seq = cfg.train.seq_len;
+  in.params = pp.params;
+  in.grads = pp.grads;
+  in.separate_master = pp.separate_master;
+  in.master_none = pp.master_none;
+  in.optim = cfg.optim;
+  in.optim.state_dtype = dtype_parse(cfg.precision.state, "precision.state");
+  in.world = world;
+  in.zero = zero_stage_effective(cfg, static_cast<int>(world));
+  in.reshard_after_forward = cfg.dist.reshard_after_forward;
+  in.micro_batch = cfg.train.micro_batch;
+  in.accum = cfg.train.accum;
+  in.recompute = recompute_parse(cfg.model.recompute);
+  in.threads = threads;
+  in.bf16_matmul = cfg.precision.matmul == "bf16";
+  in.data_bytes = data_bytes;
+  return in;
+}
+
+std::string format_bytes(int64_t bytes) {
+  char buf[64];
+  if (std::llabs(bytes) >= 1000000000LL)
+    std::snprintf(buf, sizeof buf, "%.3f GB", static_cast<double>(bytes) / kBytesPerGB);
+  else
+    std::snprintf(buf, sizeof buf, "%.3f MB", static_cast<double>(bytes) / kBytesPerMB);
+  return buf;
+}
+
+std::string memory_plan_format(const MemoryPlan& plan) {
+  const PlanInput& x = plan.input;
+  const bool gb = std::max(plan.per_rank_peak, plan.model_state_bytes) >= 1000000000LL;
+  const double unit = gb ? kBytesPerGB : kBytesPerMB;
+  const char* u = gb ? "GB" : "MB";
+  std::string out;
+  char line[256];
+  auto emit = [&](const char* fmt, auto... args) {
+    std::snprintf(line, sizeof line, fmt, args...);
+    out += line;
+  };
+  emit(
+      "predicted memory ledger (%s = %s bytes) | N = %lld params (%lld flat elements, "
+      "padding included) | world %lld, ZeRO %lld\n",
+      u, gb ? "1e9" : "1e6", static_cast<long long>(x.num_params),
+      static_cast<long long>(x.elements), static_cast<long long>(x.world),
+      static_cast<long long>(x.zero));
+  emit(
+      "global batch = world %lld x micro-batch %lld x accumulation %lld = %lld sequences; "
+      "activations for %lld sequences of %lld tokens, recompute %s\n",
+      static_cast<long long>(x.world), static_cast<long long>(x.micro_batch),
+      static_cast<long long>(x.accum), static_cast<long long>(plan.global_batch),
+      static_cast<long long>(x.micro_batch), static_cast<long long>(x.shapes.seq),
+      recompute_name(x.recompute));
+  emit("%-20s %-6s %12s %14s %14s\n", "component", "dtype", "bytes/param",
+       (std::string("total ") + u).c_str(), (std::string("per rank ") + u).c_str());
+  for (const auto& c : plan.components) {
+    char bpp[32] = "-";
+    if (c.model_state) std::snprintf(bpp, sizeof bpp, "%.3f", c.bytes_per_param());
+    emit("%-20s %-6s %12s %14.3f %14.3f%s\n", c.name.c_str(), c.dtype.c_str(), bpp,
+         static_cast<double>(c.total_bytes) / unit, static_cast<double>(c.per_rank_bytes) / unit,
+         c.sharded ? "  (sharded)" : "");
+  }
+  const double n = static_cast<double>(x.num_params);
+  emit("%-27s %12.3f %14.3f %14.3f\n", "model state", plan.model_state_bytes / n,
+       plan.model_state_bytes / unit, plan.model_state_per_rank / unit);
+  if (plan.model_state_bytes > 0)
+    emit("%-27s %12.3f %14.3f   (%.1f%% of model state)\n", "  optimizer (master+states)",
+         plan.optimizer_bytes / n, plan.optimizer_bytes / unit,
+         100.0 * static_cast<double>(plan.optimizer_bytes) /
+             static_cast<double>(plan.model_state_bytes));
+  emit("%-27s %12s %14s %14.3f\n", "predicted peak per rank", "", "", plan.per_rank_peak / unit);
+  emit("checkpoint: weights only %s (%s), full training state %s (%.2f bytes/param)\n",
+       format_bytes(plan.ckpt_weights_bytes).c_str(), dtype_name(x.params),
+       format_bytes(plan.ckpt_full_bytes).c_str(), static_cast<double>(plan.ckpt_full_bytes) / n);
+  for (const auto& note : plan.notes) out += "note: " + note + "\n";
+  return out;
+}
+
+nlohmann::json memory_plan_json(const MemoryPlan& plan) {
+  const PlanInput& x = plan.input;
+  nlohmann::json comps = nlohmann::json::array();
+  for (const auto& c : plan.components)
+    comps.push_back({{"name", c.name},
+                     {"tag", mem_tag_name(c.tag)},
+                     {"dtype", c.dtype},
+                     {"model_state", c.model_state},
+                     {"sharded", c.sharded},
+                     {"bytes_per_param", c.bytes_per_param()},
+                     {"total_bytes", c.total_bytes},
+                     {"per_rank_bytes", c.per_rank_bytes}});
+  const double ms = static_cast<double>(plan.model_state_bytes);
+  return {{"num_params", x.num_params},
+          {"elements", x.elements},
+          {"world", x.world},
+          {"zero", x.zero},
+          {"micro_batch", x.micro_batch},
+          {"accum", x.accum},
+          {"seq", x.shapes.seq},
+          {"global_batch", plan.global_batch},
+          {"recompute", recompute_name(x.recompute)},
+          {"optimizer", x.optim.name},
+          {"params_dtype", dtype_name(x.params)},
+          {"grads_dtype", dtype_name(x.grads)},
+          {"state_dtype", dtype_name(x.optim.state_dtype)},
+          {"components", comps},
+          {"model_state_bytes", plan.model_state_bytes},
+          {"model_state_per_rank_bytes", plan.model_state_per_rank},
+          {"optimizer_bytes", plan.optimizer_bytes},
+          {"optimizer_fraction", ms > 0 ? static_cast<double>(plan.optimizer_bytes) / ms : 0.0},
+          {"per_rank_peak_bytes", plan.per_rank_peak},
+          {"checkpoint",
+           {{"weights_only_bytes", plan.ckpt_weights_bytes}, {"full_bytes", plan.ckpt_full_bytes}}},
+          {"notes", plan.notes}};
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,30 @@
+// A trained run loaded for inference (eval, sample, export): its resolved config, data meta,
+// tokenizer, parameter table and fp32 weights.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "data/meta.h"
+#include "data/tokenizer.h"
+#include "model/backend/backend.h"
+#include "model/param_table.h"
+#include "train/config/run_config.h"
+
+namespace ledgerlm {
+
+struct LoadedRun {
+  std::string dir;
+  RunConfig config;
+  DataMeta meta;
+  std::unique_ptr<Tokenizer> tokenizer;
+  ParamTable table;
+  Buffer params;  // fp32, laid out by table, in the backend's memory
+  Tensor params_tensor() const { return Tensor(params.data(), DType::kF32); }
+};
+
+// Loads runs/NAME: config.toml, the data's meta.json and tokenizer, model.safetensors.
+// A missing run, missing weights or a vocab mismatch is one clear error.
+LoadedRun run_load(const std::string& run_dir, Backend& backend);
+
+}  // namespace ledgerlm

@@ -1,0 +1,59 @@
+// What a run's checkpoint holds besides the tensors, and what resuming checks: the loop's
+// counters, the checkpoint meta.json record, the config comparison that refuses architecture
+// changes, and where --resume / --init-from point.
+//
+// Resume is bit-exact because nothing random or scheduled carries hidden state: the data order,
+// dropout and stochastic rounding are counter-based functions of (seed, step, sequence, ...),
+// the LR is a function of the step, and everything else (weights, every optimizer state, the loss
+// scaler, the counters) is in the checkpoint.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "train/config/run_config.h"
+#include "train/ledger/ledger.h"
+#include "train/step/model_state.h"
+
+namespace ledgerlm {
+
+// Counters of the training loop that a checkpoint carries.
+struct LoopState {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  double train_seconds = 0.0;
+  int64_t skipped = 0;
+  double best_val = INFINITY, best_bpb = INFINITY, last_val = NAN;
+};
+
+// "fp32", "none" or "fp32 (= params)": what precision.master means for this run.
+const char* master_text(const PrecisionPlan& plan);
+
+// The meta.json record of a checkpoint at the loop's current step.
+nlohmann::json checkpoint_meta(const RunConfig& cfg, ModelState& state, const LoopState& ls,
+                               const RunLedger& ledger, int world);
+
+// Checks that `cfg` may continue the run saved in `ckpt` (architecture and optimizer keys must
+// match); returns the keys that changed as {"key": {"from": .., "to": ..}} (logged on resume).
+nlohmann::json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg);
+
+// Restores the loop counters and the loss scaler saved in `ckpt`.
+void restore_loop_state(const CheckpointReader& ckpt, LoopState* ls);
+void restore_scaler(const CheckpointReader& ckpt, ModelState& state);
+
+// --init-from: the weights of a weights file, a run directory (its model.safetensors) or a
+// checkpoint.
+void init_from(ModelState& state, const std::string& path);
+
+// The checkpoint --resume names: a path, or with "auto" the run's latest ("" when the run has
+// none yet and never trained).
+std::string resume_source(const std::string& resume, const std::string& run_dir);
+
+// JSON has no inf/nan: they travel as null.
+nlohmann::json finite_or_null(double v);
+
+}  // namespace ledgerlm

@@ -1,0 +1,255 @@
+// Run setup of `ledgerlm train` (see run_setup.h).
+#include "train/run/run_setup.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+
+#include "model/base/check.h"
+#include "train/run/run_dir.h"
+#include "train/run/run_summary.h"
+#include "train/run/tensorboard.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+
+void check_command(const TrainRequest& cmd, const RunConfig& cfg) {
+  LLM_REQUIRE(cfg.precision.matmul != "tf32" || cfg.train.device == "cuda",
+              "precision.matmul = tf32 is a CUDA tensor-core mode: it needs train.device = cuda "
+              "(train.device is ",
+              cfg.train.device, ")");
+  LLM_REQUIRE(cmd.resume.empty() || cmd.init_from.empty(),
+              "--resume continues a run and --init-from starts a new one: pass only one");
+}
+
+// "" when every rank's `mine` is rank 0's, else which rank differs.
+std::string disagreement(Comm& comm, const std::string& what, const std::string& mine) {
+  const std::vector<std::string> all = comm.all_gather_text(mine);
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) return error_message("rank ", r, "'s ", what, " differs from rank 0's");
+  return "";
+}
+
+// The resolved config of every rank must be rank 0's: names the first key that differs.
+void check_same_config(Comm& comm, const RunConfig& cfg) {
+  if (comm.world() == 1) return;
+  std::string mine;
+  for (const auto& [key, value] : run_config_flat(cfg)) mine += key + " = " + value + "\n";
+  const std::vector<std::string> all = comm.all_gather_text(mine);
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    std::istringstream a(all[0]), b(all[r]);
+    std::string la, lb;
+    while (std::getline(a, la) && std::getline(b, lb) && la == lb) {
+    }
+    throw AgreedError(error_message("rank ", r, "'s resolved config differs from rank 0's: '", lb,
+                                    "' there, '", la,
+                                    "' on rank 0 (every rank must get the same config file and "
+                                    "flags)"));
+  }
+}
+
+// The same path may hold different data on different hosts: the data must agree too.
+void check_same_data(Comm& comm, const RunConfig& cfg, const DataMeta& m) {
+  if (comm.world() == 1) return;
+  const std::string differs =
+      disagreement(comm, "data (meta.json)",
+                   error_message(m.tokenizer, " vocab ", m.vocab_size, " train ", m.train.tokens,
+                                 " tokens ", m.train.bytes, " bytes, val ", m.val.tokens,
+                                 " tokens ", m.val.bytes, " bytes"));
+  if (!differs.empty())
+    throw AgreedError(differs + " in '" + cfg.data.dir +
+                      "' (every host must see the same prepared data)");
+}
+
+// Takes the run's lock for the job's life (rank 0 once there are ranks), then removes what jobs
+// that were killed left behind: with the lock held, no one else is writing there.
+void lock_run(TrainRun& run, const TrainRequest& cmd) {
+  if (!run.lead()) return;
+  run.lock = RunLock::acquire(run.run_dir, cmd.command_line);
+  const int stale = run_dir_remove_stale(run.run_dir);
+  if (stale > 0)
+    std::printf("run %s: removed %d leftover(s) of an interrupted job\n", run.run_dir.c_str(),
+                stale);
+}
+
+// The checkpoint --resume names, opened (format, sizes, config compatibility checked) under the
+// lock and before anything in the run directory changes; every rank opens it.
+std::optional<CheckpointReader> open_resume(TrainRun& run, const TrainRequest& cmd) {
+  std::optional<CheckpointReader> ckpt;
+  if (cmd.resume.empty()) return ckpt;
+  const std::string path = resume_source(cmd.resume, run.run_dir);
+  if (path.empty()) {
+    if (run.lead())
+      std::printf("--resume auto: run %s has no checkpoint yet, starting it\n",
+                  run.run_dir.c_str());
+    return ckpt;
+  }
+  ckpt.emplace(CheckpointReader::open(path));
+  run.changed = resume_check_config(*ckpt, run.cfg);
+  return ckpt;
+}
+
+// Backend, data loader (it maps both shards and checks every token) and model state: memory
+// only, nothing on disk changes.
+void build_state(TrainRun& run, Comm& comm) {
+  const RunConfig& cfg = run.cfg;
+  BackendOptions bo;
+  bo.threads = threads_per_rank(cfg.train.threads, comm.local_world());
+  run.backend = backend_create(cfg.train.device, bo);
+  LoaderConfig lc;
+  lc.seq = cfg.train.seq_len;
+  lc.micro_batch = cfg.train.micro_batch;
+  lc.accum = cfg.train.accum;
+  lc.world = run.world;
+  lc.rank = run.rank;
+  lc.seed = static_cast<uint64_t>(cfg.train.seed);
+  run.loader = std::make_unique<DataLoader>(cfg.data.dir, lc, &run.backend->tracker());
+  // An empty val split (prepare --val-fraction 0) trains without evaluation; a val split too
+  // short for one window is an error now rather than at the first evaluation.
+  if (run.meta.val.tokens > 0) run.loader->val_windows(cfg.train.seq_len, cfg.train.eval_windows);
+  ModelStateOptions so;
+  so.comm = &comm;
+  run.state = std::make_unique<ModelState>(cfg, *run.backend, so);
+}
+
+// Weights and counters: from the checkpoint, from --init-from, or a fresh init (collective).
+void load_start(TrainRun& run, const TrainRequest& cmd, const CheckpointReader* ckpt) {
+  ModelState& state = *run.state;
+  if (ckpt != nullptr) {
+    const auto t0 = std::chrono::steady_clock::now();
+    state.checkpoint_load(*ckpt);
+    restore_scaler(*ckpt, state);
+    restore_loop_state(*ckpt, &run.loop);
+    run.loader->set_position(LoaderPosition{run.loop.step, 0});
+    run.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    run.resumed_from = ckpt->dir();
+    run.resumed_bytes = ckpt->bytes();
+  } else if (!cmd.init_from.empty()) {
+    init_from(state, cmd.init_from);
+  } else {
+    state.init_weights(static_cast<uint64_t>(run.cfg.train.seed));
+  }
+}
+
+// Removes the run directory again if this start created it and then failed: a failed start
+// leaves nothing that would refuse the next one.
+class CreatedRunDir {
+ public:
+  explicit CreatedRunDir(std::string dir) : dir_(std::move(dir)) {}
+  ~CreatedRunDir() {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  CreatedRunDir(const CreatedRunDir&) = delete;
+  CreatedRunDir& operator=(const CreatedRunDir&) = delete;
+  void keep() { dir_.clear(); }
+
+ private:
+  std::string dir_;
+};
+
+// The run directory as the loop expects it: a resumed run's metrics cut back to the
+// checkpoint, a new run's (or an overwritten one's) outputs cleared.
+void reset_run_dir(const TrainRun& run) {
+  if (!run.lead()) return;
+  run_summary_remove(run.run_dir);  // written again when this job ends
+  if (run.resuming()) {
+    const int64_t broken = run_metrics_truncate(run.run_dir, run.loop.step);
+    if (broken > 0)
+      std::printf("resume: dropped %lld unreadable line(s) from %s/metrics.jsonl\n",
+                  static_cast<long long>(broken), run.run_dir.c_str());
+    if (tb_truncate(run.run_dir, run.loop.step) > 0)
+      std::printf(
+          "resume: dropped an unreadable record and what followed it from %s's "
+          "TensorBoard event file\n",
+          run.run_dir.c_str());
+  } else {
+    fs::remove(run.run_dir + "/metrics.jsonl");
+    for (const std::string& events : tb_event_files(run.run_dir)) fs::remove(events);
+    if (run.cfg.train.overwrite) fs::remove_all(run.run_dir + "/ckpt");
+  }
+}
+
+}  // namespace
+
+int threads_per_rank(int64_t configured, int local_ranks) {
+  if (configured > 0) return static_cast<int>(configured);
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const int host_cores = online > 0 ? static_cast<int>(online) : omp_get_num_procs();
+  // Also never more than this process may run on (mpirun binds ranks to cores).
+  return std::max(1, std::min(omp_get_num_procs(), host_cores / std::max(local_ranks, 1)));
+}
+
+TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
+  TrainRun run;
+  run.comm = &comm;
+  run.world = comm.world();
+  run.rank = comm.rank();
+  run.cfg = cmd.run;
+  RunConfig& cfg = run.cfg;
+  // Everything that reads input comes first: config, data (meta.json, tokenizer, shards).
+  comm_agree(comm, [&] {
+    run.meta = run_resolve_data(&cfg);
+    cfg.validate();
+    // The run records the device it ran on (config.toml, checkpoints), not "auto".
+    const std::string asked = cfg.train.device;
+    cfg.train.device = backend_resolve(asked);
+    if (run.lead() && asked != cfg.train.device)
+      std::printf("train.device = %s: training on %s\n", asked.c_str(), cfg.train.device.c_str());
+    check_command(cmd, cfg);
+  });
+  check_same_config(comm, cfg);
+  check_same_data(comm, cfg, run.meta);
+  run.stage = zero_stage_effective(cfg, run.world);
+  run.run_dir = run_dir_path(cfg);
+  // Rank 0 decides whether the run exists and locks it; every rank then reads its checkpoint.
+  std::string existed_text;
+  comm_agree(comm, [&] {
+    if (!run.lead()) return;
+    const bool existed = run_dir_check_reuse(cfg, cfg.train.overwrite || !cmd.resume.empty());
+    if (existed) lock_run(run, cmd);  // before its checkpoints are read
+    existed_text = std::string(existed ? "1" : "0");
+  });
+  const bool existed = comm.all_gather_text(existed_text).front() == "1";
+  std::optional<CheckpointReader> ckpt;
+  comm_agree(comm, [&] { ckpt = open_resume(run, cmd); });
+  const std::string differs =
+      disagreement(comm, "checkpoint to resume", ckpt ? ckpt->dir() : std::string());
+  if (!differs.empty())
+    throw AgreedError(differs + " (several hosts need train.out_dir on a shared filesystem)");
+  comm_agree(comm, [&] { build_state(run, comm); });
+  load_start(run, cmd, ckpt ? &*ckpt : nullptr);
+  run.state->model().plan(cfg.train.micro_batch, cfg.train.seq_len);
+
+  // Only now does the run directory change. A directory this start made is removed again if the
+  // start fails, but only once its lock is ours (another job may have taken it in between).
+  std::optional<CreatedRunDir> created;
+  comm_agree(comm, [&] {
+    if (existed || !run.lead()) return;
+    run_dir_create(run.run_dir);
+    lock_run(run, cmd);
+    created.emplace(run.run_dir);
+  });
+  comm_agree(comm, [&] {
+    LLM_REQUIRE(fs::is_directory(run.run_dir), "run directory '", run.run_dir,
+                "' is not visible on this rank (several hosts need train.out_dir on a shared "
+                "filesystem)");
+  });
+  comm_agree(comm, [&] {
+    reset_run_dir(run);
+    if (run.lead()) run_write_config(run.run_dir, cfg);
+  });
+  if (created) created->keep();
+  return run;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,65 @@
+// The setup of `ledgerlm train`: everything a run holds before its first step, built in an order
+// that changes nothing on disk until every input has been checked — config and data (meta.json,
+// tokenizer, both shards) first; then the run's lock (run_lock.h) when the run directory exists,
+// the checkpoint to resume (format, checksums, sizes, config compatibility), the backend, the
+// data loader and the model state with its weights; and only then the run directory (created and
+// locked for a new run, removed again if the start fails after creating it), its metrics and
+// config.toml.
+//
+// Under mpirun every rank validates config, data and checkpoint itself; a failure on any rank,
+// or a rank whose resolved config, data or checkpoint differs from rank 0's, is one error on
+// all of them (comm_agree) before anything is written. Rank 0 alone holds the lock and creates
+// and writes the run directory; the others must see it (several hosts: train.out_dir on a
+// shared filesystem).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/loader.h"
+#include "data/meta.h"
+#include "model/backend/backend.h"
+#include "train/comm/comm.h"
+#include "train/run/run_checkpoint.h"
+#include "train/run/run_lock.h"
+#include "train/run/train_request.h"
+#include "train/step/model_state.h"
+
+namespace ledgerlm {
+
+struct TrainRun {
+  // Held for the job's whole life by rank 0 (null on other ranks); declared first, so it is
+  // released last.
+  std::unique_ptr<RunLock> lock;
+  RunConfig cfg;  // resolved (vocab from the data, data.dir absolute)
+  DataMeta meta;
+  std::string run_dir;
+  Comm* comm = nullptr;
+  int world = 1, rank = 0;
+  int stage = 0;  // ZeRO stage in effect (zero_stage_effective)
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<ModelState> state;
+  LoopState loop;  // restored counters when resuming, zero otherwise
+  // Resume: the checkpoint directory, its size, the load time and the config keys that changed.
+  std::string resumed_from;
+  int64_t resumed_bytes = 0;
+  double load_seconds = 0.0;
+  nlohmann::json changed = nlohmann::json::object();
+
+  bool resuming() const { return !resumed_from.empty(); }
+  bool lead() const { return rank == 0; }  // prints and writes the run's files
+  int64_t tokens_per_step() const {
+    return static_cast<int64_t>(world) * cfg.train.micro_batch * cfg.train.accum *
+           cfg.train.seq_len;
+  }
+};
+
+TrainRun run_setup(const TrainRequest& request, Comm& comm);
+
+// CPU threads per rank for train.threads = 0: the cores of this host shared by its ranks.
+int threads_per_rank(int64_t configured, int local_ranks);
+
+}  // namespace ledgerlm

@@ -1,0 +1,431 @@
+// The training loop (see train_loop.h).
+#include "train/run/train_loop.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/backend/cpu_facts.h"
+#include "optim/schedule.h"
+#include "train/comm/comm.h"
+#include "train/ledger/ledger.h"
+#include "train/run/evaluator.h"
+#include "train/run/metrics.h"
+#include "train/run/run_dir.h"
+#include "train/run/run_summary.h"
+#include "train/run/stop_signal.h"
+#include "train/run/tensorboard.h"
+#include "train/step/train_step.h"
+
+namespace ledgerlm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+class TrainLoop {
+ public:
+  explicit TrainLoop(TrainRun& run)
+      : run_(run),
+        cfg_(run.cfg),
+        state_(*run.state),
+        ls_(run.loop),
+        batches_(*run.loader),
+        ledger_(run.cfg, *run.state, run.world, run.rank) {
+    if (run.lead()) log_ = std::make_unique<MetricsLog>(run.run_dir + "/metrics.jsonl");
+    if (run.lead() && cfg_.train.tensorboard) tb_ = std::make_unique<TensorBoardLog>(run.run_dir);
+    const DataMeta& meta = run.meta;
+    tokens_per_byte_ = meta.val.bytes > 0 ? static_cast<double>(meta.val.tokens) /
+                                                static_cast<double>(meta.val.bytes)
+                                          : 0.0;
+    // prepare --val-fraction 0 leaves no val split: the run trains without evaluation.
+    if (meta.val.tokens > 0)
+      val_starts_ = run.loader->val_windows(cfg_.train.seq_len, cfg_.train.eval_windows);
+    last_saved_ = run.resuming() ? ls_.step : -1;
+  }
+
+  int run() {
+    print_header();
+    tokens_at_start_ = ls_.tokens;
+    t_start_ = t_loop_end_ = Clock::now();
+    // Only rank 0 speaks; every rank honours the signal.
+    stop_signal_install(run_.lead() ? "if interrupted before the save completes, resume from the "
+                                      "last complete checkpoint with: " +
+                                          resume_command()
+                                    : "");
+    std::string stop_reason;
+    while (!budget_spent(ls_.train_seconds)) {
+      const int64_t step = ++ls_.step;
+      test_kill_hook(step);
+      const int64_t total =
+          schedule_total_steps(cfg_.train, run_.tokens_per_step(), step, ls_.train_seconds);
+      const double lr = schedule_lr(cfg_.optim, step, total);
+      const auto t0 = Clock::now();
+      const StepResult r = train_step(state_, batches_, step, lr);
+      if (r.skipped) ++ls_.skipped;
+      ls_.tokens += run_.tokens_per_step();
+      const double step_s = seconds_since(t0);
+      ls_.train_seconds += step_s;
+      const bool last = budget_spent(ls_.train_seconds);
+      log_step(r, step_s, total, last);
+      if ((cfg_.train.eval_interval > 0 && step % cfg_.train.eval_interval == 0) || last)
+        run_eval(step);
+      if (cfg_.train.save_interval > 0 && step % cfg_.train.save_interval == 0 && !last)
+        state_.save_weights(run_.run_dir + "/model.safetensors");
+      if (cfg_.ckpt.interval > 0 && step % cfg_.ckpt.interval == 0 && !last) save_checkpoint();
+      t_loop_end_ = Clock::now();
+      if (!last) {
+        stop_reason = stop_agreed();
+        if (!stop_reason.empty()) break;
+      }
+    }
+    if (ls_.step == 0) run_eval(0);
+    if (ls_.step > 0 && last_saved_ != ls_.step) save_checkpoint();
+    state_.save_weights(run_.run_dir + "/model.safetensors");
+    stop_signal_restore();
+    return stop_reason.empty() ? finish() : finish_stopped(stop_reason);
+  }
+
+ private:
+  // A stop asked on any rank (its signal, or the STOP file) stops every rank after this step:
+  // the ranks agree with an all-reduce, so they all save at the same step.
+  std::string stop_agreed() {
+    std::string reason = stop_check(run_.run_dir);
+    if (run_.world == 1) return reason;
+    int64_t flag[1] = {reason.empty() ? 0 : 1};
+    comm().all_reduce_max(flag, 1);
+    if (flag[0] == 0) return "";
+    const std::vector<std::string> all = comm().all_gather_text(reason);
+    for (size_t r = 0; r < all.size(); ++r)
+      if (!all[r].empty()) return r == 0 ? all[r] : error_message(all[r], " on rank ", r);
+    return "stop";
+  }
+
+  Comm& comm() { return *run_.comm; }
+
+  // How to continue this run (under mpirun: the same launch, with the resume flag).
+  std::string resume_command() const {
+    const std::string base =
+        "ledgerlm train --config " + shell_quote(run_.run_dir + "/config.toml") + " --resume auto";
+    return run_.world > 1 ? "mpirun -np " + std::to_string(run_.world) + " " + base : base;
+  }
+
+  // Test hook for the failure tests: LEDGERLM_TEST_KILL_AT="RANK:STEP" makes that rank kill
+  // itself with SIGKILL when it begins that step (a rank dying mid-run).
+  void test_kill_hook(int64_t step) const {
+    const char* at = std::getenv("LEDGERLM_TEST_KILL_AT");
+    if (at == nullptr) return;
+    int rank = -1;
+    long long kill_step = -1;
+    if (std::sscanf(at, "%d:%lld", &rank, &kill_step) == 2 && rank == run_.rank &&
+        kill_step == step)
+      ::raise(SIGKILL);
+  }
+
+  // Every record goes to metrics.jsonl and, as scalars, to the TensorBoard event file.
+  void log_write(const json& record) {
+    if (log_) log_->write(record);
+    if (tb_) tb_->write(record);
+  }
+
+  bool budget_spent(double train_seconds) const {
+    const TrainConfig& t = cfg_.train;
+    return (t.max_steps > 0 && ls_.step >= t.max_steps) ||
+           (t.max_tokens > 0 && ls_.tokens >= t.max_tokens) ||
+           (t.max_seconds > 0 && train_seconds >= t.max_seconds);
+  }
+
+  void print_header() {
+    if (!run_.lead()) return;
+    const ModelConfig& m = cfg_.model;
+    const int64_t B = cfg_.train.micro_batch, A = cfg_.train.accum;
+    std::printf(
+        "ledgerlm train: run %s | %s params | L%lld H%lld C%lld T%lld | vocab %lld (padded "
+        "%lld)\n",
+        run_.run_dir.c_str(), format_count(static_cast<double>(state_.table().num_params)).c_str(),
+        static_cast<long long>(m.n_layer), static_cast<long long>(m.n_head),
+        static_cast<long long>(m.n_embd), static_cast<long long>(cfg_.train.seq_len),
+        static_cast<long long>(m.vocab_size), static_cast<long long>(m.padded_vocab()));
+    std::printf(
+        "global batch = world %d x micro-batch %lld x accumulation %lld = %lld sequences = %lld "
+        "tokens per step\n",
+        run_.world, static_cast<long long>(B), static_cast<long long>(A),
+        static_cast<long long>(run_.world * B * A), static_cast<long long>(run_.tokens_per_step()));
+    std::printf(
+        "optimizer %s (impl %s), lr %g, schedule %s, precision params %s grads %s master %s, %d "
+        "threads\n",
+        cfg_.optim.name.c_str(), cfg_.optim.impl.c_str(), cfg_.optim.lr,
+        cfg_.optim.schedule.c_str(), dtype_name(state_.plan().params),
+        dtype_name(state_.plan().grads), master_text(state_.plan()), run_.backend->num_threads());
+    ledger_.print_prediction();
+    print_backend();
+    if (val_starts_.empty())
+      std::printf("no val split in %s (prepared with --val-fraction 0): no evaluation\n",
+                  cfg_.data.dir.c_str());
+    if (run_.resuming()) print_resume();
+    std::fflush(stdout);
+  }
+
+  // Where the kernels run (CPU: the model, the vector path, the GEMM libraries), printed and
+  // kept in metrics.jsonl so the run records what it measured on.
+  void print_backend() {
+    if (run_.backend->name() != "cpu") return;
+    const CpuBackendReport rep =
+        cpu_backend_report(cfg_.model.n_embd / cfg_.model.n_head, cfg_.precision.matmul == "bf16");
+    std::printf("cpu: %s | path %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
+                rep.gemm.c_str());
+    log_write(
+        {{"step", ls_.step},
+         {"backend",
+          {{"cpu", rep.cpu}, {"path", rep.path}, {"kernels", rep.kernels}, {"gemm", rep.gemm}}}});
+  }
+
+  void print_resume() {
+    std::printf("resumed from %s: step %lld, %s tokens (loaded %s in %.2fs)\n",
+                run_.resumed_from.c_str(), static_cast<long long>(ls_.step),
+                format_count(static_cast<double>(ls_.tokens)).c_str(),
+                format_count(static_cast<double>(run_.resumed_bytes)).c_str(), run_.load_seconds);
+    for (const auto& [key, c] : run_.changed.items())
+      std::printf("resume: %s changed from %s to %s\n", key.c_str(),
+                  c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
+    log_write({{"step", ls_.step},
+               {"tokens", ls_.tokens},
+               {"resume", run_.resumed_from},
+               {"ckpt_load_s", run_.load_seconds},
+               {"ckpt_bytes", run_.resumed_bytes},
+               {"config_changed", run_.changed}});
+  }
+
+  // The step's metrics record, and on progress steps the memory figures and a progress line.
+  void log_step(const StepResult& r, double step_s, int64_t total_steps, bool last) {
+    const int64_t step = ls_.step;
+    const double tps = static_cast<double>(run_.tokens_per_step()) / step_s;
+    last_loss_ = r.loss;
+    optim_ms_sum_ += r.optim_ms;
+    ++job_steps_;
+    json rec = {{"step", step},
+                {"tokens", ls_.tokens},
+                {"wall_s", seconds_since(t_start_)},
+                {"train_s", ls_.train_seconds},
+                {"loss", r.loss},
+                {"lr", r.lr},
+                {"grad_norm", r.grad_norm},
+                {"tokens_per_s", tps},
+                {"step_ms", step_s * 1e3},
+                {"optim_ms", r.optim_ms},
+                {"comm_ms", r.comm_ms},
+                {"loss_scale", state_.loss_scale()},
+                {"skipped_steps", ls_.skipped}};
+    const bool progress = step % cfg_.train.log_interval == 0 || step == 1 || last;
+    if (progress) add_memory(&rec);
+    log_write(rec);
+    if (progress && run_.lead()) print_progress(r, tps, step_s, total_steps);
+  }
+
+  void print_progress(const StepResult& r, double tps, double step_s, int64_t total_steps) {
+    const TrainConfig& t = cfg_.train;
+    double frac = 0.0;
+    if (t.max_steps > 0) frac = std::max(frac, static_cast<double>(ls_.step) / t.max_steps);
+    if (t.max_tokens > 0) frac = std::max(frac, static_cast<double>(ls_.tokens) / t.max_tokens);
+    if (t.max_seconds > 0) frac = std::max(frac, ls_.train_seconds / t.max_seconds);
+    const double eta = frac > 0 ? ls_.train_seconds * (1.0 - frac) / frac : NAN;
+    std::printf(
+        "step %lld/%lld | loss %.4f | val %s | lr %.2e | norm %.3f | %s tok/s | %.0f ms | ETA "
+        "%s%s\n",
+        static_cast<long long>(ls_.step), static_cast<long long>(total_steps), r.loss,
+        std::isnan(ls_.last_val) ? "-" : std::to_string(ls_.last_val).substr(0, 6).c_str(), r.lr,
+        r.grad_norm, format_count(tps).c_str(), step_s * 1e3, format_duration(eta).c_str(),
+        r.skipped ? " | SKIPPED (overflow)" : "");
+    std::fflush(stdout);
+  }
+
+  // The ledger's figures of this rank, and with several ranks every rank's peaks (a collective:
+  // every rank calls it at the same steps).
+  void add_memory(json* rec) {
+    ledger_.add_measured(rec);
+    if (run_.world == 1) return;
+    int64_t rss = -1, hwm = -1;
+    process_rss_bytes(&rss, &hwm);
+    const json mine = {{"rank", run_.rank},
+                       {"tracked_peak", run_.backend->tracker().total().peak},
+                       {"rss_hwm", hwm},
+                       {"rss_anon", process_rss_anon_bytes()}};
+    json ranks = json::array();
+    for (const std::string& text : comm().all_gather_text(mine.dump()))
+      ranks.push_back(json::parse(text));
+    (*rec)["mem_ranks"] = ranks;
+  }
+
+  void run_eval(int64_t at_step) {
+    if (val_starts_.empty()) return;
+    const auto t0 = Clock::now();
+    EvalResult ev = evaluate_windows_ranks(
+        state_.model(), state_.units(), comm(), run_.loader->val_tokens(), val_starts_,
+        cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
+    ls_.last_val = ev.loss;
+    last_bpb_ = ev.bpb;
+    if (ev.loss < ls_.best_val) {
+      ls_.best_val = ev.loss;
+      ls_.best_bpb = ev.bpb;
+    }
+    log_write({{"step", at_step},
+               {"tokens", ls_.tokens},
+               {"wall_s", seconds_since(t_start_)},
+               {"val_loss", ev.loss},
+               {"val_bpb", ev.bpb},
+               {"val_ppl", ev.perplexity},
+               {"val_tokens", ev.tokens}});
+    if (!run_.lead()) return;
+    std::printf("eval  step %lld | val loss %.4f | val bpb %.4f | ppl %.2f | tokens %s\n",
+                static_cast<long long>(at_step), ev.loss, ev.bpb, ev.perplexity,
+                format_count(static_cast<double>(ls_.tokens)).c_str());
+    std::fflush(stdout);
+    eval_s_ += seconds_since(t0);
+  }
+
+  void save_checkpoint() {
+    // The records up to this step are durable before the checkpoint that ends them.
+    if (log_) log_->sync();
+    if (tb_) tb_->sync();
+    CkptSaveOptions so;
+    so.keep = cfg_.ckpt.keep;
+    so.world = run_.world;
+    so.rank = run_.rank;
+    so.all_gather_text = [this](const std::string& mine) { return comm().all_gather_text(mine); };
+    CkptSaveResult res = checkpoint_save(run_.run_dir + "/ckpt", ls_.step,
+                                         checkpoint_meta(cfg_, state_, ls_, ledger_, run_.world),
+                                         state_.checkpoint_pieces(), so);
+    last_saved_ = ls_.step;
+    log_write({{"step", ls_.step},
+               {"tokens", ls_.tokens},
+               {"ckpt", res.dir},
+               {"ckpt_save_s", res.seconds},
+               {"ckpt_bytes", res.bytes},
+               {"ckpt_data_bytes", res.data_bytes}});
+    if (!run_.lead()) return;
+    std::printf("ckpt  step %lld | %s | %s bytes in %.2fs\n", static_cast<long long>(ls_.step),
+                res.dir.c_str(), format_count(static_cast<double>(res.bytes)).c_str(), res.seconds);
+    std::fflush(stdout);
+  }
+
+  // The run's summary record ("finished" or "stopped"), with every rank's memory (a collective).
+  json summary_record(const std::string& status) {
+    const double mean_tps = ls_.tokens / std::max(ls_.train_seconds, 1e-9);
+    // End to end: this run's steps (every rank's tokens) over the loop's wall clock (every step's
+    // data, metrics, progress and checkpoints included), evaluations excluded.
+    const double loop_s = std::chrono::duration<double>(t_loop_end_ - t_start_).count() - eval_s_;
+    const double e2e_tps =
+        loop_s > 0 ? static_cast<double>(ls_.tokens - tokens_at_start_) / loop_s : 0.0;
+    json summary = {{"summary", true},
+                    {"status", status},
+                    {"run", cfg_.train.name},
+                    {"steps", ls_.step},
+                    {"tokens", ls_.tokens},
+                    {"wall_s", seconds_since(t_start_)},
+                    {"train_s", ls_.train_seconds},
+                    {"mean_tokens_per_s", mean_tps},
+                    {"e2e_tokens_per_s", e2e_tps},
+                    {"eval_s", eval_s_},
+                    {"mean_optim_ms", job_steps_ > 0 ? json(optim_ms_sum_ / job_steps_) : json()},
+                    {"final_loss", finite_or_null(last_loss_)},
+                    {"final_val_loss", finite_or_null(ls_.last_val)},
+                    {"final_val_bpb", finite_or_null(last_bpb_)},
+                    {"best_val_loss", finite_or_null(ls_.best_val)},
+                    {"best_val_bpb", finite_or_null(ls_.best_bpb)},
+                    {"skipped_steps", ls_.skipped},
+                    {"params", state_.table().num_params},
+                    {"world", run_.world},
+                    {"global_batch", run_.world * cfg_.train.micro_batch * cfg_.train.accum},
+                    {"tokens_per_step", run_.tokens_per_step()}};
+    add_memory(&summary);
+    return summary;
+  }
+
+  // The summary's one source: the same object ends metrics.jsonl and becomes summary.json.
+  void write_summary(json summary) {
+    run_summary_add_files(run_.run_dir, &summary);
+    log_write(summary);
+    if (log_) log_->sync();
+    if (tb_) tb_->sync();
+    run_summary_write(run_.run_dir, summary);
+  }
+
+  int finish_stopped(const std::string& reason) {
+    json summary = summary_record("stopped");
+    summary["stopped"] = reason;
+    if (!run_.lead()) return 0;
+    stop_file_clear(run_.run_dir);
+    log_write({{"step", ls_.step}, {"tokens", ls_.tokens}, {"stopped", reason}});
+    write_summary(summary);
+    ledger_.finish(run_.run_dir);
+    std::printf(
+        "stopped by %s after step %lld: checkpoint %s/ckpt/%s\n"
+        "resume with: %s\n",
+        reason.c_str(), static_cast<long long>(ls_.step), run_.run_dir.c_str(),
+        checkpoint_dir_name(ls_.step).c_str(), resume_command().c_str());
+    return 0;
+  }
+
+  int finish() {
+    const json summary = summary_record("finished");
+    if (!run_.lead()) return 0;
+    write_summary(summary);
+    ledger_.finish(run_.run_dir);
+    char val[96] = "no evaluation";
+    if (!val_starts_.empty())
+      std::snprintf(val, sizeof val, "best val loss %.4f, bpb %.4f", ls_.best_val, ls_.best_bpb);
+    std::printf(
+        "done: %lld steps, %s tokens in %s (%s tok/s; end to end %s tok/s, evaluations "
+        "excluded) | %s | weights %s/model.safetensors\n",
+        static_cast<long long>(ls_.step), format_count(static_cast<double>(ls_.tokens)).c_str(),
+        format_duration(summary["wall_s"].get<double>()).c_str(),
+        format_count(summary["mean_tokens_per_s"].get<double>()).c_str(),
+        format_count(summary["e2e_tokens_per_s"].get<double>()).c_str(), val, run_.run_dir.c_str());
+    return 0;
+  }
+
+  TrainRun& run_;
+  const RunConfig& cfg_;
+  ModelState& state_;
+  LoopState& ls_;
+  LoaderBatches batches_;
+  RunLedger ledger_;
+  std::unique_ptr<MetricsLog> log_;          // rank 0's
+  std::unique_ptr<TensorBoardLog> tb_;       // rank 0's, unless train.tensorboard = false
+  double last_loss_ = NAN, last_bpb_ = NAN;  // of this job's last step and evaluation
+  double optim_ms_sum_ = 0.0;                // over this job's steps (rank 0's optimizer time)
+  int64_t job_steps_ = 0;
+  double tokens_per_byte_ = 0.0;
+  std::vector<int64_t> val_starts_;
+  int64_t last_saved_ = -1;
+  int64_t tokens_at_start_ = 0;
+  double eval_s_ = 0.0;  // evaluations inside the loop (excluded from end-to-end tokens/s)
+  Clock::time_point t_start_, t_loop_end_;
+};
+
+}  // namespace
+
+int64_t schedule_total_steps(const TrainConfig& t, int64_t tokens_per_step, int64_t step,
+                             double elapsed) {
+  if (t.max_steps > 0) return t.max_steps;
+  if (t.max_tokens > 0) return (t.max_tokens + tokens_per_step - 1) / tokens_per_step;
+  if (step <= 1 || elapsed <= 0) return std::max<int64_t>(step, 1000000);
+  return std::max<int64_t>(step, static_cast<int64_t>(step * t.max_seconds / elapsed));
+}
+
+int train_loop(TrainRun& run) {
+  TrainLoop loop(run);
+  return loop.run();
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,19 @@
+// What `ledgerlm train` asks of a run (run_setup.h), once the command line has resolved the
+// config: the CLI fills it, the run room takes it, so that nothing below the CLI knows its flags.
+#pragma once
+
+#include <string>
+
+#include "train/config/run_config.h"
+
+namespace ledgerlm {
+
+// What `ledgerlm train` asks for, once the command line has resolved the config.
+struct TrainRequest {
+  RunConfig run;
+  std::string resume;        // "" | "auto" | checkpoint path
+  std::string init_from;     // weights-only start
+  std::string command_line;  // as typed (shell-quoted): recorded in the run's lock
+};
+
+}  // namespace ledgerlm

@@ -1,0 +1,210 @@
+// Model state buffers, the gradient reduction and the optimizer step (see model_state.h).
+// Weights and checkpoint I/O are in model_state_io.cpp.
+#include "train/step/model_state.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "model/base/check.h"
+#include "optim/grad_clip.h"
+#include "optim/optim_groups.h"
+#include "train/step/zero_units.h"
+
+namespace ledgerlm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+LossScalerConfig scaler_config(const RunConfig& c, const PrecisionPlan& plan) {
+  LossScalerConfig s;
+  s.dynamic = plan.scaler_dynamic;
+  s.init_scale = c.precision.init_scale;
+  s.growth_interval = c.precision.growth_interval;
+  s.growth_factor = c.precision.growth_factor;
+  s.backoff = c.precision.backoff_factor;
+  return s;
+}
+
+Buffer alloc(Backend& be, MemTag tag, int64_t elements, DType dt) {
+  return be.allocate(tag, static_cast<size_t>(elements) * dtype_size(dt));
+}
+
+}  // namespace
+
+ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelStateOptions& options)
+    : config_(config), backend_(backend), comm_(options.comm) {
+  if (comm_ == nullptr) {
+    own_comm_ = comm_create_single();
+    comm_ = own_comm_.get();
+  }
+  const int world = comm_->world();
+  table_ = param_table_for_run(config, world);
+  plan_ = precision_plan(config);
+  scaler_ = LossScaler(scaler_config(config, plan_));
+  stage_ =
+      options.stage_override >= 0 ? options.stage_override : zero_stage_effective(config, world);
+  LLM_REQUIRE(stage_ >= 0 && stage_ <= 3, "dist.zero = ", stage_, ": expected 0, 1, 2 or 3");
+  layout_ = shard_layout_build(table_, world, comm_->rank());
+  placement_ = placement_build(table_, layout_, stage_, plan_, config_.optim);
+  params_ = alloc(backend_, MemTag::kParams, placement_.compute_length, plan_.params);
+  grads_ = alloc(backend_, MemTag::kGrads, placement_.grads_length, plan_.grads);
+  // 16-bit weights get an fp32 master; with master = none an fp32 scratch view of this rank's
+  // part of the compute copy; fp32 weights are their own master (placement_.master_is_compute).
+  if (plan_.separate_master)
+    master_ = alloc(backend_, MemTag::kMaster, placement_.master_length, DType::kF32);
+  if (plan_.master_none)
+    master_scratch_ = alloc(backend_, MemTag::kWorkspace, placement_.master_length, DType::kF32);
+  if ((stage_ == 1 || (stage_ == 0 && world > 1)) && plan_.grads != DType::kF32)
+    staging_f32_ = alloc(backend_, MemTag::kComm, layout_.largest_unit, DType::kF32);
+  // precision.state picks the storage of the optimizer's parameter-shaped state (m, v, momentum).
+  OptimConfig optim = config_.optim;
+  optim.state_dtype = dtype_parse(config_.precision.state, "precision.state");
+  optim_ = optimizer_create(optim);
+  optim_->init(table_, placement_.optimizer_shard(), backend_);
+  std::vector<Location> state_where;
+  for (const StateComponent& c : optim_->state_components())
+    state_where.push_back(c.host ? Location::kHost : Location::kDevice);
+  for (TensorPlacement& tp : placement_.tensors)
+    if (tp.group != kFrozenGroup) tp.state_where = state_where;
+  model_ = std::make_unique<GptModel>(config_.model, table_, backend_, plan_.params, plan_.grads);
+  model_->set_bf16_matmul(config_.precision.matmul == "bf16");
+  model_->set_tf32_matmul(config_.precision.matmul == "tf32");
+  if (stage_ >= 2) {
+    ZeroUnitsConfig zc;
+    zc.stage = stage_;
+    zc.reshard_after_forward = config_.dist.reshard_after_forward;
+    zc.params = plan_.params;
+    zc.grads = plan_.grads;
+    zero_units_ =
+        std::make_unique<ZeroUnits>(table_, layout_, backend_, *comm_, zc, params(), grads());
+  } else {
+    flat_units_ = std::make_unique<FlatUnits>(table_, params(), grads());
+  }
+}
+
+ModelState::~ModelState() = default;
+
+UnitAccess& ModelState::units() {
+  if (zero_units_) return *zero_units_;
+  return *flat_units_;
+}
+
+float* ModelState::master() {
+  if (plan_.master_none) return master_scratch_.as<float>();
+  if (!master_.empty()) return master_.as<float>();
+  return params_.as<float>();  // the fp32 compute copy is its own master
+}
+
+void ModelState::zero_grads() {
+  backend_.zero(grads(), placement_.grads_length);
+}
+
+double ModelState::take_backward_comm_ms() {
+  return zero_units_ ? zero_units_->take_comm_ms() : 0.0;
+}
+
+double ModelState::reduce_gradients() {
+  if (world() == 1 && stage_ == 0) return 0.0;
+  if (stage_ >= 2) return 0.0;  // reduced unit by unit during backward
+  const auto t0 = Clock::now();
+  const bool wide = plan_.grads == DType::kF32;
+  for (const UnitPlacement& up : placement_.units) {
+    const UnitInfo& unit = table_.units[static_cast<size_t>(up.unit)];
+    Tensor g = grads().offset(unit.offset);
+    Tensor sum = g;  // fp32 values to sum: 16-bit gradients are widened first
+    if (!wide) {
+      sum = Tensor(staging_f32_.data(), DType::kF32);
+      backend_.convert(sum, g, unit.size);
+    }
+    // Stage 0: all-reduce (a bucket per unit); stage 1: reduce-scatter in place, this rank's
+    // summed piece at the unit's start (up.grads). Either is rounded once into a 16-bit buffer.
+    const int64_t n = up.grads.count;
+    if (stage_ == 0)
+      comm_->all_reduce_sum(backend_, sum, n);
+    else
+      comm_->reduce_scatter_sum(backend_, sum, n);
+    if (!wide) backend_.convert(g, sum, n);
+  }
+  return ms_since(t0);
+}
+
+void ModelState::write_compute_copy(int64_t step, Rounding rounding) {
+  if (placement_.master_is_compute) return;               // updated in place
+  if (!plan_.master_none) rounding = Rounding::kNearest;  // a separate master rounds to nearest
+  const Tensor src(master(), DType::kF32);
+  const uint64_t seed = static_cast<uint64_t>(config_.train.seed);
+  // Stochastic rounding draws for element i of the one-rank layout: keyed on world-independent
+  // positions, so a changed world size changes no random number.
+  const uint64_t step_base =
+      static_cast<uint64_t>(step) * static_cast<uint64_t>(table_.logical_total);
+  for (const UnitPlacement& up : placement_.units) {
+    const Span& m = up.master;
+    backend_.convert(params().offset(up.compute.at_of(m.begin)), src.offset(m.at), m.count,
+                     rounding, seed, step_base + static_cast<uint64_t>(up.logical_begin));
+  }
+}
+
+double ModelState::all_gather_compute_copy() {
+  if (stage_ != 1 && stage_ != 2) return 0.0;
+  const auto t0 = Clock::now();
+  for (const UnitPlacement& up : placement_.units)
+    comm_->all_gather_in_place(backend_, params().offset(up.compute.at), up.master.count);
+  return ms_since(t0);
+}
+
+StepStats ModelState::optimizer_step(int64_t step, double lr) {
+  StepStats stats;
+  stats.lr = lr;
+  const double unscale = 1.0 / loss_scale();
+  double sumsq = gradient_sum_squares();
+  if (stage_ >= 1) {  // each rank holds a part: the global norm is the sum of the parts
+    const auto t0 = Clock::now();
+    comm_->all_reduce_sum(&sumsq, 1);
+    stats.comm_ms += ms_since(t0);
+  }
+  stats.grad_norm = std::sqrt(sumsq) * unscale;
+  const bool finite = std::isfinite(stats.grad_norm);  // the same on every rank
+  if (finite) {
+    const auto t0 = Clock::now();
+    OptimStepInfo info;
+    info.lr = lr;
+    info.step = step;
+    info.grad_scale = unscale * grad_clip_factor(stats.grad_norm, config_.optim.grad_clip);
+    if (stage_ >= 1 && world() > 1)
+      info.reduce = [this](double* v, int count) { comm_->all_reduce_sum(v, count); };
+    if (plan_.master_none) widen_compute_copy();
+    optim_->step(master(), grads(), info);
+    write_compute_copy(step, plan_.rounding);
+    const double gather_ms = all_gather_compute_copy();
+    stats.comm_ms += gather_ms;
+    if (zero_units_) zero_units_->invalidate();
+    stats.optim_ms = ms_since(t0) - gather_ms;
+  }
+  stats.skipped = !finite;
+  if (plan_.scaler_on) scaler_.update(finite);
+  return stats;
+}
+
+double ModelState::gradient_sum_squares() {
+  // Unit by unit, in unit order, over the reduced gradients the optimizer reads (up.grads).
+  double sum = 0.0;
+  for (const UnitPlacement& up : placement_.units)
+    sum += backend_.sum_squares(grads().offset(up.grads.at), up.grads.count);
+  return sum;
+}
+
+void ModelState::widen_compute_copy() {
+  Tensor scratch(master_scratch_.data(), DType::kF32);
+  for (const UnitPlacement& up : placement_.units) {
+    const Span& m = up.master;
+    backend_.convert(scratch.offset(m.at), params().offset(up.compute.at_of(m.begin)), m.count);
+  }
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,146 @@
+// The model state of one rank: parameter table, the compute copy of the weights, gradients, FP32
+// master weights, optimizer and loss scaler — allocated through the backend's tracking allocator
+// with their ledger tags — sharded across data-parallel ranks by ZeRO stage, and the gradient
+// reduction and optimizer step of the training step's fixed order.
+//
+// Where each buffer lives at each ZeRO stage is the placement table's (placement.h): the
+// constructor sizes the buffers from it, and the reduction, the optimizer's parts, the
+// compute-copy writes and checkpoint I/O read their positions from it. At world 1 every stage is
+// stage 0 (nothing to shard). Gradients are all-reduced unit by unit (stage 0), reduce-scattered
+// in place after the last micro-batch (stage 1) or during backward (stages 2-3, zero_units.h);
+// the updated pieces are all-gathered into the compute copy (stages 1-2) or gathered unit by
+// unit for use (stage 3). The gradient norm is summed unit by unit in unit order at every stage.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+#include "model/backend/backend.h"
+#include "model/gpt.h"
+#include "model/param_table.h"
+#include "optim/loss_scaler.h"
+#include "optim/optimizer.h"
+#include "train/comm/comm.h"
+#include "train/config/run_config.h"
+#include "train/step/placement.h"
+#include "train/step/precision_plan.h"
+#include "train/step/shard_layout.h"
+
+namespace ledgerlm {
+
+class ZeroUnits;
+
+struct StepStats {
+  double grad_norm = 0.0;  // global norm of the unscaled gradients (before clipping)
+  double lr = 0.0;
+  bool skipped = false;  // non-finite gradients: no update happened
+  double optim_ms = 0.0;
+  double comm_ms = 0.0;  // collectives of the optimizer step (norm, all-gather)
+};
+
+struct ModelStateOptions {
+  Comm* comm = nullptr;  // null: one rank
+  // Tests: run the stage's machinery even on one rank (-1: zero_stage_effective).
+  int stage_override = -1;
+};
+
+class ModelState {
+ public:
+  ModelState(const RunConfig& config, Backend& backend, const ModelStateOptions& options = {});
+  ~ModelState();
+
+  const RunConfig& config() const { return config_; }
+  const ParamTable& table() const { return table_; }
+  const PrecisionPlan& plan() const { return plan_; }
+  const ShardLayout& layout() const { return layout_; }
+  const PlacementTable& placement() const { return placement_; }
+  int stage() const { return stage_; }
+  int world() const { return layout_.world; }
+  Comm& comm() { return *comm_; }
+  Backend& backend() { return backend_; }
+  GptModel& model() { return *model_; }
+  Optimizer& optimizer() { return *optim_; }
+  LossScaler& scaler() { return scaler_; }
+
+  // The compute copy (whole at stages 0-2, this rank's compact shard at stage 3) and the
+  // gradients (whole at stages 0-1, the compact shard at 2-3) as flat tensors.
+  Tensor params() const { return Tensor(params_.data(), plan_.params); }
+  Tensor grads() const { return Tensor(grads_.data(), plan_.grads); }
+  // The model's view of weights and gradients, unit by unit (unit_access.h).
+  UnitAccess& units();
+  // The fp32 weights the optimizer updates: flat (stage 0; fp32 weights at 1-2: the compute
+  // copy itself) or compact over this rank's pieces.
+  float* master();
+
+  void init_weights(uint64_t seed);
+  void zero_grads();
+  // Loss scale for backward (1 when scaling is off). Backward gets loss_scale() / (A x world):
+  // the sum over ranks of their micro-batch means is then the global mean.
+  double loss_scale() const { return plan_.scaler_on ? scaler_.scale() : 1.0; }
+  // The reduction point, after the last micro-batch's backward: stage 0 all-reduces the
+  // gradients, stage 1 reduce-scatters them (2 and 3 did during backward). Returns comm ms.
+  double reduce_gradients();
+  // Unscale, global non-finite check, clip, optimizer step on this rank's shard, write the
+  // compute copy (and all-gather it at stages 1-2), scaler update.
+  StepStats optimizer_step(int64_t step, double lr);
+  // Milliseconds of collectives inside backward (stages 2-3) since the last call.
+  double take_backward_comm_ms();
+
+  // Weights as safetensors with parameter-table names (fp32 from the master when there is one).
+  // Collective: every rank writes its part of the one file.
+  void save_weights(const std::string& path);
+  // Loads weights saved by save_weights (or a checkpoint's model file); checks names and shapes.
+  void load_weights(const std::string& path);
+
+  // Checkpoint contents of this rank: file "model" holds the weights under parameter-table names
+  // (the fp32 master, or the compute copy when precision.master = none); file "compute" the
+  // bf16/fp16 compute copy when there is a separate master; file "optimizer" every
+  // Optimizer::state_views() piece as "<param>.<state>". Stage 0: rank 0 holds everything and
+  // the others contribute nothing; stages 1-3: each rank its shard. Pointers stay valid until
+  // the next optimizer step.
+  std::vector<CkptPiece> checkpoint_pieces();
+  // Restores weights and optimizer state from a checkpoint written at any world size and stage
+  // (each rank reads the ranges it holds); errors name the checkpoint file and tensor.
+  void checkpoint_load(const CheckpointReader& ckpt);
+  // The weights of a checkpoint only (--init-from): names and shapes checked.
+  void checkpoint_load_weights(const CheckpointReader& ckpt);
+
+ private:
+  // Reads `count` fp32 values of tensor `param` from element `begin` into `dst` (host).
+  using WeightReader = std::function<void(int param, int64_t begin, int64_t count, float* dst)>;
+  void set_weights(const WeightReader& read);
+  // The compute copy from the fp32 master (rounded as precision.rounding says for
+  // precision.master = none, to nearest otherwise; `rounding` overrides for init and loads).
+  void write_compute_copy(int64_t step, Rounding rounding);
+  double gradient_sum_squares();
+  // Host copies of pieces[first..] when the backend's memory is not host memory.
+  void stage_pieces(std::vector<CkptPiece>* pieces, size_t first);
+  // precision.master = none: the fp32 view of this rank's part of the compute copy.
+  void widen_compute_copy();
+  // The rank's pieces of the weights as written to "model" (fp32 master or compute copy).
+  std::vector<CkptPiece> weight_pieces(const std::string& file);
+  double all_gather_compute_copy();
+
+  RunConfig config_;
+  Backend& backend_;
+  std::unique_ptr<Comm> own_comm_;  // the single-rank Comm when none was given
+  Comm* comm_ = nullptr;
+  ParamTable table_;
+  PrecisionPlan plan_;
+  int stage_ = 0;
+  ShardLayout layout_;
+  PlacementTable placement_;  // where every tensor's buffers are on this rank
+  Buffer params_, grads_, master_, master_scratch_, staging_f32_;
+  std::unique_ptr<Optimizer> optim_;
+  std::unique_ptr<GptModel> model_;
+  std::unique_ptr<FlatUnits> flat_units_;
+  std::unique_ptr<ZeroUnits> zero_units_;
+  std::vector<std::vector<char>> staging_;  // host copies behind checkpoint pieces
+  LossScaler scaler_;
+};
+
+}  // namespace ledgerlm

@@ -1,0 +1,32 @@
+// precision_plan (see precision_plan.h).
+#include "train/step/precision_plan.h"
+
+#include "model/base/check.h"
+
+namespace ledgerlm {
+
+PrecisionPlan precision_plan(const RunConfig& c) {
+  const PrecisionConfig& p = c.precision;
+  PrecisionPlan plan;
+  plan.params = dtype_parse(p.params, "precision.params");
+  DType grads = dtype_parse(p.grads, "precision.grads");
+  if (p.grad_accum == "auto") {
+    plan.grads = c.train.accum > 1 ? DType::kF32 : grads;
+  } else {
+    plan.grads = c.train.accum > 1 ? dtype_parse(p.grad_accum, "precision.grad_accum") : grads;
+  }
+  plan.master_none = p.master == "none";
+  plan.separate_master = !plan.master_none && plan.params != DType::kF32;
+  LLM_REQUIRE(!(plan.master_none && plan.params == DType::kF32),
+              "precision.master = none needs precision.params bf16 or fp16 (fp32 params are "
+              "their own master)");
+  plan.rounding = p.rounding == "stochastic" ? Rounding::kStochastic : Rounding::kNearest;
+  std::string mode = p.loss_scale;
+  if (mode == "auto")
+    mode = plan.params == DType::kF16 || plan.grads == DType::kF16 ? "dynamic" : "none";
+  plan.scaler_on = mode != "none";
+  plan.scaler_dynamic = mode == "dynamic";
+  return plan;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,84 @@
+// The training step (see train_step.h).
+#include "train/step/train_step.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "model/base/check.h"
+
+namespace ledgerlm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+LoaderBatches::LoaderBatches(const DataLoader& loader) : loader_(loader) {
+  const size_t n = static_cast<size_t>(loader.config().micro_batch * loader.config().seq);
+  inputs_.resize(n);
+  targets_.resize(n);
+}
+
+MicroBatch LoaderBatches::micro_batch(int64_t step, int64_t micro) {
+  loader_.batch_at(step - 1, micro, inputs_.data(), targets_.data());
+  const int64_t first = loader_.slice_windows(step - 1, micro).front();
+  return {inputs_.data(), targets_.data(),
+          static_cast<uint64_t>(first - (step - 1) * loader_.config().global_windows())};
+}
+
+StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, double lr) {
+  const RunConfig& cfg = state.config();
+  const int64_t B = cfg.train.micro_batch, T = cfg.train.seq_len, A = cfg.train.accum;
+  GptModel& model = state.model();
+  StepResult r;
+  r.lr = lr;
+  r.loss_scale = state.loss_scale();
+  state.zero_grads();
+  double loss_sum = 0.0;
+  for (int64_t m = 0; m < A; ++m) {
+    const MicroBatch mb = batches.micro_batch(step, m);
+    ForwardOptions fo;
+    fo.training = true;
+    fo.seed = static_cast<uint64_t>(cfg.train.seed);
+    fo.step = static_cast<uint64_t>(step);
+    fo.first_sequence = mb.first_sequence;
+    auto t0 = Clock::now();
+    loss_sum += model.forward(state.units(), mb.inputs, mb.targets, B, T, fo);
+    r.forward_ms += ms_since(t0);
+    t0 = Clock::now();
+    // Each rank's gradient is its share of the global mean: sums over ranks then average.
+    model.backward(state.units(), r.loss_scale / static_cast<double>(A * state.world()));
+    r.backward_ms += ms_since(t0);
+  }
+  r.comm_ms = state.take_backward_comm_ms();  // ZeRO-2/3 reduce-scatter inside backward
+  r.backward_ms -= r.comm_ms;
+  // Reduction point: gradients meet across ranks (stage 0 all-reduce, stage 1 reduce-scatter).
+  r.comm_ms += state.reduce_gradients();
+  // The step's loss is the mean over every rank's micro-batches (the same number on each rank).
+  double sums[1] = {loss_sum / static_cast<double>(A)};
+  if (state.world() > 1) state.comm().all_reduce_sum(sums, 1);
+  r.loss = sums[0] / static_cast<double>(state.world());
+  if (!std::isfinite(r.loss) && !state.plan().scaler_on)
+    fail(error_message("non-finite loss (", r.loss, ") at step ", step,
+                       ": training diverged (try a lower optim.lr or precision.params = fp32)"));
+  const StepStats st = state.optimizer_step(step, lr);
+  r.grad_norm = st.grad_norm;
+  r.skipped = st.skipped;
+  r.optim_ms = st.optim_ms;
+  r.comm_ms += st.comm_ms;
+  if (r.skipped) {
+    LLM_REQUIRE(state.plan().scaler_on, "non-finite gradients at step ", step,
+                ": training diverged (try a lower optim.lr)");
+    const LossScalerState& sc = state.scaler().state();
+    LLM_REQUIRE(sc.consecutive_skips < cfg.precision.max_consecutive_skips,
+                "fp16: ", sc.consecutive_skips,
+                " consecutive steps with non-finite gradients at step ", step, " (loss scale ",
+                state.scaler().scale(), "): stopping");
+  }
+  return r;
+}
+
+}  // namespace ledgerlm
