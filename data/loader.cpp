@@ -123,21 +123,6 @@ void DataLoader::batch_at(int64_t step, int64_t micro, int32_t* inputs, int32_t*
   }
 }
 
-void DataLoader::next(int32_t* inputs, int32_t* targets) {
-  batch_at(position_.step, position_.micro, inputs, targets);
-  if (++position_.micro == config_.accum) {
-    position_.micro = 0;
-    ++position_.step;
-  }
-}
-
-void DataLoader::set_position(const LoaderPosition& position) {
-  LLM_REQUIRE(position.step >= 0 && position.micro >= 0 && position.micro < config_.accum,
-              "data loader: position (step ", position.step, ", micro ", position.micro,
-              ") invalid for accum ", config_.accum);
-  position_ = position;
-}
-
 std::vector<int64_t> DataLoader::val_windows(int64_t seq, int64_t max_windows) const {
   LLM_REQUIRE(seq >= 1, "val windows: seq ", seq, " must be >= 1");
   const int64_t n = val_.size();
@@ -145,12 +130,15 @@ std::vector<int64_t> DataLoader::val_windows(int64_t seq, int64_t max_windows) c
   LLM_REQUIRE(available >= 1, origin_, ": the val split has ", n,
               " tokens, fewer than one window of seq+1 = ", seq + 1,
               " (prepare with a larger --val-fraction or use a smaller seq)");
+  return evenly_spaced_windows(n, seq, max_windows);
+}
+
+std::vector<int64_t> evenly_spaced_windows(int64_t num_tokens, int64_t seq, int64_t max_windows) {
+  const int64_t available = num_tokens > 0 && seq > 0 ? (num_tokens - 1) / seq : 0;
   const int64_t count = max_windows <= 0 ? available : std::min(max_windows, available);
-  std::vector<int64_t> starts(static_cast<size_t>(count));
-  // Slot k of `available` non-overlapping slots, spread evenly: floor(k * available / count).
-  for (int64_t k = 0; k < count; ++k) {
+  std::vector<int64_t> starts(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  for (int64_t k = 0; k < count; ++k)
     starts[k] = static_cast<int64_t>(static_cast<__int128>(k) * available / count) * seq;
-  }
   return starts;
 }
 

@@ -40,10 +40,10 @@ struct LoaderConfig {
   void validate() const;  // throws Error naming the offending value
 };
 
-struct LoaderPosition {
-  int64_t step = 0;
-  int64_t micro = 0;  // next micro-batch within the step, in [0, accum)
-};
+// Starts of up to `max_windows` (all when <= 0) non-overlapping windows of seq+1 tokens in a split
+// of `num_tokens`, spread evenly over it: slot floor(k * available / count) of the `available`
+// slots. The one rule for evaluation windows (the run's val loss and `ledgerlm eval`).
+std::vector<int64_t> evenly_spaced_windows(int64_t num_tokens, int64_t seq, int64_t max_windows);
 
 // Fills inputs[0..seq) = tokens[start, start+seq) and targets[0..seq) = tokens[start+1, ...).
 void window_fill(const TokenArray& tokens, int64_t start, int64_t seq, int32_t* inputs,
@@ -67,12 +67,6 @@ class DataLoader {
   std::vector<int64_t> slice_windows(int64_t step, int64_t micro) const;
   // Fills inputs and targets, each [micro_batch, seq] row-major, for (step, micro). Pure.
   void batch_at(int64_t step, int64_t micro, int32_t* inputs, int32_t* targets) const;
-  // batch_at(position) and advance the position (micro, then step).
-  void next(int32_t* inputs, int32_t* targets);
-
-  LoaderPosition position() const { return position_; }
-  void set_position(const LoaderPosition& position);  // checks micro < accum
-
   // Up to max_windows (all when <= 0) evenly spaced, non-overlapping val window starts for
   // windows of `seq`, the same on every call and every rank. Throws Error if val is too short.
   std::vector<int64_t> val_windows(int64_t seq, int64_t max_windows) const;
@@ -90,7 +84,6 @@ class DataLoader {
   std::string origin_;  // the data dir, for error messages
   int64_t windows_per_epoch_ = 0;
   bool random_offsets_ = false;
-  LoaderPosition position_;
 };
 
 // The Feistel bijection used for an epoch's order, exposed for tests: a permutation of [0, n).

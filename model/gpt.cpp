@@ -72,7 +72,6 @@ struct GptModel::Impl {
   Tensor tokens, targets;
   bool have_targets = false;
   ForwardOptions fwd_opts;
-  double fused_grad_scale = 0.0;
 
   Impl(Backend& b, const ModelConfig& c, const ParamTable& t, DType p, DType g, DType a)
       : be(b), cfg(c), table(t), pdt(p), gdt(g), adt(a), refs(model_refs_build(t, c.n_layer)) {
@@ -313,7 +312,6 @@ struct GptModel::Impl {
     linear(logits, lnf, param_unit(units, E).offset(refs.wte), Tensor(), N, C, Vp);
     units.release(E, UnitPhase::kForward);
     have_targets = !tgt.empty();
-    fused_grad_scale = 0.0;
     if (!have_targets) return 0.0;
     targets = tgt;
     be.softmax_cross_entropy(losses, logits, targets, N, V, Vp, 0.0);

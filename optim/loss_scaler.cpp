@@ -10,15 +10,15 @@ namespace ledgerlm {
 
 void LossScalerConfig::validate() const {
   LLM_REQUIRE(std::isfinite(init_scale) && init_scale > 0.0,
-              "precision.loss_scale_init: expected > 0 (got ", init_scale, ")");
-  LLM_REQUIRE(growth_interval > 0, "precision.loss_scale_growth_interval: expected > 0 (got ",
-              growth_interval, ")");
+              "precision.init_scale: expected > 0 (got ", init_scale, ")");
+  LLM_REQUIRE(growth_interval > 0, "precision.growth_interval: expected > 0 (got ", growth_interval,
+              ")");
   LLM_REQUIRE(std::isfinite(growth_factor) && growth_factor >= 1.0,
-              "precision.loss_scale_growth_factor: expected >= 1 (got ", growth_factor, ")");
-  LLM_REQUIRE(backoff > 0.0 && backoff <= 1.0,
-              "precision.loss_scale_backoff: expected in (0, 1] (got ", backoff, ")");
+              "precision.growth_factor: expected >= 1 (got ", growth_factor, ")");
+  LLM_REQUIRE(backoff > 0.0 && backoff <= 1.0, "precision.backoff_factor: expected in (0, 1] (got ",
+              backoff, ")");
   LLM_REQUIRE(std::isfinite(min_scale) && min_scale > 0.0,
-              "precision.loss_scale_min: expected > 0 (got ", min_scale, ")");
+              "loss scaler: the minimum scale must be > 0 (got ", min_scale, ")");
 }
 
 LossScaler::LossScaler(const LossScalerConfig& config) : config_(config) {

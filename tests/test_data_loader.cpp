@@ -1,6 +1,7 @@
 // The data loader's global order: every slicing of the same global batch (world x micro-batch x
 // accumulation) sees exactly the same windows in the same order, epochs are permutations,
-// batches are pure functions of (seed, step, micro), positions resume, val windows are fixed.
+// batches are pure functions of (seed, step, micro) (so a resume needs no loader position), val
+// windows are fixed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -138,30 +139,6 @@ TEST(Loader, BatchesArePureAndSeeded) {
   EXPECT_NE(ia, ib);
 }
 
-TEST(Loader, NextFollowsPositionAndResumes) {
-  DataLoader loader = make_loader(1, 2, 3, 0);
-  std::vector<int32_t> in(2 * 16), tg(in.size()), ref_in(in.size()), ref_tg(in.size());
-  for (int64_t step = 0; step < 4; ++step) {
-    for (int64_t m = 0; m < 3; ++m) {
-      EXPECT_EQ(loader.position().step, step);
-      EXPECT_EQ(loader.position().micro, m);
-      loader.next(in.data(), tg.data());
-      loader.batch_at(step, m, ref_in.data(), ref_tg.data());
-      ASSERT_EQ(in, ref_in);
-      ASSERT_EQ(tg, ref_tg);
-    }
-  }
-  // A fresh loader set to a stored position continues identically.
-  LoaderPosition pos = loader.position();
-  loader.next(ref_in.data(), ref_tg.data());
-  DataLoader resumed = make_loader(1, 2, 3, 0);
-  resumed.set_position(pos);
-  resumed.next(in.data(), tg.data());
-  EXPECT_EQ(in, ref_in);
-  EXPECT_THROW(resumed.set_position({0, 3}), Error);
-  EXPECT_THROW(resumed.set_position({-1, 0}), Error);
-}
-
 TEST(Loader, ValWindowsAreFixedAndEvenlySpaced) {
   DataLoader loader = make_loader(1, 8, 1, 0);  // 1000 val tokens: 62 windows of 16+1
   std::vector<int64_t> all = loader.val_windows(16, 0);
@@ -224,7 +201,7 @@ TEST(Loader, LoadsAPreparedDirectoryIntoTrackedMemory) {
     // uint16 storage (vocab 257): 2 bytes per token, accounted as data.
     EXPECT_EQ(tracker.usage(MemTag::kData).current, 2 * (meta.train.tokens + meta.val.tokens));
     std::vector<int32_t> in(4 * 32), tg(in.size());
-    loader.next(in.data(), tg.data());
+    loader.batch_at(0, 0, in.data(), tg.data());
     for (int32_t t : in) EXPECT_TRUE(t == 256 || (t >= 32 && t < 127) || t == '\n');
   }
   EXPECT_EQ(tracker.usage(MemTag::kData).current, 0);

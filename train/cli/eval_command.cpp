@@ -46,7 +46,7 @@ int command_eval(const EvalCommand& cmd) {
         static_cast<double>(s.tokens) / static_cast<double>(std::max<int64_t>(s.bytes, 1));
     what = path;
   }
-  std::vector<int64_t> starts = evaluate_all_windows(tokens.size(), T, cmd.max_windows);
+  std::vector<int64_t> starts = evenly_spaced_windows(tokens.size(), T, cmd.max_windows);
   LLM_REQUIRE(!starts.empty(), "'", what, "' has ", tokens.size(),
               " tokens, fewer than seq_len + 1 = ", T + 1);
   GptModel model(run.config.model, run.table, *backend, DType::kF32, DType::kF32);

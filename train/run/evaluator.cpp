@@ -89,17 +89,4 @@ EvalResult evaluate_windows_ranks(GptModel& model, UnitAccess& units, Comm& comm
   return eval_result(sums[0], static_cast<int64_t>(sums[1]), tokens_per_byte);
 }
 
-std::vector<int64_t> evaluate_all_windows(int64_t num_tokens, int64_t seq, int64_t max_windows) {
-  std::vector<int64_t> starts;
-  int64_t count = (num_tokens - 1) / seq;
-  if (count <= 0) return starts;
-  if (max_windows > 0 && count > max_windows) {
-    // Evenly spaced, deterministic.
-    for (int64_t i = 0; i < max_windows; ++i) starts.push_back((i * count / max_windows) * seq);
-  } else {
-    for (int64_t i = 0; i < count; ++i) starts.push_back(i * seq);
-  }
-  return starts;
-}
-
 }  // namespace ledgerlm

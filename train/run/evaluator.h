@@ -32,7 +32,4 @@ EvalResult evaluate_windows_ranks(GptModel& model, UnitAccess& units, Comm& comm
                                   const TokenArray& tokens, const std::vector<int64_t>& starts,
                                   int64_t seq, int64_t batch, double tokens_per_byte);
 
-// Non-overlapping windows covering the whole array (at most max_windows if > 0, evenly spaced).
-std::vector<int64_t> evaluate_all_windows(int64_t num_tokens, int64_t seq, int64_t max_windows);
-
 }  // namespace ledgerlm

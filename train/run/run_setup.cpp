@@ -129,7 +129,6 @@ void load_start(TrainRun& run, const TrainRequest& cmd, const CheckpointReader* 
     state.checkpoint_load(*ckpt);
     restore_scaler(*ckpt, state);
     restore_loop_state(*ckpt, &run.loop);
-    run.loader->set_position(LoaderPosition{run.loop.step, 0});
     run.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     run.resumed_from = ckpt->dir();
     run.resumed_bytes = ckpt->bytes();
