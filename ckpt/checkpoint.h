@@ -48,6 +48,15 @@ inline constexpr int kCheckpointFormatVersion = 2;
 inline constexpr const char* kCheckpointMetaChecksumKey = "meta_crc32c";
 
 // One rank's slice [begin, begin + count) of one logical tensor (flattened row-major).
+// Fills `dst` with `count` elements of a piece, from element `offset` of the piece.
+using CkptPieceReader = std::function<void(int64_t offset, int64_t count, void* dst)>;
+
+// One part of a checkpoint tensor: elements [begin, begin + count) of tensor `name` in `file`.
+// Its bytes come from `data` (host memory holding the whole part) or, when `data` is null, from
+// `read`: the writer then streams the part through a bounded host buffer (CkptSaveOptions::
+// stream_chunk_bytes) and computes its CRC on the way, so state that is not in host memory whole
+// (a device's buffers, state offloaded to disk) is saved without a full host copy. Both give the
+// same file bytes and the same CRC.
 struct CkptPiece {
   std::string file;  // data file stem: "model" -> model.safetensors, "optimizer", ...
   std::string name;  // tensor name inside that file
@@ -55,7 +64,8 @@ struct CkptPiece {
   std::vector<int64_t> shape;  // logical shape of the whole tensor
   int64_t begin = 0;
   int64_t count = 0;
-  const void* data = nullptr;  // count elements of dtype
+  const void* data = nullptr;  // count elements of dtype, or null: `read` streams them
+  CkptPieceReader read;
 };
 
 struct CkptSaveOptions {
@@ -66,6 +76,8 @@ struct CkptSaveOptions {
   int rank = 0;
   int world = 1;
   int64_t keep = 2;  // complete checkpoints kept (the newest); older ones are deleted
+  // The host buffer a streamed piece (CkptPiece::read) passes through.
+  int64_t stream_chunk_bytes = 4 << 20;
   // Test hook: called before each stage: "tensors" (nothing written yet), "meta" (data files
   // written), "rename" (meta.json written), "latest" (directory renamed), "prune" (committed).
   // Throwing from it simulates a save that fails at that point. For the binary the environment

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "ckpt/checkpoint_crc.h"
 #include "model/base/check.h"
@@ -107,13 +108,28 @@ void ckpt_file_create(const std::string& path, const CkptFileLayout& layout) {
 }
 
 uint32_t ckpt_file_write_piece(int fd, const std::string& path, const CkptFileLayout& layout,
-                               const CkptPiece& piece) {
+                               const CkptPiece& piece, int64_t chunk_bytes) {
   const CkptTensorSlot* slot = layout.find(piece.name);
   LLM_ASSERT(slot != nullptr, "piece ", piece.name, " not in the layout of ", path);
   const int64_t es = static_cast<int64_t>(dtype_size(slot->dtype));
-  const size_t bytes = static_cast<size_t>(piece.count * es);
-  pwrite_all(fd, piece.data, bytes, layout.data_start + slot->offset + piece.begin * es, path);
-  return ckpt_crc32c(piece.data, bytes);
+  const int64_t at = layout.data_start + slot->offset + piece.begin * es;
+  if (piece.data != nullptr) {
+    const size_t bytes = static_cast<size_t>(piece.count * es);
+    pwrite_all(fd, piece.data, bytes, at, path);
+    return ckpt_crc32c(piece.data, bytes);
+  }
+  LLM_ASSERT(piece.read, "piece ", piece.name, " has neither data nor a reader");
+  const int64_t chunk = std::max<int64_t>(1, chunk_bytes / es);
+  std::vector<char> buffer(static_cast<size_t>(std::min(chunk, piece.count) * es));
+  uint32_t crc = 0;
+  for (int64_t done = 0; done < piece.count; done += chunk) {
+    const int64_t n = std::min(chunk, piece.count - done);
+    const size_t bytes = static_cast<size_t>(n * es);
+    piece.read(done, n, buffer.data());
+    pwrite_all(fd, buffer.data(), bytes, at + done * es, path);
+    crc = ckpt_crc32c(buffer.data(), bytes, crc);
+  }
+  return crc;
 }
 
 void ckpt_fsync_path(const std::string& path, bool directory) {

@@ -37,9 +37,10 @@ std::vector<CkptFileLayout> ckpt_layouts_build(const std::vector<CkptPiece>& pie
 
 // Creates `path` with the layout's header and its full size (rank 0 under sharding).
 void ckpt_file_create(const std::string& path, const CkptFileLayout& layout);
-// Writes one piece at its place in an existing file and returns its CRC-32C. Any rank.
+// Writes one piece at its place in an existing file and returns its CRC-32C. Any rank. A piece
+// without `data` is streamed from its `read` through a buffer of about `chunk_bytes`.
 uint32_t ckpt_file_write_piece(int fd, const std::string& path, const CkptFileLayout& layout,
-                               const CkptPiece& piece);
+                               const CkptPiece& piece, int64_t chunk_bytes = 4 << 20);
 // fsync of a file or directory by path; throws Error naming it.
 void ckpt_fsync_path(const std::string& path, bool directory);
 

@@ -144,7 +144,7 @@ void create_files(SaveDirs* dirs, const std::vector<CkptFileLayout>& layouts) {
 
 // This rank's pieces written into the (existing) files; returns {file: {tensor: [records]}}.
 nlohmann::json write_pieces(const fs::path& tmp, const std::vector<CkptFileLayout>& layouts,
-                            const std::vector<CkptPiece>& pieces, int rank,
+                            const std::vector<CkptPiece>& pieces, int rank, int64_t chunk_bytes,
                             int64_t* data_bytes) {
   nlohmann::json records = nlohmann::json::object();
   for (const CkptFileLayout& layout : layouts) {
@@ -155,7 +155,7 @@ nlohmann::json write_pieces(const fs::path& tmp, const std::vector<CkptFileLayou
     try {
       for (const CkptPiece& p : pieces) {
         if (p.file != layout.stem) continue;
-        const uint32_t crc = ckpt_file_write_piece(fd, path, layout, p);
+        const uint32_t crc = ckpt_file_write_piece(fd, path, layout, p, chunk_bytes);
         records[fname][p.name].push_back(
             {{"rank", rank}, {"begin", p.begin}, {"count", p.count}, {"crc", ckpt_crc_text(crc)}});
         *data_bytes += p.count * static_cast<int64_t>(dtype_size(p.dtype));
@@ -281,8 +281,8 @@ CkptSaveResult checkpoint_save(const std::string& root_dir, int64_t step,
       if (!lead) return;
       std::error_code ec;
       fs::create_directories(dirs.root, ec);
-      LLM_REQUIRE(!ec, "cannot create checkpoint directory '", dirs.root.string(), "': ",
-                  ec.message());
+      LLM_REQUIRE(!ec, "cannot create checkpoint directory '", dirs.root.string(),
+                  "': ", ec.message());
       tmp_name = ".tmp_" + final_name + "_" + std::to_string(::getpid());
       dirs.tmp = dirs.root / tmp_name;
       stage(options, "tensors", save_index);
@@ -295,8 +295,9 @@ CkptSaveResult checkpoint_save(const std::string& root_dir, int64_t step,
       LLM_REQUIRE(fs::is_directory(dirs.tmp), "checkpoint directory '", dirs.tmp.string(),
                   "' is not visible on this rank (several hosts need train.out_dir on a shared "
                   "filesystem)");
-      records =
-          write_pieces(dirs.tmp, layouts, pieces, options.rank, &result.data_bytes).dump();
+      records = write_pieces(dirs.tmp, layouts, pieces, options.rank, options.stream_chunk_bytes,
+                             &result.data_bytes)
+                    .dump();
     });
     const std::vector<std::string> all_records = group.gather(records);
     int64_t all_data = 0;

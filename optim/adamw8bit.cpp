@@ -22,10 +22,7 @@ class AdamW8bitOptimizer : public RangeOptimizer {
   double state_bytes_per_param() const override {
     if (backend_ == nullptr || segs_.empty())
       return 2.0 + 8.0 / static_cast<double>(config_.block_size);
-    int64_t bytes = 0, params = 0;
-    for (const auto& c : components_) bytes += c.bytes;
-    for (const auto& s : segs_) params += s.count;
-    return params > 0 ? static_cast<double>(bytes) / static_cast<double>(params) : 0.0;
+    return allocated_bytes_per_param();
   }
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {

@@ -92,6 +92,13 @@ void RangeOptimizer::init(const ParamTable& table, const OptimShard& shard, Back
   on_init();
 }
 
+double RangeOptimizer::allocated_bytes_per_param() const {
+  int64_t bytes = 0, params = 0;
+  for (const auto& c : components_) bytes += c.bytes;
+  for (const auto& s : segs_) params += s.count;
+  return params > 0 ? static_cast<double>(bytes) / static_cast<double>(params) : 0.0;
+}
+
 Buffer RangeOptimizer::allocate_state(const std::string& name, MemTag tag, DType dtype,
                                       int64_t elements) {
   const int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));

@@ -31,6 +31,10 @@ def load(manifest):
                     ledger = json.load(lf)
             except (OSError, ValueError) as e:
                 sys.exit(f"plot_memory: error: cannot read {path}: {e}")
+            version = ledger.get("format_version")
+            if ledger.get("format") != "ledgerlm-ledger" or version not in (1, 2):
+                sys.exit(f"plot_memory: error: {path}: expected a ledgerlm ledger of format_version "
+                         f"1 or 2 (got {ledger.get('format')!r} version {version!r})")
             runs.append((group, label, ledger))
     if not runs:
         sys.exit(f"plot_memory: error: {manifest} lists no runs")

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -36,10 +37,10 @@ struct Sample {
   }
   std::vector<CkptPiece> pieces() const {
     return {
-        {"model", "w", DType::kF32, {6, 5}, 0, 12, w.data()},
-        {"model", "w", DType::kF32, {6, 5}, 12, 18, w.data() + 12},
-        {"model", "half", DType::kBF16, {9}, 0, 9, half.data()},
-        {"optimizer", "w.codes.m", DType::kU8, {37}, 0, 37, codes.data()},
+        {"model", "w", DType::kF32, {6, 5}, 0, 12, w.data(), {}},
+        {"model", "w", DType::kF32, {6, 5}, 12, 18, w.data() + 12, {}},
+        {"model", "half", DType::kBF16, {9}, 0, 9, half.data(), {}},
+        {"optimizer", "w.codes.m", DType::kU8, {37}, 0, 37, codes.data(), {}},
     };
   }
 };
@@ -98,6 +99,39 @@ TEST(CkptFormat, RoundTripAndResharding) {
   SafeTensorsFile f = SafeTensorsFile::open(res.dir + "/model.safetensors");
   EXPECT_EQ(f.get("w").shape, (std::vector<int64_t>{6, 5}));
   EXPECT_EQ(f.read_f32("w"), s.w);
+}
+
+// A piece streamed through CkptPiece::read (device memory, offloaded state) writes the same file
+// bytes and the same CRCs as the same piece in host memory, whatever the chunk size: chunks of
+// 7 bytes cut every tensor into several reads, none aligned to an element.
+TEST(CkptFormat, StreamedPiecesEqualHostPieces) {
+  const std::string base = testing::make_temp_dir("ckpt_stream_");
+  Sample s(2.0f);
+  const CkptSaveResult host = checkpoint_save(base + "/host", 3, meta_for(3), s.pieces());
+  std::vector<CkptPiece> streamed = s.pieces();
+  int reads = 0;
+  for (CkptPiece& p : streamed) {
+    const char* src = static_cast<const char*>(p.data);
+    const size_t es = dtype_size(p.dtype);
+    p.read = [src, es, &reads](int64_t offset, int64_t count, void* dst) {
+      std::memcpy(dst, src + offset * es, static_cast<size_t>(count) * es);
+      ++reads;
+    };
+    p.data = nullptr;
+  }
+  CkptSaveOptions o;
+  o.stream_chunk_bytes = 7;
+  const CkptSaveResult stream = checkpoint_save(base + "/stream", 3, meta_for(3), streamed, o);
+  EXPECT_GT(reads, static_cast<int>(streamed.size()));  // several reads per piece
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "meta.json"}) {
+    std::ifstream a(host.dir + "/" + file, std::ios::binary),
+        b(stream.dir + "/" + file, std::ios::binary);
+    const std::string ta((std::istreambuf_iterator<char>(a)), {}),
+        tb((std::istreambuf_iterator<char>(b)), {});
+    EXPECT_FALSE(ta.empty()) << file;
+    EXPECT_EQ(ta, tb) << file << " differs between host and streamed pieces";
+  }
+  CheckpointReader::open(stream.dir).verify_all();
 }
 
 TEST(CkptFormat, KeepLastK) {
@@ -177,7 +211,9 @@ TEST(CkptFormat, StaleTemporariesRemovedOnlyOnRequest) {
   ASSERT_TRUE(testing::write_file(root + "/.tmp_step_000003_999999/model.safetensors", "x"));
   // Killed while re-saving step 2: step_000002 was moved aside, the new one not yet renamed in.
   fs::rename(root + "/step_000002", root + "/.old_step_000002");
-  checkpoint_save(root, 5, meta_for(5), good.pieces(), CkptSaveOptions{0, 1, 5, {}, {}});
+  CkptSaveOptions keep5;
+  keep5.keep = 5;
+  checkpoint_save(root, 5, meta_for(5), good.pieces(), keep5);
   EXPECT_TRUE(fs::exists(root + "/.tmp_step_000003_999999/model.safetensors"));
   ASSERT_TRUE(testing::write_file(root + "/latest.tmp", "step_0000"));  // killed mid-write
   EXPECT_EQ(checkpoint_remove_stale(root), 3);

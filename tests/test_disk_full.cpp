@@ -41,14 +41,16 @@ std::vector<CkptPiece> pieces(const std::vector<float>& w, const std::vector<flo
            {static_cast<int64_t>(w.size())},
            0,
            static_cast<int64_t>(w.size()),
-           w.data()},
+           w.data(),
+           {}},
           {"optimizer",
            "w.m",
            DType::kF32,
            {static_cast<int64_t>(m.size())},
            0,
            static_cast<int64_t>(m.size()),
-           m.data()}};
+           m.data(),
+           {}}};
 }
 
 class SaveOnFullDisk : public ::testing::TestWithParam<const char*> {};

@@ -74,10 +74,10 @@ void checkpoint_seeds(const std::string& out) {
   const std::vector<uint8_t> codes(37, 9);
   const std::vector<uint16_t> half(9, 0x3f80);
   const std::vector<CkptPiece> pieces = {
-      {"model", "w", DType::kF32, {6, 5}, 0, 12, w.data()},
-      {"model", "w", DType::kF32, {6, 5}, 12, 18, w.data() + 12},
-      {"model", "half", DType::kBF16, {9}, 0, 9, half.data()},
-      {"optimizer", "w.codes.m", DType::kU8, {37}, 0, 37, codes.data()},
+      {"model", "w", DType::kF32, {6, 5}, 0, 12, w.data(), {}},
+      {"model", "w", DType::kF32, {6, 5}, 12, 18, w.data() + 12, {}},
+      {"model", "half", DType::kBF16, {9}, 0, 9, half.data(), {}},
+      {"optimizer", "w.codes.m", DType::kU8, {37}, 0, 37, codes.data(), {}},
   };
   RunConfig config;
   const nlohmann::json meta = {{"trainer", {{"step", 3}, {"tokens_seen", 96}}},

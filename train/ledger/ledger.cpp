@@ -75,7 +75,8 @@ nlohmann::json ledger_measured_json(const MemoryPlan& plan, const MemoryTracker&
     return std::isfinite(e) ? nlohmann::json(e) : nlohmann::json(nullptr);
   };
   for (const LedgerRow& r : ledger_compare(plan, tracker))
-    mem[mem_tag_name(r.tag)] = {{"current", r.current},
+    mem[mem_tag_name(r.tag)] = {{"location", "device"},
+                                {"current", r.current},
                                 {"peak", r.peak},
                                 {"predicted", r.predicted},
                                 {"error", err(r.error)}};
@@ -163,7 +164,8 @@ void RunLedger::finish(const std::string& run_dir) const {
   std::printf("%s", ledger_format_comparison(impl_->plan, tracker, rec).c_str());
   nlohmann::json j;
   j["format"] = "ledgerlm-ledger";
-  j["format_version"] = 1;
+  // Version 2: component rows carry group, trainable and location (memory_plan.h).
+  j["format_version"] = 2;
   j["world"] = impl_->world;
   j["rank"] = impl_->rank;
   j["predicted"] = memory_plan_json(impl_->plan);

@@ -58,6 +58,10 @@ struct Builder {
     c.model_state = model_state;
     c.optimizer = optimizer;
     c.sharded = sharded && in.world > 1;
+    if (model_state) {  // the planner predicts every group together, all of it trainable
+      c.group = "all";
+      c.trainable = "trainable";
+    }
     c.total_bytes = bytes;
     c.per_rank_bytes = per_rank >= 0 ? per_rank : (c.sharded ? ceil_div(bytes, in.world) : bytes);
     c.num_params = in.num_params;
@@ -537,6 +541,9 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
     comps.push_back({{"name", c.name},
                      {"tag", mem_tag_name(c.tag)},
                      {"dtype", c.dtype},
+                     {"group", c.group},
+                     {"trainable", c.trainable},
+                     {"location", c.location},
                      {"model_state", c.model_state},
                      {"sharded", c.sharded},
                      {"bytes_per_param", c.bytes_per_param()},

@@ -78,7 +78,14 @@ struct PlanComponent {
   bool model_state = false;  // params, grads, master, optimizer states
   bool optimizer = false;    // master + optimizer states ("K" bytes per parameter)
   bool sharded = false;      // divided across ranks under the configured ZeRO stage
-  int64_t total_bytes = 0;   // one full copy (model state), or one rank's bytes (the rest)
+  // The ledger's schema (ledger.json format_version 2): which optimizer group the bytes belong to
+  // ("all": every group together; "-": not model state), whether they serve trainable or frozen
+  // parameters ("trainable", "frozen", "-"), and where they live ("device": the compute
+  // backend's memory, "host": host memory beside a device backend, "disk": files).
+  std::string group = "-";
+  std::string trainable = "-";
+  std::string location = "device";
+  int64_t total_bytes = 0;  // one full copy (model state), or one rank's bytes (the rest)
   int64_t per_rank_bytes = 0;
   double bytes_per_param() const;  // total / N for model state, 0 otherwise
   int64_t num_params = 0;

@@ -100,8 +100,8 @@ class ModelState {
   // (the fp32 master, or the compute copy when precision.master = none); file "compute" the
   // bf16/fp16 compute copy when there is a separate master; file "optimizer" every
   // Optimizer::state_views() piece as "<param>.<state>". Stage 0: rank 0 holds everything and
-  // the others contribute nothing; stages 1-3: each rank its shard. Pointers stay valid until
-  // the next optimizer step.
+  // the others contribute nothing; stages 1-3: each rank its shard. Pointers (and the readers of
+  // pieces streamed from device memory) stay valid until the next optimizer step.
   std::vector<CkptPiece> checkpoint_pieces();
   // Restores weights and optimizer state from a checkpoint written at any world size and stage
   // (each rank reads the ranges it holds); errors name the checkpoint file and tensor.
@@ -119,6 +119,8 @@ class ModelState {
   double gradient_sum_squares();
   // Host copies of pieces[first..] when the backend's memory is not host memory.
   void stage_pieces(std::vector<CkptPiece>* pieces, size_t first);
+  // The same pieces read through CkptPiece::read instead (checkpoints: no whole host copy).
+  void stream_pieces(std::vector<CkptPiece>* pieces, size_t first);
   // precision.master = none: the fp32 view of this rank's part of the compute copy.
   void widen_compute_copy();
   // The rank's pieces of the weights as written to "model" (fp32 master or compute copy).
@@ -139,7 +141,7 @@ class ModelState {
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<FlatUnits> flat_units_;
   std::unique_ptr<ZeroUnits> zero_units_;
-  std::vector<std::vector<char>> staging_;  // host copies behind checkpoint pieces
+  std::vector<std::vector<char>> staging_;  // host copies behind save_weights pieces
   LossScaler scaler_;
 };
 

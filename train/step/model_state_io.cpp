@@ -160,7 +160,7 @@ std::vector<CkptPiece> ModelState::weight_pieces(const std::string& file) {
     const Span& m = tp.master;
     if (m.count == 0) continue;
     const int64_t at = compute ? tp.compute.at_of(m.begin) : m.at;
-    pieces.push_back({file, p.name, dt, p.shape, m.begin, m.count, base + at * es});
+    pieces.push_back({file, p.name, dt, p.shape, m.begin, m.count, base + at * es, {}});
   }
   return pieces;
 }
@@ -179,13 +179,27 @@ void ModelState::stage_pieces(std::vector<CkptPiece>* pieces, size_t first) {
   }
 }
 
+// Checkpoint pieces in backend memory that is not host memory are streamed from it through the
+// checkpoint writer's bounded buffer (CkptPiece::read): no host copy of the whole state.
+void ModelState::stream_pieces(std::vector<CkptPiece>* pieces, size_t first) {
+  if (backend_.memory_space() == MemSpace::kHost) return;
+  for (size_t i = first; i < pieces->size(); ++i) {
+    CkptPiece& p = (*pieces)[i];
+    const Tensor src(const_cast<void*>(p.data), p.dtype);
+    p.read = [this, src](int64_t offset, int64_t count, void* dst) {
+      backend_.copy_to_host(dst, src.offset(offset), count);
+    };
+    p.data = nullptr;
+  }
+}
+
 std::vector<CkptPiece> ModelState::checkpoint_pieces() {
   std::vector<CkptPiece> pieces = weight_pieces("model");
   if (plan_.separate_master) {  // the compute copy too, in its own dtype (what the ledger counts)
     std::vector<CkptPiece> c = weight_pieces("compute");
     pieces.insert(pieces.end(), c.begin(), c.end());
   }
-  stage_pieces(&pieces, 0);
+  stream_pieces(&pieces, 0);
   if (!placement_.writes_checkpoint) return pieces;
   for (const StateView& v : optim_->state_views()) {
     if (!v.write) continue;  // the same values are written by the rank holding element 0
@@ -198,7 +212,7 @@ std::vector<CkptPiece> ModelState::checkpoint_pieces() {
     piece.count = v.numel;
     piece.data = v.data;
     pieces.push_back(std::move(piece));
-    if (!v.host) stage_pieces(&pieces, pieces.size() - 1);
+    if (!v.host) stream_pieces(&pieces, pieces.size() - 1);
   }
   return pieces;
 }
