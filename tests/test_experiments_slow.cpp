@@ -43,7 +43,7 @@ class ExperimentSmoke : public ::testing::Test {
     const CommandResult r =
         run_command("EXP_DATA=" + root_ + "/data EXP_OUT=" + out + " EXP_PUBLISH=" + root_ +
                     "/pub_" + name + " LEDGERLM_BIN=" + testing::ledgerlm_binary() + " " +
-                    testing::source_dir() + "/scripts/exp_" + name + ".sh --size smoke");
+                    testing::source_dir() + "/scripts/exp/exp_" + name + ".sh --size smoke");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return out;
   }

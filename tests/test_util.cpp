@@ -96,7 +96,7 @@ CommandResult run_command(const std::string& command) {
   return r;
 }
 
-// A relocated build (the GPU bundle, scripts/gpu_bundle.sh) names its binary and source tree in
+// A relocated build (the GPU bundle, scripts/gpu/gpu_bundle.sh) names its binary and source tree in
 // the environment; a normal build uses the paths compiled in.
 std::string ledgerlm_binary() {
   const char* env = std::getenv("LEDGERLM_TEST_BINARY");

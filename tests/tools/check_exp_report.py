@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks an experiment report (scripts/exp_global_batch.sh, scripts/exp_optimizers.sh) against
+"""Checks an experiment report (scripts/exp/exp_global_batch.sh, scripts/exp/exp_optimizers.sh) against
 its runs, independently of the code that wrote it:
 
     tests/tools/check_exp_report.py EXP_OUT

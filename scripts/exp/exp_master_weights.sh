@@ -20,7 +20,7 @@
 # 1e-4), EXP_OUT (default results/master_weights), EXP_THREADS (default 0: all cores).
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 bin="${LEDGERLM_BIN:-build/ledgerlm}"
 steps="${EXP_STEPS:-200}"
@@ -139,7 +139,7 @@ with open(os.path.join(out, "table.md"), "w") as f:
     f.write("# bf16 params: FP32 master weights vs none\n\n")
     f.write(f"Small GPT (L4 H4 C128, T64, B8, KJV BPE-4096), bf16 params and grads, AdamW lr {lr:g} "
             f"(cosine, warmup 20, wd 0.1), {steps} steps each, seed 1337, same data order. "
-            f"Total wall time {elapsed} s. Produced by scripts/exp_master_weights.sh.\n\n")
+            f"Total wall time {elapsed} s. Produced by scripts/exp/exp_master_weights.sh.\n\n")
     f.write("| variant | first val loss | final val loss | best val loss | tokens | "
             "weights never moved from init | RMS change of weights | train s |\n")
     f.write("|---|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Builds what scripts/gpu_check.sh runs on a GPU machine that has only the CUDA toolkit, CMake,
+# Builds what scripts/gpu/gpu_check.sh runs on a GPU machine that has only the CUDA toolkit, CMake,
 # ninja and Python (no OpenBLAS, sentencepiece, OpenMPI or GoogleTest): the ledgerlm binary and
 # the tests/cuda test binaries, built here for sm_90 without MPI, plus the non-CUDA shared
 # libraries they load (OpenBLAS, libgfortran, libgomp, sentencepiece, tomlplusplus, libstdc++, ...). The
 # CUDA libraries (cudart, cuBLAS, cuBLASLt) are never copied: the GPU machine's toolkit provides
 # them. Also writes DIR.tar.xz (the copy to send where transfers are size-limited) and prints both sizes.
 #
-#   scripts/gpu_bundle.sh [--out DIR]      (default build-gpu-bundle/bundle)
+#   scripts/gpu/gpu_bundle.sh [--out DIR]      (default build-gpu-bundle/bundle)
 #
 # Environment: LEDGERLM_CUDA_ARCHITECTURES (default 90).
 set -euo pipefail
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 out="build-gpu-bundle/bundle"
 if [[ "${1:-}" == "--out" ]]; then out="$2"; fi
@@ -41,7 +41,7 @@ done
 strip --strip-unneeded "$out"/lib/* 2>/dev/null || true
 cat >"$out/README" <<TXT
 ledgerlm GPU bundle (built $(date -u +%Y-%m-%d) for sm_${LEDGERLM_CUDA_ARCHITECTURES:-90}).
-Run from the repository root: scripts/gpu_check.sh --out DIR (finds this bundle, sets
+Run from the repository root: scripts/gpu/gpu_check.sh --out DIR (finds this bundle, sets
 LD_LIBRARY_PATH to lib/). Contents: $(ls "$out/bin" | tr '\n' ' ')
 Libraries: $(ls "$out/lib" | tr '\n' ' ')
 TXT

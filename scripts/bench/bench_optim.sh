@@ -4,13 +4,13 @@
 # `ledgerlm bench`'s bench_json line (optimizer_ms: median over the timed steps of the whole
 # optimizer step: grad-norm pass, update, write of the compute copy).
 #
-#   scripts/bench_optim.sh [extra ledgerlm bench flags...]
+#   scripts/bench/bench_optim.sh [extra ledgerlm bench flags...]
 #
 # Environment: LEDGERLM_BIN (default build/ledgerlm), BENCH_STEPS (default 8), BENCH_WARMUP
 # (default 2). Prints figures; never fails on timing.
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 bin="${LEDGERLM_BIN:-build/ledgerlm}"
 steps="${BENCH_STEPS:-8}"

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Writes the REPORT.md and PNGs of an experiment (scripts/exp_global_batch.sh,
-scripts/exp_optimizers.sh) from its manifest.tsv, params.tsv and the runs' summary.json and
+"""Writes the REPORT.md and PNGs of an experiment (scripts/exp/exp_global_batch.sh,
+scripts/exp/exp_optimizers.sh) from its manifest.tsv, params.tsv and the runs' summary.json and
 metrics.jsonl. Called by the scripts; regenerated, never edited by hand.
 
     exp_report.py global_batch|optimizers --out DIR --size SIZE --command TEXT --seconds S \
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tomllib
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import plot  # noqa: E402  (scripts/plot.py: the figures)
 
 
@@ -139,7 +139,7 @@ def machine():
 
 def version():
     """The commit the runs were made with, "-dirty" when the tree had changes; None outside git."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
         head = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -157,7 +157,7 @@ def header(exp, a, title, what):
             f"- Size: **{a.size}** (`--size {a.size}`; model `{exp.params['model']}`, "
             f"T = {exp.params['seq']}).",
             f"- Command: `{a.command}` — this file and its figures are written by it "
-            "(scripts/exp_report.py from the runs' summary.json and metrics.jsonl), never by hand.",
+            "(scripts/exp/exp_report.py from the runs' summary.json and metrics.jsonl), never by hand.",
             f"- Machine: {machine()}; single-process runs on {a.threads} threads, ranks under "
             "mpirun on 1 thread each.",
             f"- Version: ledgerlm commit {version() or '(not a git checkout)'}.",
@@ -354,7 +354,7 @@ def report_optimizers(exp, a):
     p = exp.params
     md = header(exp, a, "Optimizers under a fixed budget: the same tokens, the same seconds",
                 "SGD (momentum 0.9), AdamW, LAMB, LARS, Adafactor, 8-bit AdamW and AdamW with "
-                "bf16 state (adamw_bf16) on a small GPT (scripts/exp_optimizers.sh), each at its "
+                "bf16 state (adamw_bf16) on a small GPT (scripts/exp/exp_optimizers.sh), each at its "
                 f"best LR of a short sweep under one token budget ({p['budget']} tokens), then "
                 "ranked under (a) that same token budget and (b) the same wall-clock budget "
                 f"({float(p['seconds']):g} s of training, converted into a token budget per "
@@ -653,7 +653,7 @@ def global_batch_large(exp):
 
 def report_global_batch(exp, a):
     md = header(exp, a, "Global batch: equivalence of splits, scaling, large batch",
-                "Three questions about the global batch on a small GPT (scripts/exp_global_batch.sh): "
+                "Three questions about the global batch on a small GPT (scripts/exp/exp_global_batch.sh): "
                 "does splitting one global batch across ranks and accumulation steps change "
                 "training; what does a larger batch cost at a fixed token budget, with and without "
                 "the linear LR scaling rule; and does AdamW keep up with LAMB and LARS as the "

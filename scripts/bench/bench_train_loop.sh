@@ -4,7 +4,7 @@
 # checkpoint included) against `ledgerlm bench` (the same train_step on random tokens) on the
 # same shape, alternating within each repetition.
 #
-# usage: scripts/bench_train_loop.sh [--build DIR] [--reps N] [--steps N] [CONFIG.toml ...]
+# usage: scripts/bench/bench_train_loop.sh [--build DIR] [--reps N] [--steps N] [CONFIG.toml ...]
 #   default configs: configs/bench_tiny.toml configs/bench_small.toml; default build: build;
 #   --steps: train's optimizer steps per run (default 60; bench times 20 after 3 of warm-up).
 #
@@ -17,7 +17,7 @@
 # median step, train's steps over its loop's wall clock; the table gives median, min and max
 # over the repetitions and the ratio of the medians.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 build=build
 reps=3

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tables and a stacked-bar chart of the memory ledger of several runs (scripts/exp_memory.sh).
+"""Tables and a stacked-bar chart of the memory ledger of several runs (scripts/exp/exp_memory.sh).
 
 Reads a manifest (TSV: group, label, run directory), each run's ledger.json (predicted and
 measured bytes per component), and writes a Markdown table of measured MB (1e6 bytes) per

@@ -22,9 +22,9 @@
 # (0.1; Adafactor 0: its decay is scaled by its relative step, as in its paper) for all. Adafactor
 # runs with the schedule's LR (relative_step false), on the scale of each tensor's RMS.
 #
-# Usage: scripts/exp_optimizers.sh [--size smoke|default|small|medium]
+# Usage: scripts/exp/exp_optimizers.sh [--size smoke|default|small|medium]
 # Writes EXP_OUT/REPORT.md (calibration, sweep, the two final rankings) and PNGs; environment in
-# scripts/exp_lib.sh, plus EXP_TOKENS (the token budget of the sweep and of (a)) and EXP_SECONDS
+# scripts/exp/exp_lib.sh, plus EXP_TOKENS (the token budget of the sweep and of (a)) and EXP_SECONDS
 # (the training seconds of (b)). Default size: 49 runs, about 10 minutes on 2 idle cores of an
 # AMD EPYC, Zen 4 (21 sweep runs and 7 second-seed runs of 163840 tokens at ~17k tokens/s, 14
 # runs of 15 s, calibration, start-up and evaluations; the report records the time taken and the
@@ -92,7 +92,7 @@ schedule() {
 
 # tokens SECONDS OPTIM: the calibrated token budget of SECONDS of training.
 tokens() {
-  "$py" -c "print(int($1 * $("$py" scripts/exp_report.py tokens-per-s "$out/runs/calib_$2")))"
+  "$py" -c "print(int($1 * $("$py" scripts/exp/exp_report.py tokens-per-s "$out/runs/calib_$2")))"
 }
 
 s0=${seeds[0]}
@@ -132,4 +132,4 @@ for opt in "${optimizers[@]}"; do
   done
 done
 
-exp_report "EXP_SEEDS=\"${seeds[*]}\" EXP_TOKENS=$budget EXP_SECONDS=$seconds scripts/exp_optimizers.sh --size $size"
+exp_report "EXP_SEEDS=\"${seeds[*]}\" EXP_TOKENS=$budget EXP_SECONDS=$seconds scripts/exp/exp_optimizers.sh --size $size"

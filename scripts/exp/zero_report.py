@@ -1,4 +1,4 @@
-"""Report of scripts/exp_zero.sh: per-rank memory by component (measured by the tracking
+"""Report of scripts/exp/exp_zero.sh: per-rank memory by component (measured by the tracking
 allocator next to the planner's prediction, and each rank's RSS), tokens/s, step time and the
 communication share of the step for every run, the PyTorch DDP peer, and the ratio of
 2 ranks x 1 thread to 1 rank x 2 threads per ZeRO stage. Writes REPORT.md and zero.png.
@@ -78,7 +78,7 @@ def main():
             cpu = line.split(":", 1)[1].strip()
             break
     md = ["# ZeRO stages on the small shape: memory per rank and speed", "",
-          f"Command: `{a.command}`. Generated {datetime.date.today()} by scripts/zero_report.py "
+          f"Command: `{a.command}`. Generated {datetime.date.today()} by scripts/exp/zero_report.py "
           "from the runs' metrics.jsonl (not edited by hand).",
           f"Machine: {cpu}, {os.cpu_count()} cores, {platform.system()}.",
           "Shape: configs/bench_small.toml (L6 H6 C384, T256) on the KJV corpus (vocab 4096), "

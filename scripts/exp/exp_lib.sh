@@ -1,4 +1,4 @@
-# Shared by the experiment scripts (scripts/exp_global_batch.sh, scripts/exp_optimizers.sh):
+# Shared by the experiment scripts (scripts/exp/exp_global_batch.sh, scripts/exp/exp_optimizers.sh):
 # sourced, not run. Provides the environment every experiment reads, the data, one training run
 # (single process or under mpirun) recorded in the experiment's manifest, and the hand-off to the
 # report. Each script sets exp_name before sourcing this file, and sources it with its own
@@ -22,7 +22,7 @@
 #                 no checkpoints), so tests/tools/check_exp_report.py can check the published copy
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 bin="${LEDGERLM_BIN:-build/ledgerlm}"
 size="${EXP_SIZE:-default}"
@@ -117,9 +117,9 @@ exp_summary() {
     "$out/runs/$1/summary.json" "$2"
 }
 
-# exp_report COMMAND_TEXT: writes REPORT.md and the PNGs (scripts/exp_report.py), then publishes.
+# exp_report COMMAND_TEXT: writes REPORT.md and the PNGs (scripts/exp/exp_report.py), then publishes.
 exp_report() {
-  "$py" scripts/exp_report.py "$exp_name" --out "$out" --size "$size" --command "$1" \
+  "$py" scripts/exp/exp_report.py "$exp_name" --out "$out" --size "$size" --command "$1" \
     --seconds $(($(date +%s) - exp_start)) --load "$exp_load_start $(cut -d' ' -f1 /proc/loadavg)" \
     --threads "$threads"
   if [[ -n "$publish" ]]; then

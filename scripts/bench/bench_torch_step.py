@@ -1,6 +1,6 @@
 """Times PyTorch training steps of a GPT-2 on random tokens, in one of two standard forms.
 
-Used by scripts/bench_vs_torch.sh for the side-by-side comparison with `ledgerlm bench`: the same
+Used by scripts/bench/bench_vs_torch.sh for the side-by-side comparison with `ledgerlm bench`: the same
 architecture (tied LM head, pre-LayerNorm, tanh GELU), random tokens, torch.optim.AdamW, fp32.
   --model module      an nn.Module GPT as users write it: nn.Embedding, nn.LayerNorm, nn.Linear
                       (bias fused into addmm), nn.GELU(approximate="tanh") (ledgerlm's GELU),
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
                                 "reference"))
 import gpt_ref  # noqa: E402
 

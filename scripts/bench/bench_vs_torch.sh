@@ -3,14 +3,14 @@
 # with precision.matmul = bf16) against PyTorch's standard GPT variants, on the same shapes and
 # random tokens, alternating within each repetition.
 #
-# usage: scripts/bench_vs_torch.sh [--build DIR] [--reps N] [--steps N] [--path avx512|avx2|portable]
+# usage: scripts/bench/bench_vs_torch.sh [--build DIR] [--reps N] [--steps N] [--path avx512|avx2|portable]
 #                                  [--wait-load L] [CONFIG.toml ...]
 #   default configs: configs/bench_tiny.toml configs/bench_small.toml; default build: build;
 #   default path: the CPU's best (what ledgerlm picks by itself). --wait-load L: before each
 #   repetition, wait until the 1-minute load average is below L (machines shared with other work;
 #   the load is printed after every repetition either way).
 #
-# PyTorch (Debian's python3-torch, scripts/bench_torch_step.py), every variant with
+# PyTorch (Debian's python3-torch, scripts/bench/bench_torch_step.py), every variant with
 # OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE (without them it is ~3x
 # slower here):
 #   torch module+foreach         nn.Module GPT (nn.Linear with addmm bias, nn.GELU(tanh), manual
@@ -34,7 +34,7 @@
 # per token = 6N + 12*L*C*T. The bf16-matmul row's MFU is against the bf16 dot peak where its
 # GEMMs run on it; every other row's against the fp32 FMA peak.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 build=build
 reps=3
@@ -120,7 +120,7 @@ for cfg in "${configs[@]}"; do
         [[ "$tn" == t_foreach512 && ( "$path" == avx2 || "$path" == portable || $have_avx512 == 0 ) ]] &&
           continue
         # shellcheck disable=SC2086
-        env "${torch_env[@]}" ${torch_extra[$j]} "$py" scripts/bench_torch_step.py --layers "$L" \
+        env "${torch_env[@]}" ${torch_extra[$j]} "$py" scripts/bench/bench_torch_step.py --layers "$L" \
           --heads "$H" --embd "$C" --seq "$T" --batch "$B" --vocab "$V" --steps "$steps" \
           ${torch_flags[$j]} | sed -n 's/^torch_json //p' >>"$out.$tn"
       done

@@ -21,9 +21,9 @@
 # Every configuration runs with each of EXP_SEEDS; B and C without dropout. The schedule (cosine
 # to a floor of 0.1 of the peak) is set in steps, so it stretches with the steps a batch gets.
 #
-# Usage: scripts/exp_global_batch.sh [--size smoke|default|small|medium]
+# Usage: scripts/exp/exp_global_batch.sh [--size smoke|default|small|medium]
 # Writes EXP_OUT/REPORT.md (tables: deviation vs seed spread; loss, steps and tokens/s per batch
-# and rule; the optimizers per large batch) and PNGs; see scripts/exp_lib.sh for the environment
+# and rule; the optimizers per large batch) and PNGs; see scripts/exp/exp_lib.sh for the environment
 # (EXP_SIZE, EXP_OUT, EXP_SEEDS, EXP_THREADS, EXP_DATA, EXP_PUBLISH). Default size: 46 runs,
 # about 5 minutes on 2 idle cores of an AMD EPYC (Zen 4); several times longer on cores shared
 # with other work (the report records the time taken and the load average).
@@ -151,4 +151,4 @@ for g in "${large_batches[@]}"; do
   done
 done
 
-exp_report "EXP_SEEDS=\"${seeds[*]}\" scripts/exp_global_batch.sh --size $size"
+exp_report "EXP_SEEDS=\"${seeds[*]}\" scripts/exp/exp_global_batch.sh --size $size"

@@ -17,7 +17,7 @@
 # peer).
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 bin="${LEDGERLM_BIN:-build/ledgerlm}"
 steps="${EXP_STEPS:-8}"
@@ -72,15 +72,15 @@ if [[ "$torch" == 1 ]]; then
     name="torch_ddp_w${world}"
     echo "exp_zero: $name (PyTorch DDP, gloo, $world processes x 1 thread)"
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE \
-      /usr/bin/python3 scripts/ddp_torch_step.py --world "$world" --layers 6 --heads 6 --embd 384 --seq 256 \
+      /usr/bin/python3 scripts/exp/ddp_torch_step.py --world "$world" --layers 6 --heads 6 --embd 384 --seq 256 \
       --batch $((8 / world)) --vocab "$vocab" --steps "$steps" \
       --out "$work/$name.json" >"$work/$name.log" 2>&1
     printf '%s\t%s\t1\t-\ttorch\n' "$name" "$world" >>"$manifest"
   done
 fi
 
-/usr/bin/python3 scripts/zero_report.py --manifest "$manifest" --runs "$work" --out "$out" \
-  --command "scripts/exp_zero.sh (EXP_STEPS=$steps)"
+/usr/bin/python3 scripts/exp/zero_report.py --manifest "$manifest" --runs "$work" --out "$out" \
+  --command "scripts/exp/exp_zero.sh (EXP_STEPS=$steps)"
 # The record next to the report: logs and each run's small files, never weights or checkpoints.
 rm -rf "$out/runs"
 mkdir -p "$out/runs"

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # One prepared check for a GPU machine (see docs/gpu.md): the CUDA tests, a 200-step training
-# run of the small shape on the GPU next to the same run on the CPU, and scripts/bench_gpu.sh,
+# run of the small shape on the GPU next to the same run on the CPU, and scripts/gpu/bench_gpu.sh,
 # with every log under DIR. Meant to finish in about 4 minutes on an H100/H200 (each stage has
 # its own timeout) so that a short slot leaves room for one rerun.
 #
-#   scripts/gpu_check.sh --out DIR
+#   scripts/gpu/gpu_check.sh --out DIR
 #
-# Binaries: a bundle made by scripts/gpu_bundle.sh (GPU_BUNDLE=dir, default build-gpu-bundle/
+# Binaries: a bundle made by scripts/gpu/gpu_bundle.sh (GPU_BUNDLE=dir, default build-gpu-bundle/
 # bundle, unpacked from bundle.tar.xz when only that was copied: binaries plus the few non-CUDA
 # shared libraries they need), else a CUDA
 # build in build-cuda (LEDGERLM_CUDA=on scripts/setup.sh). The machine needs the CUDA driver
 # and toolkit libraries (cudart, cuBLAS, cuBLASLt) and Python 3; nothing else.
 set -uo pipefail
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 out=""
 while [[ $# -gt 0 ]]; do
@@ -21,7 +21,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "gpu_check: unknown argument $1 (usage: gpu_check.sh --out DIR)" >&2; exit 2 ;;
   esac
 done
-[[ -n "$out" ]] || { echo "usage: scripts/gpu_check.sh --out DIR" >&2; exit 2; }
+[[ -n "$out" ]] || { echo "usage: scripts/gpu/gpu_check.sh --out DIR" >&2; exit 2; }
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 start=$(date +%s)
@@ -43,7 +43,7 @@ elif [[ -x build-cuda/ledgerlm ]]; then
   bin_dir="$repo_root/build-cuda"
   stage "using build-cuda"
 else
-  stage "error: no bundle ($bundle) and no build-cuda/ledgerlm: run scripts/gpu_bundle.sh or LEDGERLM_CUDA=on scripts/setup.sh"
+  stage "error: no bundle ($bundle) and no build-cuda/ledgerlm: run scripts/gpu/gpu_bundle.sh or LEDGERLM_CUDA=on scripts/setup.sh"
   exit 1
 fi
 find_test() { for d in "$bin_dir" "$bin_dir/tests"; do [[ -x "$d/$1" ]] && { echo "$d/$1"; return; }; done; }
@@ -106,7 +106,7 @@ if g:
     print(f"gpu_check: small shape on the GPU: loss {g[min(g)]:.4f} at step {min(g)} -> {g[max(g)]:.4f} at step {max(g)}")
 PY
 
-LEDGERLM_BIN="$bin_dir/ledgerlm" BENCH_STEPS=4 BENCH_WARMUP=1 scripts/bench_gpu.sh --out "$out" \
+LEDGERLM_BIN="$bin_dir/ledgerlm" BENCH_STEPS=4 BENCH_WARMUP=1 scripts/gpu/bench_gpu.sh --out "$out" \
   >"$out/bench_summary.txt" 2>&1
 stage "bench_gpu: $(grep -E 'tokens/s|MFU|no micro' "$out/bench_summary.txt" | tr '\n' ' ')"
 stage "done (status $status)"

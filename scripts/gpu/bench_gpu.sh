@@ -5,12 +5,12 @@
 # tokens/s, and MFU against the GPU's dense bf16 peak (BENCH_PEAK_TFLOPS, default 989 for
 # H100/H200 SXM) from 6 N + 6 L T C flops per token. Prints figures; never fails on timing.
 #
-#   scripts/bench_gpu.sh [--out DIR] [extra ledgerlm bench flags...]
+#   scripts/gpu/bench_gpu.sh [--out DIR] [extra ledgerlm bench flags...]
 #
 # Environment: LEDGERLM_BIN (default build-cuda/ledgerlm), BENCH_STEPS (default 5),
 # BENCH_WARMUP (default 2), BENCH_MICRO_BATCHES (default "16 8 4 2 1").
 set -uo pipefail
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 out=""
 if [[ "${1:-}" == "--out" ]]; then out="$2"; shift 2; fi

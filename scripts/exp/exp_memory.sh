@@ -16,7 +16,7 @@
 # results/memory), EXP_THREADS (default 0: all cores).
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 bin="${LEDGERLM_BIN:-build/ledgerlm}"
 steps="${EXP_STEPS:-3}"
@@ -69,7 +69,7 @@ for mb in 1 2 4 8; do
     --train.accum $((8 / mb))
 done
 
-/usr/bin/python3 scripts/plot_memory.py --manifest "$manifest" --table "$out/table.md" \
+/usr/bin/python3 scripts/exp/plot_memory.py --manifest "$manifest" --table "$out/table.md" \
   --png "$out/memory.png"
 echo "exp_memory: wrote $out/table.md and $out/memory.png"
 cat "$out/table.md"
