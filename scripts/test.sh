@@ -9,7 +9,8 @@
 # Each stage prints its wall time and the load average at its end, each ctest stage its 10
 # slowest tests (ctest's JUnit file, junit-<stage>.xml in the build directory), and the run ends
 # with a table of all stages. The first failing stage ends the run (exit status non-zero).
-# Every build goes through ccache when it is installed (scripts/setup.sh).
+# Every build goes through ccache when it is installed (scripts/setup.sh); the table shows each
+# stage's cache hits (this run's stats log: build/ccache-stats.log).
 #   LEDGERLM_SKIP_SANITIZE=1  skip the sanitizer stages
 #   LEDGERLM_SKIP_FUZZ=1      skip the fuzz stage
 set -euo pipefail
@@ -19,6 +20,14 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   export LEDGERLM_CUDA=on   # prove the CUDA backend compiles (it runs only where a GPU is)
 fi
 export OMP_WAIT_POLICY=PASSIVE
+mkdir -p build
+export CCACHE_STATSLOG=$root/build/ccache-stats.log
+rm -f "$CCACHE_STATSLOG"
+# ccache_counts: "HITS MISSES" of this run so far.
+ccache_counts() {
+  awk '/^(direct|preprocessed)_cache_hit$/ {h++} /^cache_miss$/ {m++} END {print h + 0, m + 0}' \
+    "$CCACHE_STATSLOG" 2>/dev/null || echo "0 0"
+}
 
 start=$(date +%s)
 table=()     # one line per finished stage
@@ -39,11 +48,15 @@ stage() {
   shift
   echo "test: stage $current"
   stage_start=$(date +%s)
+  local h0 m0 h1 m1 cache=""
+  read -r h0 m0 < <(ccache_counts)
   "$@"
   local secs=$(($(date +%s) - stage_start)) load
   load=$(cut -d' ' -f1-3 /proc/loadavg)
+  read -r h1 m1 < <(ccache_counts)
+  (((h1 - h0) + (m1 - m0) > 0)) && cache="  ccache hits $((h1 - h0))/$((h1 - h0 + m1 - m0))"
   echo "test: stage $current done in $secs s (load average $load)"
-  table+=("$(printf '%-10s %6s s  load %s' "$current" "$secs" "$load")")
+  table+=("$(printf '%-10s %6s s  load %s%s' "$current" "$secs" "$load" "$cache")")
   current=""
 }
 
@@ -63,7 +76,7 @@ ctest_stage() {
   local dir=$1 name=$2 rc=0
   shift 2
   (cd "$dir" && ctest --output-on-failure -j 2 --output-junit "junit-$name.xml" "$@") || rc=$?
-  slowest "$dir/junit-$name.xml" || echo "test: no readable $dir/junit-$name.xml"
+  slowest "$dir/junit-$name.xml" 2>/dev/null || echo "test: no readable $dir/junit-$name.xml"
   return $rc
 }
 
