@@ -17,11 +17,17 @@ seed=${LEDGERLM_FUZZ_SEED:-1}
 targets=${LEDGERLM_FUZZ_TARGETS:-"safetensors checkpoint config data"}
 
 command -v clang++ >/dev/null || { echo "fuzz: clang++ missing (scripts/setup.sh installs it)"; exit 1; }
+# ccache with scripts/setup.sh's settings (LEDGERLM_CCACHE_DIR, LEDGERLM_CCACHE=off).
+launcher=(-UCMAKE_CXX_COMPILER_LAUNCHER)
+if [ "${LEDGERLM_CCACHE:-on}" != off ] && command -v ccache >/dev/null 2>&1; then
+  ccache_dir=${LEDGERLM_CCACHE_DIR:-${CCACHE_DIR:-$HOME/.cache/ccache}}
+  launcher=("-DCMAKE_CXX_COMPILER_LAUNCHER=/usr/bin/env;CCACHE_DIR=$ccache_dir;CCACHE_BASEDIR=$PWD;CCACHE_NOHASHDIR=1;CCACHE_MAXSIZE=${LEDGERLM_CCACHE_SIZE:-8G};$(command -v ccache)")
+fi
 # The build's output is kept and shown only when it fails: a silent exit here would read as a
 # fuzz failure with no cause.
 build_log=$(mktemp)
 if ! { cmake -S . -B build-fuzz -G Ninja -DLEDGERLM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build build-fuzz -j "$(nproc)"; } >"$build_log" 2>&1; then
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" && cmake --build build-fuzz -j "$(nproc)"; } >"$build_log" 2>&1; then
   echo "fuzz: building the fuzz targets failed; last lines of the build:"
   grep -v '^\[' "$build_log" | tail -40
   exit 1

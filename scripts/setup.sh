@@ -4,14 +4,17 @@
 # LEDGERLM_CUDA=on (and nvcc is found).
 #   LEDGERLM_BUILD_DIR   build directory (default: build)
 #   LEDGERLM_CUDA        on | off | auto (default auto: on when nvidia-smi sees a GPU)
-#   LEDGERLM_SANITIZE    on: AddressSanitizer + UBSan build (CUDA off)
+#   LEDGERLM_SANITIZE    on: AddressSanitizer + UBSan build (CUDA off, -O1)
+#   LEDGERLM_CCACHE_DIR  the compiler cache (default: $CCACHE_DIR, else ~/.cache/ccache)
+#   LEDGERLM_CCACHE_SIZE its size limit (default 8G)
+#   LEDGERLM_CCACHE=off  compile without ccache
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev libtomlplusplus-dev
   libsentencepiece-dev libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
   libgtest-dev python3 python3-torch python3-numpy python3-matplotlib python3-protobuf bible-kjv
-  xz-utils bzip2 clang libclang-rt-14-dev)  # clang + libFuzzer: scripts/fuzz.sh; python3-protobuf: the tests' TensorBoard reader
+  xz-utils bzip2 clang libclang-rt-14-dev ccache)  # clang + libFuzzer: scripts/fuzz.sh; python3-protobuf: the tests' TensorBoard reader
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,6 +40,19 @@ if [ "${LEDGERLM_SANITIZE:-off}" = on ]; then sanitize=ON; cuda=off; fi
 cuda_flag=OFF
 [ "$cuda" = on ] && cuda_flag=ON
 
+# ccache for C++ and CUDA (scripts/fuzz.sh uses the same settings): one cache for every checkout
+# on the machine. Paths under the checkout are hashed relative to it (base_dir) and the build's
+# working directory is left out of the hash, so a fresh clone in another folder (CI) reuses what
+# the developer's builds compiled. The settings travel in the launcher itself, so a later
+# `ninja -C build` uses them too.
+launcher=(-UCMAKE_CXX_COMPILER_LAUNCHER -UCMAKE_CUDA_COMPILER_LAUNCHER)
+if [ "${LEDGERLM_CCACHE:-on}" != off ] && command -v ccache >/dev/null 2>&1; then
+  ccache_dir=${LEDGERLM_CCACHE_DIR:-${CCACHE_DIR:-$HOME/.cache/ccache}}
+  ccache_launcher="/usr/bin/env;CCACHE_DIR=$ccache_dir;CCACHE_BASEDIR=$PWD;CCACHE_NOHASHDIR=1"
+  ccache_launcher+=";CCACHE_MAXSIZE=${LEDGERLM_CCACHE_SIZE:-8G};$(command -v ccache)"
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$ccache_launcher" -DCMAKE_CUDA_COMPILER_LAUNCHER="$ccache_launcher")
+fi
+
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=$cuda_flag \
-  -DLEDGERLM_SANITIZE=$sanitize >/dev/null
+  -DLEDGERLM_SANITIZE=$sanitize "${launcher[@]}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"

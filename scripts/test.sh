@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# The test command: setup (install + build, CUDA compiled when nvcc is found) and every test.
-# Then the sanitizer build (ASan + UBSan, CUDA off) runs the fast CPU tests again, and the fuzz
-# stage (scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed) runs last.
-#   LEDGERLM_SKIP_SANITIZE=1  skip the sanitizer pass
+# The test command, in stages, the fast ones first so that a failure shows early:
+#   build      setup (install + Release build, CUDA compiled when nvcc is found)
+#   cpu        the ctest tests labelled cpu (unit and CLI tests on the CPU backend)
+#   rest       every other ctest test: mpi, guard, reference, slow, cuda labels
+#   san-build  the sanitizer build (ASan + UBSan, -O1, CUDA off) in build-sanitize/
+#   san-tests  the fast CPU tests again under the sanitizers (-LE "reference|slow|guard")
+#   fuzz       scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed
+# Each stage prints its wall time and the load average at its end, each ctest stage its 10
+# slowest tests (ctest's JUnit file, junit-<stage>.xml in the build directory), and the run ends
+# with a table of all stages. The first failing stage ends the run (exit status non-zero).
+# Every build goes through ccache when it is installed (scripts/setup.sh); the table shows each
+# stage's cache hits (this run's stats log: build/ccache-stats.log).
+#   LEDGERLM_SKIP_SANITIZE=1  skip the sanitizer stages
 #   LEDGERLM_SKIP_FUZZ=1      skip the fuzz stage
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,20 +19,77 @@ root=$PWD
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   export LEDGERLM_CUDA=on   # prove the CUDA backend compiles (it runs only where a GPU is)
 fi
-start=$(date +%s)
-scripts/setup.sh
-echo "test: build done in $(($(date +%s) - start)) s"
 export OMP_WAIT_POLICY=PASSIVE
-(cd build && ctest --output-on-failure -j 2 --timeout 600)
+mkdir -p build
+export CCACHE_STATSLOG=$root/build/ccache-stats.log
+rm -f "$CCACHE_STATSLOG"
+# ccache_counts: "HITS MISSES" of this run so far.
+ccache_counts() {
+  awk '/^(direct|preprocessed)_cache_hit$/ {h++} /^cache_miss$/ {m++} END {print h + 0, m + 0}' \
+    "$CCACHE_STATSLOG" 2>/dev/null || echo "0 0"
+}
+
+start=$(date +%s)
+table=()     # one line per finished stage
+current=""   # the stage running now
+summary() {
+  local rc=$?
+  [ -n "$current" ] && table+=("$(printf '%-10s %6s s  FAILED (exit %s)' "$current" $(($(date +%s) - stage_start)) "$rc")")
+  echo
+  echo "test: stages (wall seconds, load average at the end)"
+  for line in "${table[@]}"; do echo "test:   $line"; done
+  echo "test: total $(($(date +%s) - start)) s$([ "$rc" -ne 0 ] && echo ", FAILED")"
+}
+trap summary EXIT
+
+# stage NAME COMMAND...: runs COMMAND as one stage.
+stage() {
+  current=$1
+  shift
+  echo "test: stage $current"
+  stage_start=$(date +%s)
+  local h0 m0 h1 m1 cache=""
+  read -r h0 m0 < <(ccache_counts)
+  "$@"
+  local secs=$(($(date +%s) - stage_start)) load
+  load=$(cut -d' ' -f1-3 /proc/loadavg)
+  read -r h1 m1 < <(ccache_counts)
+  (((h1 - h0) + (m1 - m0) > 0)) && cache="  ccache hits $((h1 - h0))/$((h1 - h0 + m1 - m0))"
+  echo "test: stage $current done in $secs s (load average $load)"
+  table+=("$(printf '%-10s %6s s  load %s%s' "$current" "$secs" "$load" "$cache")")
+  current=""
+}
+
+# The 10 slowest tests of a JUnit file written by ctest.
+slowest() {
+  /usr/bin/python3 - "$1" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+cases = [(float(c.get("time") or 0), c.get("name")) for c in ET.parse(sys.argv[1]).iter("testcase")]
+print(f"test: the 10 slowest of {len(cases)} tests ({sum(t for t, _ in cases):.0f} s in all):")
+for t, name in sorted(cases, reverse=True)[:10]:
+    print(f"test:   {t:7.1f} s  {name}")
+EOF
+}
+
+# ctest_stage DIR NAME CTEST_ARGS...: ctest in DIR; the JUnit file is DIR/junit-NAME.xml.
+ctest_stage() {
+  local dir=$1 name=$2 rc=0
+  shift 2
+  (cd "$dir" && ctest --output-on-failure -j 2 --output-junit "junit-$name.xml" "$@") || rc=$?
+  slowest "$dir/junit-$name.xml" 2>/dev/null || echo "test: no readable $dir/junit-$name.xml"
+  return $rc
+}
+
+stage build scripts/setup.sh
+# Label cpu first (the quick tier), then everything that is not labelled cpu: together, every test.
+stage cpu ctest_stage build cpu --timeout 600 -L '^cpu$'
+stage rest ctest_stage build rest --timeout 600 -LE '^cpu$'
 if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
-  echo "test: sanitizer build (ASan + UBSan, CPU only)"
-  LEDGERLM_BUILD_DIR=build-sanitize LEDGERLM_SANITIZE=on LEDGERLM_CUDA=off scripts/setup.sh
-  (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp ctest --output-on-failure -j 2 --timeout 900 -LE "reference|slow|guard")
+  stage san-build env LEDGERLM_BUILD_DIR=build-sanitize LEDGERLM_SANITIZE=on LEDGERLM_CUDA=off scripts/setup.sh
+  export ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp
+  stage san-tests ctest_stage build-sanitize san --timeout 900 -LE "reference|slow|guard"
+  unset ASAN_OPTIONS LSAN_OPTIONS
 fi
 if [ "${LEDGERLM_SKIP_FUZZ:-0}" != 1 ]; then
-  fuzz_start=$(date +%s)
-  echo "test: fuzz stage (libFuzzer + ASan + UBSan, fixed -runs and -seed)"
-  scripts/fuzz.sh
-  echo "test: fuzz stage done in $(($(date +%s) - fuzz_start)) s"
+  stage fuzz scripts/fuzz.sh
 fi
-echo "test: all done in $(($(date +%s) - start)) s"

@@ -19,22 +19,6 @@
 
 namespace ledgerlm::testing {
 
-inline std::string mpirun_path() {
-#if defined(LEDGERLM_MPIRUN)
-  return LEDGERLM_MPIRUN;
-#else
-  return "";
-#endif
-}
-
-inline std::string dist_runner() {
-#if defined(LEDGERLM_DIST_RUNNER)
-  return LEDGERLM_DIST_RUNNER;
-#else
-  return "";
-#endif
-}
-
 // Skips the calling test (with the reason) where this build or machine cannot run mpirun.
 #define LEDGERLM_REQUIRE_MPI()                                                                    \
   do {                                                                                            \

@@ -109,6 +109,20 @@ std::string source_dir() {
 std::string python3() {
   return LEDGERLM_PYTHON;
 }
+std::string mpirun_path() {
+#if defined(LEDGERLM_MPIRUN)
+  return LEDGERLM_MPIRUN;
+#else
+  return "";
+#endif
+}
+std::string dist_runner() {
+#if defined(LEDGERLM_DIST_RUNNER)
+  return LEDGERLM_DIST_RUNNER;
+#else
+  return "";
+#endif
+}
 
 bool write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);

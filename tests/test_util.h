@@ -35,6 +35,9 @@ CommandResult run_command(const std::string& command);
 std::string ledgerlm_binary();
 std::string source_dir();
 std::string python3();
+// mpirun and tests/dist/dist_runner of this build; empty in a build without MPI.
+std::string mpirun_path();
+std::string dist_runner();
 
 bool write_file(const std::string& path, const std::string& text);
 std::string read_file(const std::string& path);
