@@ -17,7 +17,7 @@
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/optim_kernels_8bit.h"
 #include "model/backend/optim_op.h"
-#include "tests/cuda/cuda_test_support.h"
+#include "tests/support/cuda_test_support.h"
 
 namespace ledgerlm {
 namespace {
