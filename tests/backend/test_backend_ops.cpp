@@ -3,8 +3,10 @@
 // max|got - ref| <= 1e-5 + 1e-4 * max|ref|. Outputs stored in bf16: 1e-5 + 8e-3 * max|ref|
 // (one round to nearest bf16 is a relative error of at most 2^-9 ~ 2e-3 of the element, which is
 // at most max|ref|; 8e-3 leaves a factor 4 for the fp32 arithmetic before the rounding). Random
-// bits (dropout, stochastic rounding) are compared bit for bit with the CPU's formulas. The CUDA
-// cases report "skipped: no CUDA device" where no GPU is visible, and ctest lists them as skipped.
+// bits (dropout, stochastic rounding) are compared bit for bit with the CPU's formulas. The cpu
+// and guard instances carry the ctest label `backend`; the cuda instances and the CUDA-only
+// cases carry `cuda` and report "skipped: no CUDA device" where no GPU is visible, which ctest
+// lists as skipped.
 #include <gtest/gtest.h>
 
 #include <cmath>
