@@ -1,12 +1,13 @@
 // Every Backend op on every backend of this build (cpu, guard, cuda), forward and backward,
-// against fp64 references computed here with naive loops. fp32 results: per tensor
+// against fp64 references computed with naive loops. fp32 results: per tensor
 // max|got - ref| <= 1e-5 + 1e-4 * max|ref|. Outputs stored in bf16: 1e-5 + 8e-3 * max|ref|
 // (one round to nearest bf16 is a relative error of at most 2^-9 ~ 2e-3 of the element, which is
 // at most max|ref|; 8e-3 leaves a factor 4 for the fp32 arithmetic before the rounding). Random
 // bits (dropout, stochastic rounding) are compared bit for bit with the CPU's formulas. The cpu
 // and guard instances carry the ctest label `backend`; the cuda instances and the CUDA-only
 // cases carry `cuda` and report "skipped: no CUDA device" where no GPU is visible, which ctest
-// lists as skipped.
+// lists as skipped. The harness and the shared fp64 references: tests/support/backend_ops_support.h
+// and tests/support/reference_ops.h.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +20,8 @@
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/optim_kernels_8bit.h"
 #include "model/backend/optim_op.h"
-#include "tests/support/cuda_test_support.h"
+#include "tests/support/backend_ops_support.h"
+#include "tests/support/reference_ops.h"
 
 namespace ledgerlm {
 namespace {
@@ -28,6 +30,13 @@ using testing::as_bf16;
 using testing::as_f32;
 using testing::DeviceData;
 using testing::expect_tensor_close;
+using testing::gelu;
+using testing::gelu_grad;
+using testing::naive_attention;
+using testing::naive_cross_entropy;
+using testing::naive_gemm;
+using testing::naive_layernorm;
+using testing::naive_layernorm_backward;
 using testing::random_values;
 using testing::T;
 using testing::T32;
@@ -51,24 +60,6 @@ class BackendOps : public ::testing::TestWithParam<std::string> {
 };
 
 // ---- GEMM -----------------------------------------------------------------------------------
-Vec naive_gemm(const Vec& a, const Vec& b, const Vec& c0, const Vec& bias, int64_t m, int64_t n,
-               int64_t k, bool ta, bool tb, bool acc, Vec* abs_sum = nullptr) {
-  Vec c(m * n);
-  if (abs_sum) abs_sum->assign(m * n, 0.0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = acc ? c0[i * n + j] : 0.0, as = 0.0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double x = (ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
-        s += x;
-        as += std::fabs(x);
-      }
-      c[i * n + j] = s + (bias.empty() ? 0.0 : bias[j]);
-      if (abs_sum) (*abs_sum)[i * n + j] = as;
-    }
-  return c;
-}
-
 TEST_P(BackendOps, GemmFp32AllTransposesAccumulateBias) {
   const int64_t m = 37, n = 29, k = 23;
   for (int ta = 0; ta < 2; ++ta)
@@ -225,49 +216,20 @@ TEST_P(BackendOps, LayernormForwardBackward) {
   Buffer out = dd().zeros(DType::kF32, rows * c), mean = dd().zeros(DType::kF32, rows),
          rstd = dd().zeros(DType::kF32, rows);
   be().layernorm_forward(T32(out), T32(mean), T32(rstd), T32(bx), T32(bw), T32(bb), rows, c);
-  Vec ro(rows * c), rm(rows), rr(rows), rdx = dx0, rdw = dw0, rdb = db0;
-  for (int64_t r = 0; r < rows; ++r) {
-    double m = 0, v = 0;
-    for (int64_t i = 0; i < c; ++i) m += x[r * c + i];
-    m /= c;
-    for (int64_t i = 0; i < c; ++i) v += (x[r * c + i] - m) * (x[r * c + i] - m);
-    const double s = 1.0 / std::sqrt(v / c + 1e-5);
-    rm[r] = m, rr[r] = s;
-    double sg = 0, sgx = 0;
-    for (int64_t i = 0; i < c; ++i) {
-      const double xh = (x[r * c + i] - m) * s;
-      ro[r * c + i] = xh * w[i] + bias[i];
-      sg += dout[r * c + i] * w[i];
-      sgx += dout[r * c + i] * w[i] * xh;
-      rdw[i] += dout[r * c + i] * xh;
-      rdb[i] += dout[r * c + i];
-    }
-    for (int64_t i = 0; i < c; ++i) {
-      const double xh = (x[r * c + i] - m) * s;
-      rdx[r * c + i] += s * (dout[r * c + i] * w[i] - sg / c - xh * sgx / c);
-    }
-  }
-  expect_tensor_close("layernorm out", dd().get32(out, rows * c), ro);
-  expect_tensor_close("layernorm mean", dd().get32(mean, rows), rm);
-  expect_tensor_close("layernorm rstd", dd().get32(rstd, rows), rr);
+  const testing::LayernormRef ref = naive_layernorm(x, w, bias, rows, c);
+  const testing::LayernormGrads rg = naive_layernorm_backward(x, w, dout, dx0, dw0, db0, rows, c);
+  expect_tensor_close("layernorm out", dd().get32(out, rows * c), ref.out);
+  expect_tensor_close("layernorm mean", dd().get32(mean, rows), ref.mean);
+  expect_tensor_close("layernorm rstd", dd().get32(rstd, rows), ref.rstd);
   Buffer bdo = dd().f32(dout), bdx = dd().f32(dx0), bdw = dd().f32(dw0), bdb = dd().f32(db0);
   be().layernorm_backward(T32(bdx), T32(bdw), T32(bdb), T32(bdo), T32(bx), T32(bw), T32(mean),
                           T32(rstd), rows, c);
-  expect_tensor_close("layernorm dx", dd().get32(bdx, rows * c), rdx);
-  expect_tensor_close("layernorm dweight", dd().get32(bdw, c), rdw);
-  expect_tensor_close("layernorm dbias", dd().get32(bdb, c), rdb);
+  expect_tensor_close("layernorm dx", dd().get32(bdx, rows * c), rg.dx);
+  expect_tensor_close("layernorm dweight", dd().get32(bdw, c), rg.dweight);
+  expect_tensor_close("layernorm dbias", dd().get32(bdb, c), rg.dbias);
 }
 
-// ---- elementwise
-// ----------------------------------------------------------------------------------
-double gelu(double v) {
-  return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-}
-double gelu_grad(double v) {
-  const double u = 0.7978845608028654 * (v + 0.044715 * v * v * v), th = std::tanh(u);
-  return 0.5 * (1 + th) + 0.5 * v * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
-}
-
+// ---- elementwise --------------------------------------------------------------------------------
 TEST_P(BackendOps, AddGeluForwardBackward) {
   const int64_t n = 5000;
   const Vec a = as_f32(random_values(n, 29, 3.0)), b = as_f32(random_values(n, 30));
@@ -343,71 +305,6 @@ TEST_P(BackendOps, DropoutMaskIsTheCpuMaskBitForBit) {
 }
 
 // ---- attention ----------------------------------------------------------------------------------
-struct AttnRef {
-  Vec out, lse, dqkv;
-};
-
-// Explicit T x T softmax in double, with the CPU's dropout mask, and its exact gradients.
-AttnRef naive_attention(const Vec& qkv, const Vec& dout, const AttentionArgs& a) {
-  const int64_t B = a.batch, Tn = a.seq, C = a.channels, H = a.heads, hd = C / H, row = 3 * C;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  AttnRef r{Vec(B * Tn * C, 0.0), Vec(B * H * Tn, 0.0), Vec(B * Tn * row, 0.0)};
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
-      auto q = [&](int64_t t, int64_t d) { return qkv[(b * Tn + t) * row + h * hd + d]; };
-      auto k = [&](int64_t t, int64_t d) { return qkv[(b * Tn + t) * row + C + h * hd + d]; };
-      auto v = [&](int64_t t, int64_t d) { return qkv[(b * Tn + t) * row + 2 * C + h * hd + d]; };
-      auto dq = [&](int64_t t, int64_t d) -> double& {
-        return r.dqkv[(b * Tn + t) * row + h * hd + d];
-      };
-      auto dk = [&](int64_t t, int64_t d) -> double& {
-        return r.dqkv[(b * Tn + t) * row + C + h * hd + d];
-      };
-      auto dv = [&](int64_t t, int64_t d) -> double& {
-        return r.dqkv[(b * Tn + t) * row + 2 * C + h * hd + d];
-      };
-      for (int64_t i = 0; i < Tn; ++i) {
-        Vec p(i + 1), mk(i + 1, 1.0);
-        double mx = -INFINITY;
-        for (int64_t j = 0; j <= i; ++j) {
-          double s = 0;
-          for (int64_t d = 0; d < hd; ++d) s += q(i, d) * k(j, d);
-          p[j] = s * scale;
-          mx = std::fmax(mx, p[j]);
-          if (a.dropout > 0) {
-            const uint64_t idx = static_cast<uint64_t>((h * Tn + i) * Tn + j);
-            mk[j] = cpu::cpu_dropout_bits(a.seed, a.site, a.first_sequence + b, idx) >=
-                            cpu::cpu_dropout_threshold(a.dropout)
-                        ? 1.0 / (1.0 - a.dropout)
-                        : 0.0;
-          }
-        }
-        double sum = 0;
-        for (int64_t j = 0; j <= i; ++j) sum += std::exp(p[j] - mx);
-        r.lse[(b * H + h) * Tn + i] = mx + std::log(sum);
-        for (int64_t j = 0; j <= i; ++j) p[j] = std::exp(p[j] - mx) / sum;
-        double big_d = 0;
-        for (int64_t d = 0; d < hd; ++d) {
-          double o = 0;
-          for (int64_t j = 0; j <= i; ++j) o += p[j] * mk[j] * v(j, d);
-          r.out[(b * Tn + i) * C + h * hd + d] = o;
-          big_d += o * dout[(b * Tn + i) * C + h * hd + d];
-        }
-        for (int64_t j = 0; j <= i; ++j) {
-          double dpv = 0;
-          for (int64_t d = 0; d < hd; ++d) dpv += dout[(b * Tn + i) * C + h * hd + d] * v(j, d);
-          const double ds = p[j] * (mk[j] * dpv - big_d) * scale;
-          for (int64_t d = 0; d < hd; ++d) {
-            dq(i, d) += ds * k(j, d);
-            dk(j, d) += ds * q(i, d);
-            dv(j, d) += p[j] * mk[j] * dout[(b * Tn + i) * C + h * hd + d];
-          }
-        }
-      }
-    }
-  return r;
-}
-
 TEST_P(BackendOps, AttentionForwardBackwardWithAndWithoutDropout) {
   for (double drop : {0.0, 0.2}) {
     AttentionArgs a;
@@ -415,7 +312,7 @@ TEST_P(BackendOps, AttentionForwardBackwardWithAndWithoutDropout) {
     a.dropout = drop, a.seed = 77, a.site = 5, a.first_sequence = 3;
     const int64_t nqkv = a.batch * a.seq * 3 * a.channels, nout = a.batch * a.seq * a.channels;
     const Vec qkv = as_f32(random_values(nqkv, 31)), dout = as_f32(random_values(nout, 32));
-    const AttnRef ref = naive_attention(qkv, dout, a);
+    const testing::AttentionRef ref = naive_attention(qkv, dout, a);
     Buffer bq = dd().f32(qkv), bo = dd().zeros(DType::kF32, nout);
     Buffer bl = dd().zeros(DType::kF32, a.batch * a.heads * a.seq);
     be().attention_forward(T32(bo), T32(bl), T32(bq), a);
@@ -455,8 +352,7 @@ TEST_P(BackendOps, AttentionDecode) {
   expect_tensor_close("attention_decode", dd().get32(out, c), ref);
 }
 
-// ---- cross-entropy
-// --------------------------------------------------------------------------------
+// ---- cross-entropy ------------------------------------------------------------------------------
 TEST_P(BackendOps, SoftmaxCrossEntropyWithPaddingAndGradient) {
   const int64_t rows = 7, vocab = 50, padded = 64;
   const Vec logits = as_f32(random_values(rows * padded, 36, 3.0));
@@ -465,22 +361,13 @@ TEST_P(BackendOps, SoftmaxCrossEntropyWithPaddingAndGradient) {
   const double scale = 0.25;
   Buffer bl = dd().f32(logits), bt = dd().i32(targets), loss = dd().zeros(DType::kF32, rows);
   be().softmax_cross_entropy(T32(loss), T32(bl), T(bt, DType::kI32), rows, vocab, padded, scale);
-  Vec rl(rows), rg(rows * padded, 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    double mx = -INFINITY, sum = 0;
-    for (int64_t j = 0; j < vocab; ++j) mx = std::fmax(mx, logits[r * padded + j]);
-    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(logits[r * padded + j] - mx);
-    rl[r] = mx + std::log(sum) - logits[r * padded + targets[r]];
-    for (int64_t j = 0; j < vocab; ++j)
-      rg[r * padded + j] =
-          scale * (std::exp(logits[r * padded + j] - mx) / sum - (j == targets[r] ? 1.0 : 0.0));
-  }
-  expect_tensor_close("cross-entropy losses", dd().get32(loss, rows), rl);
-  expect_tensor_close("cross-entropy dlogits", dd().get32(bl, rows * padded), rg);
+  const testing::CrossEntropyRef ref =
+      naive_cross_entropy(logits, targets, rows, vocab, padded, scale);
+  expect_tensor_close("cross-entropy losses", dd().get32(loss, rows), ref.loss);
+  expect_tensor_close("cross-entropy dlogits", dd().get32(bl, rows * padded), ref.dlogits);
 }
 
-// ---- casts and whole-buffer utilities
-// ---------------------------------------------------------------
+// ---- casts and whole-buffer utilities -----------------------------------------------------------
 TEST_P(BackendOps, ConvertNearestAndStochasticAreTheCpuBits) {
   const int64_t n = 3001;
   Vec v = random_values(n, 37, 100.0);
@@ -578,8 +465,7 @@ TEST_P(BackendOps, BackwardReductionsAreBitwiseReproducible) {
   EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * 4), 0);
 }
 
-// ---- optimizer ops: each kind against the CPU backend on the same inputs
-// --------------------------
+// ---- optimizer ops: each kind against the CPU backend on the same inputs ------------------------
 struct OptimInputs {
   Vec w, g, s1, s2;
 };

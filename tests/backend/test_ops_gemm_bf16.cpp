@@ -15,18 +15,17 @@
 #include "model/backend/cpu/cpu_gemm_bf16.h"
 #include "model/base/dtype.h"
 #include "model/base/rng.h"
-#include "tests/support/test_util.h"
+#include "tests/support/backend_ops_support.h"
+#include "tests/support/reference_ops.h"
 
 namespace ledgerlm {
 namespace {
 
+using Vec = std::vector<double>;
+
 std::vector<float> random_f32(int64_t n, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    auto w = rng_bits(seed, RngStream::kInit, 91, static_cast<uint64_t>(i));
-    v[static_cast<size_t>(i)] = static_cast<float>(rng_normal(w[0], w[1]));
-  }
-  return v;
+  const Vec v = testing::random_values(n, seed);
+  return std::vector<float>(v.begin(), v.end());
 }
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
@@ -56,10 +55,8 @@ struct Operand {
   Tensor tensor() {
     return is_bf16 ? Tensor(bf16.data(), DType::kBF16) : Tensor(f32.data(), DType::kF32);
   }
-  // The value the product sees: bf16-rounded either way.
-  double rounded(int64_t i) const {
-    return is_bf16 ? bf16_to_f32(bf16[i]) : bf16_to_f32(f32_to_bf16(f32[i]));
-  }
+  // The values the product sees: bf16-rounded either way.
+  Vec rounded() const { return testing::as_bf16(Vec(f32.begin(), f32.end())); }
 };
 
 Operand make_operand(int64_t count, uint64_t seed, bool as_bf16) {
@@ -99,27 +96,17 @@ TEST_P(OpsGemmBf16, MatchesDoubleReferenceOnRoundedInputs) {
     std::vector<float> bias = random_f32(c.n, 3);
     const std::vector<float> c0 = random_f32(c.m * c.n, 4);
     std::vector<float> got = run_gemm(*be, c, a, b, bias, c0);
-    std::vector<double> ref(got.size());
-    for (int64_t i = 0; i < c.m; ++i)
-      for (int64_t j = 0; j < c.n; ++j) {
-        double s = c.accumulate ? c0[i * c.n + j] : 0.0;
-        for (int64_t p = 0; p < c.k; ++p) {
-          const double av = a.rounded(c.trans_a ? p * c.m + i : i * c.k + p);
-          const double bv = b.rounded(c.trans_b ? j * c.k + p : p * c.n + j);
-          s += av * bv;
-        }
-        ref[i * c.n + j] = s + (c.bias ? bias[j] : 0.0);
-      }
-    std::vector<double> got64(got.begin(), got.end());
+    const Vec ref = testing::naive_gemm(a.rounded(), b.rounded(), Vec(c0.begin(), c0.end()),
+                                        c.bias ? Vec(bias.begin(), bias.end()) : Vec(), c.m, c.n,
+                                        c.k, c.trans_a, c.trans_b, c.accumulate);
     // Each bf16 x bf16 product is exact in fp32; only the fp32 sums round. For K <= 1030 unit
     // normal inputs the accumulated rounding is ~sqrt(K) * 2^-24 * sqrt(K) ~ 6e-5 absolute against
     // max|ref| ~ 100, i.e. < 1e-6 relative; 1e-5 relative (+1e-5) leaves margin yet catches an
     // unrounded operand (~1e-3 relative), a dropped or misplaced k pair (an O(1) change) or a
     // missing bias/accumulate term.
-    auto r = testing::compare_tensor(
-        std::string(native ? "native" : "portable") + " bf16 gemm " + case_name(c), got64.data(),
-        ref.data(), static_cast<int64_t>(ref.size()), 1e-5, 1e-5);
-    EXPECT_TRUE(r.ok) << r.message;
+    testing::expect_tensor_close(
+        std::string(native ? "native" : "portable") + " bf16 gemm " + case_name(c),
+        Vec(got.begin(), got.end()), ref, 1e-5, 1e-5);
     cpu::cpu_set_bf16_dot_enabled(true);
   }
 }

@@ -17,7 +17,7 @@
 
 #include "model/backend/backend.h"
 #include "model/base/rng.h"
-#include "tests/support/test_util.h"
+#include "tests/support/backend_ops_support.h"
 
 namespace ledgerlm {
 namespace {
@@ -28,12 +28,7 @@ constexpr double kAtol = 1e-7;
 constexpr double kRtol = 1e-6;
 
 Vec random_vec(int64_t n, uint64_t seed, double scale = 1.0) {
-  Vec v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    auto w = rng_bits(seed, RngStream::kInit, 77, static_cast<uint64_t>(i));
-    v[static_cast<size_t>(i)] = scale * rng_normal(w[0], w[1]);
-  }
-  return v;
+  return testing::random_values(n, seed, scale, /*site=*/77);
 }
 
 Tensor t64(Vec& v) {
@@ -66,9 +61,7 @@ void check_grad(const std::string& name, Vec& x, const Vec& analytic,
     x[i] = saved;
     numeric[i] = (lp - lm) / (2 * kH);
   }
-  auto r = testing::compare_tensor(name, analytic.data(), numeric.data(),
-                                   static_cast<int64_t>(x.size()), kAtol, kRtol);
-  EXPECT_TRUE(r.ok) << r.message;
+  testing::expect_tensor_close(name, analytic, numeric, kAtol, kRtol);
   // A gradient check of an all-zero gradient proves little: make sure there is signal.
   double max_abs = 0;
   for (double v : numeric) max_abs = std::max(max_abs, std::fabs(v));

@@ -26,7 +26,7 @@
 #include "model/base/rng.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
-#include "tests/support/test_util.h"
+#include "tests/support/backend_ops_support.h"
 
 namespace ledgerlm {
 namespace {
@@ -53,13 +53,7 @@ Tensor t32(std::vector<float>& v) {
   return Tensor(v.data(), DType::kF32);
 }
 
-void expect_close(const std::string& what, const std::vector<float>& got,
-                  const std::vector<float>& ref, double atol, double rtol) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  auto r = testing::compare_tensor(what, got.data(), ref.data(), static_cast<int64_t>(got.size()),
-                                   atol, rtol);
-  EXPECT_TRUE(r.ok) << r.message;
-}
+using testing::expect_tensor_close;
 
 class OpsIsa : public ::testing::TestWithParam<CpuIsa> {
  protected:
@@ -85,10 +79,11 @@ TEST_P(OpsIsa, GeluMatchesPortable) {
   ref->gelu_backward(t32(dx_ref), t32(x), t32(gg), n);
   // The extremes (|x| up to 1e4) would make a global bound loose: compare the dense part.
   const int64_t dense = 40007;
-  expect_close(path() + " gelu forward", std::vector<float>(out.begin(), out.begin() + dense),
-               std::vector<float>(out_ref.begin(), out_ref.begin() + dense), 4e-6, 4e-6);
-  expect_close(path() + " gelu backward", std::vector<float>(dx.begin(), dx.begin() + dense),
-               std::vector<float>(dx_ref.begin(), dx_ref.begin() + dense), 4e-6, 4e-6);
+  expect_tensor_close(path() + " gelu forward",
+                      std::vector<float>(out.begin(), out.begin() + dense),
+                      std::vector<float>(out_ref.begin(), out_ref.begin() + dense), 4e-6, 4e-6);
+  expect_tensor_close(path() + " gelu backward", std::vector<float>(dx.begin(), dx.begin() + dense),
+                      std::vector<float>(dx_ref.begin(), dx_ref.begin() + dense), 4e-6, 4e-6);
   for (int64_t i = dense; i < n; ++i) {
     EXPECT_NEAR(out[i], out_ref[i], 1e-6 * std::max(1.0f, std::fabs(x[i]))) << "x=" << x[i];
     EXPECT_NEAR(dx[i], dx_ref[i], 1e-6) << "x=" << x[i];
@@ -155,12 +150,12 @@ TEST_P(OpsIsa, LayerNormMatchesPortable) {
                                 t32(mean[i]), t32(rstd[i]), rows, c);
     }
     const std::string s = path() + " C" + std::to_string(c) + " layernorm ";
-    expect_close(s + "out", out[0], out[1], 2e-5, 2e-5);
-    expect_close(s + "mean", mean[0], mean[1], 2e-5, 2e-5);
-    expect_close(s + "rstd", rstd[0], rstd[1], 2e-5, 2e-5);
-    expect_close(s + "dx", dx[0], dx[1], 2e-5, 2e-5);
-    expect_close(s + "dweight", dw[0], dw[1], 2e-5, 2e-5);
-    expect_close(s + "dbias", db[0], db[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "out", out[0], out[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "mean", mean[0], mean[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "rstd", rstd[0], rstd[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "dx", dx[0], dx[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "dweight", dw[0], dw[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "dbias", db[0], db[1], 2e-5, 2e-5);
   }
 }
 
@@ -179,9 +174,9 @@ TEST_P(OpsIsa, CrossEntropyMatchesPortable) {
       bs[i]->softmax_cross_entropy(t32(loss[i]), t32(x[i]), tgt, rows, vocab, pv, 0.5);
     }
     const std::string s = path() + " vocab " + std::to_string(vocab) + " cross-entropy ";
-    expect_close(s + "loss", loss[0], loss[1], 2e-5, 2e-5);
-    expect_close(s + "loss without gradient", loss_only[0], loss_only[1], 2e-5, 2e-5);
-    expect_close(s + "dlogits", x[0], x[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "loss", loss[0], loss[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "loss without gradient", loss_only[0], loss_only[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "dlogits", x[0], x[1], 2e-5, 2e-5);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = vocab; j < pv; ++j) ASSERT_EQ(x[0][r * pv + j], 0.0f) << "padding column";
   }
@@ -211,9 +206,9 @@ TEST_P(OpsIsa, AttentionMatchesPortable) {
       bs[i]->attention_backward(t32(dqkv[i]), t32(dout), t32(qkv), t32(out[i]), t32(lse[i]), a);
     }
     const std::string s = path() + " attention hd " + std::to_string(cs.c / cs.h) + " ";
-    expect_close(s + "out", out[0], out[1], 2e-5, 2e-5);
-    expect_close(s + "lse", lse[0], lse[1], 2e-5, 2e-5);
-    expect_close(s + "dqkv", dqkv[0], dqkv[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "out", out[0], out[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "lse", lse[0], lse[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "dqkv", dqkv[0], dqkv[1], 2e-5, 2e-5);
   }
 }
 

@@ -13,7 +13,7 @@
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/base/check.h"
 #include "model/base/rng.h"
-#include "tests/support/test_util.h"
+#include "tests/support/backend_ops_support.h"
 
 namespace ledgerlm {
 namespace {
@@ -22,12 +22,8 @@ namespace {
 constexpr int64_t kN = 100003;
 
 std::vector<float> random_floats(int64_t n, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    auto w = rng_bits(seed, RngStream::kInit, 79, static_cast<uint64_t>(i));
-    v[static_cast<size_t>(i)] = static_cast<float>(rng_normal(w[0], w[1]));
-  }
-  return v;
+  const std::vector<double> v = testing::random_values(n, seed, 1.0, /*site=*/79);
+  return std::vector<float>(v.begin(), v.end());
 }
 
 class OpsUtility : public ::testing::Test {

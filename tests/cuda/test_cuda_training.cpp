@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "tests/support/cuda_test_support.h"
+#include "tests/support/backend_ops_support.h"
 #include "tests/support/resume_test_support.h"
 #include "tests/support/test_util.h"
 

@@ -1,6 +1,8 @@
-// Shared by the backend-parameterised tests of tests/cuda: which backends this build and machine
-// have, upload/download helpers over Backend copies, and the per-tensor tolerance check against
-// an fp64 reference (max|got - ref| <= atol + rtol * max|ref|, reporting the worst element).
+// The op harness of the backend tests (tests/backend/) and the CUDA tests (tests/cuda/): which
+// backends this build and machine have, inputs drawn from the counter RNG, uploads and downloads
+// over a backend's copies, and the per-tensor tolerance check against a reference
+// (max|got - ref| <= atol + rtol * max|ref|, the worst element reported: testing::compare_tensor
+// of tests/support/test_util.h). The fp64 reference ops are in tests/support/reference_ops.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 
 #include "model/backend/backend.h"
 #include "model/base/rng.h"
+#include "tests/support/test_util.h"
 
 namespace ledgerlm::testing {
 
@@ -26,42 +29,32 @@ inline bool cuda_device_present() {
 // fp32 tolerance of the issue: 1e-5 + 1e-4 * max|ref| per tensor.
 inline constexpr double kAtol32 = 1e-5, kRtol32 = 1e-4;
 
-struct Worst {
-  double max_err = 0.0, max_ref = 0.0;
-  int64_t index = -1;
-  double got = 0.0, ref = 0.0;
-};
-
-inline Worst worst_of(const std::vector<double>& got, const std::vector<double>& ref) {
-  Worst w;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    w.max_ref = std::fmax(w.max_ref, std::fabs(ref[i]));
-    const double e = std::fabs(got[i] - ref[i]);
-    if (!(e <= w.max_err)) {  // NaN counts as the worst
-      w.max_err = std::isnan(e) ? INFINITY : e;
-      w.index = static_cast<int64_t>(i);
-      w.got = got[i];
-      w.ref = ref[i];
-    }
-  }
-  return w;
-}
-
+// One tensor against its reference: same length, and max|got - ref| <= atol + rtol * max|ref|
+// (NaN fails); the message names the tensor and its worst element.
 inline void expect_tensor_close(const std::string& what, const std::vector<double>& got,
                                 const std::vector<double>& ref, double atol = kAtol32,
                                 double rtol = kRtol32) {
   ASSERT_EQ(got.size(), ref.size()) << what;
-  const Worst w = worst_of(got, ref);
-  const double bound = atol + rtol * w.max_ref;
-  EXPECT_LE(w.max_err, bound) << what << ": max|got-ref| = " << w.max_err << " > " << bound
-                              << " (max|ref| " << w.max_ref << "), worst element " << w.index
-                              << ": got " << w.got << " ref " << w.ref;
+  const CompareResult r =
+      compare_tensor(what, got.data(), ref.data(), static_cast<int64_t>(got.size()), atol, rtol);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+inline void expect_tensor_close(const std::string& what, const std::vector<float>& got,
+                                const std::vector<float>& ref, double atol = kAtol32,
+                                double rtol = kRtol32) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  const CompareResult r =
+      compare_tensor(what, got.data(), ref.data(), static_cast<int64_t>(got.size()), atol, rtol);
+  EXPECT_TRUE(r.ok) << r.message;
 }
 
-inline std::vector<double> random_values(int64_t n, uint64_t seed, double scale = 1.0) {
+// n normal values times `scale`: element i of draw `seed` from the counter RNG at `site`. A test
+// file that had its own generator passes the site it used, so its inputs are what they were.
+inline std::vector<double> random_values(int64_t n, uint64_t seed, double scale = 1.0,
+                                         uint64_t site = 91) {
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    auto w = rng_bits(seed, RngStream::kInit, 91, static_cast<uint64_t>(i));
+    auto w = rng_bits(seed, RngStream::kInit, site, static_cast<uint64_t>(i));
     v[static_cast<size_t>(i)] = scale * rng_normal(w[0], w[1]);
   }
   return v;
