@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: setup (install + build, CUDA compiled when nvcc is found) and every test.
-# Then the sanitizer build (ASan + UBSan, CUDA off) runs the fast CPU tests again, and the fuzz
-# stage (scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed) runs last.
+# Then the sanitizer build (ASan + UBSan, CUDA off) runs the tests again without the labels
+# reference, slow and guard (tests/README.md: the labels come from the tests' folders), and the
+# fuzz stage (scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed) runs last.
 #   LEDGERLM_SKIP_SANITIZE=1  skip the sanitizer pass
 #   LEDGERLM_SKIP_FUZZ=1      skip the fuzz stage
 set -euo pipefail
