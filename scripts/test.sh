@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command, in stages, the fast ones first so that a failure shows early:
 #   build      setup (install + Release build, CUDA compiled when nvcc is found)
-#   cpu        the ctest tests labelled cpu (unit and CLI tests on the CPU backend)
-#   rest       every other ctest test: mpi, guard, reference, slow, cuda labels
+#   quick      the ctest tests labelled unit and backend (tests/unit, tests/backend)
+#   rest       every other ctest test: e2e, dist, guard, reference, slow, cuda labels
 #   san-build  the sanitizer build (ASan + UBSan, -O1, CUDA off) in build-sanitize/
 #   san-tests  the fast CPU tests again under the sanitizers (-LE "reference|slow|guard")
 #   fuzz       scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed
@@ -81,9 +81,10 @@ ctest_stage() {
 }
 
 stage build scripts/setup.sh
-# Label cpu first (the quick tier), then everything that is not labelled cpu: together, every test.
-stage cpu ctest_stage build cpu --timeout 600 -L '^cpu$'
-stage rest ctest_stage build rest --timeout 600 -LE '^cpu$'
+# The quick tier first (labels unit and backend: tests/README.md), then everything else: together,
+# every test.
+stage quick ctest_stage build quick --timeout 600 -L '^(unit|backend)$'
+stage rest ctest_stage build rest --timeout 600 -LE '^(unit|backend)$'
 if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
   stage san-build env LEDGERLM_BUILD_DIR=build-sanitize LEDGERLM_SANITIZE=on LEDGERLM_CUDA=off scripts/setup.sh
   export ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp

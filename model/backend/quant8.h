@@ -43,7 +43,7 @@ LLM_HD inline uint8_t quant_encode(const QuantMap& map, float x) {
 // 2^14 buckets of an order-preserving key of the bits (32 per octave), each knowing the sorted
 // index its smallest value would take; from there kQuantBucketScanMax conditional steps (no
 // bucket within the map's range holds more values) reach the first value >= x, so the result is
-// the binary search's, code for code (tests/test_optim_8bit.cpp compares them).
+// the binary search's, code for code (tests/unit/optim/test_optim_8bit.cpp compares them).
 constexpr int kQuantBucketBits = 14;
 constexpr int kQuantBucketScanMax = 3;
 struct QuantBuckets {

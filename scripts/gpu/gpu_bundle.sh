@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu/gpu_check.sh runs on a GPU machine that has only the CUDA toolkit, CMake,
 # ninja and Python (no OpenBLAS, sentencepiece, OpenMPI or GoogleTest): the ledgerlm binary and
-# the tests/cuda test binaries, built here for sm_90 without MPI, plus the non-CUDA shared
-# libraries they load (OpenBLAS, libgfortran, libgomp, sentencepiece, tomlplusplus, libstdc++, ...). The
-# CUDA libraries (cudart, cuBLAS, cuBLASLt) are never copied: the GPU machine's toolkit provides
-# them. Also writes DIR.tar.xz (the copy to send where transfers are size-limited) and prints both sizes.
+# the GPU test binaries (the backend op harness test_backend_ops and tests/cuda), built here for
+# sm_90 without MPI, plus the non-CUDA shared libraries they load (OpenBLAS, libgfortran, libgomp,
+# sentencepiece, tomlplusplus, libstdc++, ...). The CUDA libraries (cudart, cuBLAS, cuBLASLt) are
+# never copied: the GPU machine's toolkit provides them. Also writes DIR.tar.xz (the copy to send
+# where transfers are size-limited) and prints both sizes.
 #
 #   scripts/gpu/gpu_bundle.sh [--out DIR]      (default build-gpu-bundle/bundle)
 #
@@ -20,7 +21,7 @@ build=build-gpu-bundle
 # OpenBLAS, and the copy stays within the GPU machine's 64 MiB.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=ON -DLEDGERLM_MPI=OFF \
   -DLEDGERLM_ONEDNN=OFF -DLEDGERLM_CUDA_ARCHITECTURES="${LEDGERLM_CUDA_ARCHITECTURES:-90}" >/dev/null
-targets=(ledgerlm test_cuda_ops test_cuda_training test_cuda_device)
+targets=(ledgerlm test_backend_ops test_cuda_training test_cuda_device)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

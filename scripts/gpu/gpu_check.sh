@@ -65,7 +65,7 @@ run_test() {  # name timeout_s
   [[ $rc -eq 0 ]] || status=1
 }
 run_test test_cuda_device 30
-run_test test_cuda_ops 60
+run_test test_backend_ops 60
 run_test test_cuda_training 120
 
 # 200 steps of the small shape on the GPU and on the CPU, random-text corpus, bytes tokenizer.

@@ -13,9 +13,9 @@
 #include <sstream>
 #include <string>
 
-#include "tests/cuda/cuda_test_support.h"
-#include "tests/resume_test_support.h"
-#include "tests/test_util.h"
+#include "tests/support/backend_ops_support.h"
+#include "tests/support/resume_test_support.h"
+#include "tests/support/test_util.h"
 
 namespace ledgerlm {
 namespace {

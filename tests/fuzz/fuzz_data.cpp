@@ -3,7 +3,7 @@
 // shards against it — and then both shards loaded with every token checked against the vocab
 // (data/shard.h). An input packs meta.json, train.bin and val.bin separated by
 // fuzz::kPartSeparator. The bpe tokenizer's model file is not part of it (sentencepiece is not
-// instrumented; tests/test_data_tokenizer_damaged.cpp feeds it damaged models instead).
+// instrumented; tests/unit/data/test_data_tokenizer_damaged.cpp feeds it damaged models instead).
 // Accepted: the directory passed every check and both shards loaded.
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 """Independent PyTorch GPT-2 reference, in Hugging Face GPT-2 tensor layout.
 
 Written from the architecture description, not from ledgerlm's code, so the C++ model can be
-checked against it (tests/test_reference_gpt.cpp):
+checked against it (tests/reference/test_reference_gpt.cpp):
   token embedding wte (V, C) + learned position embedding wpe (T_max, C);
   L pre-LayerNorm blocks:  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x));
     attn: qkv = x @ c_attn.weight (C, 3C) + bias, split q | k | v along the output dim, H heads,

@@ -1,4 +1,4 @@
-"""torch.optim reference for tests/test_optim_torch.cpp.
+"""torch.optim reference for tests/unit/optim/test_optim_torch.cpp.
 
 Usage: optim_ref.py DIR [DIR...] (one run per DIR, so torch is imported once). DIR holds spec.txt, w0.bin and grads.bin written by the test:
   spec.txt line 1: key=value settings (opt=sgd|adamw, momentum, nesterov, beta1, beta2, eps,

@@ -1,4 +1,4 @@
-"""Cross-check driver for tests/test_ckpt_safetensors.cpp.
+"""Cross-check driver for tests/unit/ckpt/test_ckpt_safetensors.cpp.
 
 Reads a safetensors file written by ledgerlm's C++ writer with the numpy reader, and writes a
 second file with this module's writer in which every tensor is mapped x -> 2*x + 1 (same name,

@@ -1,0 +1,96 @@
+// Failures of a job of several ranks end the whole job with one clear error in bounded time —
+// never a hang — and leave the last checkpoint intact:
+//   - a rank killed with SIGKILL mid-run (test hook LEDGERLM_TEST_KILL_AT=RANK:STEP): mpirun
+//     ends every rank; measured well under the 30 s bound; the last checkpoint resumes;
+//   - data missing on one rank only: one "ledgerlm: error: rank 1: ..." line, exit 1, no run
+//     directory created;
+//   - a config that differs between ranks: one line naming the key and both values.
+// Ranks get different arguments through mpirun's MPMD form (`-np 1 A : -np 1 B`).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "tests/support/dist_test_support.h"
+#include "tests/support/resume_test_support.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+
+class DistFailure : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (testing::mpirun_path().empty()) return;
+    std::string text;
+    for (int i = 0; i < 300; ++i) text += "Let there be light, line " + std::to_string(i) + ".\n";
+    data_ = testing::resume_prepare_corpus("ledgerlm_dist_fail_", text);
+    out_ = fs::path(data_).parent_path().string() + "/runs";
+  }
+  static std::string flags(const std::string& name, const std::string& data) {
+    return testing::resume_tiny_flags(data, out_, name) + " --train.max_steps 40" +
+           " --dist.zero 2 --ckpt.interval 2";
+  }
+  // Two ranks with their own argument lists.
+  static std::string mpmd(const std::string& rank0, const std::string& rank1) {
+    const std::string bin = testing::ledgerlm_binary() + " train";
+    return testing::mpirun_prefix(1) + bin + rank0 + " : -np 1 " + bin + rank1 + " 2>&1";
+  }
+  static int count(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+  static std::string data_, out_;
+};
+std::string DistFailure::data_, DistFailure::out_;
+
+TEST_F(DistFailure, KilledRankEndsTheJobAndTheLastCheckpointResumes) {
+  LEDGERLM_REQUIRE_MPI();
+  const auto t0 = std::chrono::steady_clock::now();
+  CommandResult r = testing::run_command("LEDGERLM_TEST_KILL_AT=1:7 " + testing::mpirun_prefix(2) +
+                                         "-x LEDGERLM_TEST_KILL_AT " + testing::ledgerlm_binary() +
+                                         " train" + flags("killed", data_) + " 2>&1");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(seconds, 30.0) << "the job must end within the bound, not hang";
+  std::printf("job ended %.1f s after start (rank 1 killed at step 7)\n", seconds);
+  EXPECT_NE(r.output.find("signal 9"), std::string::npos) << r.output;
+  const CheckpointReader ckpt = CheckpointReader::open(checkpoint_resolve(out_ + "/killed"));
+  ckpt.verify_all();
+  EXPECT_EQ(ckpt.step(), 6) << "the last checkpoint before the death";
+  r = testing::run_command(testing::mpirun_prefix(2) + testing::ledgerlm_binary() +
+                           " train --config " + out_ + "/killed/config.toml --resume auto" +
+                           " --train.max_steps 8 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(DistFailure, DataMissingOnOneRankIsOneErrorOnEvery) {
+  LEDGERLM_REQUIRE_MPI();
+  const CommandResult r =
+      testing::run_command(mpmd(flags("missing", data_), flags("missing", data_ + "_nowhere")));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(count(r.output, "ledgerlm: error:"), 1) << r.output;
+  EXPECT_NE(r.output.find("ledgerlm: error: rank 1: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("_nowhere"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out_ + "/missing")) << "nothing is created on a failed start";
+}
+
+TEST_F(DistFailure, ConfigDifferingBetweenRanksNamesTheKey) {
+  LEDGERLM_REQUIRE_MPI();
+  const CommandResult r = testing::run_command(
+      mpmd(flags("mismatch", data_), flags("mismatch", data_) + " --optim.lr 0.01"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(count(r.output, "ledgerlm: error:"), 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1's resolved config differs from rank 0's: 'optim.lr = 0.01'"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out_ + "/mismatch"));
+}
+
+}  // namespace
+}  // namespace ledgerlm

@@ -1,0 +1,277 @@
+// Regression tests through the ledgerlm binary for inputs a careful user can still get wrong:
+//   - paths (data dir, out_dir) with `#` and spaces work for train, the printed resume command,
+//     eval and sample; run names are [A-Za-z0-9._-]+ and never `.` or `..`;
+//   - `train` checks data, tokenizer and meta.json together before it creates anything, and a
+//     start that fails on bad data leaves no run directory behind (the plain rerun works);
+//   - prepare --val-fraction 0 gives data a run trains on without evaluation;
+//   - sample refuses non-finite and out-of-range sampling parameters;
+//   - a tokenizer swapped for another with the same vocabulary size is refused on resume, eval
+//     and sample; an edited checkpoint meta.json (its step) is refused on resume.
+// Each failure is one "ledgerlm: error: ..." line and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_util.h"
+#include "train/run/run_dir.h"
+#ifdef LEDGERLM_HAVE_CUDA
+#include "model/backend/cuda/cuda_device.h"
+#endif
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::read_file;
+using testing::write_file;
+
+// What train.device = auto must find: a CUDA device, in a build that has the CUDA backend.
+bool cuda_device_visible() {
+#ifdef LEDGERLM_HAVE_CUDA
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+std::string q(const std::string& s) {
+  return shell_quote(s);
+}
+
+CommandResult ledgerlm(const std::string& args) {
+  return testing::run_command(testing::ledgerlm_binary() + " " + args);
+}
+
+// Exactly one line "ledgerlm: error: ..." on stderr containing every needle; non-zero exit.
+void expect_one_line_error(const std::string& args, std::initializer_list<std::string> needles) {
+  const std::string err = testing::make_temp_dir("cli_inputs_err_") + "/stderr";
+  CommandResult r = testing::run_command("{ " + testing::ledgerlm_binary() + " " + args + " 2>" +
+                                         err + " >/dev/null; }");
+  EXPECT_NE(r.exit_code, 0) << "accepted: ledgerlm " << args;
+  const std::string text = read_file(err);
+  EXPECT_EQ(text.rfind("ledgerlm: error: ", 0), 0u) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  for (const auto& n : needles) EXPECT_NE(text.find(n), std::string::npos) << n << " in: " << text;
+}
+
+std::string words_text(const std::vector<std::string>& words, int count, uint64_t seed) {
+  std::string text;
+  uint64_t x = seed;
+  for (int i = 0; i < count; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    text += words[(x >> 33) % words.size()];
+    text += (i % 11 == 10) ? ".\n" : " ";
+  }
+  return text;
+}
+
+// Prepares `text` into DIR (bytes unless `extra` says otherwise); fails the test on error.
+void prepare(const std::string& dir, const std::string& text, const std::string& extra) {
+  write_file(dir + ".txt", text);
+  CommandResult r =
+      ledgerlm("prepare --input " + q(dir + ".txt") + " --out " + q(dir) + " " + extra);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
+std::string tiny_flags(const std::string& data, const std::string& out, const std::string& name) {
+  return " --data.dir " + q(data) + " --train.out_dir " + q(out) + " --train.name " + q(name) +
+         " --model.n_layer 1 --model.n_head 2 --model.n_embd 16 --model.block_size 16"
+         " --train.seq_len 16 --train.micro_batch 2 --train.eval_windows 2"
+         " --train.eval_interval 0 --train.log_interval 100 --train.threads 1";
+}
+
+class CliInputs : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = testing::make_temp_dir("cli_inputs_");
+    data_ = root_ + "/da ta#1";
+    prepare(data_, words_text({"and", "the", "lord", "said", "unto", "moses"}, 3000, 1),
+            "--tokenizer bytes");
+  }
+  static std::string root_, data_;
+};
+std::string CliInputs::root_, CliInputs::data_;
+
+// CLI11's TOML reader cut `"...#..."` at the `#`: a data dir or out_dir holding `#` could not be
+// resumed, evaluated or sampled, and the printed resume command broke on spaces.
+TEST_F(CliInputs, PathsWithHashAndSpacesWorkEverywhere) {
+  const std::string out = root_ + "/ru ns#2", run = out + "/r1";
+  fs::create_directories(run);
+  ASSERT_TRUE(write_file(run + "/STOP", ""));  // stops after step 1 and prints the command
+  CommandResult r = ledgerlm("train" + tiny_flags(data_, out, "r1") +
+                             " --train.max_steps 4 --train.overwrite true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find("resume with: ledgerlm ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  std::string command = r.output.substr(at + 13, r.output.find('\n', at) - at - 13);
+  EXPECT_NE(command.find(q(run + "/config.toml")), std::string::npos) << command;
+  command.replace(0, 8, testing::ledgerlm_binary());
+  r = testing::run_command(command);  // through the shell, exactly as printed
+  ASSERT_EQ(r.exit_code, 0) << command << "\n" << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  const std::string config = read_file(run + "/config.toml");
+  EXPECT_NE(config.find("dir = \"" + data_ + "\""), std::string::npos) << config;
+  r = ledgerlm("eval --run " + q(run) + " --threads 1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = ledgerlm("sample --run " + q(run) + " --tokens 5 --prompt the --threads 1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(CliInputs, RunNamesAreRestricted) {
+  const std::string out = root_ + "/names";
+  for (const char* name : {"exp#1", ".", "..", "a b"}) {
+    expect_one_line_error("train" + tiny_flags(data_, out, name) + " --train.max_steps 1",
+                          {"train.name", "not a run name"});
+  }
+  EXPECT_FALSE(fs::exists(out)) << "a refused name created " << out;
+}
+
+// train.device = auto trains on the device it finds and records that device, not "auto", in the
+// run's config.toml (a resume or an eval then knows where it ran); a name that is no device and
+// tf32 GEMMs on the CPU are refused before anything is created.
+TEST_F(CliInputs, DeviceAutoIsResolvedAndRecorded) {
+  const std::string out = root_ + "/device";
+  CommandResult r = ledgerlm("train" + tiny_flags(data_, out, "auto") +
+                             " --train.max_steps 1 --train.device auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string resolved = cuda_device_visible() ? "cuda" : "cpu";
+  EXPECT_NE(r.output.find("train.device = auto: training on " + resolved), std::string::npos)
+      << r.output;
+  const std::string config = read_file(out + "/auto/config.toml");
+  EXPECT_NE(config.find("device = \"" + resolved + "\""), std::string::npos) << config;
+  expect_one_line_error(
+      "train" + tiny_flags(data_, out, "tpu") + " --train.max_steps 1 --train.device tpu",
+      {"train.device", "tpu", "cpu", "cuda", "auto"});
+  expect_one_line_error(
+      "train" + tiny_flags(data_, out, "tf32") + " --train.max_steps 1 --precision.matmul tf32",
+      {"precision.matmul = tf32", "train.device = cuda"});
+  EXPECT_FALSE(fs::exists(out + "/tpu"));
+  EXPECT_FALSE(fs::exists(out + "/tf32"));
+}
+
+// Bad data is refused before the run directory exists, so fixing the data and running the same
+// command again works (it used to be refused: "run directory ... already exists").
+TEST_F(CliInputs, BadDataRefusedBeforeCreatingTheRun) {
+  const std::string data = root_ + "/edited", out = root_ + "/edited_runs";
+  fs::copy(data_, data);
+  const std::string meta = read_file(data + "/meta.json");
+  std::string edited = meta;
+  edited.replace(edited.find("\"vocab_size\": 257"), 17, "\"vocab_size\": 300");
+  ASSERT_TRUE(write_file(data + "/meta.json", edited));
+  const std::string cmd = "train" + tiny_flags(data, out, "r") + " --train.max_steps 2";
+  expect_one_line_error(cmd, {"meta.json", "vocab_size 300"});
+  EXPECT_FALSE(fs::exists(out + "/r"));
+  ASSERT_TRUE(write_file(data + "/meta.json", meta));
+  // A token outside the vocabulary deep in train.bin: found when the loader reads the shard.
+  const std::string shard = read_file(data + "/train.bin");
+  std::string damaged = shard;
+  damaged[damaged.size() - 10] = '\xff';
+  damaged[damaged.size() - 9] = '\x7f';
+  ASSERT_TRUE(write_file(data + "/train.bin", damaged));
+  expect_one_line_error(cmd, {"train.bin", "outside the vocab"});
+  EXPECT_FALSE(fs::exists(out + "/r"));
+  ASSERT_TRUE(write_file(data + "/train.bin", shard));
+  CommandResult r = ledgerlm(cmd);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(CliInputs, TokenizerCheckedWithTheData) {
+  const std::string data = root_ + "/bpe", out = root_ + "/bpe_runs";
+  prepare(data, words_text({"alpha", "beta", "gamma", "delta"}, 3000, 2), "--vocab-size 280");
+  const std::string model = read_file(data + "/tokenizer.model");
+  for (const std::string& bytes : {std::string("garbage"), model.substr(0, model.size() / 2)}) {
+    ASSERT_TRUE(write_file(data + "/tokenizer.model", bytes));
+    expect_one_line_error("train" + tiny_flags(data, out, "r") + " --train.max_steps 1",
+                          {"tokenizer.model"});
+  }
+  fs::remove(data + "/tokenizer.model");
+  expect_one_line_error("train" + tiny_flags(data, out, "r") + " --train.max_steps 1",
+                        {"tokenizer.model: cannot open"});
+  EXPECT_FALSE(fs::exists(out)) << "a refused start created " << out;
+}
+
+// Prepare accepts --val-fraction 0 (all text for training); such data trains without evaluation,
+// and eval says why it has no val split.
+TEST_F(CliInputs, ValFractionZeroTrainsWithoutEvaluation) {
+  const std::string data = root_ + "/noval", out = root_ + "/noval_runs";
+  prepare(data, words_text({"one", "two", "three"}, 2000, 3), "--tokenizer bytes --val-fraction 0");
+  CommandResult r = ledgerlm("train" + tiny_flags(data, out, "r") + " --train.max_steps 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("no evaluation"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(out + "/r/metrics.jsonl").find("\"val_loss\""), std::string::npos);
+  expect_one_line_error("eval --run " + q(out + "/r"), {"val split", "empty", "--split train"});
+  r = ledgerlm("eval --run " + q(out + "/r") + " --split train --max-windows 4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // A val split too short for one window is refused at the start, before the run exists.
+  const std::string tiny_val = root_ + "/tinyval";
+  prepare(tiny_val, words_text({"one", "two"}, 2000, 4), "--tokenizer bytes --val-fraction 0.001");
+  expect_one_line_error("train" + tiny_flags(tiny_val, out, "t") + " --train.max_steps 1",
+                        {"val split"});
+  EXPECT_FALSE(fs::exists(out + "/t"));
+}
+
+TEST_F(CliInputs, SamplingParametersMustBeFinite) {
+  const std::string out = root_ + "/sample_runs";
+  CommandResult r = ledgerlm("train" + tiny_flags(data_, out, "s") + " --train.max_steps 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string base = "sample --run " + q(out + "/s") + " --tokens 4 --threads 1 ";
+  for (const char* bad : {"--temperature inf", "--temperature nan", "--temperature -1"})
+    expect_one_line_error(base + bad, {"--temperature"});
+  for (const char* bad : {"--top-p nan", "--top-p 0", "--top-p 1.5", "--top-p inf"})
+    expect_one_line_error(base + bad, {"--top-p"});
+  expect_one_line_error(base + "--top-k -1", {"--top-k"});
+  EXPECT_EQ(ledgerlm(base + "--temperature 0").exit_code, 0);
+}
+
+// Two BPE tokenizers with the same vocabulary size: swapping tokenizer.model used to resume,
+// evaluate and sample silently with the wrong one.
+TEST_F(CliInputs, SwappedTokenizerRefused) {
+  const std::string a = root_ + "/tok_a", b = root_ + "/tok_b", out = root_ + "/swap_runs";
+  prepare(a, words_text({"north", "south", "east", "west", "wind"}, 4000, 5), "--vocab-size 300");
+  prepare(b, words_text({"red", "green", "blue", "yellow", "black"}, 4000, 6), "--vocab-size 300");
+  ASSERT_EQ(nlohmann::json::parse(read_file(a + "/meta.json"))["vocab_size"],
+            nlohmann::json::parse(read_file(b + "/meta.json"))["vocab_size"]);
+  const std::string run = out + "/r";
+  CommandResult r = ledgerlm("train" + tiny_flags(a, out, "r") + " --train.max_steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_NE(read_file(run + "/config.toml").find("tokenizer_id = \"bpe:"), std::string::npos);
+  fs::copy_file(b + "/tokenizer.model", a + "/tokenizer.model",
+                fs::copy_options::overwrite_existing);
+  expect_one_line_error(
+      "train --config " + q(run + "/config.toml") + " --train.max_steps 4 --resume auto",
+      {"data.tokenizer_id", "tokenizer was replaced"});
+  // Without the run's config the checkpoint's record refuses it.
+  expect_one_line_error("train" + tiny_flags(a, out, "r") + " --train.max_steps 4 --resume auto",
+                        {"data.tokenizer_id", "cannot resume"});
+  expect_one_line_error("eval --run " + q(run), {"tokenizer was replaced"});
+  expect_one_line_error("sample --run " + q(run) + " --tokens 2", {"tokenizer was replaced"});
+}
+
+// Editing a checkpoint's step used to rewind a resume silently (and overwrite later
+// checkpoints); meta.json's own checksum refuses it.
+TEST_F(CliInputs, EditedCheckpointStepRefused) {
+  const std::string out = root_ + "/edit_runs", run = out + "/r";
+  CommandResult r =
+      ledgerlm("train" + tiny_flags(data_, out, "r") + " --train.max_steps 4 --ckpt.interval 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string meta_path = run + "/ckpt/step_000004/meta.json";
+  std::string meta = read_file(meta_path);
+  const size_t at = meta.find("\"step\": 4");
+  ASSERT_NE(at, std::string::npos);
+  meta.replace(at, 9, "\"step\": 2");
+  ASSERT_TRUE(write_file(meta_path, meta));
+  const std::string metrics = read_file(run + "/metrics.jsonl");
+  expect_one_line_error(
+      "train --config " + q(run + "/config.toml") + " --train.max_steps 6 --resume auto",
+      {"step_000004/meta.json", "fails its checksum"});
+  EXPECT_EQ(read_file(run + "/metrics.jsonl"), metrics);
+}
+
+}  // namespace
+}  // namespace ledgerlm

@@ -1,0 +1,91 @@
+// scripts/plot.py from the shell, on the experiments' published runs under results/ (their
+// metrics.jsonl.gz): a figure from runs given one by one with labels, from a directory of runs,
+// and as a band over seeds; and the bad inputs a user makes (a path that is not a run, a metric
+// no run has), each one error line, a non-zero exit and no image written or replaced.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "tests/support/test_util.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::read_file;
+using testing::run_command;
+
+class PlotCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::make_temp_dir("ledgerlm_plot_");
+    ASSERT_FALSE(dir_.empty());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::string runs() { return testing::source_dir() + "/results/optimizers/runs"; }
+
+  // Runs plot.py with ARGS; stderr goes into the result's output with stdout.
+  static CommandResult plot(const std::string& args) {
+    return run_command(testing::python3() + " " + testing::source_dir() + "/scripts/plot.py " +
+                       args + " 2>&1");
+  }
+
+  // A whole PNG: the signature and the IEND chunk that ends the file.
+  static void expect_png(const std::string& path) {
+    ASSERT_TRUE(fs::exists(path)) << path;
+    const std::string bytes = read_file(path);
+    ASSERT_GT(bytes.size(), 1000u) << path;
+    EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << path;
+    EXPECT_NE(bytes.find("IEND"), std::string::npos) << path;
+    EXPECT_FALSE(fs::exists(path + ".tmp.png")) << "a temporary image was left behind";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(PlotCli, LabelledRunsDirectoryOfRunsAndSeedBand) {
+  const std::string one = dir_ + "/labelled.png";
+  CommandResult r = plot("--out " + one + " --metric loss,val_loss --smooth 5 adamw=" + runs() +
+                         "/wall_adamw_s1 lamb=" + runs() + "/wall_lamb_s1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("plot: wrote " + one), std::string::npos) << r.output;
+  expect_png(one);
+
+  const std::string all = dir_ + "/all.png";
+  r = plot("--out " + all + " --x step --logy " + runs());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_png(all);
+
+  const std::string band = dir_ + "/band.png";
+  r = plot("--out " + band + " --metric loss --band adamw=" + runs() +
+           "/wall_adamw_s1 adamw=" + runs() + "/wall_adamw_s2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_png(band);
+}
+
+TEST_F(PlotCli, BadInputIsOneErrorLineAndWritesNothing) {
+  const std::string out = dir_ + "/figure.png";
+  // An image already there from an earlier call must survive a failed one.
+  ASSERT_TRUE(testing::write_file(out, "previous figure"));
+  struct Case {
+    std::string args, expected;
+  };
+  for (const Case& c :
+       {Case{dir_ + "/no_such_run", "plot: cannot read " + dir_ + "/no_such_run"},
+        Case{dir_, "plot: " + dir_ + ": neither a run nor a directory of runs"},
+        Case{"--metric no_such_metric " + runs() + "/wall_adamw_s1",
+             "plot: wall_adamw_s1: no records with both 'tokens' and 'no_such_metric'"}}) {
+    const CommandResult r = plot("--out " + out + " " + c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_EQ(r.output.rfind(c.expected, 0), 0u) << c.args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_EQ(read_file(out), "previous figure") << c.args;
+  }
+}
+
+}  // namespace
+}  // namespace ledgerlm

@@ -1,0 +1,279 @@
+// Bit-exact resume through the ledgerlm binary, on a tiny model (L2 H2 C32 T32 B4) and a corpus
+// the test prepares itself (bytes tokenizer): for every optimizer and precision setting, a run
+// of 12 steps that saves a checkpoint at step 6 is continued from that checkpoint in a new
+// process, and steps 7..12 must give the same losses (compared as bit patterns of the doubles;
+// the JSON log prints them with round-trip precision) and byte-identical final weights and
+// optimizer state. Tolerance: zero — the same thread count runs the same operations in the same
+// order on the same data, so anything but equality is a resume bug.
+// Also: stop via the STOP file and SIGTERM (exit 0, checkpoint, resume hint) and `--resume auto`
+// continuing the same run directory and metrics.jsonl with a changed step budget.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/safetensors.h"
+#include "tests/support/resume_test_support.h"
+#include "tests/support/test_util.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+
+// A deterministic pseudo-English corpus (~40 KB), prepared once per process.
+const std::string& corpus_dir() {
+  static const std::string dir = [] {
+    const char* words[] = {"the",   "lord", "said", "unto", "moses",    "and",    "land",  "of",
+                           "egypt", "went", "up",   "into", "mountain", "people", "light", "day"};
+    std::string text;
+    uint64_t x = 12345;
+    for (int i = 0; i < 8000; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      text += words[(x >> 33) % 16];
+      text += (i % 13 == 12) ? ".\n" : " ";
+    }
+    return testing::resume_prepare_corpus("resume_data_", text);
+  }();
+  return dir;
+}
+
+std::string base_flags(const std::string& out, const std::string& name) {
+  return testing::resume_tiny_flags(corpus_dir(), out, name) + " --optim.warmup_steps 3";
+}
+
+testing::CommandResult train(const std::string& flags) {
+  return run_command(testing::ledgerlm_binary() + " train" + flags);
+}
+
+// step -> bit pattern of the loss, from the "loss" records of metrics.jsonl.
+std::map<int64_t, uint64_t> losses(const std::string& run_dir) {
+  std::map<int64_t, uint64_t> out;
+  std::istringstream in(testing::read_file(run_dir + "/metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto rec = nlohmann::json::parse(line);
+    if (!rec.contains("loss")) continue;
+    const double loss = rec["loss"].get<double>();
+    uint64_t bits;
+    std::memcpy(&bits, &loss, 8);
+    EXPECT_EQ(out.count(rec["step"].get<int64_t>()), 0u) << "step logged twice in " << run_dir;
+    out[rec["step"].get<int64_t>()] = bits;
+  }
+  return out;
+}
+
+size_t losses_count(const std::string& run_dir) {
+  std::istringstream in(testing::read_file(run_dir + "/metrics.jsonl"));
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) n += line.find("\"loss\"") != std::string::npos;
+  return n;
+}
+
+void expect_same_losses(const std::string& ref_dir, const std::string& got_dir, int64_t from,
+                        int64_t to) {
+  auto ref = losses(ref_dir), got = losses(got_dir);
+  for (int64_t s = from; s <= to; ++s) {
+    ASSERT_TRUE(ref.count(s) && got.count(s)) << "step " << s << " missing";
+    EXPECT_EQ(ref[s], got[s]) << "loss at step " << s << " differs";
+  }
+}
+
+void expect_same_file(const std::string& a, const std::string& b) {
+  const std::string x = testing::read_file(a), y = testing::read_file(b);
+  ASSERT_FALSE(x.empty()) << a;
+  EXPECT_TRUE(x == y) << a << " and " << b << " differ";
+}
+
+struct ResumeCase {
+  const char* name;
+  const char* flags;
+};
+
+class ResumeBitExact : public ::testing::TestWithParam<ResumeCase> {};
+
+TEST_P(ResumeBitExact, SixPlusSixEqualsTwelve) {
+  const ResumeCase& c = GetParam();
+  const std::string out = testing::make_temp_dir("resume_runs_");
+  // Reference: 12 uninterrupted steps; saving a checkpoint only reads the state.
+  auto full = train(base_flags(out, "full") + " --train.max_steps 12 --ckpt.interval 6" + c.flags);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  ASSERT_TRUE(fs::exists(out + "/full/ckpt/step_000006/meta.json")) << full.output;
+  // A new process continues from the step-6 checkpoint into another run directory.
+  auto resumed = train(base_flags(out, "resumed") + " --train.max_steps 12 --resume " + out +
+                       "/full/ckpt/step_000006" + c.flags);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  expect_same_losses(out + "/full", out + "/resumed", 7, 12);
+  expect_same_file(out + "/full/model.safetensors", out + "/resumed/model.safetensors");
+  expect_same_file(out + "/full/ckpt/step_000012/optimizer.safetensors",
+                   out + "/resumed/ckpt/step_000012/optimizer.safetensors");
+  // With precision.state = bf16 the checkpoint stores the state in its own dtype (2 bytes per
+  // element), never widened to fp32.
+  if (std::string(c.flags).find("--precision.state bf16") != std::string::npos) {
+    const SafeTensorsFile f =
+        SafeTensorsFile::open(out + "/resumed/ckpt/step_000012/optimizer.safetensors");
+    int bf16 = 0;
+    for (const SafeTensorInfo& t : f.tensors()) {
+      EXPECT_EQ(t.dtype, DType::kBF16) << t.name;
+      bf16 += t.dtype == DType::kBF16;
+    }
+    EXPECT_GT(bf16, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllOptimizersAndPrecisions, ResumeBitExact,
+    ::testing::Values(
+        ResumeCase{"adamw_fp32_dropout_accum",
+                   " --optim.name adamw --model.dropout 0.1 --train.accum 2"},
+        ResumeCase{"sgd_momentum", " --optim.name sgd --optim.momentum 0.9 --optim.lr 0.05"},
+        ResumeCase{"lamb", " --optim.name lamb"},
+        ResumeCase{"lars", " --optim.name lars --optim.lr 0.05"},
+        ResumeCase{"adafactor", " --optim.name adafactor --optim.adafactor_beta1 0.9"},
+        ResumeCase{"adamw8bit", " --optim.name adamw8bit"},
+        ResumeCase{"adamw_bf16_master_fp32", " --optim.name adamw --precision.params bf16"},
+        ResumeCase{"adamw_bf16_matmul_bf16",
+                   " --optim.name adamw --precision.params bf16 --precision.matmul bf16"},
+        // m and v stored as bf16: the checkpoint holds their exact bits (BF16 tensors).
+        ResumeCase{"adamw_bf16_state", " --optim.name adamw --precision.state bf16"},
+        // Large initial scale and a short growth interval: the scaler backs off and grows
+        // within the run, so its state must travel in the checkpoint.
+        ResumeCase{"adamw_fp16_dynamic_scaling",
+                   " --optim.name adamw --precision.params fp16 --precision.grads fp16"
+                   " --precision.init_scale 131072 --precision.growth_interval 3"},
+        ResumeCase{"adamw_bf16_master_none_stochastic",
+                   " --optim.name adamw --precision.params bf16 --precision.master none"
+                   " --precision.rounding stochastic"}),
+    [](const ::testing::TestParamInfo<ResumeCase>& info) { return std::string(info.param.name); });
+
+// --resume auto continues the same run directory and metrics.jsonl; a changed step budget is
+// allowed and logged. The constant schedule makes the LR independent of the budget, so 6 steps
+// then 6 more must equal 12 in one go.
+TEST(ResumeAuto, SameRunDirectoryWithChangedBudget) {
+  const std::string out = testing::make_temp_dir("resume_auto_");
+  const std::string flags = " --optim.schedule constant --optim.name adamw --precision.params bf16";
+  auto ref = train(base_flags(out, "ref") + " --train.max_steps 12" + flags);
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  auto first = train(base_flags(out, "run") + " --train.max_steps 6" + flags);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // Resume from the run's own resolved config, changing only the budget.
+  auto second = run_command(testing::ledgerlm_binary() + " train --config " + out +
+                            "/run/config.toml --train.max_steps 12 --resume auto");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("train.max_steps changed from 6 to 12"), std::string::npos)
+      << second.output;
+  expect_same_losses(out + "/ref", out + "/run", 1, 12);
+  expect_same_file(out + "/ref/model.safetensors", out + "/run/model.safetensors");
+  const std::string log = testing::read_file(out + "/run/metrics.jsonl");
+  EXPECT_NE(log.find("\"ckpt_save_s\""), std::string::npos);
+  EXPECT_NE(log.find("\"ckpt_load_s\""), std::string::npos);
+  EXPECT_NE(log.find("\"ckpt_bytes\""), std::string::npos);
+  // The tensor bytes saved agree exactly with the memory ledger's prediction of a full
+  // checkpoint (weights in the compute dtype + fp32 master + every optimizer state).
+  auto ledger = nlohmann::json::parse(testing::read_file(out + "/run/ledger.json"));
+  std::istringstream in(log);
+  std::string line;
+  int saves = 0;
+  while (std::getline(in, line)) {
+    auto rec = nlohmann::json::parse(line);
+    if (!rec.contains("ckpt_data_bytes")) continue;
+    ++saves;
+    EXPECT_EQ(rec["ckpt_data_bytes"], ledger["checkpoint"]["predicted_full_state_bytes"]);
+  }
+  EXPECT_EQ(saves, 2);
+}
+
+// A STOP file present at the start stops the run after its first step (it is checked after
+// every step): exit 0, a checkpoint, the STOP file removed and the resume command printed;
+// running that command finishes the run exactly like an uninterrupted one.
+TEST(ResumeStop, StopFileThenResumeAuto) {
+  const std::string out = testing::make_temp_dir("resume_stop_");
+  auto ref = train(base_flags(out, "ref") + " --train.max_steps 10");
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  fs::create_directories(out + "/run");
+  ASSERT_TRUE(testing::write_file(out + "/run/STOP", ""));
+  auto stopped = train(base_flags(out, "run") + " --train.max_steps 10 --train.overwrite true");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  const std::string hint =
+      "resume with: ledgerlm train --config " + out + "/run/config.toml --resume auto";
+  EXPECT_NE(stopped.output.find(hint), std::string::npos) << stopped.output;
+  EXPECT_FALSE(fs::exists(out + "/run/STOP"));
+  ASSERT_TRUE(fs::exists(out + "/run/ckpt/step_000001/meta.json")) << stopped.output;
+  auto resumed = run_command(testing::ledgerlm_binary() + " train --config " + out +
+                             "/run/config.toml --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_same_losses(out + "/ref", out + "/run", 1, 10);
+  expect_same_file(out + "/ref/model.safetensors", out + "/run/model.safetensors");
+}
+
+// SIGTERM (and SIGUSR1, what mpirun forwards) mid-run: the step finishes, a checkpoint is saved,
+// exit 0; the checkpoint resumes.
+void stop_by_signal(int sig) {
+  const std::string out = testing::make_temp_dir("resume_sig_");
+  const std::string log = out + "/train.log";
+  const std::string cmd = "exec " + testing::ledgerlm_binary() + " train" + base_flags(out, "run") +
+                          " --train.max_steps 1000000 > " + log + " 2>&1";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until training is under way (a few loss records), then signal.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (losses_count(out + "/run") < 3 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(kill(pid, sig), 0);
+  int status = 0;
+  bool exited = false;
+  for (int i = 0; i < 1000 && !exited; ++i) {  // up to 20 s
+    exited = waitpid(pid, &status, WNOHANG) == pid;
+    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "ledgerlm did not stop after the signal: " << testing::read_file(log);
+  }
+  const std::string output = testing::read_file(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_NE(output.find("stopped by signal"), std::string::npos) << output;
+  EXPECT_NE(output.find("--resume auto"), std::string::npos) << output;
+  const int64_t stopped_at = losses(out + "/run").rbegin()->first;
+  ASSERT_EQ(checkpoint_latest(out + "/run/ckpt"),
+            out + "/run/ckpt/" + checkpoint_dir_name(stopped_at))
+      << output;
+  auto resumed = run_command(testing::ledgerlm_binary() + " train --config " + out +
+                             "/run/config.toml --resume auto --train.max_steps " +
+                             std::to_string(stopped_at + 2));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  auto l = losses(out + "/run");
+  EXPECT_EQ(l.rbegin()->first, stopped_at + 2);
+  EXPECT_EQ(static_cast<int64_t>(l.size()), stopped_at + 2);  // no step lost or repeated
+}
+
+TEST(ResumeStop, Sigterm) {
+  stop_by_signal(SIGTERM);
+}
+TEST(ResumeStop, Sigusr1) {
+  stop_by_signal(SIGUSR1);
+}
+
+}  // namespace
+}  // namespace ledgerlm

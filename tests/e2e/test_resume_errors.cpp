@@ -1,0 +1,150 @@
+// Resume and --init-from refusals through the ledgerlm binary: a changed architecture or
+// optimizer, a corrupted or truncated checkpoint — each one line, non-zero exit, and the run
+// directory (metrics.jsonl, earlier checkpoints) left as it was. Also --init-from (weights only)
+// from a checkpoint and from a weights file agree bit for bit.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "tests/support/resume_test_support.h"
+#include "tests/support/test_util.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+
+const std::string& corpus_dir() {
+  static const std::string dir = [] {
+    std::string text;
+    uint64_t x = 99;
+    for (int i = 0; i < 30000; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      text += static_cast<char>('a' + (x >> 33) % 20);
+      if (i % 50 == 49) text += "\n";
+    }
+    return testing::resume_prepare_corpus("resume_err_data_", text);
+  }();
+  return dir;
+}
+
+std::string flags(const std::string& out, const std::string& name) {
+  return testing::resume_tiny_flags(corpus_dir(), out, name);
+}
+
+testing::CommandResult ledgerlm(const std::string& args) {
+  return run_command(testing::ledgerlm_binary() + " " + args);
+}
+
+// One line "ledgerlm: error: ..." containing every `needle`.
+void expect_one_line_error(const testing::CommandResult& r,
+                           std::initializer_list<std::string> needles) {
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find("ledgerlm: error: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+  for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << line;
+  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
+}
+
+class ResumeErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    out_ = testing::make_temp_dir("resume_err_");
+    run_ = out_ + "/run";
+    auto r = ledgerlm("train" + flags(out_, "run") + " --train.max_steps 4 --ckpt.interval 2");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    metrics_ = testing::read_file(run_ + "/metrics.jsonl");
+  }
+  void expect_run_untouched() {
+    EXPECT_EQ(testing::read_file(run_ + "/metrics.jsonl"), metrics_);
+    EXPECT_EQ(checkpoint_latest(run_ + "/ckpt"), run_ + "/ckpt/step_000004");
+    CheckpointReader::open(run_ + "/ckpt/step_000002").verify_all();
+  }
+  // Resuming with the run's own config still works afterwards (nothing was damaged).
+  void expect_resumable(const std::string& from = "auto") {
+    auto r =
+        ledgerlm("train --config " + run_ + "/config.toml --train.max_steps 6 --resume " + from);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+  std::string out_, run_, metrics_;
+};
+
+TEST_F(ResumeErrors, ArchitectureChangeRefused) {
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --model.n_layer 3 --resume auto");
+  expect_one_line_error(r, {"model.n_layer = 3", "saved with model.n_layer = 2", "architecture"});
+  expect_run_untouched();
+  expect_resumable();
+}
+
+TEST_F(ResumeErrors, OptimizerChangeRefused) {
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --optim.name sgd --resume auto");
+  expect_one_line_error(r, {"optim.name = sgd", "adamw"});
+  expect_run_untouched();
+}
+
+TEST_F(ResumeErrors, CorruptedCheckpointRejected) {
+  const std::string file = run_ + "/ckpt/step_000004/optimizer.safetensors";
+  std::string bytes = testing::read_file(file);
+  bytes[bytes.size() - 100] ^= 0x01;
+  ASSERT_TRUE(testing::write_file(file, bytes));
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --resume auto");
+  expect_one_line_error(r, {"optimizer.safetensors", "checksum"});
+  EXPECT_EQ(testing::read_file(run_ + "/metrics.jsonl"), metrics_);
+  // The previous checkpoint is intact and resumable by path.
+  expect_resumable(run_ + "/ckpt/step_000002");
+}
+
+TEST_F(ResumeErrors, TruncatedCheckpointRejected) {
+  const std::string file = run_ + "/ckpt/step_000004/model.safetensors";
+  fs::resize_file(file, fs::file_size(file) - 8);
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --resume auto");
+  expect_one_line_error(r, {"model.safetensors", "truncated"});
+  EXPECT_EQ(testing::read_file(run_ + "/metrics.jsonl"), metrics_);
+  expect_resumable(run_ + "/ckpt/step_000002");
+}
+
+TEST_F(ResumeErrors, NoCheckpointToResume) {
+  fs::remove_all(run_ + "/ckpt");
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --resume auto");
+  expect_one_line_error(r, {"no checkpoint to resume"});
+  // A fresh run name with --resume auto simply starts.
+  r = ledgerlm("train" + flags(out_, "fresh") + " --train.max_steps 1 --resume auto");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+std::string first_loss(const std::string& run_dir) {
+  std::istringstream in(testing::read_file(run_dir + "/metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto rec = nlohmann::json::parse(line);
+    if (rec.contains("loss")) return rec["loss"].dump();
+  }
+  return "";
+}
+
+TEST_F(ResumeErrors, InitFromCheckpointOrWeights) {
+  // The step-4 checkpoint and the run's final model.safetensors hold the same weights.
+  auto a = ledgerlm("train" + flags(out_, "from_ckpt") + " --train.max_steps 1 --init-from " +
+                    run_ + "/ckpt/step_000004");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = ledgerlm("train" + flags(out_, "from_run") + " --train.max_steps 1 --init-from " + run_);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(first_loss(out_ + "/from_ckpt"), first_loss(out_ + "/from_run"));
+  EXPECT_NE(first_loss(out_ + "/from_ckpt"), first_loss(run_));  // trained weights, not init
+  auto c = ledgerlm("train" + flags(out_, "wider") +
+                    " --model.n_embd 64 --train.max_steps 1 "
+                    "--init-from " +
+                    run_ + "/ckpt/step_000004");
+  expect_one_line_error(c, {"step_000004", "shape"});
+}
+
+}  // namespace
+}  // namespace ledgerlm

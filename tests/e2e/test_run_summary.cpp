@@ -1,0 +1,166 @@
+// A run's summary.json and `ledgerlm compare`:
+//   - a finished run's summary.json is exactly the record that ends its metrics.jsonl, and its
+//     figures (losses, mean optimizer-step ms) agree with the log, the files on disk and an
+//     independent SHA-256 (sha256sum);
+//   - a stopped run (STOP file) writes one too, and a resumed run's log keeps one summary only;
+//   - compare prints the summaries side by side and exactly the config keys that differ;
+//   - compare's errors are one line.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "tests/support/run_files_test_support.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::CommandResult;
+using testing::read_file;
+using testing::run_command;
+using testing::RunFilesTest;
+using testing::write_file;
+
+int64_t files_bytes(const std::string& dir) {
+  int64_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) n += static_cast<int64_t>(e.file_size());
+  return n;
+}
+
+int count_summaries(const std::vector<json>& log) {
+  return static_cast<int>(
+      std::count_if(log.begin(), log.end(), [](const json& r) { return r.contains("summary"); }));
+}
+
+class SummaryTest : public RunFilesTest {};
+
+TEST_F(SummaryTest, FinishedRunSummaryIsTheLogsLastRecord) {
+  const CommandResult r = train("fin", "--train.max_steps 12");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<json> log = metrics("fin");
+  const json s = summary_json("fin");
+  EXPECT_EQ(s, log.back()) << "summary.json and the log's last line are one record";
+  EXPECT_EQ(count_summaries(log), 1);
+  EXPECT_EQ(s["status"], "finished");
+  EXPECT_EQ(s["steps"], 12);
+  EXPECT_EQ(s["tokens"], 12 * 8 * 32);
+  EXPECT_EQ(s["global_batch"], 8);
+  EXPECT_EQ(s["world"], 1);
+
+  // Losses: the last step's, the last and the best evaluation (steps 4, 8, 12).
+  double last_loss = NAN, last_val = NAN, best_val = INFINITY, optim_ms = 0.0;
+  for (const json& rec : log) {
+    if (rec.contains("loss")) last_loss = rec["loss"].get<double>();
+    if (rec.contains("loss")) optim_ms += rec["optim_ms"].get<double>() / 12;
+    if (rec.contains("val_loss") && !rec.contains("summary")) {
+      last_val = rec["val_loss"].get<double>();
+      best_val = std::min(best_val, last_val);
+    }
+  }
+  EXPECT_EQ(s["final_loss"].get<double>(), last_loss);
+  EXPECT_EQ(s["final_val_loss"].get<double>(), last_val);
+  EXPECT_EQ(s["best_val_loss"].get<double>(), best_val);
+  EXPECT_DOUBLE_EQ(s["mean_tokens_per_s"].get<double>(),
+                   s["tokens"].get<double>() / s["train_s"].get<double>());
+  EXPECT_NEAR(s["mean_optim_ms"].get<double>(), optim_ms, 1e-9 * optim_ms);
+  EXPECT_GT(optim_ms, 0.0);
+
+  // What the run produced: the hash of config.toml (computed here by coreutils), the final
+  // checkpoint's size on disk, the weights file's size.
+  const CommandResult sha = run_command("sha256sum " + run_dir("fin") + "/config.toml");
+  ASSERT_EQ(sha.exit_code, 0) << sha.output;
+  EXPECT_EQ(s["config_sha256"], sha.output.substr(0, 64));
+  EXPECT_EQ(s["ckpt"], "step_000012");
+  EXPECT_EQ(s["ckpt_bytes"], files_bytes(run_dir("fin") + "/ckpt/step_000012"));
+  EXPECT_GT(s["ckpt_bytes"].get<int64_t>(), s["weights_bytes"].get<int64_t>());
+  EXPECT_EQ(s["weights_bytes"],
+            static_cast<int64_t>(fs::file_size(run_dir("fin") + "/model.safetensors")));
+  EXPECT_GT(s["mem"]["total"]["peak"].get<int64_t>(), 0);
+}
+
+// A STOP file present at a resume stops after the first step: that job's summary says so; the
+// next resume drops it from the log and ends the log with its own.
+TEST_F(SummaryTest, StoppedRunSummaryAndOneSummaryPerLog) {
+  ASSERT_EQ(train("stop", "--train.max_steps 4").exit_code, 0);
+  ASSERT_TRUE(write_file(run_dir("stop") + "/STOP", ""));
+  CommandResult r = train("stop", "--train.max_steps 10 --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json s = summary_json("stop");
+  std::vector<json> log = metrics("stop");
+  EXPECT_EQ(s, log.back());
+  EXPECT_EQ(s["status"], "stopped");
+  EXPECT_NE(s["stopped"].get<std::string>().find("STOP file"), std::string::npos) << s["stopped"];
+  EXPECT_EQ(s["steps"], 5);
+  EXPECT_EQ(s["ckpt"], "step_000005");
+  EXPECT_EQ(s["ckpt_bytes"], files_bytes(run_dir("stop") + "/ckpt/step_000005"));
+  EXPECT_EQ(count_summaries(log), 1) << "the first job's summary is dropped on resume";
+
+  r = train("stop", "--train.max_steps 10 --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  s = summary_json("stop");
+  log = metrics("stop");
+  EXPECT_EQ(s, log.back());
+  EXPECT_EQ(s["status"], "finished");
+  EXPECT_EQ(s["steps"], 10);
+  EXPECT_EQ(count_summaries(log), 1);
+}
+
+TEST_F(SummaryTest, CompareShowsSummariesAndTheKeysThatDiffer) {
+  ASSERT_EQ(train("cmp_a", "--train.max_steps 8").exit_code, 0);
+  ASSERT_EQ(train("cmp_b", "--train.max_steps 8 --optim.lr 1e-3 --train.seed 7").exit_code, 0);
+  ASSERT_EQ(train("cmp_c", "--train.max_steps 8").exit_code, 0);
+  const std::string a = run_dir("cmp_a"), b = run_dir("cmp_b"), c = run_dir("cmp_c");
+
+  CommandResult r = run_command(bin() + " compare --json " + a + " " + b);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json j = json::parse(r.output);
+  const json want = {{"optim.lr", {"0.003", "0.001"}}, {"train.seed", {"1337", "7"}}};
+  EXPECT_EQ(j["config_differs"], want);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["summary"], summary_json("cmp_a"));
+  EXPECT_EQ(j["runs"][1]["summary"], summary_json("cmp_b"));
+  EXPECT_EQ(j["runs"][1]["label"], "cmp_b");
+
+  // The text form: both runs' final val losses (4 decimals) and the two keys with their values.
+  r = run_command(bin() + " compare " + a + " " + b);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* name : {"cmp_a", "cmp_b"}) {
+    char val[32];
+    std::snprintf(val, sizeof val, "%.4f", summary_json(name)["final_val_loss"].get<double>());
+    EXPECT_NE(r.output.find(val), std::string::npos) << val << "\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("2 key(s) differ"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("optim.lr"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("train.seed"), std::string::npos) << r.output;
+
+  // Same config (only the name differs), and a run without summary.json.
+  fs::remove(c + "/summary.json");
+  r = run_command(bin() + " compare " + a + " " + c);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("no key differs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no summary.json"), std::string::npos) << r.output;
+}
+
+TEST_F(SummaryTest, CompareErrorsAreOneLine) {
+  ASSERT_EQ(train("cmp_err", "--train.max_steps 2").exit_code, 0);
+  const std::string err = root_ + "/compare_err.txt";
+  auto expect_error = [&](const std::string& args, const std::string& needle) {
+    const CommandResult r =
+        run_command("{ " + bin() + " compare " + args + " 2>" + err + " >/dev/null; }");
+    EXPECT_NE(r.exit_code, 0) << args;
+    const std::string text = read_file(err);
+    EXPECT_EQ(text.rfind("ledgerlm: error: ", 0), 0u) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+    EXPECT_NE(text.find(needle), std::string::npos) << text;
+  };
+  expect_error(run_dir("cmp_err") + " " + root_, "no config.toml");
+  expect_error("", "runs");  // no run given
+  ASSERT_TRUE(write_file(run_dir("cmp_err") + "/summary.json", "{\"steps\": 3"));
+  expect_error(run_dir("cmp_err"), "summary.json");
+}
+
+}  // namespace
+}  // namespace ledgerlm

@@ -1,0 +1,177 @@
+// Token shards (write/read, every kind of damage rejected with a message naming the file),
+// sha256 against the FIPS 180-4 test vectors, and the per-document train/val split point.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "data/sha256.h"
+#include "data/shard.h"
+#include "model/base/check.h"
+#include "tests/support/data_test_support.h"
+#include "tests/support/test_util.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Each test's own temp directory, removed at the end of the test.
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("llm_shard_") {}
+};
+
+// Expects `fn` to throw an Error whose message contains every string in `parts`.
+template <class Fn>
+void expect_error(Fn fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message: " << msg;
+  }
+}
+
+TEST(Shard, RoundTripNarrowAndWide) {
+  TempDir tmp;
+  MemoryTracker tracker;
+  for (int64_t vocab : {int64_t{300}, int64_t{65535}, int64_t{100000}}) {
+    std::vector<int32_t> tokens;
+    for (int64_t i = 0; i < 1000; ++i) tokens.push_back(static_cast<int32_t>((i * 7919) % vocab));
+    tokens.push_back(static_cast<int32_t>(vocab - 1));
+    std::string path = tmp.file("s.bin");
+    shard_write(path, tokens, vocab);
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    const int width = vocab <= 65535 ? 2 : 4;
+    EXPECT_EQ(fs::file_size(path), static_cast<uintmax_t>(24 + tokens.size() * width));
+    ShardHeader h = shard_read_header(path);
+    EXPECT_EQ(h.version, kShardVersion);
+    EXPECT_EQ(h.width, static_cast<uint32_t>(width));
+    EXPECT_EQ(h.count, tokens.size());
+    {
+      TokenArray t = shard_load(path, &tracker, vocab);
+      ASSERT_EQ(t.size(), static_cast<int64_t>(tokens.size()));
+      EXPECT_EQ(t.width(), width);
+      for (size_t i = 0; i < tokens.size(); ++i)
+        ASSERT_EQ(t.at(static_cast<int64_t>(i)), tokens[i]);
+      std::vector<int32_t> copied(10);
+      t.copy(990, 10, copied.data());
+      EXPECT_EQ(copied, std::vector<int32_t>(tokens.begin() + 990, tokens.begin() + 1000));
+      // The tokens are accounted to the data component of the memory ledger.
+      EXPECT_GE(tracker.usage(MemTag::kData).current, static_cast<int64_t>(tokens.size() * width));
+    }
+    EXPECT_EQ(tracker.usage(MemTag::kData).current, 0);
+  }
+}
+
+TEST(Shard, HeaderBytesAreTheDocumentedLayout) {
+  TempDir tmp;
+  shard_write(tmp.file("s.bin"), std::vector<int32_t>{1, 258}, 300);
+  std::string raw = testing::read_file(tmp.file("s.bin"));
+  std::string expected("LLMTOKS1\x01\0\0\0\x02\0\0\0\x02\0\0\0\0\0\0\0\x01\0\x02\x01", 28);
+  EXPECT_EQ(raw, expected);
+}
+
+TEST(Shard, EmptyShardIsValid) {
+  TempDir tmp;
+  shard_write(tmp.file("e.bin"), std::vector<int32_t>{}, 257);
+  TokenArray t = shard_load(tmp.file("e.bin"), nullptr, 257);
+  EXPECT_EQ(t.size(), 0);
+}
+
+TEST(Shard, DamagedFilesAreRejectedNamingTheFile) {
+  TempDir tmp;
+  std::vector<int32_t> tokens(100, 5);
+  std::string good = tmp.file("good.bin");
+  shard_write(good, tokens, 300);
+  const std::string raw = testing::read_file(good);
+
+  std::string truncated = tmp.file("truncated.bin");
+  testing::write_file(truncated, raw.substr(0, raw.size() - 3));
+  expect_error([&] { shard_load(truncated, nullptr); }, {truncated, "truncated"});
+
+  std::string short_header = tmp.file("short.bin");
+  testing::write_file(short_header, raw.substr(0, 10));
+  expect_error([&] { shard_read_header(short_header); }, {short_header, "truncated header"});
+
+  std::string magic = tmp.file("magic.bin");
+  std::string bad = raw;
+  bad[0] = 'X';
+  testing::write_file(magic, bad);
+  expect_error([&] { shard_load(magic, nullptr); }, {magic, "wrong magic"});
+
+  std::string version = tmp.file("version.bin");
+  bad = raw;
+  bad[8] = 9;
+  testing::write_file(version, bad);
+  expect_error([&] { shard_load(version, nullptr); }, {version, "version 9"});
+
+  std::string width = tmp.file("width.bin");
+  bad = raw;
+  bad[12] = 3;
+  testing::write_file(width, bad);
+  expect_error([&] { shard_load(width, nullptr); }, {width, "token width 3"});
+
+  std::string trailing = tmp.file("trailing.bin");
+  testing::write_file(trailing, raw + "xy");
+  expect_error([&] { shard_load(trailing, nullptr); }, {trailing, "2 trailing bytes"});
+
+  std::string missing = tmp.file("missing.bin");
+  expect_error([&] { shard_load(missing, nullptr); }, {missing});
+
+  // Tokens outside the vocab the data claims.
+  expect_error([&] { shard_load(good, nullptr, 5); }, {good, "token 5", "outside the vocab"});
+}
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  // One million 'a', fed in uneven pieces to exercise the partial-block path.
+  Sha256 h;
+  std::string chunk(997, 'a');
+  size_t left = 1000000;
+  while (left > 0) {
+    size_t n = std::min(left, chunk.size());
+    h.update(std::string_view(chunk).substr(0, n));
+    left -= n;
+  }
+  EXPECT_EQ(h.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(CorpusSplit, CutsAtTheNearestLineStart) {
+  // 10 lines of 10 bytes: val 0.1 of 100 bytes = the last line exactly.
+  std::string text;
+  for (int i = 0; i < 10; ++i) text += "line " + std::to_string(i) + "...\n";
+  ASSERT_EQ(text.size(), 100u);
+  EXPECT_EQ(corpus_split_point(text, 0.1), 90u);
+  // 0.13 -> exact cut 87; nearest line start within 13/4 bytes is 90.
+  EXPECT_EQ(corpus_split_point(text, 0.13), 90u);
+  // 0.25 -> cut 75; line starts 70 and 80 are both 5 away (within 6): the earlier one wins.
+  EXPECT_EQ(corpus_split_point(text, 0.25), 70u);
+  EXPECT_EQ(corpus_split_point(text, 0.0), 100u);
+  EXPECT_EQ(corpus_split_point(text, 0.001), 100u);  // rounds to zero val bytes
+}
+
+TEST(CorpusSplit, FallsBackToCharacterBoundary) {
+  // One long line without newlines: cut inside it, but never inside a UTF-8 character.
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "日";   // 3 bytes each
+  size_t cut = corpus_split_point(text, 0.1);  // exact cut 135, a character start
+  EXPECT_EQ(cut, 135u);
+  cut = corpus_split_point(text, 0.11);  // exact cut 133.5 -> 134, inside a character -> 132
+  EXPECT_EQ(cut % 3, 0u);
+  EXPECT_EQ(cut, 132u);
+  // A far-away newline (outside the tolerance) is not used.
+  std::string two = "a\n" + std::string(200, 'b');
+  EXPECT_EQ(corpus_split_point(two, 0.1), two.size() - 20);
+}
+
+}  // namespace
+}  // namespace ledgerlm
