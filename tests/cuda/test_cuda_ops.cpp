@@ -15,8 +15,8 @@
 
 #include "model/backend/backend.h"
 #include "model/backend/cpu/cpu_backend.h"
-#include "model/backend/optim_kernels_8bit.h"
-#include "model/backend/optim_op.h"
+#include "model/backend/optim/optim_kernels_8bit.h"
+#include "model/backend/optim/optim_op.h"
 #include "tests/cuda/cuda_test_support.h"
 
 namespace ledgerlm {

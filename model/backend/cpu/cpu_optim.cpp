@@ -3,7 +3,7 @@
 // so the arithmetic — and every result bit — is theirs.
 #include "model/backend/cpu/cpu_optim.h"
 
-#include "model/backend/optim_kernels_8bit.h"
+#include "model/backend/optim/optim_kernels_8bit.h"
 #include "model/base/check.h"
 
 namespace ledgerlm::cpu {

@@ -13,9 +13,9 @@
 #include <type_traits>
 
 #include "model/backend/cuda/cuda_common.cuh"
-#include "model/backend/optim_kernels_8bit.h"
-#include "model/backend/optim_op.h"
-#include "model/backend/quant8.h"
+#include "model/backend/optim/optim_kernels_8bit.h"
+#include "model/backend/optim/optim_op.h"
+#include "model/backend/optim/quant8.h"
 
 namespace ledgerlm::cuda {
 namespace {

@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include "model/backend/optim_op.h"
+#include "model/backend/optim/optim_op.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {

@@ -29,7 +29,7 @@
 #include <type_traits>
 
 #include "model/backend/backend.h"
-#include "model/backend/optim_kernels_trust.h"
+#include "model/backend/optim/optim_kernels_trust.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
