@@ -34,6 +34,8 @@
 
 namespace ledgerlm {
 
+// The kernels a backend runs. Backends reach them through the one switch over the kinds,
+// optim_op_visit (optim_op_visit.h), which also lists what adding a kind takes.
 enum class OptimOpKind : uint8_t {
   kSgdDecay,
   kSgdBuf,
