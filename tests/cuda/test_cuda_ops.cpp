@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
-#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/common/random_keys.h"
 #include "model/backend/optim/optim_kernels_8bit.h"
 #include "model/backend/optim/optim_op.h"
 #include "tests/cuda/cuda_test_support.h"
@@ -330,8 +330,8 @@ TEST_P(BackendOps, DropoutMaskIsTheCpuMaskBitForBit) {
   int64_t dropped = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t s = static_cast<uint64_t>(i / per_seq), e = static_cast<uint64_t>(i % per_seq);
-    const bool kept = cpu::cpu_dropout_bits(key.seed, key.site, key.first_sequence + s, e) >=
-                      cpu::cpu_dropout_threshold(p);
+    const bool kept =
+        dropout_bits(key.seed, key.site, key.first_sequence + s, e) >= dropout_threshold(p);
     const float want = kept ? 1.0f * keep : 0.0f;
     ASSERT_EQ(std::memcmp(&got[i], &want, 4), 0) << "element " << i;
     dropped += !kept;
@@ -374,8 +374,8 @@ AttnRef naive_attention(const Vec& qkv, const Vec& dout, const AttentionArgs& a)
           mx = std::fmax(mx, p[j]);
           if (a.dropout > 0) {
             const uint64_t idx = static_cast<uint64_t>((h * Tn + i) * Tn + j);
-            mk[j] = cpu::cpu_dropout_bits(a.seed, a.site, a.first_sequence + b, idx) >=
-                            cpu::cpu_dropout_threshold(a.dropout)
+            mk[j] = dropout_bits(a.seed, a.site, a.first_sequence + b, idx) >=
+                            dropout_threshold(a.dropout)
                         ? 1.0 / (1.0 - a.dropout)
                         : 0.0;
           }
@@ -493,7 +493,7 @@ TEST_P(BackendOps, ConvertNearestAndStochasticAreTheCpuBits) {
       const std::vector<uint16_t> got = dd().raw_get<uint16_t>(out, t, n);
       for (int64_t i = 0; i < n; ++i) {
         const float f = static_cast<float>(x[i]);
-        const uint32_t bits = cpu::cpu_rounding_bits(seed, offset + static_cast<uint64_t>(i));
+        const uint32_t bits = rounding_bits(seed, offset + static_cast<uint64_t>(i));
         uint16_t want;
         if (t == DType::kBF16)
           want = rnd == Rounding::kNearest ? f32_to_bf16(f) : f32_to_bf16_stochastic(f, bits);
