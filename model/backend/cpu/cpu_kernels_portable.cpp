@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "model/backend/common/op_constants.h"
+#include "model/backend/cpu/cpu_attention.h"
 #include "model/backend/cpu/cpu_kernels.h"
 #include "model/base/check.h"
 #include "model/base/dtype.h"
