@@ -1,5 +1,5 @@
 // Per-op timing decorator (see profiling_backend.h).
-#include "train/profiling_backend.h"
+#include "model/backend/wrap/profiling_backend.h"
 
 #include <chrono>
 
