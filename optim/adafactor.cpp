@@ -17,7 +17,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "model/backend/optim_kernels_trust.h"
+#include "model/backend/optim/optim_kernels_trust.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
 

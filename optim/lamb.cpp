@@ -4,7 +4,7 @@
 // m and v are stored as OptimConfig::state_dtype (fp32 or bf16), updated in fp32.
 #include <memory>
 
-#include "model/backend/optim_kernels_trust.h"
+#include "model/backend/optim/optim_kernels_trust.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
 

@@ -10,7 +10,7 @@
 
 #include <array>
 
-#include "model/backend/optim_op.h"
+#include "model/backend/optim/optim_op.h"
 #include "optim/optimizer.h"
 
 namespace ledgerlm {

@@ -82,7 +82,7 @@ struct AttentionArgs {
   uint64_t first_sequence = 0;  // (head * T + query) * T + key
 };
 
-struct OptimOp;  // model/backend/optim_op.h
+struct OptimOp;  // model/backend/optim/optim_op.h
 
 // Backend construction options (the factory's input).
 struct BackendOptions {

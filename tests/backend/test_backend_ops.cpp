@@ -17,9 +17,10 @@
 #include <vector>
 
 #include "model/backend/backend.h"
+#include "model/backend/common/random_keys.h"
 #include "model/backend/cpu/cpu_backend.h"
-#include "model/backend/optim_kernels_8bit.h"
-#include "model/backend/optim_op.h"
+#include "model/backend/optim/optim_kernels_8bit.h"
+#include "model/backend/optim/optim_op.h"
 #include "tests/support/backend_ops_support.h"
 #include "tests/support/reference_ops.h"
 
@@ -294,8 +295,8 @@ TEST_P(BackendOps, DropoutMaskIsTheCpuMaskBitForBit) {
   int64_t dropped = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t s = static_cast<uint64_t>(i / per_seq), e = static_cast<uint64_t>(i % per_seq);
-    const bool kept = cpu::cpu_dropout_bits(key.seed, key.site, key.first_sequence + s, e) >=
-                      cpu::cpu_dropout_threshold(p);
+    const bool kept =
+        dropout_bits(key.seed, key.site, key.first_sequence + s, e) >= dropout_threshold(p);
     const float want = kept ? 1.0f * keep : 0.0f;
     ASSERT_EQ(std::memcmp(&got[i], &want, 4), 0) << "element " << i;
     dropped += !kept;
@@ -382,7 +383,7 @@ TEST_P(BackendOps, ConvertNearestAndStochasticAreTheCpuBits) {
       const std::vector<uint16_t> got = dd().raw_get<uint16_t>(out, t, n);
       for (int64_t i = 0; i < n; ++i) {
         const float f = static_cast<float>(x[i]);
-        const uint32_t bits = cpu::cpu_rounding_bits(seed, offset + static_cast<uint64_t>(i));
+        const uint32_t bits = rounding_bits(seed, offset + static_cast<uint64_t>(i));
         uint16_t want;
         if (t == DType::kBF16)
           want = rnd == Rounding::kNearest ? f32_to_bf16(f) : f32_to_bf16_stochastic(f, bits);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
+#include "model/backend/common/random_keys.h"
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/base/check.h"
 #include "model/base/rng.h"
@@ -166,7 +167,7 @@ TEST_F(OpsUtility, DropoutKeepsOneMinusPAndScales) {
   int64_t kept = 0;
   for (int64_t i = 0; i < kN; ++i) {
     ASSERT_TRUE(x[i] == 0.0f || x[i] == static_cast<float>(1.0 / 0.7)) << x[i];
-    ASSERT_EQ(x[i] != 0.0f, cpu::cpu_dropout_bits(3, 4, 0, i) >= cpu::cpu_dropout_threshold(p));
+    ASSERT_EQ(x[i] != 0.0f, dropout_bits(3, 4, 0, i) >= dropout_threshold(p));
     kept += x[i] != 0.0f;
   }
   EXPECT_NEAR(static_cast<double>(kept) / kN, 0.7, 0.01);
@@ -189,7 +190,7 @@ TEST_F(OpsUtility, DropoutMaskFollowsTheGlobalSequence) {
   for (int64_t s = 0; s < seqs; ++s)
     for (int64_t e = 0; e < per_seq; ++e)
       ASSERT_EQ(whole[s * per_seq + e] != 0.0f,
-                cpu::cpu_dropout_bits(7, 2, 10 + s, e) >= cpu::cpu_dropout_threshold(0.5))
+                dropout_bits(7, 2, 10 + s, e) >= dropout_threshold(0.5))
           << "sequence " << s << " element " << e;
   be->dropout(Tensor(shifted.data(), DType::kF32), n, 0.5, DropoutKey{7, 2, 11, per_seq});
   EXPECT_NE(whole, shifted) << "another place in the batch: another mask";

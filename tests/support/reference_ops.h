@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
-#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/common/random_keys.h"
 
 namespace ledgerlm::testing {
 
@@ -44,8 +44,7 @@ inline double attention_dropout_scale(const AttentionArgs& a, int64_t b, int64_t
   if (a.dropout == 0.0) return 1.0;
   const uint64_t index = static_cast<uint64_t>((h * a.seq + i) * a.seq + j);
   const uint64_t sequence = a.first_sequence + static_cast<uint64_t>(b);
-  const bool keep = cpu::cpu_dropout_bits(a.seed, a.site, sequence, index) >=
-                    cpu::cpu_dropout_threshold(a.dropout);
+  const bool keep = dropout_bits(a.seed, a.site, sequence, index) >= dropout_threshold(a.dropout);
   return keep ? 1.0 / (1.0 - a.dropout) : 0.0;
 }
 

@@ -10,11 +10,11 @@
 
 #include "model/backend/cpu_facts.h"
 #include "model/backend/peak_flops.h"
+#include "model/backend/wrap/profiling_backend.h"
 #include "model/base/check.h"
 #include "model/base/rng.h"
 #include "optim/schedule.h"
 #include "train/cli/commands.h"
-#include "train/profiling_backend.h"
 #include "train/step/model_state.h"
 #include "train/step/train_step.h"
 

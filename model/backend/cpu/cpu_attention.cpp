@@ -9,7 +9,7 @@
 //
 // Dropout (args.dropout = p > 0) multiplies p_ij by m_ij = keep_ij / (1 - p) after the softmax.
 // keep_ij is a pure function of (seed, site, sequence, index) with sequence = first_sequence + b
-// (its place in the global batch) and index = (h*T + i)*T + j (cpu_dropout_bits), so backward
+// (its place in the global batch) and index = (h*T + i)*T + j (dropout_bits), so backward
 // reproduces the mask without storing it, and any split of the batch draws the same mask.
 // Attention and the elementwise dropout() share the (seed, kDropout, site) key space: callers
 // give them distinct sites.
@@ -42,6 +42,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "model/backend/common/random_keys.h"
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_kernels.h"

@@ -15,7 +15,7 @@
 // the ISA units (cpu_kernels_avx2.cpp, cpu_kernels_avx512.cpp) with register-tiled vector ones.
 //
 // Include inside the including unit's kernel namespace; its standard headers, cpu_attention.h
-// and cpu_backend.h (dropout bits) come first.
+// and model/backend/common/random_keys.h (dropout bits) come first.
 
 template <class T>
 __attribute__((always_inline)) inline T attn_dot(const T* x, const T* y, int64_t n) {
@@ -29,13 +29,13 @@ __attribute__((always_inline)) inline T attn_dot(const T* x, const T* y, int64_t
 template <class T>
 __attribute__((always_inline)) inline void attn_fill_mask(T* m, int64_t b, uint64_t base,
                                                           int64_t count, const AttentionArgs& a) {
-  const uint64_t threshold = cpu_dropout_threshold(a.dropout);
+  const uint64_t threshold = dropout_threshold(a.dropout);
   const T keep_scale = static_cast<T>(1.0 / (1.0 - a.dropout));
   const uint64_t sequence = a.first_sequence + static_cast<uint64_t>(b);
   std::array<uint32_t, 4> words{};
   for (int64_t j = 0; j < count; ++j) {
     const uint64_t idx = base + static_cast<uint64_t>(j);
-    if (j == 0 || (idx & 3) == 0) words = cpu_dropout_words(a.seed, a.site, sequence, idx);
+    if (j == 0 || (idx & 3) == 0) words = dropout_words(a.seed, a.site, sequence, idx);
     m[j] = words[idx & 3] >= threshold ? keep_scale : T(0);
   }
 }

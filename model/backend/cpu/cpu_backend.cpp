@@ -1,9 +1,10 @@
 // CPU backend construction, memory, and the whole-buffer utilities: zero, convert (with
 // stochastic rounding), accumulate, sum_squares, all_finite, scale.
 //
-// Buffer-wide loops are split into fixed chunks of kChunk elements, independent of the thread
-// count; the one reduction (sum_squares) sums per-chunk partials in chunk order, so its result
-// does not even depend on the number of threads.
+// Buffer-wide loops are split into fixed chunks of kBufferChunk elements (op_constants.h: the
+// CUDA reductions use the same chunks), independent of the thread count; the reductions sum
+// per-chunk partials in chunk order, so their results do not even depend on the number of
+// threads.
 #include "model/backend/cpu/cpu_backend.h"
 
 #include <omp.h>
@@ -14,6 +15,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "model/backend/common/op_constants.h"
+#include "model/backend/common/random_keys.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/backend/cpu/cpu_kernels.h"
@@ -25,10 +28,8 @@ namespace ledgerlm {
 namespace cpu {
 namespace {
 
-constexpr int64_t kChunk = 1 << 15;
-
 int64_t chunk_count(int64_t n) {
-  return (n + kChunk - 1) / kChunk;
+  return (n + kBufferChunk - 1) / kBufferChunk;
 }
 
 // The fp32 <-> bf16/fp16 conversions on the kernel table (bitwise the scalar ones); false for
@@ -90,7 +91,7 @@ void CpuBackend::copy(Tensor dst, Tensor src, int64_t n) {
   LLM_REQUIRE(dst.dtype == src.dtype, "cpu backend: copy from ", dtype_name(src.dtype), " to ",
               dtype_name(dst.dtype), " (use convert to change the dtype)");
   const int64_t bytes = n * static_cast<int64_t>(dtype_size(dst.dtype));
-  const int64_t piece = kChunk * 4;
+  const int64_t piece = kBufferChunk * 4;
   const int64_t pieces = (bytes + piece - 1) / piece;
   char* d = static_cast<char*>(dst.data);
   const char* s = static_cast<const char*>(src.data);
@@ -156,12 +157,12 @@ void CpuBackend::zero(Tensor t, int64_t n) {
   if (n <= 0) return;
   LLM_REQUIRE(t.data != nullptr, "cpu backend: zero() on a null tensor");
   const int64_t bytes = n * static_cast<int64_t>(dtype_size(t.dtype));
-  const int64_t chunks = (bytes + kChunk * 4 - 1) / (kChunk * 4);
+  const int64_t chunks = (bytes + kBufferChunk * 4 - 1) / (kBufferChunk * 4);
   char* p = static_cast<char*>(t.data);
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kChunk * 4;
-    std::memset(p + begin, 0, static_cast<size_t>(std::min(bytes - begin, kChunk * 4)));
+    const int64_t begin = c * kBufferChunk * 4;
+    std::memset(p + begin, 0, static_cast<size_t>(std::min(bytes - begin, kBufferChunk * 4)));
   }
 }
 
@@ -175,10 +176,10 @@ void CpuBackend::convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, u
     const int64_t elem = static_cast<int64_t>(dtype_size(dst.dtype));
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk;
+      const int64_t begin = c * kBufferChunk;
       std::memcpy(static_cast<char*>(dst.data) + begin * elem,
                   static_cast<const char*>(src.data) + begin * elem,
-                  static_cast<size_t>(std::min(n - begin, kChunk) * elem));
+                  static_cast<size_t>(std::min(n - begin, kBufferChunk) * elem));
     }
     return;
   }
@@ -193,7 +194,7 @@ void CpuBackend::convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, u
       const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
       for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+        const int64_t begin = c * kBufferChunk, end = std::min(n, begin + kBufferChunk);
         if (!stochastic) {
           if (!convert_fast(kern, d + begin, s + begin, end - begin)) {
             for (int64_t i = begin; i < end; ++i) store_value(d[i], load_value(s[i]));
@@ -203,8 +204,7 @@ void CpuBackend::convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, u
         std::array<uint32_t, 4> words{};
         for (int64_t i = begin; i < end; ++i) {
           const uint64_t idx = stream_offset + static_cast<uint64_t>(i);
-          if (i == begin || (idx & 3) == 0)
-            words = rng_bits(seed, RngStream::kRounding, idx >> 2, 0);
+          if (i == begin || (idx & 3) == 0) words = rounding_words(seed, idx);
           store_stochastic(d[i], load_value(s[i]), words[idx & 3]);
         }
       }
@@ -227,7 +227,7 @@ void CpuBackend::accumulate(Tensor dst, Tensor src, int64_t n) {
       const S* s = src.as<const S>();
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
       for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+        const int64_t begin = c * kBufferChunk, end = std::min(n, begin + kBufferChunk);
         for (int64_t i = begin; i < end; ++i) {
           store_value(d[i], static_cast<C>(load_value(d[i])) + static_cast<C>(load_value(s[i])));
         }
@@ -241,7 +241,7 @@ double CpuBackend::sum(Tensor x, int64_t n) {
   if (n <= 0) return 0.0;
   LLM_REQUIRE(x.dtype == DType::kF32 || x.dtype == DType::kF64,
               "cpu backend: sum of fp32 or fp64 values, got ", dtype_name(x.dtype));
-  // Chunks of kChunk in order, each summed left to right: independent of the thread count.
+  // Chunks of kBufferChunk in order, each summed left to right: independent of the thread count.
   const int64_t chunks = chunk_count(n);
   double* partial = static_cast<double*>(workspace(WorkSlot::kPartials, chunks * sizeof(double)));
   dispatch_act(x.dtype, [&](auto tag) {
@@ -249,7 +249,7 @@ double CpuBackend::sum(Tensor x, int64_t n) {
     const T* p = x.as<const T>();
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      const int64_t begin = c * kBufferChunk, end = std::min(n, begin + kBufferChunk);
       double acc = 0.0;
       for (int64_t i = begin; i < end; ++i) acc += static_cast<double>(p[i]);
       partial[c] = acc;
@@ -271,7 +271,7 @@ double CpuBackend::sum_squares(Tensor x, int64_t n) {
     const S* p = x.as<const S>();
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      const int64_t begin = c * kBufferChunk, end = std::min(n, begin + kBufferChunk);
       double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
       for (int64_t i = begin; i < end; ++i) {
@@ -298,7 +298,7 @@ bool CpuBackend::all_finite(Tensor x, int64_t n) {
     const S* p = x.as<const S>();
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1) reduction(&& : ok)
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      const int64_t begin = c * kBufferChunk, end = std::min(n, begin + kBufferChunk);
       // v * 0 is 0 for finite v and NaN for inf/NaN; the sum stays 0 iff all are finite.
       C acc = 0;
 #pragma omp simd reduction(+ : acc)
@@ -318,7 +318,7 @@ void CpuBackend::scale(Tensor x, int64_t n, double s) {
     S* p = x.as<S>();
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+      const int64_t begin = c * kBufferChunk, end = std::min(n, begin + kBufferChunk);
       for (int64_t i = begin; i < end; ++i) {
         store_value(p[i], static_cast<double>(load_value(p[i])) * s);
       }

@@ -15,8 +15,6 @@
 
 #include "model/backend/backend.h"
 #include "model/backend/cpu/cpu_isa.h"
-#include "model/base/hd.h"
-#include "model/base/rng.h"
 
 namespace ledgerlm::cpu {
 
@@ -137,29 +135,5 @@ std::string cpu_blas_config();
 // LEDGERLM_CPU_ISA=avx2 it returns "Haswell" (unless that core is loaded): the forced path caps
 // the GEMM library's kernels too.
 std::string cpu_blas_better_coretype();
-
-// These key functions are LLM_HD: the CUDA backend draws the same bits from them.
-//
-// The 32 random bits stochastic rounding uses for element `index` of a stream: word index%4 of
-// rng_bits(seed, kRounding, index / 4, 0) (one Philox call serves four elements). A pure function
-// of (seed, index), so shards and resumes see the same bits for the same global element.
-LLM_HD inline uint32_t cpu_rounding_bits(uint64_t seed, uint64_t index) {
-  return rng_bits(seed, RngStream::kRounding, index >> 2, 0)[index & 3];
-}
-
-// The dropout mask's bits of element `index` of global-batch sequence `sequence` (DropoutKey):
-// word index%4 of rng_bits(seed, kDropout, site, (sequence << 40) | index / 4). An element is
-// kept iff its bits >= cpu_dropout_threshold(p), i.e. with probability 1 - p.
-LLM_HD inline std::array<uint32_t, 4> cpu_dropout_words(uint64_t seed, uint64_t site,
-                                                        uint64_t sequence, uint64_t index) {
-  return rng_bits(seed, RngStream::kDropout, site, (sequence << 40) | (index >> 2));
-}
-LLM_HD inline uint32_t cpu_dropout_bits(uint64_t seed, uint64_t site, uint64_t sequence,
-                                        uint64_t index) {
-  return cpu_dropout_words(seed, site, sequence, index)[index & 3];
-}
-inline uint64_t cpu_dropout_threshold(double p) {
-  return static_cast<uint64_t>(p * 4294967296.0 + 0.5);
-}
 
 }  // namespace ledgerlm::cpu

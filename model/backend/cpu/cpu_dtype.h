@@ -1,93 +1,16 @@
-// Element access for the CPU kernels: storage types for every float dtype, widening loads and
-// rounding stores, and dispatch from a runtime DType to a typed kernel.
-//
-// Kernels are templates over a storage type S (float, double, Bf16, Half) and a compute type T
-// (float, or double for fp64 gradient checks). bf16/fp16 values are widened to fp32 on load and
-// rounded to nearest even on store, as backend.h specifies.
+// Element access for the CPU kernels: the checks done at op entry and the typed row helpers,
+// over the storage types and dtype dispatch that the CPU and CUDA backends share
+// (model/backend/common/storage.h: Bf16 / Half, load_value / store_value, dispatch_float).
 #pragma once
 
 #include <cstdint>
 
 #include "model/backend/backend.h"
+#include "model/backend/common/storage.h"
 #include "model/base/check.h"
 #include "model/base/dtype.h"
-#include "model/base/hd.h"
 
 namespace ledgerlm::cpu {
-
-// 16-bit storage formats as distinct types so that overloads and templates can tell them apart.
-struct Bf16 {
-  uint16_t bits;
-};
-struct Half {
-  uint16_t bits;
-};
-
-LLM_HD inline float load_value(float v) {
-  return v;
-}
-LLM_HD inline double load_value(double v) {
-  return v;
-}
-LLM_HD inline float load_value(Bf16 v) {
-  return bf16_to_f32(v.bits);
-}
-LLM_HD inline float load_value(Half v) {
-  return f16_to_f32(v.bits);
-}
-
-template <class V>
-LLM_HD inline void store_value(float& dst, V v) {
-  dst = static_cast<float>(v);
-}
-template <class V>
-LLM_HD inline void store_value(double& dst, V v) {
-  dst = static_cast<double>(v);
-}
-template <class V>
-LLM_HD inline void store_value(Bf16& dst, V v) {
-  dst.bits = f32_to_bf16(static_cast<float>(v));
-}
-template <class V>
-LLM_HD inline void store_value(Half& dst, V v) {
-  dst.bits = f32_to_f16(static_cast<float>(v));
-}
-
-// Rounds v into dst, stochastically for 16-bit formats; `bits` are 32 uniform random bits
-// (host and device: the CUDA casts call the same functions).
-template <class V>
-LLM_HD inline void store_stochastic(float& dst, V v, uint32_t) {
-  dst = static_cast<float>(v);
-}
-template <class V>
-LLM_HD inline void store_stochastic(double& dst, V v, uint32_t) {
-  dst = static_cast<double>(v);
-}
-template <class V>
-LLM_HD inline void store_stochastic(Bf16& dst, V v, uint32_t bits) {
-  dst.bits = f32_to_bf16_stochastic(static_cast<float>(v), bits);
-}
-template <class V>
-LLM_HD inline void store_stochastic(Half& dst, V v, uint32_t bits) {
-  dst.bits = f32_to_f16_stochastic(static_cast<float>(v), bits);
-}
-
-// The arithmetic type a storage type computes in: double for fp64, fp32 for everything else.
-template <class S>
-struct ComputeOf {
-  using type = float;
-};
-template <>
-struct ComputeOf<double> {
-  using type = double;
-};
-
-inline bool dtype_is_float(DType t) {
-  return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16;
-}
-inline bool dtype_is_act(DType t) {
-  return t == DType::kF32 || t == DType::kF64;
-}
 
 // Checks done at op entry, before any parallel region (an exception must never leave one).
 inline void require_float(const Tensor& t, const char* what) {
@@ -105,33 +28,6 @@ inline DType require_act_dtype(const Tensor& t, const char* what) {
   LLM_REQUIRE(dtype_is_act(t.dtype), "cpu backend: ", what, " must be fp32 or fp64, got ",
               dtype_name(t.dtype));
   return t.dtype;
-}
-
-// Calls f(S{}) with S the storage type of `t`. Callers validate the dtype first (require_*);
-// the fallback throw is for direct misuse outside a parallel region.
-template <class F>
-decltype(auto) dispatch_float(DType t, F&& f) {
-  switch (t) {
-    case DType::kF32:
-      return f(float{});
-    case DType::kF64:
-      return f(double{});
-    case DType::kBF16:
-      return f(Bf16{});
-    case DType::kF16:
-      return f(Half{});
-    default:
-      break;
-  }
-  fail(error_message("cpu backend: expected a float dtype, got ", dtype_name(t)));
-}
-
-// Calls f(T{}) with T float or double (activation dtypes).
-template <class F>
-decltype(auto) dispatch_act(DType t, F&& f) {
-  if (t == DType::kF64) return f(double{});
-  if (t == DType::kF32) return f(float{});
-  fail(error_message("cpu backend: activations must be fp32 or fp64, got ", dtype_name(t)));
 }
 
 // ---- row helpers: one dtype switch per row, typed inner loops ------------------------------

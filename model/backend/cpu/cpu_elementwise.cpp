@@ -10,6 +10,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include "model/backend/common/op_constants.h"
+#include "model/backend/common/random_keys.h"
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_kernels.h"
@@ -18,8 +20,6 @@ namespace ledgerlm::cpu {
 namespace {
 
 constexpr int64_t kChunk = 1 << 14;
-constexpr double kSqrt2OverPi = 0.7978845608028654;
-constexpr double kGeluCubic = 0.044715;
 
 int64_t chunk_count(int64_t n) {
   return (n + kChunk - 1) / kChunk;
@@ -64,7 +64,7 @@ void CpuBackend::gelu_forward(Tensor out, Tensor x, int64_t n) {
     using T = decltype(tag);
     T* o = out.as<T>();
     const T* xp = x.as<const T>();
-    const T k = static_cast<T>(kSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
+    const T k = static_cast<T>(kGeluSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
     const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
@@ -93,7 +93,7 @@ void CpuBackend::gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) {
     T* d = dx.as<T>();
     const T* xp = x.as<const T>();
     const T* g = dout.as<const T>();
-    const T k = static_cast<T>(kSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
+    const T k = static_cast<T>(kGeluSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
     const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
@@ -159,7 +159,7 @@ void CpuBackend::dropout(Tensor x, int64_t n, double p, const DropoutKey& key) {
               key.sequence_elements, " elements");
   const DType act = require_act_dtype(x, "dropout x");
   const int64_t chunks = chunk_count(n);
-  const uint64_t threshold = cpu_dropout_threshold(p);
+  const uint64_t threshold = dropout_threshold(p);
   const uint64_t per_seq = static_cast<uint64_t>(key.sequence_elements);
   dispatch_act(act, [&](auto tag) {
     using T = decltype(tag);
@@ -175,7 +175,7 @@ void CpuBackend::dropout(Tensor x, int64_t n, double p, const DropoutKey& key) {
       std::array<uint32_t, 4> words{};
       for (int64_t i = begin; i < end; ++i) {
         if (i == begin || e == 0 || (e & 3) == 0)
-          words = cpu_dropout_words(key.seed, key.site, key.first_sequence + seq, e);
+          words = dropout_words(key.seed, key.site, key.first_sequence + seq, e);
         xp[i] = words[e & 3] >= threshold ? xp[i] * keep_scale : T(0);
         if (++e == per_seq) {
           e = 0;

@@ -13,6 +13,7 @@
 // it issues at a quarter of the FMA rate (measured by tests/bench/bench_dot_rate.cpp on the Xeon
 // this was tuned on) it is half as fast, so matmul = fp32 stays the default.
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -22,15 +23,63 @@
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_gemm_bf16.h"
 #include "model/backend/cpu/cpu_gemm_lib.h"
+#include "model/backend/cpu/cpu_onednn.h"
+
+#if LEDGERLM_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 namespace ledgerlm::cpu {
 namespace {
+
+// Both GEMM libraries run on the same OpenMP runtime (libgomp) as the rest of the backend.
+// OpenBLAS's thread count is process-wide, and oneDNN reads omp_get_max_threads() per call: both
+// are set to the calling backend's count before each GEMM, so several backends with different
+// thread counts in one process (tests) each get their own.
+void set_threads(int threads) {
+  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+}
+
+// Row-major dense C[m,n] = op(A) op(B) + beta C (beta 0 or 1) in fp32 on `lib`, on the backend's
+// threads (and, for oneDNN's matmul, its primitives, with their scratchpad in the backend's
+// tracked workspace).
+void sgemm(CpuBackend& be, GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+           const float* a, const float* b, float beta, float* c) {
+  const int threads = be.num_threads();
+  const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+#if LEDGERLM_HAVE_DNNL
+  if (lib == GemmLib::kOneDnn) {
+    OneDnnMatmuls& mm = be.onednn();
+    const bool beta1 = beta != 0.0f;
+    const int64_t bytes = mm.scratchpad_bytes(trans_a, trans_b, m, n, k, beta1);
+    void* scratch =
+        bytes > 0 ? be.workspace(WorkSlot::kGemmLib, static_cast<size_t>(bytes)) : nullptr;
+    mm.run(trans_a, trans_b, m, n, k, a, b, beta1, c, scratch, threads);
+    return;
+  }
+  if (lib == GemmLib::kOneDnnSgemm) {
+    set_threads(threads);
+    const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a,
+                                        lda, b, ldb, beta, c, n);
+    LLM_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st));
+    return;
+  }
+#else
+  (void)lib;
+#endif
+  set_threads(threads);
+  if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
+              c, static_cast<int>(n));
+}
 
 // Library entry point per compute type: fp32 on the library cpu_gemm_lib_choose picks for the
 // path and shape, fp64 on OpenBLAS.
 void blas_gemm(CpuBackend& be, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
                const float* b, float beta, float* c) {
-  cpu_sgemm(be, cpu_gemm_lib_choose(be.isa(), m, n, k, ta, tb), ta, tb, m, n, k, a, b, beta, c);
+  sgemm(be, cpu_gemm_lib_choose(be.isa(), m, n, k, ta, tb), ta, tb, m, n, k, a, b, beta, c);
 }
 void blas_gemm(CpuBackend&, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
                const double* b, double beta, double* c) {

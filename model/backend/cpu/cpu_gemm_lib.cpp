@@ -1,13 +1,8 @@
-// fp32 GEMM library choice and calls (see cpu_gemm_lib.h).
-//
-// Both libraries run on the same OpenMP runtime (libgomp) as the rest of the backend. OpenBLAS's
-// thread count is process-wide, and oneDNN reads omp_get_max_threads() per call: both are set to
-// the calling backend's count before each GEMM, so several backends with different thread
-// counts in one process (tests) each get their own.
+// fp32 GEMM library choice, set-up and report (see cpu_gemm_lib.h); the calls themselves are
+// CpuBackend::gemm's (cpu_gemm.cpp), on the backend's threads and workspace.
 #include "model/backend/cpu/cpu_gemm_lib.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -15,7 +10,6 @@
 #include <mutex>
 #include <string>
 
-#include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_onednn.h"
 #include "model/base/check.h"
 
@@ -50,10 +44,6 @@ const char* dnnl_isa_name(dnnl_cpu_isa_t isa) {
   }
 }
 #endif
-
-void set_threads(int threads) {
-  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
-}
 
 // LEDGERLM_CPU_GEMM (cpu_gemm_lib.h): -1 for auto, else the forced GemmLib.
 int gemm_lib_forced() {
@@ -109,38 +99,6 @@ GemmLib cpu_gemm_lib_choose(CpuIsa isa, int64_t m, int64_t n, int64_t k, bool tr
   if (!trans_a && !trans_b) return GemmLib::kOneDnn;
   if (trans_b) return n <= 128 ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
   return m * n <= 128 * 128 ? GemmLib::kOneDnn : GemmLib::kOpenBlas;
-}
-
-void cpu_sgemm(CpuBackend& be, GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n,
-               int64_t k, const float* a, const float* b, float beta, float* c) {
-  const int threads = be.num_threads();
-  const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
-#if LEDGERLM_HAVE_DNNL
-  if (lib == GemmLib::kOneDnn) {
-    OneDnnMatmuls& mm = be.onednn();
-    const bool beta1 = beta != 0.0f;
-    const int64_t bytes = mm.scratchpad_bytes(trans_a, trans_b, m, n, k, beta1);
-    void* scratch =
-        bytes > 0 ? be.workspace(WorkSlot::kGemmLib, static_cast<size_t>(bytes)) : nullptr;
-    mm.run(trans_a, trans_b, m, n, k, a, b, beta1, c, scratch, threads);
-    return;
-  }
-  if (lib == GemmLib::kOneDnnSgemm) {
-    set_threads(threads);
-    const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a,
-                                        lda, b, ldb, beta, c, n);
-    LLM_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st));
-    return;
-  }
-#else
-  (void)lib;
-#endif
-  set_threads(threads);
-  if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(n));
 }
 
 int64_t cpu_gemm_lib_workspace_bytes(CpuIsa isa, bool trans_a, bool trans_b, int64_t m, int64_t n,

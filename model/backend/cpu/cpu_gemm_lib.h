@@ -5,7 +5,8 @@
 // The choice is a pure function of the path (CPU flags) and the shape, never of timings, so a
 // run's results stay deterministic per (threads, path); tests/bench/bench_gemm_libs.cpp measured
 // the libraries (and BLIS) side by side on the training step's shapes, and the README's
-// Benchmarks section gives the figures the rule follows.
+// Benchmarks section gives the figures the rule follows. CpuBackend::gemm (cpu_gemm.cpp) makes
+// the call on the library chosen here.
 #pragma once
 
 #include <cstdint>
@@ -25,13 +26,6 @@ bool cpu_have_onednn();
 // The library for C[m,n] = op(A) op(B) in fp32 on path `isa`.
 GemmLib cpu_gemm_lib_choose(CpuIsa isa, int64_t m, int64_t n, int64_t k, bool trans_a,
                             bool trans_b);
-
-class CpuBackend;
-
-// Row-major dense C[m,n] = op(A) op(B) + beta C (beta 0 or 1) on `lib`, on the backend's threads
-// (and, for oneDNN's matmul, its primitives and workspace).
-void cpu_sgemm(CpuBackend& be, GemmLib lib, bool trans_a, bool trans_b, int64_t m, int64_t n,
-               int64_t k, const float* a, const float* b, float beta, float* c);
 
 // Workspace bytes (the kGemmLib slot) a GEMM of this shape takes on path `isa`: the oneDNN
 // matmul primitive's scratchpad where that library runs it, else 0 (the memory planner's figure).

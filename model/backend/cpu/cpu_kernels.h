@@ -9,10 +9,14 @@
 #include <cstdint>
 #include <string>
 
-#include "model/backend/cpu/cpu_attention.h"
 #include "model/backend/cpu/cpu_isa.h"
 
 namespace ledgerlm::cpu {
+
+// One (batch, head) pair's attention arguments (cpu_attention.h, which the attention op and the
+// tables' sources include; declared here so that the table does not depend on the attention op).
+struct AttnForwardHead;
+struct AttnBackwardHead;
 
 // Rows [begin, end) of a layernorm over C channels (cpu_layernorm.cpp has the contract).
 struct LayerNormRows {
@@ -59,7 +63,7 @@ struct CpuKernels {
 
   // Attention: one (batch, head) pair (cpu_attention.cpp). attention_vector(hd) tells whether
   // the head runs on this path's vector products (else the BLAS ones); `scratch` holds
-  // attention_scratch(shape) elements.
+  // attention_scratch(shape) elements (cpu_attention.h).
   bool (*attention_vector)(int64_t head_dim);
   void (*attention_forward_head)(const AttnForwardHead& a, int64_t bh, float* scratch);
   void (*attention_backward_head)(const AttnBackwardHead& a, int64_t bh, float* scratch);

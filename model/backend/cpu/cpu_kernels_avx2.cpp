@@ -11,8 +11,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "model/backend/common/op_constants.h"
+#include "model/backend/common/random_keys.h"
 #include "model/backend/cpu/cpu_attention.h"
-#include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_kernels.h"
 #include "model/base/dtype.h"
 

@@ -35,8 +35,8 @@ LLM_INLINE Vec vexp(Vec v) {
 // tanh(k (v + 0.044715 v^3)) for GELU's inner argument.
 LLM_INLINE Vec gelu_tanh(Vec v) {
   const Vec v2 = v * v;
-  const Vec inner = Vec::fmadd(Vec::set1(0.044715f) * v2, v, v);
-  const Vec u = Vec::set1(0.7978845608028654f) * inner;
+  const Vec inner = Vec::fmadd(Vec::set1(static_cast<float>(kGeluCubic)) * v2, v, v);
+  const Vec u = Vec::set1(static_cast<float>(kGeluSqrt2OverPi)) * inner;
   const Vec e = vexp(u + u);
   const Vec one = Vec::set1(1.0f);
   return one - Vec::set1(2.0f) / (one + e);
@@ -50,8 +50,8 @@ LLM_INLINE Vec gelu_value(Vec v) {
 LLM_INLINE Vec gelu_grad(Vec v) {
   const Vec half = Vec::set1(0.5f), one = Vec::set1(1.0f);
   const Vec th = gelu_tanh(v);
-  const Vec du =
-      Vec::set1(0.7978845608028654f) * Vec::fmadd(Vec::set1(3.0f * 0.044715f), v * v, one);
+  const Vec du = Vec::set1(static_cast<float>(kGeluSqrt2OverPi)) *
+                 Vec::fmadd(Vec::set1(3.0f * static_cast<float>(kGeluCubic)), v * v, one);
   const Vec sech2 = Vec::fnmadd(th, th, one);
   return Vec::fmadd((half * v) * sech2, du, half * (one + th));
 }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "model/backend/common/op_constants.h"
+#include "model/backend/cpu/cpu_attention.h"
 #include "model/backend/cpu/cpu_kernels.h"
 #include "model/base/check.h"
 #include "model/base/dtype.h"
@@ -14,8 +16,9 @@ namespace {
 
 #include "model/backend/cpu/cpu_layernorm_rows.h"
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
+// GELU's constants (op_constants.h) in fp32.
+constexpr float kSqrt2OverPiF = static_cast<float>(kGeluSqrt2OverPi);
+constexpr float kGeluCubicF = static_cast<float>(kGeluCubic);
 
 // tanh(u) = 1 - 2 / (1 + exp(2u)): glibc's exp is several times cheaper than its tanh, and the
 // form saturates correctly (exp overflow to inf gives 1, underflow to 0 gives -1). Its absolute
@@ -27,7 +30,7 @@ inline float tanh_via_exp(float u) {
 void p_gelu_forward(float* out, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
+    const float u = kSqrt2OverPiF * (v + kGeluCubicF * v * v * v);
     out[i] = 0.5f * v * (1.0f + tanh_via_exp(u));
   }
 }
@@ -35,8 +38,8 @@ void p_gelu_forward(float* out, const float* x, int64_t n) {
 void p_gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float th = tanh_via_exp(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    const float th = tanh_via_exp(kSqrt2OverPiF * (v + kGeluCubicF * v * v * v));
+    const float du = kSqrt2OverPiF * (1.0f + 3.0f * kGeluCubicF * v * v);
     const float grad = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du;
     dx[i] = dout[i] * grad;  // written, not accumulated (dx may alias dout)
   }
@@ -80,7 +83,7 @@ void p_f32_to_f16(uint16_t* dst, const float* src, int64_t n) {
 
 void p_layernorm_forward(const LayerNormRows& r) {
   ln_forward_rows<float>(r.out, r.mean, r.rstd, r.add_a ? r.sum : const_cast<float*>(r.x), r.add_a,
-                         r.add_b, r.w, r.b, r.begin, r.end, r.c, static_cast<float>(1e-5));
+                         r.add_b, r.w, r.b, r.begin, r.end, r.c, static_cast<float>(kLayerNormEps));
 }
 void p_layernorm_backward(const LayerNormRows& r) {
   ln_backward_rows<float>(r.dx, r.dw, r.db, r.dout, r.x, r.w, r.mean, r.rstd, r.begin, r.end, r.c);

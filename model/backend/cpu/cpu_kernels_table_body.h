@@ -4,7 +4,7 @@
 
 void k_layernorm_forward(const LayerNormRows& r) {
   ln_forward_rows<float>(r.out, r.mean, r.rstd, r.add_a ? r.sum : const_cast<float*>(r.x), r.add_a,
-                         r.add_b, r.w, r.b, r.begin, r.end, r.c, 1e-5f);
+                         r.add_b, r.w, r.b, r.begin, r.end, r.c, static_cast<float>(kLayerNormEps));
 }
 
 void k_layernorm_backward(const LayerNormRows& r) {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "model/backend/common/op_constants.h"
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_kernels.h"
@@ -21,7 +22,6 @@ namespace {
 
 #include "model/backend/cpu/cpu_layernorm_rows.h"
 
-constexpr double kLayerNormEps = 1e-5;
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 16384;
 

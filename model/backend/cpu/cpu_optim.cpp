@@ -1,9 +1,11 @@
 // Optimizer kernels on the CPU (see cpu_optim.h): each kind calls the stage or phase function
 // of optim_kernels*.h that the optimizers called directly before they went through the backend,
-// so the arithmetic — and every result bit — is theirs.
+// so the arithmetic — and every result bit — is theirs. optim_op_visit picks the kind and types
+// the arrays; WholeTensor holds the calls.
 #include "model/backend/cpu/cpu_optim.h"
 
-#include "model/backend/optim_kernels_8bit.h"
+#include "model/backend/optim/optim_kernels_8bit.h"
+#include "model/backend/optim/optim_op_visit.h"
 #include "model/base/check.h"
 
 namespace ledgerlm::cpu {
@@ -13,6 +15,89 @@ void sums_store(double* sums, const std::array<double, 2>& v) {
   sums[0] = v[0];
   sums[1] = v[1];
 }
+
+// The visitor of cpu_optimizer_op: one kind over the whole tensor, in its stage or phase
+// function's own (parallel) loops.
+struct WholeTensor {
+  double* sums;  // kinds that reduce write here
+
+  void sgd_decay(float* w, int64_t n, const SgdStep<float>& s) const { sgd_stage_decay(w, n, s); }
+  template <class S, class G>
+  void sgd_buf(float* w, S* buf, const G& g, int64_t n, const SgdStep<float>& s) const {
+    sgd_stage_buf(w, buf, g, n, s);
+  }
+  template <class S, class G>
+  void sgd_param(float* w, S* buf, const G& g, int64_t n, const SgdStep<float>& s) const {
+    sgd_stage_param(w, buf, g, n, s);
+  }
+  template <class S, class G>
+  void sgd_fused(float* w, S* buf, const G& g, int64_t n, const SgdStep<float>& s) const {
+    sgd_update(w, buf, g, n, s);
+  }
+  void adamw_decay(float* w, int64_t n, const AdamWStep<float>& s) const {
+    adamw_stage_decay(w, n, s);
+  }
+  template <class S, class G>
+  void adamw_moments(S* m, S* v, const G& g, int64_t n, const AdamWStep<float>& s) const {
+    adamw_stage_moments(m, v, g, n, s);
+  }
+  template <class S>
+  void adamw_param(float* w, S* m, S* v, int64_t n, const AdamWStep<float>& s) const {
+    adamw_stage_param(w, m, v, n, s);
+  }
+  template <class S, class G>
+  void adamw_fused(float* w, S* m, S* v, const G& g, int64_t n, const AdamWStep<float>& s) const {
+    adamw_update(w, m, v, g, n, s);
+  }
+  template <class G>
+  void adamw8bit(float* w, uint8_t* codes_m, uint8_t* codes_v, float* absmax_m, float* absmax_v,
+                 const G& g, int64_t n, int64_t block, const AdamWStep<float>& s) const {
+    adamw8bit_update_blocks(w, codes_m, codes_v, absmax_m, absmax_v, g, n, block, s);
+  }
+  template <class S, class G>
+  void lamb_moments(float* w, S* m, S* v, const G& g, int64_t n, const LambStep<float>& s) const {
+    sums_store(sums, lamb_phase_moments(w, m, v, g, n, s));
+  }
+  template <class S>
+  void lamb_apply(float* w, S* m, S* v, int64_t n, const LambStep<float>& s, float scale) const {
+    lamb_phase_apply(w, m, v, n, s, scale);
+  }
+  template <class G>
+  void lars_norms(float* w, const G& g, int64_t n) const {
+    sums_store(sums, lars_phase_norms(w, g, n));
+  }
+  template <class S, class G>
+  void lars_apply(float* w, S* buf, const G& g, int64_t n, const LarsStep<float>& s) const {
+    lars_phase_apply(w, buf, g, n, s);
+  }
+  template <class G>
+  void adafactor_factored_sums(float* w, const G& g, int64_t p0, int64_t n, int64_t cols,
+                               const AdafactorStep<float>& s, double* row_acc,
+                               double* col_acc) const {
+    sums[0] = adafactor_phase_factored_sums(w, g, p0, n, cols, s, row_acc, col_acc);
+  }
+  template <class G>
+  void adafactor_factored_u2(const G& g, int64_t p0, int64_t n, int64_t cols, const float* row_frac,
+                             const float* col) const {
+    sums[0] = adafactor_phase_factored_u2(g, p0, n, cols, row_frac, col);
+  }
+  template <class S, class G>
+  void adafactor_vector(float* w, S* v, const G& g, int64_t n,
+                        const AdafactorStep<float>& s) const {
+    sums_store(sums, adafactor_phase_vector(w, v, g, n, s));
+  }
+  template <class S, class G>
+  void adafactor_apply_factored(float* w, S* m, const G& g, int64_t p0, int64_t n, int64_t cols,
+                                const float* row_frac, const float* col, float u_scale, float alpha,
+                                const AdafactorStep<float>& s) const {
+    adafactor_phase_apply_factored(w, m, g, p0, n, cols, row_frac, col, u_scale, alpha, s);
+  }
+  template <class S, class G>
+  void adafactor_apply_vector(float* w, S* m, S* v, const G& g, int64_t n, float u_scale,
+                              float alpha, const AdafactorStep<float>& s) const {
+    adafactor_phase_apply_vector(w, m, v, g, n, u_scale, alpha, s);
+  }
+};
 
 #include "model/backend/cpu/cpu_optim_piece_body.h"
 
@@ -36,71 +121,7 @@ void cpu_optimizer_check(const OptimOp& op) {
 }
 
 void cpu_optimizer_op(const OptimOp& op, double* sums) {
-  float* w = op.w.as<float>();
-  const int64_t n = op.n;
-  if (op.kind == OptimOpKind::kAdamWDecay) return adamw_stage_decay(w, n, op.adamw);
-  if (op.kind == OptimOpKind::kSgdDecay) return sgd_stage_decay(w, n, op.sgd);
-  if (op.kind == OptimOpKind::kLambApply) {
-    return optim_with_states(
-        op, [&](auto* m, auto* v) { lamb_phase_apply(w, m, v, n, op.lamb, op.scale); });
-  }
-  if (op.kind == OptimOpKind::kAdamWParam) {
-    return optim_with_states(op,
-                             [&](auto* m, auto* v) { adamw_stage_param(w, m, v, n, op.adamw); });
-  }
-  optim_with_grad_view(op.g, op.grad_scale, [&](auto g) {
-    switch (op.kind) {
-      case OptimOpKind::kSgdBuf:
-        return optim_with_states(op,
-                                 [&](auto* buf, auto*) { sgd_stage_buf(w, buf, g, n, op.sgd); });
-      case OptimOpKind::kSgdParam:
-        return optim_with_states(op,
-                                 [&](auto* buf, auto*) { sgd_stage_param(w, buf, g, n, op.sgd); });
-      case OptimOpKind::kSgdFused:
-        return optim_with_states(op, [&](auto* buf, auto*) { sgd_update(w, buf, g, n, op.sgd); });
-      case OptimOpKind::kAdamWMoments:
-        return optim_with_states(
-            op, [&](auto* m, auto* v) { adamw_stage_moments(m, v, g, n, op.adamw); });
-      case OptimOpKind::kAdamWFused:
-        return optim_with_states(op,
-                                 [&](auto* m, auto* v) { adamw_update(w, m, v, g, n, op.adamw); });
-      case OptimOpKind::kAdamW8bit:
-        return adamw8bit_update_blocks(w, op.s1.as<uint8_t>(), op.s2.as<uint8_t>(),
-                                       op.a1.as<float>(), op.a2.as<float>(), g, n, op.block,
-                                       op.adamw);
-      case OptimOpKind::kLambMoments:
-        return optim_with_states(op, [&](auto* m, auto* v) {
-          sums_store(sums, lamb_phase_moments(w, m, v, g, n, op.lamb));
-        });
-      case OptimOpKind::kLarsNorms:
-        return sums_store(sums, lars_phase_norms(w, g, n));
-      case OptimOpKind::kLarsApply:
-        return optim_with_states(
-            op, [&](auto* buf, auto*) { lars_phase_apply(w, buf, g, n, op.lars); });
-      case OptimOpKind::kAdafactorFactoredSums:
-        sums[0] = adafactor_phase_factored_sums(w, g, op.p0, n, op.cols, op.adafactor, op.row_acc,
-                                                op.col_acc);
-        return;
-      case OptimOpKind::kAdafactorFactoredU2:
-        sums[0] = adafactor_phase_factored_u2(g, op.p0, n, op.cols, op.row_frac, op.col);
-        return;
-      case OptimOpKind::kAdafactorVector:
-        return optim_with_states(op, [&](auto* v, auto*) {
-          sums_store(sums, adafactor_phase_vector(w, v, g, n, op.adafactor));
-        });  // s1 = v here
-      case OptimOpKind::kAdafactorApplyFactored:
-        return optim_with_states(op, [&](auto* m, auto*) {
-          adafactor_phase_apply_factored(w, m, g, op.p0, n, op.cols, op.row_frac, op.col,
-                                         op.u_scale, op.alpha, op.adafactor);
-        });
-      case OptimOpKind::kAdafactorApplyVector:
-        return optim_with_states(op, [&](auto* m, auto* v) {
-          adafactor_phase_apply_vector(w, m, v, g, n, op.u_scale, op.alpha, op.adafactor);
-        });
-      default:
-        LLM_ASSERT(false, "optimizer op kind ", static_cast<int>(op.kind));
-    }
-  });
+  optim_op_visit(op, WholeTensor{sums});
 }
 
 }  // namespace ledgerlm::cpu

@@ -3,7 +3,7 @@
 // Free functions so that host-memory test backends can run the same code.
 #pragma once
 
-#include "model/backend/optim_op.h"
+#include "model/backend/optim/optim_op.h"
 
 namespace ledgerlm::cpu {
 

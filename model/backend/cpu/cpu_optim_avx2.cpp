@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "model/backend/cpu/cpu_optim.h"
+#include "model/backend/optim/optim_op_visit.h"
 #include "model/base/check.h"
 
 #pragma GCC push_options

@@ -3,66 +3,60 @@
 // twice: for the baseline ISA in cpu_optim.cpp and for AVX2 in cpu_optim_avx2.cpp. Neither
 // target has fused multiply-add enabled here, so both run the same IEEE operations in the same
 // order per element and their results are bitwise equal (and equal to cpu_optimizer_op's).
+// optim_op_visit_elementwise picks the kind and types the arrays; PieceLoops holds the loops.
 //
-// Include inside the including unit's own (anonymous) namespace, after cpu_optim.h.
+// Include inside the including unit's own (anonymous) namespace, after cpu_optim.h and
+// optim_op_visit.h.
+
+struct PieceLoops {
+  void sgd_decay(float* w, int64_t n, const SgdStep<float>& s) const {
+    if (s.decay == 1.0f) return;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) sgd_decay_at(w, i, s);
+  }
+  template <class S, class G>
+  void sgd_buf(float* w, S* buf, const G& g, int64_t n, const SgdStep<float>& s) const {
+    if (s.momentum == 0.0f) return;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) sgd_buf_at(w, buf, g, i, s);
+  }
+  template <class S, class G>
+  void sgd_param(float* w, S* buf, const G& g, int64_t n, const SgdStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) sgd_param_at(w, buf, g, i, s);
+  }
+  template <class S, class G>
+  void sgd_fused(float* w, S* buf, const G& g, int64_t n, const SgdStep<float>& s) const {
+    if (s.momentum == 0.0f) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) sgd_update_plain_at(w, g, i, s);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) sgd_update_momentum_at(w, buf, g, i, s);
+    }
+  }
+  void adamw_decay(float* w, int64_t n, const AdamWStep<float>& s) const {
+    if (s.decay == 1.0f) return;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) adamw_decay_at(w, i, s);
+  }
+  template <class S, class G>
+  void adamw_moments(S* m, S* v, const G& g, int64_t n, const AdamWStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) adamw_moments_at<float>(m, v, g, i, s);
+  }
+  template <class S>
+  void adamw_param(float* w, S* m, S* v, int64_t n, const AdamWStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) adamw_param_at(w, m, v, i, s);
+  }
+  template <class S, class G>
+  void adamw_fused(float* w, S* m, S* v, const G& g, int64_t n, const AdamWStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) adamw_update_at(w, m, v, g, i, s);
+  }
+};
 
 void optim_piece(const OptimOp& op) {
-  float* w = op.w.as<float>();
-  const int64_t n = op.n;
-  const AdamWStep<float>& adamw = op.adamw;
-  const SgdStep<float>& sgd = op.sgd;
-  switch (op.kind) {
-    case OptimOpKind::kAdamWDecay:
-      if (adamw.decay == 1.0f) return;
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) adamw_decay_at(w, i, adamw);
-      return;
-    case OptimOpKind::kSgdDecay:
-      if (sgd.decay == 1.0f) return;
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) sgd_decay_at(w, i, sgd);
-      return;
-    case OptimOpKind::kAdamWParam:
-      return optim_with_states(op, [&](auto* m, auto* v) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) adamw_param_at(w, m, v, i, adamw);
-      });
-    default:
-      break;
-  }
-  optim_with_grad_view(op.g, op.grad_scale, [&](auto g) {
-    optim_with_states(op, [&](auto* s1, auto* s2) {
-      switch (op.kind) {
-        case OptimOpKind::kAdamWMoments:
-#pragma omp simd
-          for (int64_t i = 0; i < n; ++i) adamw_moments_at<float>(s1, s2, g, i, adamw);
-          return;
-        case OptimOpKind::kAdamWFused:
-#pragma omp simd
-          for (int64_t i = 0; i < n; ++i) adamw_update_at(w, s1, s2, g, i, adamw);
-          return;
-        case OptimOpKind::kSgdBuf:
-          if (sgd.momentum == 0.0f) return;
-#pragma omp simd
-          for (int64_t i = 0; i < n; ++i) sgd_buf_at(w, s1, g, i, sgd);
-          return;
-        case OptimOpKind::kSgdParam:
-#pragma omp simd
-          for (int64_t i = 0; i < n; ++i) sgd_param_at(w, s1, g, i, sgd);
-          return;
-        case OptimOpKind::kSgdFused:
-          if (sgd.momentum == 0.0f) {
-#pragma omp simd
-            for (int64_t i = 0; i < n; ++i) sgd_update_plain_at(w, g, i, sgd);
-          } else {
-#pragma omp simd
-            for (int64_t i = 0; i < n; ++i) sgd_update_momentum_at(w, s1, g, i, sgd);
-          }
-          return;
-        default:
-          LLM_ASSERT(false, "optimizer piece of a kind that is not element-wise: ",
-                     static_cast<int>(op.kind));
-      }
-    });
-  });
+  optim_op_visit_elementwise(op, PieceLoops{});
 }

@@ -14,11 +14,11 @@
 //   dv_j = sum_i p_ij m_ij dout_i                              (warp per key row j, queries i >=
 //   j).
 // Every output element is written by one lane that sums in a fixed order: no atomics, bitwise
-// reproducible. Dropout masks m_ij come from cpu_dropout_bits with the CPU's (sequence, index)
+// reproducible. Dropout masks m_ij come from dropout_bits with the CPU's (sequence, index)
 // key, so forward, backward and the CPU drop exactly the same probabilities.
 #include <cmath>
 
-#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/common/random_keys.h"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
@@ -42,7 +42,7 @@ __device__ inline T drop_factor(const AttnDrop& d, int64_t b, int64_t h, int64_t
                                 int64_t j) {
   const uint64_t idx = static_cast<uint64_t>((h * t + i) * t + j);
   const uint32_t bits =
-      cpu::cpu_dropout_bits(d.seed, d.site, d.first_sequence + static_cast<uint64_t>(b), idx);
+      dropout_bits(d.seed, d.site, d.first_sequence + static_cast<uint64_t>(b), idx);
   return bits >= d.threshold ? static_cast<T>(d.keep_scale) : T(0);
 }
 
@@ -279,7 +279,7 @@ AttnDrop drop_of(const AttentionArgs& a) {
   d.seed = a.seed;
   d.site = a.site;
   d.first_sequence = a.first_sequence;
-  d.threshold = cpu::cpu_dropout_threshold(a.dropout);
+  d.threshold = dropout_threshold(a.dropout);
   d.keep_scale = d.on ? 1.0 / (1.0 - a.dropout) : 1.0;
   return d;
 }

@@ -1,8 +1,8 @@
 // Backend::convert on the GPU: dtype casts with round-to-nearest-even or stochastic rounding.
-// The conversions are the CPU's own LLM_HD functions (model/base/dtype.h via cpu_dtype.h) and a
-// stochastically rounded element draws cpu_rounding_bits(seed, stream_offset + i), the CPU's
+// The conversions are the CPU's own LLM_HD functions (model/base/dtype.h via common/storage.h); a
+// stochastically rounded element draws rounding_bits(seed, stream_offset + i), the CPU's
 // counter-based Philox word: both backends produce identical bits for the same (seed, offset).
-#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/common/random_keys.h"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
@@ -13,7 +13,7 @@ __global__ void convert_kernel(D* d, const S* s, int64_t n, bool stochastic, uin
                                uint64_t offset) {
   LLM_GRID_STRIDE(i, n) {
     if (stochastic) {
-      const uint32_t bits = cpu::cpu_rounding_bits(seed, offset + static_cast<uint64_t>(i));
+      const uint32_t bits = rounding_bits(seed, offset + static_cast<uint64_t>(i));
       store_stochastic(d[i], load_value(s[i]), bits);
     } else {
       store_value(d[i], load_value(s[i]));

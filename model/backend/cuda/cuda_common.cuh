@@ -1,28 +1,17 @@
 // Helpers shared by the CUDA kernel files: launch geometry, fixed-order block and warp
-// reductions, and the typed element access of the CPU backend (cpu_dtype.h: Bf16 / Half storage
-// types, load_value / store_value, dispatch_float / dispatch_act), whose element functions are
-// LLM_HD, so device code widens and rounds exactly as the CPU does.
+// reductions, and the typed element access both backends share (model/backend/common/storage.h:
+// Bf16 / Half storage types, load_value / store_value, dispatch_float / dispatch_act), whose
+// element functions are LLM_HD, so device code widens and rounds exactly as the CPU does.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/common/storage.h"
 #include "model/backend/cuda/cuda_backend.h"
 
 namespace ledgerlm::cuda {
-
-using cpu::Bf16;
-using cpu::ComputeOf;
-using cpu::dispatch_act;
-using cpu::dispatch_float;
-using cpu::dtype_is_act;
-using cpu::dtype_is_float;
-using cpu::Half;
-using cpu::load_value;
-using cpu::store_stochastic;
-using cpu::store_value;
 
 constexpr int kThreads = 256;
 

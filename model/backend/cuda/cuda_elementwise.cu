@@ -1,16 +1,14 @@
 // Elementwise ops: residual add, GELU (tanh approximation, the CPU's formula: tanh through exp),
-// inverted dropout with the CPU's counter-based mask (cpu_dropout_bits: the same Philox words,
+// inverted dropout with the CPU's counter-based mask (dropout_bits: the same Philox words,
 // so the same elements are dropped), accumulate and scale.
 #include <cmath>
 
-#include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/common/op_constants.h"
+#include "model/backend/common/random_keys.h"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
 namespace {
-
-constexpr double kSqrt2OverPi = 0.7978845608028654;
-constexpr double kGeluCubic = 0.044715;
 
 template <class T>
 __device__ inline T tanh_via_exp(T u) {
@@ -24,7 +22,7 @@ __global__ void add_kernel(T* o, const T* a, const T* b, int64_t n) {
 
 template <class T>
 __global__ void gelu_forward_kernel(T* o, const T* x, int64_t n) {
-  const T k = static_cast<T>(kSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
+  const T k = static_cast<T>(kGeluSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
   LLM_GRID_STRIDE(i, n) {
     const T v = x[i];
     const T u = k * (v + cubic * v * v * v);
@@ -34,7 +32,7 @@ __global__ void gelu_forward_kernel(T* o, const T* x, int64_t n) {
 
 template <class T>
 __global__ void gelu_backward_kernel(T* d, const T* x, const T* g, int64_t n) {
-  const T k = static_cast<T>(kSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
+  const T k = static_cast<T>(kGeluSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
   LLM_GRID_STRIDE(i, n) {
     const T v = x[i];
     const T th = tanh_via_exp(k * (v + cubic * v * v * v));
@@ -50,7 +48,7 @@ __global__ void dropout_kernel(T* x, int64_t n, uint64_t threshold, T keep_scale
   LLM_GRID_STRIDE(i, n) {
     const uint64_t seq = static_cast<uint64_t>(i) / per_seq;
     const uint64_t e = static_cast<uint64_t>(i) - seq * per_seq;
-    const uint32_t bits = cpu::cpu_dropout_bits(key.seed, key.site, key.first_sequence + seq, e);
+    const uint32_t bits = dropout_bits(key.seed, key.site, key.first_sequence + seq, e);
     x[i] = bits >= threshold ? x[i] * keep_scale : T(0);
   }
 }
@@ -124,7 +122,7 @@ void CudaBackend::dropout(Tensor x, int64_t n, double p, const DropoutKey& key) 
               "cuda backend: dropout over ", n, " elements needs whole sequences of ",
               key.sequence_elements, " elements");
   const DType act = act_of(x, "dropout x");
-  const uint64_t threshold = cpu::cpu_dropout_threshold(p);
+  const uint64_t threshold = dropout_threshold(p);
   dispatch_act(act, [&](auto tag) {
     using T = decltype(tag);
     const T keep_scale = static_cast<T>(1.0 / (1.0 - p));

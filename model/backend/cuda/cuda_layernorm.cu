@@ -7,12 +7,12 @@
 // adds the parts in order. Deterministic; weights in any float dtype are widened on load.
 #include <cmath>
 
+#include "model/backend/common/op_constants.h"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
 namespace {
 
-constexpr double kLayerNormEps = 1e-5;
 constexpr int kRowThreads = 256;
 
 template <class T, class W, class B>

@@ -1,4 +1,5 @@
-// Backend::optimizer_op on the GPU: every OptimOpKind of optim_op.h.
+// Backend::optimizer_op on the GPU: every OptimOpKind of optim_op.h. optim_op_visit picks the
+// kind and types the arrays; Launches holds each kind's kernel launches.
 //
 // The per-element arithmetic is not written here: each kernel calls the LLM_HD element
 // functions of optim_kernels.h / optim_kernels_trust.h / optim_kernels_8bit.h / quant8.h
@@ -10,12 +11,11 @@
 // the CPU's left-to-right sums only by double rounding). Adafactor's factored statistics are
 // host arrays in OptimOp (row_acc, col_acc, row_frac, col): they are uploaded, updated in the
 // CPU's order, and brought back, counted in the transfer statistics.
-#include <type_traits>
-
 #include "model/backend/cuda/cuda_common.cuh"
-#include "model/backend/optim_kernels_8bit.h"
-#include "model/backend/optim_op.h"
-#include "model/backend/quant8.h"
+#include "model/backend/optim/optim_kernels_8bit.h"
+#include "model/backend/optim/optim_op.h"
+#include "model/backend/optim/optim_op_visit.h"
+#include "model/backend/optim/quant8.h"
 
 namespace ledgerlm::cuda {
 namespace {
@@ -228,6 +228,156 @@ __global__ void adamw8bit_kernel(float* w, uint8_t* codes_m, uint8_t* codes_v, f
   }
 }
 
+// ---- the kernels of each kind (optim_op_visit calls the kind's method) -----------------------
+// One launch per kind on the backend's stream; the reductions bring their sums back.
+struct Launches {
+  CudaBackend& be;
+  double* sums;  // kinds that reduce write here
+  unsigned blocks;
+  cudaStream_t st;
+
+  void sgd_decay(float* w, int64_t n, const SgdStep<float>& s) const {
+    if (s.decay != 1.0f) sgd_decay_kernel<<<blocks, kThreads, 0, st>>>(w, n, s);
+    launch_check("sgd decay");
+  }
+  template <class S, class G>
+  void sgd_buf(float* w, S* buf, G g, int64_t n, const SgdStep<float>& s) const {
+    if (s.momentum == 0.0f) return;
+    sgd_buf_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, s);
+  }
+  template <class S, class G>
+  void sgd_param(float* w, S* buf, G g, int64_t n, const SgdStep<float>& s) const {
+    sgd_param_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, s);
+  }
+  template <class S, class G>
+  void sgd_fused(float* w, S* buf, G g, int64_t n, const SgdStep<float>& s) const {
+    if (s.momentum == 0.0f) {
+      sgd_plain_kernel<G><<<blocks, kThreads, 0, st>>>(w, g, n, s);
+      return;
+    }
+    sgd_momentum_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, s);
+  }
+  void adamw_decay(float* w, int64_t n, const AdamWStep<float>& s) const {
+    if (s.decay != 1.0f) adamw_decay_kernel<<<blocks, kThreads, 0, st>>>(w, n, s);
+    launch_check("adamw decay");
+  }
+  template <class S, class G>
+  void adamw_moments(S* m, S* v, G g, int64_t n, const AdamWStep<float>& s) const {
+    adamw_moments_kernel<S, G><<<blocks, kThreads, 0, st>>>(m, v, g, n, s);
+  }
+  template <class S>
+  void adamw_param(float* w, S* m, S* v, int64_t n, const AdamWStep<float>& s) const {
+    adamw_param_kernel<S><<<blocks, kThreads, 0, st>>>(w, m, v, n, s);
+    launch_check("adamw param");
+  }
+  template <class S, class G>
+  void adamw_fused(float* w, S* m, S* v, G g, int64_t n, const AdamWStep<float>& s) const {
+    adamw_fused_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, m, v, g, n, s);
+  }
+  template <class G>
+  void adamw8bit(float* w, uint8_t* codes_m, uint8_t* codes_v, float* absmax_m, float* absmax_v,
+                 G g, int64_t n, int64_t block, const AdamWStep<float>& s) const {
+    LLM_REQUIRE(block > 0, "cuda backend: 8-bit AdamW needs a block size > 0");
+    const int64_t qblocks = (n + block - 1) / block;
+    const size_t smem = static_cast<size_t>(2 * block) * sizeof(float);
+    auto kernel = adamw8bit_kernel<G>;
+    if (smem > 48 * 1024)
+      LLM_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)));
+    const QuantMap* maps = static_cast<const QuantMap*>(be.quant_maps());
+    kernel<<<static_cast<unsigned>(qblocks), kThreads, smem, st>>>(w, codes_m, codes_v, absmax_m,
+                                                                   absmax_v, g, n, block, maps, s);
+  }
+  template <class S, class G>
+  void lamb_moments(float* w, S* m, S* v, G g, int64_t n, const LambStep<float>& s) const {
+    chunked_sums<2>(be, n, LambMomentsTerm<S, G>{w, m, v, g, s}, sums);
+  }
+  template <class S>
+  void lamb_apply(float* w, S* m, S* v, int64_t n, const LambStep<float>& s, float scale) const {
+    lamb_apply_kernel<S><<<blocks, kThreads, 0, st>>>(w, m, v, n, s, scale);
+    launch_check("lamb apply");
+  }
+  template <class G>
+  void lars_norms(float* w, G g, int64_t n) const {
+    chunked_sums<2>(be, n, LarsNormsTerm<G>{w, g}, sums);
+  }
+  template <class S, class G>
+  void lars_apply(float* w, S* buf, G g, int64_t n, const LarsStep<float>& s) const {
+    lars_apply_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, s);
+  }
+  // The row and column accumulators of the slice's rows go up, are added to, and come back.
+  template <class G>
+  void adafactor_factored_sums(float* w, G g, int64_t p0, int64_t n, int64_t cols,
+                               const AdafactorStep<float>& s, double* row_acc,
+                               double* col_acc) const {
+    const int64_t r0 = p0 / cols, r1 = (p0 + n + cols - 1) / cols;
+    const int64_t nr = r1 - r0;
+    double* dev = static_cast<double*>(
+        be.workspace(WorkSlot::kOptimSide, static_cast<size_t>(nr + cols) * sizeof(double)));
+    double* drow = dev;
+    double* dcol = dev + nr;
+    LLM_CUDA(cudaMemcpyAsync(drow, row_acc + r0, nr * sizeof(double), cudaMemcpyHostToDevice, st));
+    LLM_CUDA(cudaMemcpyAsync(dcol, col_acc, cols * sizeof(double), cudaMemcpyHostToDevice, st));
+    be.count_up((nr + cols) * static_cast<int64_t>(sizeof(double)));
+    if (n > 0) {
+      adafactor_row_sums_kernel<G>
+          <<<blocks_for(nr), kThreads, 0, st>>>(g, p0, n, cols, r0, r1, s, drow);
+      adafactor_col_sums_kernel<G>
+          <<<blocks_for(cols), kThreads, 0, st>>>(g, p0, n, cols, r0, r1, s, dcol);
+      launch_check("adafactor factored sums");
+    }
+    LLM_CUDA(cudaMemcpyAsync(row_acc + r0, drow, nr * sizeof(double), cudaMemcpyDeviceToHost, st));
+    LLM_CUDA(cudaMemcpyAsync(col_acc, dcol, cols * sizeof(double), cudaMemcpyDeviceToHost, st));
+    be.synchronize();
+    be.count_down((nr + cols) * static_cast<int64_t>(sizeof(double)));
+    double w2[1];
+    chunked_sums<1>(be, n, SquaresTerm{w}, w2);
+    sums[0] = w2[0];
+  }
+  // Uploads the row fractions and column statistics the slice reads: rows [0, r1) (the kernels
+  // index rows from 0), then the columns; returns the device copy (rows first).
+  float* adafactor_upload_stats(int64_t p0, int64_t n, int64_t cols, const float* row_frac,
+                                const float* col) const {
+    const int64_t r1 = (p0 + n + cols - 1) / cols;
+    float* dev = static_cast<float*>(
+        be.workspace(WorkSlot::kOptimSide, static_cast<size_t>(r1 + cols) * sizeof(float)));
+    LLM_CUDA(cudaMemcpyAsync(dev, row_frac, r1 * sizeof(float), cudaMemcpyHostToDevice, st));
+    LLM_CUDA(cudaMemcpyAsync(dev + r1, col, cols * sizeof(float), cudaMemcpyHostToDevice, st));
+    be.count_up((r1 + cols) * static_cast<int64_t>(sizeof(float)));
+    return dev;
+  }
+  template <class G>
+  void adafactor_factored_u2(G g, int64_t p0, int64_t n, int64_t cols, const float* row_frac,
+                             const float* col) const {
+    const int64_t r1 = (p0 + n + cols - 1) / cols;
+    const float* dev = adafactor_upload_stats(p0, n, cols, row_frac, col);
+    double u2[1];
+    chunked_sums<1>(be, n, AdafactorU2Term<G>{g, p0, cols, dev, dev + r1}, u2);
+    sums[0] = u2[0];
+  }
+  template <class S, class G>
+  void adafactor_vector(float* w, S* v, G g, int64_t n, const AdafactorStep<float>& s) const {
+    chunked_sums<2>(be, n, AdafactorVectorTerm<S, G>{w, v, g, s}, sums);
+  }
+  template <class S, class G>
+  void adafactor_apply_factored(float* w, S* m, G g, int64_t p0, int64_t n, int64_t cols,
+                                const float* row_frac, const float* col, float u_scale, float alpha,
+                                const AdafactorStep<float>& s) const {
+    const int64_t r1 = (p0 + n + cols - 1) / cols;
+    const float* dev = adafactor_upload_stats(p0, n, cols, row_frac, col);
+    adafactor_apply_factored_kernel<S, G>
+        <<<blocks, kThreads, 0, st>>>(w, m, g, n, p0, cols, dev, dev + r1, u_scale, alpha, s);
+    // The side arrays are reused by the next op: let this kernel finish reading them.
+    be.synchronize();
+  }
+  template <class S, class G>
+  void adafactor_apply_vector(float* w, S* m, S* v, G g, int64_t n, float u_scale, float alpha,
+                              const AdafactorStep<float>& s) const {
+    adafactor_apply_vector_kernel<S, G>
+        <<<blocks, kThreads, 0, st>>>(w, m, v, g, n, u_scale, alpha, s);
+  }
+};
+
 }  // namespace
 
 const void* CudaBackend::quant_maps() {
@@ -241,165 +391,9 @@ const void* CudaBackend::quant_maps() {
 }
 
 void CudaBackend::optimizer_op(const OptimOp& op, double* sums) {
-  float* w = op.w.as<float>();
-  const int64_t n = op.n;
-  const unsigned blocks = blocks_for(n);
-  cudaStream_t st = stream_;
   if (optim_op_reduces(op.kind)) note_down(2 * sizeof(double));
-  if (n <= 0 && !optim_op_reduces(op.kind)) return;
-  switch (op.kind) {
-    case OptimOpKind::kAdamWDecay:
-      if (op.adamw.decay != 1.0f) adamw_decay_kernel<<<blocks, kThreads, 0, st>>>(w, n, op.adamw);
-      launch_check("adamw decay");
-      return;
-    case OptimOpKind::kSgdDecay:
-      if (op.sgd.decay != 1.0f) sgd_decay_kernel<<<blocks, kThreads, 0, st>>>(w, n, op.sgd);
-      launch_check("sgd decay");
-      return;
-    case OptimOpKind::kLambApply:
-      optim_with_states(op, [&](auto* m, auto* v) {
-        using S = std::remove_pointer_t<decltype(m)>;
-        lamb_apply_kernel<S><<<blocks, kThreads, 0, st>>>(w, m, v, n, op.lamb, op.scale);
-      });
-      launch_check("lamb apply");
-      return;
-    case OptimOpKind::kAdamWParam:
-      optim_with_states(op, [&](auto* m, auto* v) {
-        using S = std::remove_pointer_t<decltype(m)>;
-        adamw_param_kernel<S><<<blocks, kThreads, 0, st>>>(w, m, v, n, op.adamw);
-      });
-      launch_check("adamw param");
-      return;
-    default:
-      break;
-  }
-  optim_with_grad_view(op.g, op.grad_scale, [&](auto g) {
-    using G = decltype(g);
-    switch (op.kind) {
-      case OptimOpKind::kSgdBuf:
-        if (op.sgd.momentum == 0.0f) return;
-        return optim_with_states(op, [&](auto* buf, auto*) {
-          using S = std::remove_pointer_t<decltype(buf)>;
-          sgd_buf_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, op.sgd);
-        });
-      case OptimOpKind::kSgdParam:
-        return optim_with_states(op, [&](auto* buf, auto*) {
-          using S = std::remove_pointer_t<decltype(buf)>;
-          sgd_param_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, op.sgd);
-        });
-      case OptimOpKind::kSgdFused:
-        if (op.sgd.momentum == 0.0f) {
-          sgd_plain_kernel<G><<<blocks, kThreads, 0, st>>>(w, g, n, op.sgd);
-          return;
-        }
-        return optim_with_states(op, [&](auto* buf, auto*) {
-          using S = std::remove_pointer_t<decltype(buf)>;
-          sgd_momentum_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, op.sgd);
-        });
-      case OptimOpKind::kAdamWMoments:
-        return optim_with_states(op, [&](auto* m, auto* v) {
-          using S = std::remove_pointer_t<decltype(m)>;
-          adamw_moments_kernel<S, G><<<blocks, kThreads, 0, st>>>(m, v, g, n, op.adamw);
-        });
-      case OptimOpKind::kAdamWFused:
-        return optim_with_states(op, [&](auto* m, auto* v) {
-          using S = std::remove_pointer_t<decltype(m)>;
-          adamw_fused_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, m, v, g, n, op.adamw);
-        });
-      case OptimOpKind::kAdamW8bit: {
-        LLM_REQUIRE(op.block > 0, "cuda backend: 8-bit AdamW needs a block size > 0");
-        const int64_t qblocks = (n + op.block - 1) / op.block;
-        const size_t smem = static_cast<size_t>(2 * op.block) * sizeof(float);
-        auto kernel = adamw8bit_kernel<G>;
-        if (smem > 48 * 1024)
-          LLM_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
-        const QuantMap* maps = static_cast<const QuantMap*>(quant_maps());
-        kernel<<<static_cast<unsigned>(qblocks), kThreads, smem, st>>>(
-            w, op.s1.as<uint8_t>(), op.s2.as<uint8_t>(), op.a1.as<float>(), op.a2.as<float>(), g, n,
-            op.block, maps, op.adamw);
-        return;
-      }
-      case OptimOpKind::kLambMoments:
-        return optim_with_states(op, [&](auto* m, auto* v) {
-          using S = std::remove_pointer_t<decltype(m)>;
-          chunked_sums<2>(*this, n, LambMomentsTerm<S, G>{w, m, v, g, op.lamb}, sums);
-        });
-      case OptimOpKind::kLarsNorms:
-        return chunked_sums<2>(*this, n, LarsNormsTerm<G>{w, g}, sums);
-      case OptimOpKind::kLarsApply:
-        return optim_with_states(op, [&](auto* buf, auto*) {
-          using S = std::remove_pointer_t<decltype(buf)>;
-          lars_apply_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, buf, g, n, op.lars);
-        });
-      case OptimOpKind::kAdafactorFactoredSums: {
-        const int64_t cols = op.cols, r0 = op.p0 / cols, r1 = (op.p0 + n + cols - 1) / cols;
-        const int64_t nr = r1 - r0;
-        double* dev = static_cast<double*>(
-            workspace(WorkSlot::kOptimSide, static_cast<size_t>(nr + cols) * sizeof(double)));
-        double* drow = dev;
-        double* dcol = dev + nr;
-        LLM_CUDA(cudaMemcpyAsync(drow, op.row_acc + r0, nr * sizeof(double), cudaMemcpyHostToDevice,
-                                 st));
-        LLM_CUDA(
-            cudaMemcpyAsync(dcol, op.col_acc, cols * sizeof(double), cudaMemcpyHostToDevice, st));
-        note_up((nr + cols) * static_cast<int64_t>(sizeof(double)));
-        if (n > 0) {
-          adafactor_row_sums_kernel<G>
-              <<<blocks_for(nr), kThreads, 0, st>>>(g, op.p0, n, cols, r0, r1, op.adafactor, drow);
-          adafactor_col_sums_kernel<G><<<blocks_for(cols), kThreads, 0, st>>>(
-              g, op.p0, n, cols, r0, r1, op.adafactor, dcol);
-          launch_check("adafactor factored sums");
-        }
-        LLM_CUDA(cudaMemcpyAsync(op.row_acc + r0, drow, nr * sizeof(double), cudaMemcpyDeviceToHost,
-                                 st));
-        LLM_CUDA(
-            cudaMemcpyAsync(op.col_acc, dcol, cols * sizeof(double), cudaMemcpyDeviceToHost, st));
-        synchronize();
-        note_down((nr + cols) * static_cast<int64_t>(sizeof(double)));
-        double w2[1];
-        chunked_sums<1>(*this, n, SquaresTerm{w}, w2);
-        sums[0] = w2[0];
-        return;
-      }
-      case OptimOpKind::kAdafactorFactoredU2:
-      case OptimOpKind::kAdafactorApplyFactored: {
-        const int64_t cols = op.cols, r1 = (op.p0 + n + cols - 1) / cols;
-        float* dev = static_cast<float*>(
-            workspace(WorkSlot::kOptimSide, static_cast<size_t>(r1 + cols) * sizeof(float)));
-        LLM_CUDA(cudaMemcpyAsync(dev, op.row_frac, r1 * sizeof(float), cudaMemcpyHostToDevice, st));
-        LLM_CUDA(
-            cudaMemcpyAsync(dev + r1, op.col, cols * sizeof(float), cudaMemcpyHostToDevice, st));
-        note_up((r1 + cols) * static_cast<int64_t>(sizeof(float)));
-        if (op.kind == OptimOpKind::kAdafactorFactoredU2) {
-          double u2[1];
-          chunked_sums<1>(*this, n, AdafactorU2Term<G>{g, op.p0, cols, dev, dev + r1}, u2);
-          sums[0] = u2[0];
-          return;
-        }
-        return optim_with_states(op, [&](auto* m, auto*) {
-          using S = std::remove_pointer_t<decltype(m)>;
-          adafactor_apply_factored_kernel<S, G><<<blocks, kThreads, 0, st>>>(
-              w, m, g, n, op.p0, cols, dev, dev + r1, op.u_scale, op.alpha, op.adafactor);
-          // The side arrays are reused by the next op: let this kernel finish reading them.
-          synchronize();
-        });
-      }
-      case OptimOpKind::kAdafactorVector:
-        return optim_with_states(op, [&](auto* v, auto*) {
-          using S = std::remove_pointer_t<decltype(v)>;
-          chunked_sums<2>(*this, n, AdafactorVectorTerm<S, G>{w, v, g, op.adafactor}, sums);
-        });  // s1 = v here
-      case OptimOpKind::kAdafactorApplyVector:
-        return optim_with_states(op, [&](auto* m, auto* v) {
-          using S = std::remove_pointer_t<decltype(m)>;
-          adafactor_apply_vector_kernel<S, G>
-              <<<blocks, kThreads, 0, st>>>(w, m, v, g, n, op.u_scale, op.alpha, op.adafactor);
-        });
-      default:
-        LLM_ASSERT(false, "optimizer op kind ", static_cast<int>(op.kind));
-    }
-  });
+  if (op.n <= 0 && !optim_op_reduces(op.kind)) return;
+  optim_op_visit(op, Launches{*this, sums, blocks_for(op.n), stream_});
   launch_check("optimizer_op");
 }
 

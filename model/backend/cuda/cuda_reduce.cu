@@ -1,21 +1,21 @@
 // Whole-buffer reductions: sum, sum of squares (accumulated in double) and the non-finite check.
 //
-// Fixed order, so reruns are bitwise identical: the buffer is cut into chunks of kChunk elements
-// (the CPU backend's chunking); one block reduces a chunk with a fixed per-thread stride and
-// a fixed tree, and one thread then adds the chunk partials in chunk order, as the CPU does. The
-// result differs from the CPU's left-to-right chunk sums only by double rounding.
+// Fixed order, so reruns are bitwise identical: the buffer is cut into chunks of kBufferChunk
+// elements (op_constants.h: the CPU backend's chunking); one block reduces a chunk with a fixed
+// per-thread stride and a fixed tree, and one thread then adds the chunk partials in chunk order,
+// as the CPU does. The result differs from the CPU's left-to-right chunk sums only by double
+// rounding.
+#include "model/backend/common/op_constants.h"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
 namespace {
 
-constexpr int64_t kChunk = 1 << 15;
-
 template <class S, bool kSquares>
 __global__ void chunk_sums_kernel(const S* x, int64_t n, double* partial) {
   __shared__ double shared[32];
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kChunk;
-  const int64_t end = begin + kChunk < n ? begin + kChunk : n;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kBufferChunk;
+  const int64_t end = begin + kBufferChunk < n ? begin + kBufferChunk : n;
   double acc = 0.0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const double v = static_cast<double>(load_value(x[i]));
@@ -47,7 +47,7 @@ __global__ void finite_kernel(const S* x, int64_t n, int* bad) {
 namespace {
 template <bool kSquares>
 double chunked_sum(CudaBackend& be, Tensor x, int64_t n) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int64_t chunks = (n + kBufferChunk - 1) / kBufferChunk;
   double* partial =
       static_cast<double*>(be.workspace(WorkSlot::kPartials, (chunks + 1) * sizeof(double)));
   dispatch_float(x.dtype, [&](auto tag) {

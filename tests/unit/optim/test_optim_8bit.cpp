@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "model/backend/quant8.h"
+#include "model/backend/optim/quant8.h"
 #include "optim/optimizer.h"
 #include "tests/support/optim_test_support.h"
 #include "tests/support/test_util.h"

@@ -7,8 +7,8 @@
 #include <array>
 #include <vector>
 
-#include "model/backend/optim_kernels.h"
-#include "model/backend/optim_kernels_trust.h"
+#include "model/backend/optim/optim_kernels.h"
+#include "model/backend/optim/optim_kernels_trust.h"
 #include "optim/optimizer.h"
 #include "tests/support/optim_test_support.h"
 #include "tests/support/test_util.h"

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "model/backend/optim_kernels.h"
+#include "model/backend/optim/optim_kernels.h"
 #include "optim/optim_groups.h"
 #include "optim/optimizer.h"
 #include "tests/support/optim_test_support.h"

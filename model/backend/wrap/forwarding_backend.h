@@ -1,8 +1,16 @@
-// A Backend decorator that times every op (wall clock, per op name) and forwards to the real
-// backend: `ledgerlm bench` uses it for the time split by op. Costs two clock reads per op.
+// ForwardingBackend: a Backend that forwards every call to an inner Backend. The backends that
+// wrap another one (the guard backend, the profiling backend) derive from it and override only
+// what they change, so none of them repeats the interface; a method added to Backend is added
+// here once and reaches every wrapper.
+//
+// Around each op (every call that reaches the backend's memory: copies, conversions, reductions,
+// the model's ops and the optimizer's kernels; not the queries name, num_threads, tracker,
+// memory_space, device_memory, transfers, nor allocate) it calls op_begin and op_end with the
+// op's name, so a wrapper that acts the same way around every op overrides those two alone.
+// op_end also runs when the op throws. Calls do not nest: the inner backend's own calls (a fused
+// op's default composition, optimizer_ops' default loop) stay inside the inner backend.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
 
@@ -10,42 +18,36 @@
 
 namespace ledgerlm {
 
-struct OpTime {
-  double seconds = 0.0;
-  int64_t calls = 0;
-  double flops = 0.0;  // GEMMs only: 2 m n k per call
-  GemmArgs shape;      // GEMMs only: the last call's arguments (sizes, flags, dtypes)
-};
-
-class ProfilingBackend : public Backend {
+class ForwardingBackend : public Backend {
  public:
-  explicit ProfilingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
-  // The timed backend itself (calls on it are not timed).
-  Backend& inner() { return *inner_; }
-  const std::map<std::string, OpTime>& times() const { return times_; }
-  // GEMM time by shape, keyed like "NT 2048x1152x384 +bias" (op(A) op(B) m x n x k, then
-  // +bias / +=C), so the GEMM share can be read as GFLOP/s per layer shape.
-  const std::map<std::string, OpTime>& gemm_times() const { return gemm_times_; }
-  void reset_times() {
-    times_.clear();
-    gemm_times_.clear();
-  }
+  explicit ForwardingBackend(std::unique_ptr<Backend> inner);
+  ~ForwardingBackend() override;
 
-  std::string name() const override { return inner_->name(); }
-  int num_threads() const override { return inner_->num_threads(); }
-  MemoryTracker& tracker() override { return inner_->tracker(); }
-  MemSpace memory_space() const override { return inner_->memory_space(); }
-  Buffer allocate(MemTag tag, size_t bytes) override { return inner_->allocate(tag, bytes); }
+  // The wrapped backend (calls on it bypass the wrapper).
+  Backend& inner() { return *inner_; }
+  const Backend& inner() const { return *inner_; }
+
+  const TransferStats& transfers() const override;
+  void reset_transfers() override;
+  std::string name() const override;
+  int num_threads() const override;
+
+  MemoryTracker& tracker() override;
+  MemSpace memory_space() const override;
+  bool device_memory(DeviceMemoryInfo* info) override;
+  Buffer allocate(MemTag tag, size_t bytes) override;
   void copy_from_host(Tensor dst, const void* src, int64_t n) override;
   void copy_to_host(void* dst, Tensor src, int64_t n) override;
   void copy(Tensor dst, Tensor src, int64_t n) override;
   void zero(Tensor t, int64_t n) override;
-  void convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, uint64_t seed,
-               uint64_t stream_offset) override;
+  void convert(Tensor dst, Tensor src, int64_t n, Rounding rounding = Rounding::kNearest,
+               uint64_t seed = 0, uint64_t stream_offset = 0) override;
   void accumulate(Tensor dst, Tensor src, int64_t n) override;
+  double sum(Tensor x, int64_t n) override;
   double sum_squares(Tensor x, int64_t n) override;
   bool all_finite(Tensor x, int64_t n) override;
   void scale(Tensor x, int64_t n, double s) override;
+
   void gemm(const GemmArgs& args) override;
   void bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) override;
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int64_t batch,
@@ -57,14 +59,14 @@ class ProfilingBackend : public Backend {
   void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
                           Tensor weight, Tensor mean, Tensor rstd, int64_t rows,
                           int64_t channels) override;
-  void add_layernorm_forward(Tensor sum, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
-                             Tensor weight, Tensor bias, int64_t rows, int64_t channels) override;
-  void gelu_bias_backward(Tensor dx, Tensor dbias, Tensor x, Tensor dout, int64_t rows,
-                          int64_t channels) override;
   void add(Tensor out, Tensor a, Tensor b, int64_t n) override;
   void gelu_forward(Tensor out, Tensor x, int64_t n) override;
   void gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) override;
   void dropout(Tensor x, int64_t n, double p, const DropoutKey& key) override;
+  void add_layernorm_forward(Tensor sum, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
+                             Tensor weight, Tensor bias, int64_t rows, int64_t channels) override;
+  void gelu_bias_backward(Tensor dx, Tensor dbias, Tensor x, Tensor dout, int64_t rows,
+                          int64_t channels) override;
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                           const AttentionArgs& args) override;
@@ -72,16 +74,18 @@ class ProfilingBackend : public Backend {
                         int64_t heads, int64_t channels, int64_t stride) override;
   void softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
                              int64_t vocab, int64_t padded_vocab, double grad_scale) override;
-  double sum(Tensor x, int64_t n) override;
-  const TransferStats& transfers() const override { return inner_->transfers(); }
-  void reset_transfers() override { inner_->reset_transfers(); }
+
   void optimizer_op(const OptimOp& op, double* sums) override;
   void optimizer_ops(const OptimOp* ops, int64_t count) override;
 
+ protected:
+  // Called before and after every forwarded op with its Backend method's name.
+  virtual void op_begin(const char* op) { (void)op; }
+  virtual void op_end(const char* op) { (void)op; }
+
  private:
+  class Op;  // op_begin now, op_end when it leaves scope
   std::unique_ptr<Backend> inner_;
-  std::map<std::string, OpTime> times_;
-  std::map<std::string, OpTime> gemm_times_;
 };
 
 }  // namespace ledgerlm

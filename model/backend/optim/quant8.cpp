@@ -1,5 +1,5 @@
 // The dynamic quantization maps and block encode/decode (see quant8.h).
-#include "model/backend/quant8.h"
+#include "model/backend/optim/quant8.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,5 +1,5 @@
 // Backend::optimizer_ops's default: the kernels in turn, one optimizer_op each.
-#include "model/backend/optim_op.h"
+#include "model/backend/optim/optim_op.h"
 
 #include "model/base/check.h"
 

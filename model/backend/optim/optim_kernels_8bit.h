@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/backend/optim_kernels.h"
-#include "model/backend/quant8.h"
+#include "model/backend/optim/optim_kernels.h"
+#include "model/backend/optim/quant8.h"
 
 namespace ledgerlm {
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/backend/optim_kernels.h"
+#include "model/backend/optim/optim_kernels.h"
 
 namespace ledgerlm {
 

@@ -29,11 +29,13 @@
 #include <type_traits>
 
 #include "model/backend/backend.h"
-#include "model/backend/optim_kernels_trust.h"
+#include "model/backend/optim/optim_kernels_trust.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
 
+// The kernels a backend runs. Backends reach them through the one switch over the kinds,
+// optim_op_visit (optim_op_visit.h), which also lists what adding a kind takes.
 enum class OptimOpKind : uint8_t {
   kSgdDecay,
   kSgdBuf,
