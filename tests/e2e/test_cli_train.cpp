@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/run_files_test_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -88,12 +89,7 @@ class CliTest : public ::testing::Test {
   }
 
   static std::vector<nlohmann::json> metrics(const std::string& name) {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(read_file(run_dir(name) + "/metrics.jsonl"));
-    std::string line;
-    while (std::getline(in, line))
-      if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-    return out;
+    return testing::metrics_records(run_dir(name) + "/metrics.jsonl");
   }
 
   // Per-step training losses, in step order.

@@ -17,6 +17,16 @@
 
 namespace ledgerlm::testing {
 
+// The records of a metrics.jsonl, in order (blank lines skipped).
+inline std::vector<nlohmann::json> metrics_records(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_file(path));
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
 class RunFilesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -49,12 +59,7 @@ class RunFilesTest : public ::testing::Test {
   }
 
   static std::vector<nlohmann::json> metrics(const std::string& name) {
-    std::vector<nlohmann::json> out;
-    std::istringstream in(read_file(run_dir(name) + "/metrics.jsonl"));
-    std::string line;
-    while (std::getline(in, line))
-      if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-    return out;
+    return metrics_records(run_dir(name) + "/metrics.jsonl");
   }
 
   static nlohmann::json summary_json(const std::string& name) {

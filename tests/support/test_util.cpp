@@ -13,7 +13,18 @@
 
 #include <sys/wait.h>
 
+#include "model/base/check.h"
+
 namespace ledgerlm::testing {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 namespace {
 
 template <class T>

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace ledgerlm::testing {
+
+// The message of the ledgerlm::Error `f` throws, "" when it throws none.
+std::string error_of(const std::function<void()>& f);
 
 // max|a-b| <= atol + rtol * max|ref| over the tensor. On failure the message names the tensor,
 // the worst element's index, both values and the bound.

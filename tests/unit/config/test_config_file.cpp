@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/base/check.h"
+#include "tests/support/test_util.h"
 #include "train/config/config_file.h"
 #include "train/config/config_keys.h"
 #include "train/config/run_config.h"
@@ -17,14 +18,7 @@
 namespace ledgerlm {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // Loads `text` into a fresh RunConfig; returns the error message ("" on success).
 std::string load(const std::string& text, RunConfig* config = nullptr) {

@@ -18,14 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(RunLock, SecondHolderRefusedUntilReleased) {
   const std::string dir = testing::make_temp_dir("run_lock_unit_");
