@@ -41,6 +41,8 @@ summary() {
   echo "test: total $(($(date +%s) - start)) s$([ "$rc" -ne 0 ] && echo ", FAILED")"
 }
 trap summary EXIT
+trap 'exit 130' INT   # the table then shows the stage that was stopped, with this status
+trap 'exit 143' TERM
 
 # stage NAME COMMAND...: runs COMMAND as one stage.
 stage() {
