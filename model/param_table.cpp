@@ -63,6 +63,7 @@ ParamTable param_table_build(const ModelConfig& cfg, const ParamTableOptions& op
     b.add(u, p + "ln1.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, h + "ln_1.bias", false);
     b.add(u, p + "attn.qkv.weight", {3 * C, C}, ParamKind::kMatrix, InitKind::kNormal, std,
           h + "attn.c_attn.weight", true);
+    t.params.back().split = 3;  // q, k and v
     b.add(u, p + "attn.qkv.bias", {3 * C}, ParamKind::kBias, InitKind::kZeros, 0,
           h + "attn.c_attn.bias", false);
     b.add(u, p + "attn.proj.weight", {C, C}, ParamKind::kMatrix, InitKind::kNormal, proj_std,

@@ -29,6 +29,9 @@ struct ParamInfo {
   int64_t offset_in_unit = 0;  // elements from the unit's start
   int64_t offset = 0;          // elements from the flat buffer's start
   int64_t numel = 0;
+  // Independent matrices stacked along the rows: the fused q, k, v projection is 3 (C, C)
+  // matrices; whole-matrix optimizer work (Muon's orthogonalisation) treats each on its own.
+  int split = 1;
   InitKind init = InitKind::kZeros;
   double init_std = 0.0;
   // Hugging Face GPT-2 export: name, whether to transpose (Conv1D stores (in, out)), and how many

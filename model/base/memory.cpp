@@ -32,6 +32,8 @@ const char* mem_tag_name(MemTag tag) {
       return "optim.absmax";
     case MemTag::kOptimFactored:
       return "optim.factored";
+    case MemTag::kOptimZ:
+      return "optim.z";
     case MemTag::kActivations:
       return "activations";
     case MemTag::kWorkspace:

@@ -29,6 +29,7 @@ enum class MemTag : uint8_t {
   kOptimCodes,     // 8-bit quantized state codes
   kOptimAbsmax,    // per-block absmax of quantized state
   kOptimFactored,  // Adafactor row/column statistics
+  kOptimZ,         // Schedule-Free's z sequence
   kActivations,    // activations kept for backward
   kWorkspace,      // temporaries reused across ops
   kComm,           // communication buffers

@@ -16,9 +16,13 @@ void sums_store(double* sums, const std::array<double, 2>& v) {
   sums[1] = v[1];
 }
 
+#include "model/backend/cpu/cpu_optim_piece_body.h"
+
 // The visitor of cpu_optimizer_op: one kind over the whole tensor, in its stage or phase
-// function's own (parallel) loops.
-struct WholeTensor {
+// function's own (parallel) loops. The element-wise kinds without such a function (Lion,
+// AdEMAMix, Schedule-Free, Muon's halves) are PieceLoops' serial loops: CpuBackend runs those
+// kinds through optimizer_ops' pieces, never here.
+struct WholeTensor : PieceLoops {
   double* sums;  // kinds that reduce write here
 
   void sgd_decay(float* w, int64_t n, const SgdStep<float>& s) const { sgd_stage_decay(w, n, s); }
@@ -99,8 +103,6 @@ struct WholeTensor {
   }
 };
 
-#include "model/backend/cpu/cpu_optim_piece_body.h"
-
 }  // namespace
 
 void cpu_optimizer_piece(const OptimOp& op) {
@@ -121,7 +123,7 @@ void cpu_optimizer_check(const OptimOp& op) {
 }
 
 void cpu_optimizer_op(const OptimOp& op, double* sums) {
-  optim_op_visit(op, WholeTensor{sums});
+  optim_op_visit(op, WholeTensor{{}, sums});
 }
 
 }  // namespace ledgerlm::cpu

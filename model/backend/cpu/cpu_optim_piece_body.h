@@ -55,6 +55,39 @@ struct PieceLoops {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) adamw_update_at(w, m, v, g, i, s);
   }
+  template <class S, class G>
+  void lion(float* w, S* m, const G& g, int64_t n, const LionStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) lion_update_at(w, m, g, i, s);
+  }
+  template <class S, class G>
+  void ademamix(float* w, S* m1, S* nu, S* m2, const G& g, int64_t n,
+                const AdEMAMixStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) ademamix_update_at(w, m1, nu, m2, g, i, s);
+  }
+  template <class S, class G, class O>
+  void schedulefree(float* x, S* z, S* v, const G& g, const O& y, int64_t n,
+                    const ScheduleFreeStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) schedulefree_update_at(x, z, v, g, y, i, s);
+  }
+  template <class S, class O>
+  void schedulefree_y(const float* x, const S* z, const O& y, int64_t n,
+                      const ScheduleFreeStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) schedulefree_y_at(x, z, y, i, s);
+  }
+  template <class S, class G>
+  void muon_momentum(S* buf, const G& g, OutF32 u, int64_t n, const MuonStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) muon_momentum_at(buf, g, u, i, s);
+  }
+  template <class G>
+  void muon_apply(float* w, const G& o, int64_t n, const MuonStep<float>& s) const {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) muon_apply_at(w, o, i, s);
+  }
 };
 
 void optim_piece(const OptimOp& op) {

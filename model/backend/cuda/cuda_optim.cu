@@ -56,6 +56,33 @@ template <class S, class G>
 __global__ void adamw_fused_kernel(float* w, S* m, S* v, G g, int64_t n, AdamWStep<float> s) {
   LLM_GRID_STRIDE(i, n) adamw_update_at(w, m, v, g, i, s);
 }
+template <class S, class G>
+__global__ void lion_kernel(float* w, S* m, G g, int64_t n, LionStep<float> s) {
+  LLM_GRID_STRIDE(i, n) lion_update_at(w, m, g, i, s);
+}
+template <class S, class G>
+__global__ void ademamix_kernel(float* w, S* m1, S* nu, S* m2, G g, int64_t n,
+                                AdEMAMixStep<float> s) {
+  LLM_GRID_STRIDE(i, n) ademamix_update_at(w, m1, nu, m2, g, i, s);
+}
+template <class S, class G, class O>
+__global__ void schedulefree_kernel(float* x, S* z, S* v, G g, O y, int64_t n,
+                                    ScheduleFreeStep<float> s) {
+  LLM_GRID_STRIDE(i, n) schedulefree_update_at(x, z, v, g, y, i, s);
+}
+template <class S, class O>
+__global__ void schedulefree_y_kernel(const float* x, const S* z, O y, int64_t n,
+                                      ScheduleFreeStep<float> s) {
+  LLM_GRID_STRIDE(i, n) schedulefree_y_at(x, z, y, i, s);
+}
+template <class S, class G>
+__global__ void muon_momentum_kernel(S* buf, G g, OutF32 u, int64_t n, MuonStep<float> s) {
+  LLM_GRID_STRIDE(i, n) muon_momentum_at(buf, g, u, i, s);
+}
+template <class G>
+__global__ void muon_apply_kernel(float* w, G o, int64_t n, MuonStep<float> s) {
+  LLM_GRID_STRIDE(i, n) muon_apply_at(w, o, i, s);
+}
 template <class S>
 __global__ void lamb_apply_kernel(float* w, const S* m, const S* v, int64_t n, LambStep<float> s,
                                   float scale) {
@@ -273,6 +300,38 @@ struct Launches {
   template <class S, class G>
   void adamw_fused(float* w, S* m, S* v, G g, int64_t n, const AdamWStep<float>& s) const {
     adamw_fused_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, m, v, g, n, s);
+  }
+  template <class S, class G>
+  void lion(float* w, S* m, G g, int64_t n, const LionStep<float>& s) const {
+    lion_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, m, g, n, s);
+    launch_check("lion");
+  }
+  template <class S, class G>
+  void ademamix(float* w, S* m1, S* nu, S* m2, G g, int64_t n, const AdEMAMixStep<float>& s) const {
+    ademamix_kernel<S, G><<<blocks, kThreads, 0, st>>>(w, m1, nu, m2, g, n, s);
+    launch_check("ademamix");
+  }
+  template <class S, class G, class O>
+  void schedulefree(float* x, S* z, S* v, G g, O y, int64_t n,
+                    const ScheduleFreeStep<float>& s) const {
+    schedulefree_kernel<S, G, O><<<blocks, kThreads, 0, st>>>(x, z, v, g, y, n, s);
+    launch_check("schedule-free adamw");
+  }
+  template <class S, class O>
+  void schedulefree_y(const float* x, const S* z, O y, int64_t n,
+                      const ScheduleFreeStep<float>& s) const {
+    schedulefree_y_kernel<S, O><<<blocks, kThreads, 0, st>>>(x, z, y, n, s);
+    launch_check("schedule-free y");
+  }
+  template <class S, class G>
+  void muon_momentum(S* buf, G g, OutF32 u, int64_t n, const MuonStep<float>& s) const {
+    muon_momentum_kernel<S, G><<<blocks, kThreads, 0, st>>>(buf, g, u, n, s);
+    launch_check("muon momentum");
+  }
+  template <class G>
+  void muon_apply(float* w, G o, int64_t n, const MuonStep<float>& s) const {
+    muon_apply_kernel<G><<<blocks, kThreads, 0, st>>>(w, o, n, s);
+    launch_check("muon apply");
   }
   template <class G>
   void adamw8bit(float* w, uint8_t* codes_m, uint8_t* codes_v, float* absmax_m, float* absmax_v,

@@ -21,6 +21,12 @@
 //   kAdafactorVector        s1 = v; sums[0..1] = sum w^2, sum U^2
 //   kAdafactorApplyFactored s1 = m (empty: no momentum); row_frac / col (host); u_scale, alpha
 //   kAdafactorApplyVector   s1 = m (optional), s2 = v; u_scale, alpha
+//   kLion            s1 = m                                                           lion
+//   kAdEMAMix        s1 = m1 (fast), s2 = nu, s3 = m2 (slow)                          ademamix
+//   kScheduleFree    w = x; s1 = z, s2 = v; out = y (compute dtype)                   sf
+//   kScheduleFreeY   w = x; s1 = z; out = y (no gradient)                             sf
+//   kMuonMomentum    s1 = momentum; out = the blended update (fp32; w unused)         muon
+//   kMuonApply       g = the orthogonalised update (fp32, grad_scale 1)               muon
 // Sums are accumulated in double over fixed chunks: the result does not depend on threads.
 #pragma once
 
@@ -29,7 +35,12 @@
 #include <type_traits>
 
 #include "model/backend/backend.h"
+#include "model/backend/optim/optim_kernels_ademamix.h"
+#include "model/backend/optim/optim_kernels_lion.h"
+#include "model/backend/optim/optim_kernels_muon.h"
+#include "model/backend/optim/optim_kernels_schedulefree.h"
 #include "model/backend/optim/optim_kernels_trust.h"
+#include "model/backend/optim/optim_out_view.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -55,6 +66,12 @@ enum class OptimOpKind : uint8_t {
   kAdafactorVector,
   kAdafactorApplyFactored,
   kAdafactorApplyVector,
+  kLion,
+  kAdEMAMix,
+  kScheduleFree,
+  kScheduleFreeY,
+  kMuonMomentum,
+  kMuonApply,
 };
 
 // Kinds that return partial sums (a reduction's input): their sums come back to the host.
@@ -70,6 +87,8 @@ struct OptimOp {
   Tensor g;
   double grad_scale = 1.0;
   Tensor s1, s2, a1, a2;
+  Tensor s3;   // a third parameter-shaped state (AdEMAMix's slow moment), s1's dtype
+  Tensor out;  // an output beside the weights (kinds above say which)
   int64_t n = 0;
   int64_t block = 0;         // 8-bit quantization block
   int64_t p0 = 0, cols = 1;  // Adafactor matrix slice
@@ -82,6 +101,10 @@ struct OptimOp {
   LambStep<float> lamb;
   LarsStep<float> lars;
   AdafactorStep<float> adafactor;
+  LionStep<float> lion;
+  AdEMAMixStep<float> ademamix;
+  ScheduleFreeStep<float> schedulefree;
+  MuonStep<float> muon;
   float scale = 0.0f, u_scale = 1.0f, alpha = 0.0f;
 };
 
@@ -126,6 +149,12 @@ inline bool optim_op_elementwise(OptimOpKind k) {
     case OptimOpKind::kAdamWMoments:
     case OptimOpKind::kAdamWParam:
     case OptimOpKind::kAdamWFused:
+    case OptimOpKind::kLion:
+    case OptimOpKind::kAdEMAMix:
+    case OptimOpKind::kScheduleFree:
+    case OptimOpKind::kScheduleFreeY:
+    case OptimOpKind::kMuonMomentum:
+    case OptimOpKind::kMuonApply:
       return true;
     default:
       return false;
@@ -135,7 +164,7 @@ inline bool optim_op_elementwise(OptimOpKind k) {
 // Elements [begin, begin + count) of an element-wise op: every tensor shifted, n = count.
 inline OptimOp optim_op_slice(const OptimOp& op, int64_t begin, int64_t count) {
   OptimOp piece = op;
-  for (Tensor* t : {&piece.w, &piece.g, &piece.s1, &piece.s2})
+  for (Tensor* t : {&piece.w, &piece.g, &piece.s1, &piece.s2, &piece.s3, &piece.out})
     if (!t->empty()) *t = t->offset(begin);
   piece.n = count;
   return piece;

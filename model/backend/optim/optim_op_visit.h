@@ -14,6 +14,10 @@
 //     sgd_buf(w, S* buf, g, n, sgd)        adamw_moments(S* m, S* v, g, n, adamw)
 //     sgd_param(w, S* buf, g, n, sgd)      adamw_param(w, S* m, S* v, n, adamw)
 //     sgd_fused(w, S* buf, g, n, sgd)      adamw_fused(w, S* m, S* v, g, n, adamw)
+//     lion(w, S* m, g, n, lion)            ademamix(w, S* m1, S* nu, S* m2, g, n, ademamix)
+//     schedulefree(w, S* z, S* v, g, O y, n, sf)    schedulefree_y(w, S* z, O y, n, sf)
+//     muon_momentum(S* buf, g, OutF32 u, n, muon)   muon_apply(w, g, n, muon)
+//   (O: an output view of optim_out_view.h, typed as op.out's dtype)
 //   the others (optim_op_visit):
 //     adamw8bit(w, u8* codes_m, u8* codes_v, float* absmax_m, float* absmax_v, g, n, block, adamw)
 //     lamb_moments(w, S* m, S* v, g, n, lamb)          lamb_apply(w, S* m, S* v, n, lamb, scale)
@@ -28,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "model/backend/optim/optim_op.h"
 #include "model/base/check.h"
@@ -48,6 +53,11 @@ void optim_op_visit_elementwise(const OptimOp& op, V&& v) {
     case OptimOpKind::kAdamWParam:
       return optim_with_states(op,
                                [&](auto* m, auto* s2) { v.adamw_param(w, m, s2, n, op.adamw); });
+    case OptimOpKind::kScheduleFreeY:
+      return optim_with_out(op.out, [&](auto y) {
+        optim_with_states(op,
+                          [&](auto* z, auto*) { v.schedulefree_y(w, z, y, n, op.schedulefree); });
+      });
     default:
       break;
   }
@@ -67,6 +77,26 @@ void optim_op_visit_elementwise(const OptimOp& op, V&& v) {
       case OptimOpKind::kAdamWFused:
         return optim_with_states(
             op, [&](auto* m, auto* s2) { v.adamw_fused(w, m, s2, g, n, op.adamw); });
+      case OptimOpKind::kLion:
+        return optim_with_states(op, [&](auto* m, auto*) { v.lion(w, m, g, n, op.lion); });
+      case OptimOpKind::kAdEMAMix:  // s3 (the slow moment) shares s1's storage
+        LLM_ASSERT(op.s3.dtype == op.s1.dtype, "AdEMAMix's moments share their storage dtype");
+        return optim_with_states(op, [&](auto* m1, auto* nu) {
+          using S = std::remove_pointer_t<decltype(m1)>;
+          v.ademamix(w, m1, nu, static_cast<S*>(op.s3.data), g, n, op.ademamix);
+        });
+      case OptimOpKind::kScheduleFree:
+        return optim_with_out(op.out, [&](auto y) {
+          optim_with_states(
+              op, [&](auto* z, auto* s2) { v.schedulefree(w, z, s2, g, y, n, op.schedulefree); });
+        });
+      case OptimOpKind::kMuonMomentum:
+        LLM_ASSERT(op.out.dtype == DType::kF32, "Muon's blended update is fp32");
+        return optim_with_states(op, [&](auto* buf, auto*) {
+          v.muon_momentum(buf, g, OutF32{op.out.as<float>()}, n, op.muon);
+        });
+      case OptimOpKind::kMuonApply:
+        return v.muon_apply(w, g, n, op.muon);
       default:
         LLM_ASSERT(false, "optimizer op kind ", static_cast<int>(op.kind));
     }
