@@ -28,6 +28,7 @@ std::vector<OptimSegment> optim_segments_build(const ParamTable& table, const Op
     s.local = part.local;
     s.master_at = part.master_at;
     s.grad_at = part.grad_at;
+    s.compute_at = part.compute_at;
     s.count = part.count;
     s.param_begin = part.param_begin;
     s.numel = p.numel;
@@ -37,6 +38,8 @@ std::vector<OptimSegment> optim_segments_build(const ParamTable& table, const Op
     s.cols = p.shape.empty() ? 1 : p.shape.back();
     s.rows = s.cols > 0 ? p.numel / s.cols : 0;
     s.kind = p.kind;
+    s.split = p.split;
+    s.group = part.group;
     const OptimGroup& g = groups[static_cast<size_t>(part.group)];
     s.lr_mult = g.lr_mult;
     s.weight_decay = g.weight_decay;
@@ -65,7 +68,7 @@ OptimShard optim_shard_of_range(const ParamTable& table, const OptimConfig& conf
     part.group = optim_group_of(p, config);
     part.param_begin = lo - p.offset;
     part.count = hi - lo;
-    part.local = part.master_at = part.grad_at = lo - begin;
+    part.local = part.master_at = part.grad_at = part.compute_at = lo - begin;
     shard.parts.push_back(part);
   }
   return shard;
@@ -86,6 +89,7 @@ RangeOptimizer::RangeOptimizer(const OptimConfig& config) : config_(config) {
 void RangeOptimizer::init(const ParamTable& table, const OptimShard& shard, Backend& backend) {
   table_ = table;
   length_ = shard.length;
+  shard_ = shard;
   backend_ = &backend;
   segs_ = optim_segments_build(table_, shard, config_);
   components_.clear();
@@ -100,9 +104,9 @@ double RangeOptimizer::allocated_bytes_per_param() const {
 }
 
 Buffer RangeOptimizer::allocate_state(const std::string& name, MemTag tag, DType dtype,
-                                      int64_t elements) {
+                                      int64_t elements, const std::string& group, bool scratch) {
   const int64_t bytes = elements * static_cast<int64_t>(dtype_size(dtype));
-  components_.push_back({name, dtype, elements, bytes, tag});
+  components_.push_back({name, dtype, elements, bytes, tag, false, group, scratch});
   if (bytes == 0) return Buffer();
   return backend_->allocate(tag, static_cast<size_t>(bytes));
 }
@@ -113,6 +117,20 @@ Buffer RangeOptimizer::allocate_host_state(const std::string& name, MemTag tag, 
   components_.push_back({name, dtype, elements, bytes, tag, true});
   if (bytes == 0) return Buffer();
   return Buffer(&backend_->tracker(), tag, static_cast<size_t>(bytes));
+}
+
+StateView RangeOptimizer::scalar_view(const std::string& name, const Buffer& buf,
+                                      int64_t count) const {
+  StateView v;
+  v.name = name;
+  v.param = -1;
+  v.dtype = DType::kF64;
+  v.data = buf.data();
+  v.numel = count;
+  v.shape = {count};
+  v.write = shard_.rank == 0;
+  v.host = true;
+  return v;
 }
 
 StateView RangeOptimizer::mirror_view(const std::string& name, const OptimSegment& seg,

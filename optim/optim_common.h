@@ -21,6 +21,7 @@ struct OptimSegment {
   int64_t local = 0;        // first element in the compact state buffers (ranges end to end)
   int64_t master_at = 0;    // first element in the master buffer
   int64_t grad_at = 0;      // first element in the gradient buffer
+  int64_t compute_at = 0;   // first element in the compute copy (OptimStepInfo::compute)
   int64_t count = 0;        // elements held here
   int64_t param_begin = 0;  // first element held here, relative to the tensor's start
   int64_t numel = 0;        // the whole tensor's element count
@@ -31,6 +32,8 @@ struct OptimSegment {
   int64_t real_count = 0;      // of this segment's `count` elements, the real ones (a prefix)
   int64_t rows = 1, cols = 1;  // 2-D view: cols = last dim, rows = the rest (vectors: 1 x n)
   int dims = 1;
+  int split = 1;  // independent matrices stacked along the rows (ParamInfo::split)
+  int group = 0;  // optimizer group (optim_groups.h)
   ParamKind kind = ParamKind::kMatrix;
   double lr_mult = 1.0;       // per-group LR multiplier
   double weight_decay = 0.0;  // 0 where the group is not decayed
@@ -57,10 +60,14 @@ class RangeOptimizer : public Optimizer {
   // Called by init after the segments are built: allocate state here.
   virtual void on_init() = 0;
   // A zeroed buffer of `elements` x dtype, recorded as a state component.
-  Buffer allocate_state(const std::string& name, MemTag tag, DType dtype, int64_t elements);
+  Buffer allocate_state(const std::string& name, MemTag tag, DType dtype, int64_t elements,
+                        const std::string& group = "all", bool scratch = false);
   // The same in host memory (still counted by the backend's tracker): for small per-tensor
   // statistics that host code combines between the backend's passes.
   Buffer allocate_host_state(const std::string& name, MemTag tag, DType dtype, int64_t elements);
+  // Optimizer-wide host scalars (step counters, running maxima) checkpointed as "optim.<name>":
+  // a view written by rank 0 only (every rank holds the same values).
+  StateView scalar_view(const std::string& name, const Buffer& buf, int64_t count) const;
   // A view of a state that mirrors the parameter layout (element i <-> master[i]), of the given
   // dtype; `offset` is the segment's first element in `buf` (seg.local for mirrored buffers).
   StateView mirror_view(const std::string& name, const OptimSegment& seg, const Buffer& buf,
@@ -92,6 +99,7 @@ class RangeOptimizer : public Optimizer {
   OptimConfig config_;
   ParamTable table_;
   int64_t length_ = 0;  // elements of the compact buffers
+  OptimShard shard_;    // what init() was given (ranks, whole-tensor owners)
   Backend* backend_ = nullptr;
   std::vector<OptimSegment> segs_;
   std::vector<StateComponent> components_;

@@ -26,9 +26,9 @@ void require_nonneg(double x, const char* key) {
 }  // namespace
 
 void OptimConfig::validate() const {
-  LLM_REQUIRE(one_of(name, {"sgd", "adamw", "lamb", "lars", "adafactor", "adamw8bit"}),
-              "optim.name: expected sgd, adamw, lamb, lars, adafactor or adamw8bit (got '", name,
-              "')");
+  LLM_REQUIRE(one_of(name, {"sgd", "adamw", "lamb", "lars", "adafactor", "adamw8bit", "lion",
+                            "adamw_schedulefree", "ademamix", "muon"}),
+              "optim.name: expected ", kOptimizerNames, " (got '", name, "')");
   LLM_REQUIRE(one_of(impl, {"loop", "foreach", "fused"}),
               "optim.impl: expected loop, foreach or fused (got '", impl, "')");
   LLM_REQUIRE(impl == "fused" || name == "sgd" || name == "adamw", "optim.impl: '", impl,
@@ -68,6 +68,28 @@ void OptimConfig::validate() const {
   LLM_REQUIRE(std::isfinite(min_lr_ratio) && min_lr_ratio >= 0.0 && min_lr_ratio <= 1.0,
               "optim.min_lr_ratio: expected in [0, 1] (got ", min_lr_ratio, ")");
   require_nonneg(grad_clip, "optim.grad_clip");
+  require_beta(lion_beta1, "optim.lion_beta1");
+  require_beta(lion_beta2, "optim.lion_beta2");
+  LLM_REQUIRE(std::isfinite(sf_weight_lr_power) && sf_weight_lr_power >= 0.0,
+              "optim.sf_weight_lr_power: expected a finite value >= 0 (got ", sf_weight_lr_power,
+              ")");
+  require_beta(ademamix_beta3, "optim.ademamix_beta3");
+  require_nonneg(ademamix_alpha, "optim.ademamix_alpha");
+  LLM_REQUIRE(ademamix_warmup >= 0,
+              "optim.ademamix_warmup: expected >= 0 (0: the run's length; got ", ademamix_warmup,
+              ")");
+  require_beta(muon_momentum, "optim.muon_momentum");
+  LLM_REQUIRE(ns_steps >= 1 && ns_steps <= 100, "optim.ns_steps: expected 1..100 (got ", ns_steps,
+              ")");
+  LLM_REQUIRE(std::isfinite(ns_eps) && ns_eps > 0.0, "optim.ns_eps: expected > 0 (got ", ns_eps,
+              ")");
+  LLM_REQUIRE(one_of(muon_adjust_lr, {"original", "match_rms_adamw"}),
+              "optim.muon_adjust_lr: expected original or match_rms_adamw (got '", muon_adjust_lr,
+              "')");
+  require_nonneg(muon_adamw_lr, "optim.muon_adamw_lr");
+  LLM_REQUIRE(name != "adamw_schedulefree" || schedule == "constant", "optim.schedule = ", schedule,
+              ": adamw_schedulefree replaces the LR schedule (it averages its iterates instead); "
+              "set optim.schedule = constant (optim.warmup_steps stays its warmup)");
   LLM_REQUIRE(state_dtype == DType::kF32 || state_dtype == DType::kBF16,
               "precision.state: expected fp32 or bf16 (got ", dtype_name(state_dtype), ")");
 }

@@ -9,8 +9,14 @@
 
 namespace ledgerlm {
 
+// Every optim.name, for error lines.
+inline constexpr const char* kOptimizerNames =
+    "sgd, adamw, lamb, lars, adafactor, adamw8bit, lion, adamw_schedulefree, ademamix or muon";
+
 struct OptimConfig {
-  std::string name = "adamw";  // sgd | adamw | lamb | lars | adafactor | adamw8bit
+  // sgd | adamw | lamb | lars | adafactor | adamw8bit | lion | adamw_schedulefree | ademamix |
+  // muon
+  std::string name = "adamw";
   std::string impl = "fused";  // loop | foreach | fused (sgd, adamw); others: fused only
   double lr = 6e-4;            // peak learning rate
   double beta1 = 0.9;
@@ -41,6 +47,26 @@ struct OptimConfig {
   // adamw8bit
   int64_t block_size = 256;  // quantization block (elements); equals the layout block
   bool embedding_fp32_state = false;
+  // lion: its own betas (the paper's 0.9, 0.99); LR and weight decay are optim.lr and
+  // optim.weight_decay, on Lion's scale (3-10x smaller LR, 3-10x larger decay than AdamW's)
+  double lion_beta1 = 0.9;
+  double lion_beta2 = 0.99;
+  // adamw_schedulefree (betas and eps: optim.beta1, beta2, eps): the x average weights step t by
+  // lr_max^power (the authors' weight_lr_power)
+  double sf_weight_lr_power = 2.0;
+  // ademamix (beta1, beta2, eps shared with adamw): the slow EMA's beta3 and mixing alpha, both
+  // warmed up over ademamix_warmup steps (0: the run's length in steps)
+  double ademamix_beta3 = 0.9999;
+  double ademamix_alpha = 5.0;
+  int64_t ademamix_warmup = 0;
+  // muon: momentum and Newton–Schulz for the blocks' 2-D weights, AdamW (beta1, beta2, eps) at
+  // muon_adamw_lr for the embeddings (and tied head), biases and norm weights
+  double muon_momentum = 0.95;
+  bool muon_nesterov = true;
+  int64_t ns_steps = 5;
+  double ns_eps = 1e-7;
+  std::string muon_adjust_lr = "original";  // original: sqrt(max(1, out/in)); match_rms_adamw
+  double muon_adamw_lr = 6e-4;              // peak LR of the AdamW group (scheduled like optim.lr)
   // schedule
   std::string schedule = "cosine";  // constant | cosine | linear (each with warmup and a floor)
   int64_t warmup_steps = 0;
@@ -54,5 +80,12 @@ struct OptimConfig {
 
   void validate() const;  // throws Error naming the offending optim.* key
 };
+
+// True for an optimizer whose training weights differ from the weights it keeps as its result
+// (Schedule-Free AdamW trains at y, keeps x): the fp32 master then exists apart from the compute
+// copy even with fp32 params, and precision.master = none is refused.
+inline bool optim_trains_off_master(const OptimConfig& c) {
+  return c.name == "adamw_schedulefree";
+}
 
 }  // namespace ledgerlm

@@ -13,8 +13,11 @@ std::unique_ptr<Optimizer> optimizer_create(const OptimConfig& config) {
   if (config.name == "lars") return optimizer_create_lars(config);
   if (config.name == "adafactor") return optimizer_create_adafactor(config);
   if (config.name == "adamw8bit") return optimizer_create_adamw8bit(config);
-  fail("optim.name: expected sgd, adamw, lamb, lars, adafactor or adamw8bit (got '" + config.name +
-       "')");
+  if (config.name == "lion") return optimizer_create_lion(config);
+  if (config.name == "adamw_schedulefree") return optimizer_create_schedulefree(config);
+  if (config.name == "ademamix") return optimizer_create_ademamix(config);
+  if (config.name == "muon") return optimizer_create_muon(config);
+  fail(std::string("optim.name: expected ") + kOptimizerNames + " (got '" + config.name + "')");
 }
 
 }  // namespace ledgerlm

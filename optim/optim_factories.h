@@ -15,5 +15,9 @@ std::unique_ptr<Optimizer> optimizer_create_lamb(const OptimConfig& config);
 std::unique_ptr<Optimizer> optimizer_create_lars(const OptimConfig& config);
 std::unique_ptr<Optimizer> optimizer_create_adafactor(const OptimConfig& config);
 std::unique_ptr<Optimizer> optimizer_create_adamw8bit(const OptimConfig& config);
+std::unique_ptr<Optimizer> optimizer_create_lion(const OptimConfig& config);
+std::unique_ptr<Optimizer> optimizer_create_schedulefree(const OptimConfig& config);
+std::unique_ptr<Optimizer> optimizer_create_ademamix(const OptimConfig& config);
+std::unique_ptr<Optimizer> optimizer_create_muon(const OptimConfig& config);
 
 }  // namespace ledgerlm

@@ -31,6 +31,20 @@ struct OptimStepInfo {
   double grad_scale = 1.0;  // multiply every gradient element by this before use
   // Sums `count` doubles across ranks in place (nullptr: single rank).
   std::function<void(double* values, int count)> reduce;
+  // The run's length in optimizer steps (the LR schedule's estimate under token or time budgets):
+  // AdEMAMix's alpha and beta3 warmups default to it.
+  int64_t total_steps = 0;
+  // The compute copy (whole, or this rank's shard at ZeRO-3; OptimPart::compute_at addresses it):
+  // an optimizer whose weights in training differ from its master (Schedule-Free trains at y,
+  // keeps x) writes it, and says so by writes_compute_copy().
+  Tensor compute;
+  // An all-to-all of fp32 values with sizes per rank: `send` holds the blocks for ranks 0, 1, ...
+  // end to end (send_counts[r] values for rank r), `recv` receives rank r's block for this rank
+  // at the sum of recv_counts[0..r). Whole-tensor work (Muon's orthogonalisation) gathers its
+  // matrices' pieces to their owners and scatters the results back with it. nullptr: one rank.
+  std::function<void(Tensor send, const std::vector<int64_t>& send_counts, Tensor recv,
+                     const std::vector<int64_t>& recv_counts)>
+      exchange;
 };
 
 // Elements [begin, end) of the flat layout.
@@ -47,6 +61,20 @@ struct OptimPart {
   int group = 0;
   int64_t param_begin = 0, count = 0;
   int64_t local = 0, master_at = 0, grad_at = 0;
+  int64_t compute_at = 0;  // the part's first element in OptimStepInfo::compute
+};
+
+// Rank `rank` holds elements [begin, begin + count) of a tensor.
+struct OptimHolder {
+  int rank = 0;
+  int64_t begin = 0, count = 0;
+};
+// Where one trained tensor's parts are across the ranks, and the rank that does its whole-tensor
+// work (the placement table's owner).
+struct OptimTensorRanks {
+  int param = -1;
+  int owner = 0;
+  std::vector<OptimHolder> holders;  // in rank order
 };
 
 // What an optimizer steps: its parts (disjoint in `local`, in any order: it steps them in `local`
@@ -54,6 +82,10 @@ struct OptimPart {
 struct OptimShard {
   std::vector<OptimPart> parts;
   int64_t length = 0;
+  int rank = 0, world = 1;
+  // Every trained tensor of the model (not only those held here), for whole-tensor work; empty:
+  // one rank holding every part it steps whole.
+  std::vector<OptimTensorRanks> tensors;
 };
 
 // The parts of every tensor inside the flat range [begin, end), compact from `begin` (state,
@@ -69,6 +101,12 @@ struct StateComponent {
   int64_t bytes = 0;
   MemTag tag = MemTag::kOptimM;
   bool host = false;  // in host memory beside the backend's (allocate_host_state)
+  // The optimizer groups the bytes serve (the ledger's `group`): "all", or e.g. "matrix" for
+  // Muon's momentum and "embedding,nodecay" for its AdamW moments.
+  std::string group = "all";
+  // Scratch of the step (Muon's exchange and Newton–Schulz buffers): allocated for the run, not
+  // state (nothing in it survives a step; never checkpointed).
+  bool scratch = false;
 };
 
 // A named view of one piece of state of one parameter, for checkpoints. `param` is the index in
@@ -105,6 +143,16 @@ class Optimizer {
   virtual std::vector<StateView> state_views() = 0;
   // Optimizer state bytes per parameter this optimizer keeps (excluding master), for the planner.
   virtual double state_bytes_per_param() const = 0;
+  // True when step() writes the compute copy itself (OptimStepInfo::compute) with weights other
+  // than the master's: the trainer then neither rounds the master into it after a step nor
+  // shares a buffer between them (Schedule-Free AdamW).
+  virtual bool writes_compute_copy() const { return false; }
+  // Writes the weights it trains at into the compute copy (after a load, or after an
+  // evaluation put the master's weights there); only optimizers that writes_compute_copy() act.
+  virtual void write_training_weights(float* master, Tensor compute) {
+    (void)master;
+    (void)compute;
+  }
 };
 
 // Creates the optimizer named by config.name; throws Error naming optim.name otherwise.
