@@ -106,6 +106,7 @@ int command_bench(BenchCommand& cmd) {
   const double n_params = static_cast<double>(state.table().num_params);
   const double flops_per_token = 6.0 * n_params + 12.0 * L * C * T;
   std::vector<double> step_ms, fwd_ms, bwd_ms, opt_ms;
+  state.set_schedule_length(cmd.warmup + cmd.steps);
   for (int64_t s = 1; s <= cmd.warmup + cmd.steps; ++s) {
     if (s == cmd.warmup + 1) be.reset_times();
     const auto t_step = Clock::now();

@@ -49,6 +49,12 @@ class Comm {
   // data[r * n, (r + 1) * n) = rank r's data[r * n, (r + 1) * n), on every rank (any dtype):
   // each rank's piece is already in place and the others' are filled in.
   virtual void all_gather_in_place(Backend& be, Tensor data, int64_t n) = 0;
+  // An all-to-all of variable sizes (any dtype; `send` and `recv` distinct): `send` holds the
+  // blocks for ranks 0, 1, ... end to end, send_counts[r] elements for rank r; rank r's block
+  // for this rank lands in `recv` after the blocks of ranks 0..r-1 (recv_counts[r] elements).
+  // Whole-tensor optimizer work gathers pieces to owner ranks and scatters results with it.
+  virtual void all_to_all_v(Backend& be, Tensor send, const std::vector<int64_t>& send_counts,
+                            Tensor recv, const std::vector<int64_t>& recv_counts) = 0;
 
   // Host values: sums and maxima in place on every rank, a broadcast from `root`, every rank's
   // text on every rank (in rank order).

@@ -103,6 +103,28 @@ class MpiComm final : public Comm {
     v.finish();
   }
 
+  void all_to_all_v(Backend& be, Tensor send, const std::vector<int64_t>& send_counts, Tensor recv,
+                    const std::vector<int64_t>& recv_counts) override {
+    const size_t W = static_cast<size_t>(world_);
+    LLM_REQUIRE(send_counts.size() == W && recv_counts.size() == W,
+                "comm: an all-to-all needs one count per rank");
+    const int64_t es = static_cast<int64_t>(dtype_size(send.dtype));
+    std::vector<int> sc(W), sd(W), rc(W), rd(W);
+    int64_t s_total = 0, r_total = 0;
+    for (size_t r = 0; r < W; ++r) {
+      sc[r] = mpi_count(send_counts[r] * es);
+      sd[r] = mpi_count(s_total * es);
+      rc[r] = mpi_count(recv_counts[r] * es);
+      rd[r] = mpi_count(r_total * es);
+      s_total += send_counts[r];
+      r_total += recv_counts[r];
+    }
+    HostView s(be, send, s_total, true), v(be, recv, r_total, false);
+    check(MPI_Alltoallv(s.data(), sc.data(), sd.data(), MPI_BYTE, v.data(), rc.data(), rd.data(),
+                        MPI_BYTE, MPI_COMM_WORLD),
+          "all-to-all");
+    v.finish();
+  }
   void all_gather_in_place(Backend& be, Tensor data, int64_t n) override {
     const int64_t bytes = n * static_cast<int64_t>(dtype_size(data.dtype));
     HostView v(be, data, n * world_, true);

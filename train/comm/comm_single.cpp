@@ -17,6 +17,13 @@ class SingleComm final : public Comm {
   void all_reduce_sum(Backend&, Tensor, int64_t) override {}
   void reduce_scatter_sum(Backend&, Tensor, int64_t) override {}
   void all_gather_in_place(Backend&, Tensor, int64_t) override {}
+  void all_to_all_v(Backend& be, Tensor send, const std::vector<int64_t>& send_counts, Tensor recv,
+                    const std::vector<int64_t>& recv_counts) override {
+    LLM_REQUIRE(
+        send_counts.size() == 1 && recv_counts.size() == 1 && send_counts[0] == recv_counts[0],
+        "comm: a one-rank all-to-all sends to itself what it receives");
+    if (send.data != recv.data) be.copy(recv, send, send_counts[0]);
+  }
   void all_reduce_sum(double*, int) override {}
   void all_reduce_max(int64_t*, int) override {}
   void broadcast(void*, int64_t, int) override {}

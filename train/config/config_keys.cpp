@@ -72,7 +72,9 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("train", c.train, tensorboard, B,
           "write TensorBoard events (runs/NAME/events.out.tfevents.*)");
 
-  LLM_KEY("optim", c.optim, name, S, "sgd | adamw | lamb | lars | adafactor | adamw8bit");
+  LLM_KEY("optim", c.optim, name, S,
+          "sgd | adamw | lamb | lars | adafactor | adamw8bit | lion | adamw_schedulefree | "
+          "ademamix | muon");
   LLM_KEY("optim", c.optim, impl, S, "loop | foreach | fused");
   LLM_KEY("optim", c.optim, lr, F, "peak learning rate");
   LLM_KEY("optim", c.optim, beta1, F, "first-moment decay");
@@ -98,6 +100,23 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("optim", c.optim, adafactor_decay_rate, F, "adafactor beta2_t = 1 - t^-rate");
   LLM_KEY("optim", c.optim, block_size, I, "adamw8bit quantization block");
   LLM_KEY("optim", c.optim, embedding_fp32_state, B, "adamw8bit: embeddings keep fp32 state");
+  LLM_KEY("optim", c.optim, lion_beta1, F, "lion: interpolation of the update's sign");
+  LLM_KEY("optim", c.optim, lion_beta2, F, "lion: momentum decay");
+  LLM_KEY("optim", c.optim, sf_weight_lr_power, F,
+          "adamw_schedulefree: averaging weight lr_max^power");
+  LLM_KEY("optim", c.optim, ademamix_beta3, F, "ademamix: slow EMA decay (after warmup)");
+  LLM_KEY("optim", c.optim, ademamix_alpha, F, "ademamix: slow EMA weight (after warmup)");
+  LLM_KEY("optim", c.optim, ademamix_warmup, I,
+          "ademamix: alpha and beta3 warmup steps (0: the run's length)");
+  LLM_KEY("optim", c.optim, muon_momentum, F, "muon: momentum of the 2-D weights");
+  LLM_KEY("optim", c.optim, muon_nesterov, B, "muon: Nesterov momentum");
+  LLM_KEY("optim", c.optim, ns_steps, I, "muon: Newton-Schulz iterations");
+  LLM_KEY("optim", c.optim, ns_eps, F, "muon: Newton-Schulz norm floor");
+  LLM_KEY("optim", c.optim, muon_adjust_lr, S,
+          "muon: LR shape factor: original (sqrt(max(1,out/in))) | match_rms_adamw "
+          "(0.2 sqrt(max(out,in)))");
+  LLM_KEY("optim", c.optim, muon_adamw_lr, F,
+          "muon: peak LR of its AdamW group (embeddings, biases, norms)");
   LLM_KEY("optim", c.optim, schedule, S, "constant | cosine | linear");
   LLM_KEY("optim", c.optim, warmup_steps, I, "linear warmup steps");
   LLM_KEY("optim", c.optim, min_lr_ratio, F, "LR floor as a fraction of optim.lr");

@@ -93,6 +93,10 @@ void RunConfig::validate() const {
   ckpt.validate();
   LLM_REQUIRE(train.seq_len <= model.block_size, "train.seq_len ", train.seq_len,
               " exceeds model.block_size ", model.block_size, " (the model's context)");
+  LLM_REQUIRE(optim.name != "ademamix" || optim.ademamix_warmup > 0 || train.max_steps > 0 ||
+                  train.max_tokens > 0,
+              "optim.ademamix_warmup: a wall-clock budget alone (train.max_seconds) gives no run "
+              "length in steps to warm alpha and beta3 up over; set it to the steps you expect");
 }
 
 }  // namespace ledgerlm

@@ -23,6 +23,7 @@
 #include "data/meta.h"
 #include "model/backend/cpu_facts.h"
 #include "model/base/check.h"
+#include "optim/muon_plan.h"
 #include "train/step/placement.h"
 #include "train/step/precision_plan.h"
 
@@ -117,6 +118,7 @@ struct StateCount {
   MemTag tag;
   DType dtype;
   int64_t total = 0, per_rank = 0;
+  std::string group = "all";
 };
 
 // The states optimizer `o` allocates for the tensor parts `parts` with mirrored buffers of
@@ -126,8 +128,13 @@ std::vector<StateCount> optimizer_states(const PlanInput& in, const std::vector<
   const OptimConfig& o = in.optim;
   const DType S = o.state_dtype;  // parameter-shaped state (precision.state): fp32 or bf16
   std::vector<StateCount> out;
-  auto add = [&](const char* name, MemTag tag, DType dt, int64_t elements) {
-    out.push_back({name, tag, dt, full ? elements : 0, full ? 0 : elements});
+  auto add = [&](const char* name, MemTag tag, DType dt, int64_t elements,
+                 const char* group = "all") {
+    out.push_back({name, tag, dt, full ? elements : 0, full ? 0 : elements, group});
+  };
+  // Optimizer-wide host scalars (step counters and the like): the same on every rank.
+  auto scalars = [&](int64_t count) {
+    add("optim.scalars", MemTag::kOptimFactored, DType::kF64, count);
   };
   if (o.name == "adamw" || o.name == "lamb") {
     add("optim.m", MemTag::kOptimM, S, mirror);
@@ -175,9 +182,28 @@ std::vector<StateCount> optimizer_states(const PlanInput& in, const std::vector<
     add("optim.absmax.v", MemTag::kOptimAbsmax, DType::kF32, q / B);
     add("optim.m", MemTag::kOptimM, DType::kF32, f);
     add("optim.v", MemTag::kOptimV, DType::kF32, f);
+  } else if (o.name == "lion") {
+    add("optim.m", MemTag::kOptimM, S, mirror);
+  } else if (o.name == "adamw_schedulefree") {
+    add("optim.z", MemTag::kOptimZ, S, mirror);
+    add("optim.v", MemTag::kOptimV, S, mirror);
+    scalars(3);
+  } else if (o.name == "ademamix") {
+    add("optim.m1", MemTag::kOptimM, S, mirror);
+    add("optim.nu", MemTag::kOptimV, S, mirror);
+    add("optim.m2", MemTag::kOptimM, S, mirror);
+    scalars(1);
+  } else if (o.name == "muon") {
+    // Compact per group: momentum over the orthogonalised parts, m and v over the rest (no
+    // padding between tensors in either).
+    int64_t orth = 0, rest = 0;
+    if (in.tensors.empty()) orth = full ? in.num_params : ceil_div(in.num_params, in.world);
+    for (const HeldPart& h : parts) (h.tensor->muon ? orth : rest) += h.count;
+    add("optim.momentum", MemTag::kOptimMomentum, S, orth, "matrix");
+    add("optim.m", MemTag::kOptimM, S, rest, "embedding,nodecay");
+    add("optim.v", MemTag::kOptimV, S, rest, "embedding,nodecay");
   } else {
-    fail("optim.name = '" + o.name +
-         "': the planner knows sgd | adamw | lamb | lars | adafactor | adamw8bit");
+    fail("optim.name = '" + o.name + "': the planner knows " + kOptimizerNames);
   }
   return out;
 }
@@ -221,7 +247,49 @@ void add_optimizer_states(Builder& b, const PlanInput& in) {
                  : (shards_known(in) || in.tensors.empty() ? rank[i].per_rank * es : -1);
     b.add(total[i].name, total[i].tag, dtype_name(total[i].dtype), total[i].total * es, true, true,
           sharded, per_rank);
+    b.plan->components.back().group = total[i].group;
   }
+}
+
+// Muon's scratch on this rank (optim/muon.cpp): the blended pieces it holds; on owners, when
+// anything travels, the gathered tensors and one tensor reassembled from several ranks' pieces;
+// the Newton–Schulz buffers of the largest matrix it orthogonalises.
+void add_muon_scratch(Builder& b, const PlanInput& x) {
+  if (x.optim.name != "muon") return;
+  if (x.tensors.empty()) {
+    b.plan->notes.push_back(
+        "muon: no tensor shapes: its exchange and Newton-Schulz buffers are "
+        "not counted");
+    return;
+  }
+  const bool sharded = x.zero >= 1 && x.world > 1;
+  int64_t held = 0, gathered = 0, whole = 0, iterate = 0, gram = 0;
+  bool exchanged = false;
+  for (const HeldPart& h : held_parts(x, false))
+    if (h.tensor->muon) held += h.count;
+  for (const PlanTensor& t : x.tensors) {
+    if (!t.muon) continue;
+    int holders = 1;
+    bool owner_holds_all = true;
+    if (sharded) {
+      const int64_t piece = unit_piece(x, static_cast<size_t>(t.unit));
+      const int64_t rel = t.offset - x.units[static_cast<size_t>(t.unit)].first;
+      const int64_t first = rel / piece, last = (rel + t.numel - 1) / piece;
+      holders = static_cast<int>(last - first + 1);
+      owner_holds_all = holders == 1 && first == t.owner;
+    }
+    exchanged = exchanged || !owner_holds_all;
+    if (sharded && t.owner != x.rank) continue;  // orthogonalised elsewhere
+    gathered += t.numel;
+    if (holders > 1) whole = std::max(whole, t.numel);
+    const int64_t rows = t.rows / std::max(t.split, 1), k = std::min(rows, t.cols);
+    iterate = std::max(iterate, rows * t.cols);
+    gram = std::max(gram, k * k);
+  }
+  b.add("comm.muon", MemTag::kComm, "fp32", (held + (exchanged ? gathered : 0)) * 4, false, false,
+        false);
+  b.add("workspace.muon", MemTag::kWorkspace, "fp32",
+        ((exchanged ? whole : 0) + iterate + 2 * gram) * 4, false, false, false);
 }
 
 }  // namespace
@@ -246,6 +314,12 @@ double plan_optimizer_bytes_per_param(const OptimConfig& o) {
   if (o.name == "lars") return master + s;
   if (o.name == "adafactor") return master + (o.adafactor_beta1 > 0.0 ? s : 0.0);
   if (o.name == "adamw8bit") return master + 2.0 + 8.0 / static_cast<double>(o.block_size);
+  if (o.name == "lion") return master + s;
+  if (o.name == "adamw_schedulefree") return master + 2.0 * s;
+  if (o.name == "ademamix") return master + 3.0 * s;
+  // Muon: the momentum of the 2-D weights (most of a GPT's parameters); its AdamW group adds s
+  // per parameter of the embeddings, biases and norms, which per-tensor plans count exactly.
+  if (o.name == "muon") return master + s;
   fail("optim.name = '" + o.name + "': unknown optimizer");
 }
 
@@ -384,6 +458,7 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
     b.add("workspace.master", MemTag::kWorkspace, "fp32", E * 4, false, false, sharding,
           sharding ? L * 4 : -1);
   if (x.world > 1) b.add("comm", MemTag::kComm, "-", comm_bytes(x, plan), false, false, false);
+  add_muon_scratch(b, x);
   if (x.data_bytes >= 0)
     b.add("data", MemTag::kData, "-", x.data_bytes, false, false, false);
   else
@@ -417,9 +492,12 @@ int64_t plan_data_bytes(const std::string& data_dir) {
   }
 }
 
-std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table) {
+std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table, const OptimConfig& optim,
+                                                int64_t world) {
   std::vector<PlanTensor> out;
-  for (const auto& p : table.params) {
+  const std::vector<int> owners = muon_owners(table, optim, static_cast<int>(world));
+  for (size_t i = 0; i < table.params.size(); ++i) {
+    const ParamInfo& p = table.params[i];
     PlanTensor t;
     t.numel = p.numel;
     t.dims = static_cast<int>(p.shape.size());
@@ -428,6 +506,9 @@ std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table) {
     t.embedding = p.kind == ParamKind::kEmbedding;
     t.offset = p.offset;
     t.unit = p.unit;
+    t.muon = muon_orthogonalises(p, optim);
+    t.owner = owners[i];
+    t.split = p.split;
     out.push_back(t);
   }
   return out;
@@ -449,7 +530,7 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.num_params = table.num_params;
   in.elements = table.total;
   for (const auto& u : table.units) in.largest_unit = std::max(in.largest_unit, u.size);
-  in.tensors = plan_tensors_from_table(table);
+  in.tensors = plan_tensors_from_table(table, cfg.optim, world);
   in.units = plan_units_from_table(table);
   in.embed_unit = table.params[static_cast<size_t>(table.index_of("embed.wte"))].unit;
   in.rank = rank;

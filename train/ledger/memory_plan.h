@@ -35,6 +35,11 @@ struct PlanTensor {
   bool embedding = false;
   int64_t offset = 0;  // first element in the flat layout (for per-rank shards)
   int unit = 0;
+  // Muon: orthogonalised (its matrix group), the rank that orthogonalises it (from ZeRO stage 1;
+  // optim/muon_plan.h) and how many (rows / split, cols) matrices it stacks.
+  bool muon = false;
+  int owner = -1;
+  int split = 1;
 };
 
 // Model dimensions for activations; n_layer == 0 means "unknown" (no activation prediction).
@@ -132,7 +137,8 @@ PlanInput plan_input_from_config(const RunConfig& config, int64_t world, int64_t
 // shard width), from its meta.json; -1 when the directory has no readable meta.json.
 int64_t plan_data_bytes(const std::string& data_dir);
 // Per-tensor shapes of a parameter table.
-std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table);
+std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table, const OptimConfig& optim,
+                                                int64_t world);
 // The units (offset, size) of a parameter table.
 std::vector<std::pair<int64_t, int64_t>> plan_units_from_table(const ParamTable& table);
 

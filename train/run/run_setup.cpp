@@ -204,6 +204,12 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
     cfg.train.device = backend_resolve(asked);
     if (run.lead() && asked != cfg.train.device)
       std::printf("train.device = %s: training on %s\n", asked.c_str(), cfg.train.device.c_str());
+    // Lion moves every weight by exactly lr per step: AdamW's LR is 3-10x too large for it.
+    if (run.lead() && cfg.optim.name == "lion" && cfg.optim.lr >= 3e-4)
+      std::printf(
+          "note: optim.lr = %g is on AdamW's scale; Lion usually wants a 3-10x smaller LR "
+          "and a 3-10x larger optim.weight_decay (README, Optimizers)\n",
+          cfg.optim.lr);
     check_command(cmd, cfg);
   });
   check_same_config(comm, cfg);

@@ -70,6 +70,7 @@ class TrainLoop {
       const int64_t total =
           schedule_total_steps(cfg_.train, run_.tokens_per_step(), step, ls_.train_seconds);
       const double lr = schedule_lr(cfg_.optim, step, total);
+      state_.set_schedule_length(total);
       const auto t0 = Clock::now();
       const StepResult r = train_step(state_, batches_, step, lr);
       if (r.skipped) ++ls_.skipped;
@@ -269,9 +270,11 @@ class TrainLoop {
   void run_eval(int64_t at_step) {
     if (val_starts_.empty()) return;
     const auto t0 = Clock::now();
+    state_.use_eval_weights(true);  // the weights the optimizer returns (Schedule-Free: x)
     EvalResult ev = evaluate_windows_ranks(
         state_.model(), state_.units(), comm(), run_.loader->val_tokens(), val_starts_,
         cfg_.train.seq_len, cfg_.train.micro_batch, tokens_per_byte_);
+    state_.use_eval_weights(false);
     ls_.last_val = ev.loss;
     last_bpb_ = ev.bpb;
     if (ev.loss < ls_.best_val) {

@@ -178,17 +178,43 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
     info.grad_scale = unscale * grad_clip_factor(stats.grad_norm, config_.optim.grad_clip);
     if (stage_ >= 1 && world() > 1)
       info.reduce = [this](double* v, int count) { comm_->all_reduce_sum(v, count); };
+    info.total_steps = schedule_length_;
+    info.compute = params();
+    if (world() > 1)
+      info.exchange = [this](Tensor send, const std::vector<int64_t>& sc, Tensor recv,
+                             const std::vector<int64_t>& rc) { exchange(send, sc, recv, rc); };
+    exchange_ms_ = 0.0;
     if (plan_.master_none) widen_compute_copy();
     optim_->step(master(), grads(), info);
-    write_compute_copy(step, plan_.rounding);
+    // The optimizer either leaves the compute copy to the trainer (rounded from the master) or
+    // wrote its training weights there itself (this rank's parts of them).
+    if (!optim_->writes_compute_copy()) write_compute_copy(step, plan_.rounding);
     const double gather_ms = all_gather_compute_copy();
-    stats.comm_ms += gather_ms;
+    stats.comm_ms += gather_ms + exchange_ms_;
     if (zero_units_) zero_units_->invalidate();
-    stats.optim_ms = ms_since(t0) - gather_ms;
+    stats.optim_ms = ms_since(t0) - gather_ms - exchange_ms_;
   }
   stats.skipped = !finite;
   if (plan_.scaler_on) scaler_.update(finite);
   return stats;
+}
+
+void ModelState::exchange(Tensor send, const std::vector<int64_t>& send_counts, Tensor recv,
+                          const std::vector<int64_t>& recv_counts) {
+  const auto t0 = Clock::now();
+  comm_->all_to_all_v(backend_, send, send_counts, recv, recv_counts);
+  exchange_ms_ += ms_since(t0);
+}
+
+void ModelState::use_eval_weights(bool eval) {
+  if (!optim_->writes_compute_copy() || eval == eval_weights_) return;
+  eval_weights_ = eval;
+  if (eval)
+    write_compute_copy(0, Rounding::kNearest);  // x, rounded to nearest
+  else
+    optim_->write_training_weights(master(), params());
+  all_gather_compute_copy();
+  if (zero_units_) zero_units_->invalidate();
 }
 
 double ModelState::gradient_sum_squares() {

@@ -89,6 +89,13 @@ class ModelState {
   StepStats optimizer_step(int64_t step, double lr);
   // Milliseconds of collectives inside backward (stages 2-3) since the last call.
   double take_backward_comm_ms();
+  // The run's length in optimizer steps, as the LR schedule estimates it (optimizers with
+  // schedules of their own read it: AdEMAMix's warmups).
+  void set_schedule_length(int64_t steps) { schedule_length_ = steps; }
+  // Evaluation uses the weights the optimizer returns (the master); training the weights it
+  // trains at. They differ only for an optimizer that writes_compute_copy() (Schedule-Free:
+  // x and y): for it, true puts x into the compute copy, false puts y back. Collective.
+  void use_eval_weights(bool eval);
 
   // Weights as safetensors with parameter-table names (fp32 from the master when there is one).
   // Collective: every rank writes its part of the one file.
@@ -126,6 +133,9 @@ class ModelState {
   // The rank's pieces of the weights as written to "model" (fp32 master or compute copy).
   std::vector<CkptPiece> weight_pieces(const std::string& file);
   double all_gather_compute_copy();
+  // The optimizer's all-to-all (OptimStepInfo::exchange); adds its time to exchange_ms_.
+  void exchange(Tensor send, const std::vector<int64_t>& send_counts, Tensor recv,
+                const std::vector<int64_t>& recv_counts);
 
   RunConfig config_;
   Backend& backend_;
@@ -143,6 +153,9 @@ class ModelState {
   std::unique_ptr<ZeroUnits> zero_units_;
   std::vector<std::vector<char>> staging_;  // host copies behind save_weights pieces
   LossScaler scaler_;
+  int64_t schedule_length_ = 0;
+  double exchange_ms_ = 0.0;  // the current step's optimizer all-to-alls
+  bool eval_weights_ = false;
 };
 
 }  // namespace ledgerlm

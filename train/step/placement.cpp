@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "model/base/check.h"
+#include "optim/muon_plan.h"
 #include "optim/optim_groups.h"
 
 namespace ledgerlm {
@@ -95,6 +96,7 @@ PlacementTable placement_build(const ParamTable& table, const ShardLayout& layou
     t.units.push_back(up);
   }
 
+  const std::vector<int> muon_owner = muon_owners(table, optim, layout.world);
   for (size_t i = 0; i < table.params.size(); ++i) {
     const ParamInfo& p = table.params[i];
     const UnitInfo& unit = table.units[static_cast<size_t>(p.unit)];
@@ -116,12 +118,19 @@ PlacementTable placement_build(const ParamTable& table, const ShardLayout& layou
     if (stage == 0) {
       tp.first_rank = 0;
       tp.last_rank = layout.world - 1;
+      tp.holders = {{layout.rank, 0, p.numel}};  // what this rank's optimizer sees
     } else {
       const int64_t piece = layout.piece[static_cast<size_t>(p.unit)];
       tp.first_rank = static_cast<int>(rel / piece);
       tp.last_rank = static_cast<int>((rel + p.numel - 1) / piece);
+      for (int r = tp.first_rank; r <= tp.last_rank; ++r) {
+        const int64_t lo_r = std::max(static_cast<int64_t>(r) * piece, rel);
+        const int64_t hi_r = std::min(static_cast<int64_t>(r + 1) * piece, rel + p.numel);
+        if (lo_r < hi_r) tp.holders.push_back({r, lo_r - rel, hi_r - lo_r});
+      }
     }
     tp.owner = tp.first_rank;
+    if (muon_owner[i] >= 0) tp.owner = stage == 0 ? layout.rank : muon_owner[i];
     t.tensors.push_back(tp);
   }
   return t;
@@ -130,6 +139,10 @@ PlacementTable placement_build(const ParamTable& table, const ShardLayout& layou
 OptimShard PlacementTable::optimizer_shard() const {
   OptimShard shard;
   shard.length = state_length;
+  shard.rank = rank;
+  shard.world = world;
+  for (const TensorPlacement& tp : tensors)
+    if (tp.group != kFrozenGroup) shard.tensors.push_back({tp.param, tp.owner, tp.holders});
   for (const TensorPlacement& tp : tensors) {
     if (tp.group == kFrozenGroup || tp.state.count == 0) continue;
     OptimPart part;
@@ -140,6 +153,7 @@ OptimShard PlacementTable::optimizer_shard() const {
     part.local = tp.state.at;
     part.master_at = tp.master.at;
     part.grad_at = tp.grads.at;
+    part.compute_at = tp.compute.at_of(tp.state.begin);
     shard.parts.push_back(part);
   }
   return shard;

@@ -45,9 +45,12 @@ struct Span {
 struct TensorPlacement {
   int param = -1, unit = -1;
   int group = 0;  // optimizer group (optim_groups.h); kFrozenGroup: not trained
-  // Whole-tensor work (e.g. an orthogonalisation of a matrix's update) runs on `owner`; the
-  // optimizer shard's pieces of the tensor are on ranks first_rank..last_rank.
+  // Whole-tensor work (Muon's orthogonalisation of a matrix's update) runs on `owner`: for
+  // Muon's matrices balanced by Newton–Schulz FLOPs (optim/muon_plan.h) from stage 1, this rank
+  // at stage 0 (every rank holds everything); else the first rank holding a piece. The
+  // optimizer shard's pieces of the tensor are on ranks first_rank..last_rank, as `holders` say.
   int owner = 0, first_rank = 0, last_rank = 0;
+  std::vector<OptimHolder> holders;
   // compute: the compute copy; grads: the reduced gradients the optimizer reads; master: the fp32
   // weights the optimizer updates; state: the optimizer's compact state buffers.
   Span compute, grads, master, state;

@@ -16,7 +16,13 @@ PrecisionPlan precision_plan(const RunConfig& c) {
     plan.grads = c.train.accum > 1 ? dtype_parse(p.grad_accum, "precision.grad_accum") : grads;
   }
   plan.master_none = p.master == "none";
-  plan.separate_master = !plan.master_none && plan.params != DType::kF32;
+  const bool off_master = optim_trains_off_master(c.optim);
+  LLM_REQUIRE(!(plan.master_none && off_master),
+              "precision.master = none: optim.name = ", c.optim.name,
+              " keeps its result x in the fp32 master apart from the weights it trains at; set "
+              "precision.master = fp32");
+  // An optimizer that trains off its master needs both copies, even with fp32 params.
+  plan.separate_master = !plan.master_none && (plan.params != DType::kF32 || off_master);
   LLM_REQUIRE(!(plan.master_none && plan.params == DType::kF32),
               "precision.master = none needs precision.params bf16 or fp16 (fp32 params are "
               "their own master)");
