@@ -21,10 +21,12 @@ for line in subprocess.run([binary, "config"], check=True, capture_output=True, 
         key, value = line.split("=", 1)
         defaults[f"{section}.{key.strip()}"] = value.strip()
 
-src = (root / "train" / "config_keys.cpp").read_text()
+src = (root / "train" / "config" / "config_keys.cpp").read_text()
 current = None
-for m in re.finditer(r'LLM_KEY\("(\w+)",\s*c\.\w+,\s*(\w+),\s*(\w),\s*"([^"]*)"\);', src):
-    sec, key, _, text = m.groups()
+# The help text may be several adjacent string literals (clang-format wraps long entries).
+for m in re.finditer(r'LLM_KEY\("(\w+)",\s*c\.\w+,\s*(\w+),\s*(\w),\s*((?:"[^"]*"\s*)+)\);', src):
+    sec, key, _, literals = m.groups()
+    text = "".join(re.findall(r'"([^"]*)"', literals))
     if sec != current:
         print(f"\n**[{sec}]**\n\n| key | default | meaning |\n|---|---|---|")
         current = sec

@@ -69,6 +69,16 @@ const std::vector<Variant>& variants() {
        3e-4},
       {"accum", " --optim.name adamw --train.accum 2", 1e-7, 1e-4, 3e-5},
       {"dropout", " --optim.name adamw --model.dropout 0.1", 1e-7, 1e-4, 3e-5},
+      {"lion", " --optim.name lion --optim.lr 1e-3 --optim.weight_decay 1", 1e-7, 1e-4, 3e-5},
+      {"schedulefree", " --optim.name adamw_schedulefree --optim.schedule constant", 1e-7, 1e-4,
+       3e-5},
+      {"ademamix", " --optim.name ademamix", 1e-7, 1e-4, 3e-5},
+      // Newton-Schulz on gathered pieces (stages 1-3 exchange them; stage 0 orthogonalises on
+      // every rank), fp32 weights and bf16 weights with an fp32 master.
+      {"muon", " --optim.name muon --optim.lr 0.02", 1e-7, 1e-4, 3e-5},
+      {"muon_bf16",
+       " --optim.name muon --optim.lr 0.02 --precision.params bf16 --precision.master fp32", 1e-7,
+       3e-4, 3e-4},
   };
   return v;
 }
