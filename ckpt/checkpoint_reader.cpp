@@ -300,6 +300,13 @@ std::vector<float> CheckpointReader::read_f32(const std::string& file, const std
         out[i] = info->dtype == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
       }
       break;
+    case DType::kF64:  // optimizer-wide scalars (step counts, running maxima)
+      for (int64_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, raw.data() + 8 * i, 8);
+        out[i] = static_cast<float>(d);
+      }
+      break;
     default:
       fail(error_message("checkpoint file '", f.path, "': tensor '", name, "' is ",
                          dtype_name(info->dtype), ", expected a float dtype"));

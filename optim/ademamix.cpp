@@ -79,7 +79,7 @@ class AdEMAMixOptimizer : public RangeOptimizer {
     m1_ = allocate_state("m1", MemTag::kOptimM, state_dtype(), length_);
     nu_ = allocate_state("nu", MemTag::kOptimV, state_dtype(), length_);
     m2_ = allocate_state("m2", MemTag::kOptimM, state_dtype(), length_);
-    warmup_ = allocate_host_state("warmup", MemTag::kOptimFactored, DType::kF64, 1);
+    warmup_ = allocate_host_state("scalars", MemTag::kOptimFactored, DType::kF64, 1);
   }
 
  private:

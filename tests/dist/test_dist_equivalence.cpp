@@ -56,6 +56,13 @@ struct Variant {
 // O(rho) step of either sign [weights 3.8e-3, states 9.2e-3]: 2e-2 and 5e-2. 8-bit AdamW: a
 // state on the edge between two codes can be quantized to the neighbouring code, so its states
 // are not compared element by element (the weights they produce are).
+// Muon with bf16 weights: Newton-Schulz amplifies rounding in a matrix's small singular
+// directions (the quintic's slope at 0 is a = 3.4445, up to a^5 ~ 480 over five steps), so the
+// reduce-order rounding moves the fp32 master ~100x more than AdamW's does, and more masters
+// land on the neighbouring bf16 value: compute copies one bf16 ulp apart (2^-8 = 3.9e-3 of the
+// largest element) [weights 3.6e-3, states 4.9e-4, loss 1.6e-5]: 5e-3, 1e-3 and 1e-4, still 10x
+// below what a missing or doubled rank's gradient does to the loss (the fp32 Muon run, whose
+// masters are compared at fp32, stays within the fp32 bounds [weights 5.9e-6]).
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> v = {
       {"sgd", " --optim.name sgd --optim.lr 0.1 --optim.momentum 0.9 --optim.grad_clip 0", 1e-7,
@@ -77,8 +84,8 @@ const std::vector<Variant>& variants() {
       // every rank), fp32 weights and bf16 weights with an fp32 master.
       {"muon", " --optim.name muon --optim.lr 0.02", 1e-7, 1e-4, 3e-5},
       {"muon_bf16",
-       " --optim.name muon --optim.lr 0.02 --precision.params bf16 --precision.master fp32", 1e-7,
-       3e-4, 3e-4},
+       " --optim.name muon --optim.lr 0.02 --precision.params bf16 --precision.master fp32", 1e-4,
+       5e-3, 1e-3},
   };
   return v;
 }

@@ -118,6 +118,56 @@ TEST_F(DistResume, FourRanksStageThreeToTwoRanksStageOneToOneRank) {
   }
 }
 
+// The same chain (4 ranks ZeRO-3 -> 2 ranks ZeRO-1 -> 1 rank) for the optimizers with state of
+// their own kinds: Lion, Schedule-Free (x in the master, y in the compute copy, scalars),
+// AdEMAMix (its warmup length fixed, since each leg asks for another run length) and Muon (its
+// matrices gathered to owners at stages 3 and 1, whole at world 1), same tolerances.
+TEST_F(DistResume, NewOptimizersResumeAcrossWorldSizesAndStages) {
+  LEDGERLM_REQUIRE_MPI();
+  const std::vector<std::pair<std::string, std::string>> optimizers = {
+      {"lion", " --optim.name lion --optim.lr 1e-4 --optim.weight_decay 1"},
+      {"schedulefree", " --optim.name adamw_schedulefree"},
+      {"ademamix", " --optim.name ademamix --optim.ademamix_warmup 6"},
+      {"muon", " --optim.name muon --optim.lr 0.02"}};
+  for (const auto& [label, extra] : optimizers) {
+    SCOPED_TRACE(label);
+    const std::string ref = "ref_" + label, chain = "chain_" + label;
+    CommandResult r = testing::run_command(testing::ledgerlm_binary() + " train" +
+                                           flags(ref, 1, 0, 6) + extra + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = testing::run_command(train(4, flags(chain, 4, 3, 2) + extra) + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = testing::run_command(train(2, resume(chain, 2, 1, 4)) + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = testing::run_command(testing::ledgerlm_binary() + " train" + resume(chain, 1, 0, 6) +
+                             " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::vector<double> got = testing::run_losses(dir(chain));
+    const std::vector<double> want = testing::run_losses(dir(ref));
+    ASSERT_EQ(got.size(), 6u);
+    ASSERT_EQ(want.size(), 6u);
+    for (size_t s = 0; s < want.size(); ++s)
+      EXPECT_NEAR(got[s], want[s], 1e-7 * want[s]) << "step " << s + 1;
+    expect_tensors_close(dir(chain), dir(ref), 1e-3, false);
+  }
+}
+
+// AdEMAMix's warmup defaults to the run's length: a resume that changes the length would make
+// alpha and beta3 jump, and is refused with the fix in the message.
+TEST_F(DistResume, AdEMAMixRefusesAChangedRunLength) {
+  LEDGERLM_REQUIRE_MPI();
+  CommandResult r = testing::run_command(testing::ledgerlm_binary() + " train" +
+                                         flags("ema", 1, 0, 3) + " --optim.name ademamix 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_command(testing::ledgerlm_binary() + " train" + resume("ema", 1, 0, 6) + " 2>&1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("set optim.ademamix_warmup = 3 to continue it"), std::string::npos)
+      << r.output;
+  r = testing::run_command(testing::ledgerlm_binary() + " train" + resume("ema", 1, 0, 6) +
+                           " --optim.ademamix_warmup 3 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 // Same world and stage: stopping and resuming changes nothing, bit for bit.
 TEST_F(DistResume, SameWorldAndStageResumeIsBitwise) {
   LEDGERLM_REQUIRE_MPI();

@@ -146,6 +146,17 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"lars", " --optim.name lars --optim.lr 0.05"},
         ResumeCase{"adafactor", " --optim.name adafactor --optim.adafactor_beta1 0.9"},
         ResumeCase{"adamw8bit", " --optim.name adamw8bit"},
+        ResumeCase{"lion", " --optim.name lion --optim.lr 1e-4 --optim.weight_decay 1"},
+        // x in the master, y in the compute copy (its "compute" file), z, v and the scalars.
+        ResumeCase{"schedulefree", " --optim.name adamw_schedulefree --optim.schedule constant"},
+        ResumeCase{"schedulefree_bf16", " --optim.name adamw_schedulefree --optim.schedule "
+                                        "constant --precision.params bf16"},
+        // The alpha/beta3 warmup (the run's 12 steps) travels in the checkpoint.
+        ResumeCase{"ademamix", " --optim.name ademamix"},
+        ResumeCase{"muon", " --optim.name muon --optim.lr 0.02"},
+        ResumeCase{"muon_bf16_state",
+                   " --optim.name muon --optim.lr 0.02 --precision.params bf16 --precision.state "
+                   "bf16"},
         ResumeCase{"adamw_bf16_master_fp32", " --optim.name adamw --precision.params bf16"},
         ResumeCase{"adamw_bf16_matmul_bf16",
                    " --optim.name adamw --precision.params bf16 --precision.matmul bf16"},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "model/base/atomic_file.h"
 #include "model/base/check.h"
@@ -49,6 +50,32 @@ LedgerReconcile ledger_reconcile(const MemoryTracker& tracker, int64_t rss_basel
     r.untracked = r.growth - r.tracked_peak;
   }
   return r;
+}
+
+void ledger_check_optimizer(const MemoryPlan& plan, const std::vector<StateComponent>& allocated,
+                            int rank) {
+  std::map<std::string, int64_t> got, want;
+  std::map<std::string, std::string> group;
+  for (const StateComponent& c : allocated) {
+    const std::string key = c.scratch ? (c.tag == MemTag::kComm ? "comm.muon" : "workspace.muon")
+                                      : "optim." + c.name;
+    got[key] += c.bytes;
+    group[key] = c.group;
+  }
+  for (const PlanComponent& c : plan.components) {
+    const bool state = c.optimizer && c.tag != MemTag::kMaster;
+    if (state || c.name == "comm.muon" || c.name == "workspace.muon") {
+      want[c.name] += c.per_rank_bytes;
+      if (state) group[c.name] = c.group;
+    }
+  }
+  for (const auto& [name, bytes] : got) want.try_emplace(name, 0);
+  for (const auto& [name, bytes] : want) {
+    const int64_t have = got.count(name) ? got.at(name) : 0;
+    LLM_REQUIRE(have == bytes, "memory ledger: optimizer component '", name, "' (group ",
+                group[name], ") on rank ", rank, ": allocated ", have, " bytes, the plan predicts ",
+                bytes, " (the optimizer and the table disagree)");
+  }
 }
 
 std::vector<LedgerRow> ledger_compare(const MemoryPlan& plan, const MemoryTracker& tracker) {
@@ -137,6 +164,7 @@ RunLedger::RunLedger(const RunConfig& config, ModelState& state, int world, int 
   const PlanInput in = plan_input_from_config(config, world, state.backend().num_threads(),
                                               plan_data_bytes(config.data.dir), rank);
   impl_->plan = memory_plan_compute(in);
+  ledger_check_optimizer(impl_->plan, state.optimizer().state_components(), rank);
   process_rss_bytes(&impl_->rss_at_ledger, &impl_->hwm_at_ledger);
 }
 

@@ -36,6 +36,14 @@ struct LedgerReconcile {
 LedgerReconcile ledger_reconcile(const MemoryTracker& tracker, int64_t rss_baseline);
 
 // One tracker tag: the planner's per-rank prediction against the tracker's figures.
+// The optimizer's allocations against the plan, component by component on this rank: every
+// state ("optim.<name>", with its group) and Muon's scratch ("comm.muon", "workspace.muon") must
+// be exactly the predicted bytes. Catches an optimizer that silently allocates other state than
+// the table says (Muon running as plain momentum, 8-bit state become fp32, a per-tensor rule
+// applied to shards). Throws an Error naming the component, both figures and the group.
+void ledger_check_optimizer(const MemoryPlan& plan, const std::vector<StateComponent>& allocated,
+                            int rank);
+
 struct LedgerRow {
   MemTag tag = MemTag::kOther;
   int64_t predicted = 0;

@@ -72,7 +72,7 @@ PlacementTable placement_build(const ParamTable& table, const ShardLayout& layou
   t.stage = stage;
   t.world = layout.world;
   t.rank = layout.rank;
-  t.master_is_compute = plan.params == DType::kF32 && !plan.master_none;
+  t.master_is_compute = !plan.separate_master && !plan.master_none;
   t.writes_checkpoint = stage >= 1 || layout.rank == 0;
   const int64_t E = table.total, L = layout.length;
   t.compute_length = stage == 3 ? L : E;
