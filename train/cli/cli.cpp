@@ -45,6 +45,9 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
                     "auto | PATH: continue from a checkpoint");
   train->add_option("--init-from", train_cmd.request.init_from,
                     "start from the weights of a run or checkpoint");
+  train->add_flag("--tensors", train_cmd.request.print_tensors,
+                  "print rank 0's per-tensor table before step 1: optimizer group, the state "
+                  "tensors allocated (dtype x elements, bytes), owner rank, ranks holding pieces");
 
   EvalCommand eval_cmd;
   auto* eval = app.add_subcommand("eval", "loss per token and bits per byte of a trained run");

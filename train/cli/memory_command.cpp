@@ -14,6 +14,8 @@
 #include "data/meta.h"
 #include "model/base/check.h"
 #include "optim/optim_groups.h"
+#include "train/ledger/memory_plan.h"
+#include "train/ledger/tensor_states.h"
 #include "train/step/placement.h"
 #include "train/step/precision_plan.h"
 
@@ -153,7 +155,17 @@ int print_placement(MemoryCommand& cmd) {
       placement_build(table, layout, zero_stage_effective(r, world), precision_plan(r), r.optim);
   std::vector<std::string> groups;
   for (const OptimGroup& g : optim_groups(r.optim)) groups.push_back(g.name);
-  std::printf("%s", placement_describe(t, table, groups, {}).c_str());
+  // Each tensor's optimizer state as the plan predicts it for the part this rank holds.
+  OptimConfig optim = r.optim;
+  optim.state_dtype = dtype_parse(r.precision.state, "precision.state");
+  const std::vector<PlanTensor> tensors = plan_tensors_from_table(table, optim, world);
+  std::vector<std::string> states;
+  for (const TensorPlacement& tp : t.tensors)
+    states.push_back(tp.group == kFrozenGroup || tp.state.count == 0
+                         ? "-"
+                         : tensor_states_text(plan_tensor_states(
+                               optim, tensors[static_cast<size_t>(tp.param)], tp.state.count)));
+  std::printf("%s", placement_describe(t, table, groups, {}, states).c_str());
   return 0;
 }
 

@@ -9,6 +9,8 @@
 
 #include "model/base/atomic_file.h"
 #include "model/base/check.h"
+#include "optim/optim_groups.h"
+#include "train/ledger/tensor_states.h"
 
 namespace ledgerlm {
 namespace {
@@ -75,6 +77,24 @@ void ledger_check_optimizer(const MemoryPlan& plan, const std::vector<StateCompo
     LLM_REQUIRE(have == bytes, "memory ledger: optimizer component '", name, "' (group ",
                 group[name], ") on rank ", rank, ": allocated ", have, " bytes, the plan predicts ",
                 bytes, " (the optimizer and the table disagree)");
+  }
+}
+
+void ledger_check_tensor_states(const PlanInput& in, const PlacementTable& placement,
+                                const std::vector<StateView>& views, const ParamTable& table) {
+  const auto have = tensor_states_of_views(views, table.params.size());
+  for (const TensorPlacement& tp : placement.tensors) {
+    const size_t i = static_cast<size_t>(tp.param);
+    std::vector<TensorState> want;
+    if (tp.group != kFrozenGroup && tp.state.count > 0 && i < in.tensors.size())
+      want = plan_tensor_states(in.optim, in.tensors[i], tp.state.count);
+    bool same = want.size() == have[i].size();
+    for (size_t k = 0; same && k < want.size(); ++k)
+      same = want[k].name == have[i][k].name && want[k].dtype == have[i][k].dtype &&
+             want[k].elements == have[i][k].elements;
+    LLM_REQUIRE(same, "memory ledger: tensor '", table.params[i].name, "' on rank ",
+                placement.rank, " has optimizer state ", tensor_states_text(have[i]),
+                ", the per-tensor table says ", tensor_states_text(want));
   }
 }
 
@@ -165,6 +185,8 @@ RunLedger::RunLedger(const RunConfig& config, ModelState& state, int world, int 
                                               plan_data_bytes(config.data.dir), rank);
   impl_->plan = memory_plan_compute(in);
   ledger_check_optimizer(impl_->plan, state.optimizer().state_components(), rank);
+  ledger_check_tensor_states(impl_->plan.input, state.placement(), state.optimizer().state_views(),
+                             state.table());
   process_rss_bytes(&impl_->rss_at_ledger, &impl_->hwm_at_ledger);
 }
 
@@ -174,6 +196,16 @@ RunLedger::~RunLedger() {
 
 const MemoryPlan& RunLedger::plan() const {
   return impl_->plan;
+}
+
+std::string RunLedger::describe_tensors() const {
+  ModelState& state = *impl_->state;
+  std::vector<std::string> groups, text;
+  for (const OptimGroup& g : optim_groups(state.config().optim)) groups.push_back(g.name);
+  for (const auto& states : tensor_states_of_views(state.optimizer().state_views(),
+                                                   state.table().params.size()))
+    text.push_back(tensor_states_text(states));
+  return placement_describe(state.placement(), state.table(), groups, {}, text);
 }
 
 void RunLedger::print_prediction() const {

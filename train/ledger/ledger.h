@@ -44,6 +44,12 @@ LedgerReconcile ledger_reconcile(const MemoryTracker& tracker, int64_t rss_basel
 void ledger_check_optimizer(const MemoryPlan& plan, const std::vector<StateComponent>& allocated,
                             int rank);
 
+// The optimizer's state tensors against plan_tensor_states (tensor_states.h), tensor by tensor on
+// this rank: names, dtypes and element counts must be the predicted ones. Throws an Error naming
+// the tensor, what it has and what the table says.
+void ledger_check_tensor_states(const PlanInput& in, const PlacementTable& placement,
+                                const std::vector<StateView>& views, const ParamTable& table);
+
 struct LedgerRow {
   MemTag tag = MemTag::kOther;
   int64_t predicted = 0;
@@ -68,6 +74,8 @@ class RunLedger {
   RunLedger& operator=(const RunLedger&) = delete;
   // Printed by `ledgerlm train` at start.
   void print_prediction() const;
+  // This rank's placement table with the state tensors its optimizer allocated per tensor.
+  std::string describe_tensors() const;
   // Adds the measured figures ("mem") to a metrics record.
   void add_measured(nlohmann::json* record) const;
   // Prints measured vs predicted and writes RUN_DIR/ledger.json (both).

@@ -193,6 +193,7 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   run.comm = &comm;
   run.world = comm.world();
   run.rank = comm.rank();
+  run.print_tensors = cmd.print_tensors;
   run.cfg = cmd.run;
   RunConfig& cfg = run.cfg;
   // Everything that reads input comes first: config, data (meta.json, tokenizer, shards).

@@ -169,6 +169,7 @@ class TrainLoop {
         cfg_.optim.schedule.c_str(), dtype_name(state_.plan().params),
         dtype_name(state_.plan().grads), master_text(state_.plan()), run_.backend->num_threads());
     ledger_.print_prediction();
+    if (run_.print_tensors) std::printf("%s", ledger_.describe_tensors().c_str());
     print_backend();
     if (val_starts_.empty())
       std::printf("no val split in %s (prepared with --val-fraction 0): no evaluation\n",

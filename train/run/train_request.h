@@ -14,6 +14,7 @@ struct TrainRequest {
   std::string resume;        // "" | "auto" | checkpoint path
   std::string init_from;     // weights-only start
   std::string command_line;  // as typed (shell-quoted): recorded in the run's lock
+  bool print_tensors = false;  // --tensors: print rank 0's per-tensor table before step 1
 };
 
 }  // namespace ledgerlm

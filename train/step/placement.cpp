@@ -177,14 +177,16 @@ std::string span_text(const Span& s, int64_t numel) {
 
 std::string placement_describe(const PlacementTable& t, const ParamTable& table,
                                const std::vector<std::string>& group_names,
-                               const std::vector<std::string>& state_names) {
+                               const std::vector<std::string>& state_names,
+                               const std::vector<std::string>& tensor_states) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line, "placement of rank %d of %d (ZeRO stage %d)\n", t.rank, t.world,
                 t.stage);
   out += line;
-  std::snprintf(line, sizeof line, "%-28s %-9s %-22s %-22s %-22s %-22s %-5s %s\n", "tensor",
-                "group", "compute", "grads", "master", "state", "owner", "ranks");
+  std::snprintf(line, sizeof line, "%-28s %-9s %-22s %-22s %-22s %-22s %-5s %-6s%s\n", "tensor",
+                "group", "compute", "grads", "master", "state", "owner", "ranks",
+                tensor_states.empty() ? "" : " optimizer state");
   out += line;
   for (const TensorPlacement& tp : t.tensors) {
     const ParamInfo& p = table.params[static_cast<size_t>(tp.param)];
@@ -195,11 +197,15 @@ std::string placement_describe(const PlacementTable& t, const ParamTable& table,
     std::string states;
     for (size_t k = 0; k < tp.state_where.size() && k < state_names.size(); ++k)
       states += (k ? "," : " ") + state_names[k] + ":" + location_name(tp.state_where[k]);
-    std::snprintf(line, sizeof line, "%-28s %-9s %-22s %-22s %-22s %-22s %-5d %d-%d%s\n",
+    char ranks[32];
+    std::snprintf(ranks, sizeof ranks, "%d-%d", tp.first_rank, tp.last_rank);
+    const size_t i = static_cast<size_t>(tp.param);
+    const std::string per_tensor = i < tensor_states.size() ? " " + tensor_states[i] : "";
+    std::snprintf(line, sizeof line, "%-28s %-9s %-22s %-22s %-22s %-22s %-5d %-6s%s%s\n",
                   p.name.c_str(), group.c_str(), span_text(tp.compute, p.numel).c_str(),
                   span_text(tp.grads, p.numel).c_str(),
                   t.master_is_compute ? "=compute" : span_text(tp.master, p.numel).c_str(),
-                  span_text(tp.state, p.numel).c_str(), tp.owner, tp.first_rank, tp.last_rank,
+                  span_text(tp.state, p.numel).c_str(), tp.owner, ranks, per_tensor.c_str(),
                   states.c_str());
     out += line;
   }
