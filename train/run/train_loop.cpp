@@ -228,6 +228,8 @@ class TrainLoop {
                 {"comm_ms", r.comm_ms},
                 {"loss_scale", state_.loss_scale()},
                 {"skipped_steps", ls_.skipped}};
+    // Whole-tensor optimizer work's all-to-alls (Muon under ZeRO): bytes this rank sent.
+    if (r.exchange_bytes > 0) rec["exchange_bytes"] = r.exchange_bytes;
     const bool progress = step % cfg_.train.log_interval == 0 || step == 1 || last;
     if (progress) add_memory(&rec);
     log_write(rec);

@@ -184,6 +184,7 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
       info.exchange = [this](Tensor send, const std::vector<int64_t>& sc, Tensor recv,
                              const std::vector<int64_t>& rc) { exchange(send, sc, recv, rc); };
     exchange_ms_ = 0.0;
+    exchange_bytes_ = 0;
     if (plan_.master_none) widen_compute_copy();
     optim_->step(master(), grads(), info);
     // The optimizer either leaves the compute copy to the trainer (rounded from the master) or
@@ -191,6 +192,7 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
     if (!optim_->writes_compute_copy()) write_compute_copy(step, plan_.rounding);
     const double gather_ms = all_gather_compute_copy();
     stats.comm_ms += gather_ms + exchange_ms_;
+    stats.exchange_bytes = exchange_bytes_;
     if (zero_units_) zero_units_->invalidate();
     stats.optim_ms = ms_since(t0) - gather_ms - exchange_ms_;
   }
@@ -204,6 +206,9 @@ void ModelState::exchange(Tensor send, const std::vector<int64_t>& send_counts, 
   const auto t0 = Clock::now();
   comm_->all_to_all_v(backend_, send, send_counts, recv, recv_counts);
   exchange_ms_ += ms_since(t0);
+  for (size_t r = 0; r < send_counts.size(); ++r)
+    if (static_cast<int>(r) != layout_.rank)
+      exchange_bytes_ += send_counts[r] * static_cast<int64_t>(dtype_size(send.dtype));
 }
 
 void ModelState::use_eval_weights(bool eval) {

@@ -39,7 +39,10 @@ struct StepStats {
   double lr = 0.0;
   bool skipped = false;  // non-finite gradients: no update happened
   double optim_ms = 0.0;
-  double comm_ms = 0.0;  // collectives of the optimizer step (norm, all-gather)
+  double comm_ms = 0.0;  // collectives of the optimizer step (norm, all-gather, exchanges)
+  // Bytes this rank sent to other ranks in the optimizer's all-to-alls (Muon's gather and
+  // scatter of matrix pieces); 0 for optimizers without whole-tensor work.
+  int64_t exchange_bytes = 0;
 };
 
 struct ModelStateOptions {
@@ -155,6 +158,7 @@ class ModelState {
   LossScaler scaler_;
   int64_t schedule_length_ = 0;
   double exchange_ms_ = 0.0;  // the current step's optimizer all-to-alls
+  int64_t exchange_bytes_ = 0;
   bool eval_weights_ = false;
 };
 

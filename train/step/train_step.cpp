@@ -69,6 +69,7 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
   r.skipped = st.skipped;
   r.optim_ms = st.optim_ms;
   r.comm_ms += st.comm_ms;
+  r.exchange_bytes = st.exchange_bytes;
   if (r.skipped) {
     LLM_REQUIRE(state.plan().scaler_on, "non-finite gradients at step ", step,
                 ": training diverged (try a lower optim.lr)");

@@ -56,6 +56,7 @@ struct StepResult {
   double loss_scale = 1.0;  // the scale backward used (1 without loss scaling)
   bool skipped = false;     // non-finite gradients: no update happened (fp16)
   double forward_ms = 0.0, backward_ms = 0.0, optim_ms = 0.0, comm_ms = 0.0;
+  int64_t exchange_bytes = 0;  // StepStats::exchange_bytes
 };
 
 // Runs optimizer step `step` (1-based) at learning rate `lr` over config.train.accum
