@@ -159,7 +159,8 @@ TEST_F(DistResume, AdEMAMixRefusesAChangedRunLength) {
   CommandResult r = testing::run_command(testing::ledgerlm_binary() + " train" +
                                          flags("ema", 1, 0, 3) + " --optim.name ademamix 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = testing::run_command(testing::ledgerlm_binary() + " train" + resume("ema", 1, 0, 6) + " 2>&1");
+  r = testing::run_command(testing::ledgerlm_binary() + " train" + resume("ema", 1, 0, 6) +
+                           " 2>&1");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("set optim.ademamix_warmup = 3 to continue it"), std::string::npos)
       << r.output;

@@ -149,8 +149,9 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"lion", " --optim.name lion --optim.lr 1e-4 --optim.weight_decay 1"},
         // x in the master, y in the compute copy (its "compute" file), z, v and the scalars.
         ResumeCase{"schedulefree", " --optim.name adamw_schedulefree --optim.schedule constant"},
-        ResumeCase{"schedulefree_bf16", " --optim.name adamw_schedulefree --optim.schedule "
-                                        "constant --precision.params bf16"},
+        ResumeCase{"schedulefree_bf16",
+                   " --optim.name adamw_schedulefree --optim.schedule "
+                   "constant --precision.params bf16"},
         // The alpha/beta3 warmup (the run's 12 steps) travels in the checkpoint.
         ResumeCase{"ademamix", " --optim.name ademamix"},
         ResumeCase{"muon", " --optim.name muon --optim.lr 0.02"},

@@ -59,8 +59,8 @@ void ledger_check_optimizer(const MemoryPlan& plan, const std::vector<StateCompo
   std::map<std::string, int64_t> got, want;
   std::map<std::string, std::string> group;
   for (const StateComponent& c : allocated) {
-    const std::string key = c.scratch ? (c.tag == MemTag::kComm ? "comm.muon" : "workspace.muon")
-                                      : "optim." + c.name;
+    const std::string key =
+        c.scratch ? (c.tag == MemTag::kComm ? "comm.muon" : "workspace.muon") : "optim." + c.name;
     got[key] += c.bytes;
     group[key] = c.group;
   }
@@ -92,8 +92,8 @@ void ledger_check_tensor_states(const PlanInput& in, const PlacementTable& place
     for (size_t k = 0; same && k < want.size(); ++k)
       same = want[k].name == have[i][k].name && want[k].dtype == have[i][k].dtype &&
              want[k].elements == have[i][k].elements;
-    LLM_REQUIRE(same, "memory ledger: tensor '", table.params[i].name, "' on rank ",
-                placement.rank, " has optimizer state ", tensor_states_text(have[i]),
+    LLM_REQUIRE(same, "memory ledger: tensor '", table.params[i].name, "' on rank ", placement.rank,
+                " has optimizer state ", tensor_states_text(have[i]),
                 ", the per-tensor table says ", tensor_states_text(want));
   }
 }
@@ -202,8 +202,8 @@ std::string RunLedger::describe_tensors() const {
   ModelState& state = *impl_->state;
   std::vector<std::string> groups, text;
   for (const OptimGroup& g : optim_groups(state.config().optim)) groups.push_back(g.name);
-  for (const auto& states : tensor_states_of_views(state.optimizer().state_views(),
-                                                   state.table().params.size()))
+  for (const auto& states :
+       tensor_states_of_views(state.optimizer().state_views(), state.table().params.size()))
     text.push_back(tensor_states_text(states));
   return placement_describe(state.placement(), state.table(), groups, {}, text);
 }

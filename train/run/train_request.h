@@ -11,9 +11,9 @@ namespace ledgerlm {
 // What `ledgerlm train` asks for, once the command line has resolved the config.
 struct TrainRequest {
   RunConfig run;
-  std::string resume;        // "" | "auto" | checkpoint path
-  std::string init_from;     // weights-only start
-  std::string command_line;  // as typed (shell-quoted): recorded in the run's lock
+  std::string resume;          // "" | "auto" | checkpoint path
+  std::string init_from;       // weights-only start
+  std::string command_line;    // as typed (shell-quoted): recorded in the run's lock
   bool print_tensors = false;  // --tensors: print rank 0's per-tensor table before step 1
 };
 

@@ -201,12 +201,11 @@ std::string placement_describe(const PlacementTable& t, const ParamTable& table,
     std::snprintf(ranks, sizeof ranks, "%d-%d", tp.first_rank, tp.last_rank);
     const size_t i = static_cast<size_t>(tp.param);
     const std::string per_tensor = i < tensor_states.size() ? " " + tensor_states[i] : "";
-    std::snprintf(line, sizeof line, "%-28s %-9s %-22s %-22s %-22s %-22s %-5d %-6s%s%s\n",
-                  p.name.c_str(), group.c_str(), span_text(tp.compute, p.numel).c_str(),
-                  span_text(tp.grads, p.numel).c_str(),
-                  t.master_is_compute ? "=compute" : span_text(tp.master, p.numel).c_str(),
-                  span_text(tp.state, p.numel).c_str(), tp.owner, ranks, per_tensor.c_str(),
-                  states.c_str());
+    std::snprintf(
+        line, sizeof line, "%-28s %-9s %-22s %-22s %-22s %-22s %-5d %-6s%s%s\n", p.name.c_str(),
+        group.c_str(), span_text(tp.compute, p.numel).c_str(), span_text(tp.grads, p.numel).c_str(),
+        t.master_is_compute ? "=compute" : span_text(tp.master, p.numel).c_str(),
+        span_text(tp.state, p.numel).c_str(), tp.owner, ranks, per_tensor.c_str(), states.c_str());
     out += line;
   }
   return out;

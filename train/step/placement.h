@@ -90,7 +90,8 @@ PlacementTable placement_build(const ParamTable& table, const ShardLayout& layou
                                const PrecisionPlan& plan, const OptimConfig& optim);
 
 // The table as text, one line per tensor: group, parts held and where, owner, ranks.
-// `states`, when given, is a text per table row (the optimizer state tensors it has): a last column.
+// `states`, when given, is a text per table row (the optimizer state tensors it has): a last
+// column.
 std::string placement_describe(const PlacementTable& placement, const ParamTable& table,
                                const std::vector<std::string>& group_names,
                                const std::vector<std::string>& state_names,

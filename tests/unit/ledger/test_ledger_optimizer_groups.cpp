@@ -59,20 +59,22 @@ TEST(LedgerOptimizerGroups, BytesPerParameterAndGroups) {
         {"optim.v", 4 * (N - matrices)}}},
   };
   for (const Want& w : wants) {
-    const MemoryPlan p = memory_plan_compute(plan_input_from_config(small_config(w.optim), 1, 1, -1));
+    const MemoryPlan p =
+        memory_plan_compute(plan_input_from_config(small_config(w.optim), 1, 1, -1));
     for (const auto& [name, bytes] : w.bytes) {
       const PlanComponent* c = find(p, name);
       ASSERT_NE(c, nullptr) << w.optim << " " << name;
       EXPECT_EQ(c->total_bytes, bytes) << w.optim << " " << name;
     }
   }
-  const MemoryPlan muon = memory_plan_compute(plan_input_from_config(small_config("muon"), 1, 1, -1));
+  const MemoryPlan muon =
+      memory_plan_compute(plan_input_from_config(small_config("muon"), 1, 1, -1));
   EXPECT_EQ(find(muon, "optim.momentum")->group, "matrix");
   EXPECT_EQ(find(muon, "optim.m")->group, "embedding,nodecay");
   // No master with fp32 params for the others (the params are their own master).
-  EXPECT_EQ(find(memory_plan_compute(plan_input_from_config(small_config("lion"), 1, 1, -1)),
-                 "master"),
-            nullptr);
+  EXPECT_EQ(
+      find(memory_plan_compute(plan_input_from_config(small_config("lion"), 1, 1, -1)), "master"),
+      nullptr);
 }
 
 TEST(LedgerOptimizerGroups, MuonStateSumsOverRanksToWorldOnesAndOwnersShareTheWork) {
@@ -125,21 +127,22 @@ TEST(LedgerOptimizerGroups, ChecksRefuseAWrongAllocation) {
   for (StateComponent& sc : wrong)
     if (sc.name == "m" || sc.name == "v") sc.bytes = 0;
   const std::string e = testing::error_of([&] { ledger_check_optimizer(plan, wrong, 0); });
-  EXPECT_NE(e.find("optimizer component 'optim.m' (group embedding,nodecay) on rank 0: allocated 0"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("optimizer component 'optim.m' (group embedding,nodecay) on rank 0: allocated 0"),
+      std::string::npos)
       << e;
 
   // Per tensor: a matrix with AdamW's m and v instead of Muon's momentum.
   const ParamTable table = param_table_for_run(c, 1);
-  const PlacementTable placement = placement_build(
-      table, shard_layout_build(table, 1, 0), 0, precision_plan(c), c.optim);
+  const PlacementTable placement =
+      placement_build(table, shard_layout_build(table, 1, 0), 0, precision_plan(c), c.optim);
   std::vector<float> storage(static_cast<size_t>(table.total));
   std::vector<StateView> views;
   for (const TensorPlacement& tp : placement.tensors) {
     const ParamInfo& p = table.params[static_cast<size_t>(tp.param)];
     const bool muon = muon_orthogonalises(p, c.optim);
-    for (const char* name : muon ? std::vector<const char*>{"momentum"}
-                                 : std::vector<const char*>{"m", "v"}) {
+    for (const char* name :
+         muon ? std::vector<const char*>{"momentum"} : std::vector<const char*>{"m", "v"}) {
       StateView v;
       v.name = name;
       v.param = tp.param;
@@ -149,7 +152,8 @@ TEST(LedgerOptimizerGroups, ChecksRefuseAWrongAllocation) {
     }
   }
   const PlanInput in = plan_input_from_config(c, 1, 1, -1);
-  EXPECT_EQ(testing::error_of([&] { ledger_check_tensor_states(in, placement, views, table); }), "");
+  EXPECT_EQ(testing::error_of([&] { ledger_check_tensor_states(in, placement, views, table); }),
+            "");
   for (StateView& v : views)
     if (v.name == "momentum") v.name = "m";
   const std::string t =

@@ -92,9 +92,9 @@ TEST_P(TrainOptimizers, TrainsTinyGptBelowThreshold) {
   c.optim.nesterov = oc.nesterov;
   // Adafactor's relative step (rho = min(1e-2, 1/sqrt(t))) ignores optim.lr; use the given LR.
   c.optim.adafactor_relative_step = false;
-  c.optim.schedule = "constant";        // Schedule-Free's own (the others see a constant LR anyway)
-  c.optim.muon_adamw_lr = 1e-2;         // Muon's AdamW group at AdamW's tuned LR
-  c.optim.ademamix_warmup = 80;         // the run's length
+  c.optim.schedule = "constant";  // Schedule-Free's own (the others see a constant LR anyway)
+  c.optim.muon_adamw_lr = 1e-2;   // Muon's AdamW group at AdamW's tuned LR
+  c.optim.ademamix_warmup = 80;   // the run's length
 
   TrainResult r = train_tiny(c, 80, 10);
   std::printf("%-14s lr %-6g loss %.4f -> %.4f (tail mean of 10), threshold %.2f\n", oc.label,
@@ -103,22 +103,20 @@ TEST_P(TrainOptimizers, TrainsTinyGptBelowThreshold) {
   EXPECT_LT(r.tail_mean, oc.threshold) << oc.label;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, TrainOptimizers,
-                         ::testing::Values(OptimCase{"sgd", "sgd", 0.1, false, 2.2},
-                                           OptimCase{"sgd_nesterov", "sgd", 0.1, true, 2.05},
-                                           OptimCase{"adamw", "adamw", 1e-2, false, 1.9},
-                                           OptimCase{"lamb", "lamb", 3e-2, false, 1.85},
-                                           OptimCase{"lars", "lars", 10.0, false, 3.1},
-                                           OptimCase{"adafactor", "adafactor", 3e-2, false, 2.0},
-                                           OptimCase{"adamw8bit", "adamw8bit", 1e-2, false, 1.8},
-                                           OptimCase{"lion", "lion", 3e-3, false, 1.7},
-                                           OptimCase{"schedulefree", "adamw_schedulefree", 1e-2,
-                                                     false, 1.6},
-                                           OptimCase{"ademamix", "ademamix", 1e-2, false, 1.95},
-                                           OptimCase{"muon", "muon", 3e-2, false, 0.85}),
-                         [](const ::testing::TestParamInfo<OptimCase>& info) {
-                           return std::string(info.param.label);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    All, TrainOptimizers,
+    ::testing::Values(OptimCase{"sgd", "sgd", 0.1, false, 2.2},
+                      OptimCase{"sgd_nesterov", "sgd", 0.1, true, 2.05},
+                      OptimCase{"adamw", "adamw", 1e-2, false, 1.9},
+                      OptimCase{"lamb", "lamb", 3e-2, false, 1.85},
+                      OptimCase{"lars", "lars", 10.0, false, 3.1},
+                      OptimCase{"adafactor", "adafactor", 3e-2, false, 2.0},
+                      OptimCase{"adamw8bit", "adamw8bit", 1e-2, false, 1.8},
+                      OptimCase{"lion", "lion", 3e-3, false, 1.7},
+                      OptimCase{"schedulefree", "adamw_schedulefree", 1e-2, false, 1.6},
+                      OptimCase{"ademamix", "ademamix", 1e-2, false, 1.95},
+                      OptimCase{"muon", "muon", 3e-2, false, 0.85}),
+    [](const ::testing::TestParamInfo<OptimCase>& info) { return std::string(info.param.label); });
 
 // ---- loop / foreach / fused ---------------------------------------------------------------------
 

@@ -175,3 +175,45 @@ TEST(Placement, ModelStateAllocatesWhatTheTableSizes) {
 
 }  // namespace
 }  // namespace ledgerlm
+
+namespace ledgerlm {
+namespace {
+
+// Muon's whole-matrix work: from stage 1 each matrix tensor's owner comes from the balance of
+// Newton–Schulz FLOPs (every rank of 4 owns some), the holders tile each tensor exactly and the
+// optimizer shard lists every trained tensor's spread; at stage 0 each rank owns what it holds.
+TEST(Placement, MuonOwnersAreBalancedAndHoldersTileEachTensor) {
+  RunConfig c = small_config("fp32", "fp32");
+  c.optim.name = "muon";
+  for (int stage : {0, 1, 3}) {
+    const int world = 4;
+    const ParamTable table = param_table_for_run(c, world);
+    std::vector<int> owned(world, 0);
+    for (int rank = 0; rank < world; ++rank) {
+      const PlacementTable t = placement_build(table, shard_layout_build(table, world, rank), stage,
+                                               precision_plan(c), c.optim);
+      const OptimShard shard = t.optimizer_shard();
+      EXPECT_EQ(shard.tensors.size(), table.params.size());
+      for (const TensorPlacement& tp : t.tensors) {
+        const ParamInfo& p = table.params[static_cast<size_t>(tp.param)];
+        int64_t next = 0;
+        for (const OptimHolder& h : tp.holders) {
+          EXPECT_EQ(h.begin, next) << p.name;
+          next = h.begin + h.count;
+        }
+        EXPECT_EQ(next, p.numel) << p.name << ": the holders tile the tensor";
+        if (p.kind != ParamKind::kMatrix) continue;
+        if (stage == 0)
+          EXPECT_EQ(tp.owner, rank) << p.name;
+        else if (rank == 0)
+          ++owned[static_cast<size_t>(tp.owner)];
+      }
+    }
+    if (stage > 0) {
+      for (int r = 0; r < world; ++r) EXPECT_GT(owned[static_cast<size_t>(r)], 0) << "rank " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ledgerlm

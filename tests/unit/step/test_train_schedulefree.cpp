@@ -71,13 +71,15 @@ TEST(TrainScheduleFree, RefusesMasterNoneAndDecayingSchedules) {
   c.precision.params = "bf16";
   c.precision.master = "none";
   auto backend = backend_create_cpu(1);
-  EXPECT_NE(testing::error_of([&] { ModelState s(c, *backend); })
-                .find("precision.master = none: optim.name = adamw_schedulefree"),
+  EXPECT_NE(testing::error_of([&] {
+              ModelState s(c, *backend);
+            }).find("precision.master = none: optim.name = adamw_schedulefree"),
             std::string::npos);
   c.precision.master = "fp32";
   c.optim.schedule = "cosine";
-  EXPECT_NE(testing::error_of([&] { c.optim.validate(); })
-                .find("optim.schedule = cosine: adamw_schedulefree replaces the LR schedule"),
+  EXPECT_NE(testing::error_of([&] {
+              c.optim.validate();
+            }).find("optim.schedule = cosine: adamw_schedulefree replaces the LR schedule"),
             std::string::npos);
 }
 
