@@ -173,6 +173,24 @@ INSTANTIATE_TEST_SUITE_P(
                    " --precision.rounding stochastic"}),
     [](const ::testing::TestParamInfo<ResumeCase>& info) { return std::string(info.param.name); });
 
+// --resume auto on a run that already spent its budget (a sweep rerun) trains nothing and leaves
+// the run's files alone; it used to rewrite summary.json with "final_loss": null.
+TEST(ResumeAuto, FinishedRunIsLeftAsItIs) {
+  const std::string out = testing::make_temp_dir("resume_finished_");
+  auto first = train(base_flags(out, "run") + " --train.max_steps 4 --optim.name adamw");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string summary = testing::read_file(out + "/run/summary.json");
+  const std::string metrics = testing::read_file(out + "/run/metrics.jsonl");
+  ASSERT_NE(summary.find("\"final_loss\": "), std::string::npos);
+  auto again = run_command(testing::ledgerlm_binary() + " train --config " + out +
+                           "/run/config.toml --resume auto 2>&1");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("its budget is spent: nothing to do"), std::string::npos)
+      << again.output;
+  EXPECT_EQ(testing::read_file(out + "/run/summary.json"), summary);
+  EXPECT_EQ(testing::read_file(out + "/run/metrics.jsonl"), metrics);
+}
+
 // --resume auto continues the same run directory and metrics.jsonl; a changed step budget is
 // allowed and logged. The constant schedule makes the LR independent of the budget, so 6 steps
 // then 6 more must equal 12 in one go.

@@ -90,6 +90,31 @@ TEST_F(TwoJobsOneRun, SecondIsRefusedFirstFinishesUntouched) {
   EXPECT_EQ(static_cast<int64_t>(testing::clean_losses(run_).size()), last + 2);
 }
 
+// The lock file removed under a live job (by hand, by a cleanup script): the flock lives on the
+// descriptor, so a second job could take a new lock on the same path. The first notices at its
+// next step that the path is no longer the file it locked and stops with one line, writing
+// nothing more; before, it went on and ended "done", exit 0, interleaving its metrics with the
+// second job's.
+TEST_F(TwoJobsOneRun, RemovedLockStopsTheJobThatHeldIt) {
+  const pid_t first = testing::start_background(
+      testing::ledgerlm_binary() + " train" + flags_ + " --train.max_steps 1000000",
+      out_ + "/first.log");
+  ASSERT_TRUE(testing::wait_loss_records(run_, 3, 30)) << testing::read_file(out_ + "/first.log");
+  ASSERT_TRUE(fs::remove(run_ + "/.lock"));
+  const int status = testing::wait_exit(first, 30);
+  const std::string log = testing::read_file(out_ + "/first.log");
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_NE(WEXITSTATUS(status), 0) << log;
+  EXPECT_NE(log.find("run lock '" + run_ + "/.lock' was removed or replaced while this job held "
+                     "it"),
+            std::string::npos)
+      << log;
+  // Steps 1..n logged once each: nothing written after the lock went.
+  const auto losses = testing::clean_losses(run_);
+  ASSERT_FALSE(losses.empty());
+  EXPECT_EQ(static_cast<int64_t>(losses.size()), losses.rbegin()->first);
+}
+
 // kill -9 releases the lock as well: there are no stale locks.
 TEST_F(TwoJobsOneRun, KilledHolderLeavesNoStaleLock) {
   const pid_t first = testing::start_background(

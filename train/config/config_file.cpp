@@ -2,6 +2,7 @@
 #include "train/config/config_file.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -139,6 +140,11 @@ std::set<std::string> config_load_toml(std::string_view text, const std::string&
 
 std::set<std::string> config_load_file(const std::string& path,
                                        const std::vector<ConfigKey>& keys) {
+  // A directory opens as a stream on Linux and reads as empty text: every key would silently
+  // keep its default (a run of the default model). Refuse it by name.
+  std::error_code ec;
+  LLM_REQUIRE(!std::filesystem::is_directory(path, ec), "config file '", path,
+              "' is a directory; expected a TOML file (e.g. ", path, "/config.toml)");
   std::ifstream in(path, std::ios::binary);
   LLM_REQUIRE(in.good(), "config file '", path, "': cannot be read");
   std::ostringstream text;

@@ -30,6 +30,13 @@ struct LoopState {
   double best_val = INFINITY, best_bpb = INFINITY, last_val = NAN;
 };
 
+// True when the loop counters have reached any of the configured budgets.
+inline bool loop_budget_spent(const TrainConfig& t, const LoopState& ls) {
+  return (t.max_steps > 0 && ls.step >= t.max_steps) ||
+         (t.max_tokens > 0 && ls.tokens >= t.max_tokens) ||
+         (t.max_seconds > 0 && ls.train_seconds >= t.max_seconds);
+}
+
 // "fp32", "none" or "fp32 (= params)": what precision.master means for this run.
 const char* master_text(const PrecisionPlan& plan);
 

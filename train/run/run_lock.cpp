@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -80,6 +81,16 @@ std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const std:
     throw;
   }
   return std::unique_ptr<RunLock>(new RunLock(path, fd));
+}
+
+void RunLock::verify() const {
+  struct stat held{}, now{};
+  const bool same = ::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &now) == 0 &&
+                    held.st_ino == now.st_ino && held.st_dev == now.st_dev;
+  LLM_REQUIRE(same, "run lock '", path_,
+              "' was removed or replaced while this job held it (another job may now be "
+              "training this run): stopping without writing more; once one job runs, continue "
+              "with --resume auto");
 }
 
 RunLock::~RunLock() {

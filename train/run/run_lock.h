@@ -31,6 +31,12 @@ class RunLock {
   RunLock& operator=(const RunLock&) = delete;
 
   const std::string& path() const { return path_; }
+  // Throws an Error when RUN_DIR/.lock is no longer the file this job locked (removed by hand or
+  // by a cleanup script, or replaced): another job may then have taken the run, and this one
+  // must stop writing into it. An flock cannot see that by itself (it lives on the descriptor,
+  // not the path), so the holder compares its descriptor's inode with the path's: call it before
+  // every write into the run (the trainer does at every step's metrics record). Two stat calls.
+  void verify() const;
 
  private:
   RunLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}

@@ -160,6 +160,8 @@ class CreatedRunDir {
 // checkpoint, a new run's (or an overwritten one's) outputs cleared.
 void reset_run_dir(const TrainRun& run) {
   if (!run.lead()) return;
+  // A finished run resumed with its budget spent trains nothing (train_loop): left as it is.
+  if (run.resuming() && loop_budget_spent(run.cfg.train, run.loop)) return;
   run_summary_remove(run.run_dir);  // written again when this job ends
   if (run.resuming()) {
     const int64_t broken = run_metrics_truncate(run.run_dir, run.loop.step);

@@ -55,6 +55,16 @@ class TrainLoop {
   }
 
   int run() {
+    // A finished run resumed with the same budget (a rerun of a sweep, --resume auto): nothing to
+    // train. Leave its files as they are; rewriting summary.json from a job that ran no step
+    // would lose its final loss.
+    if (run_.resuming() && budget_spent(ls_.train_seconds)) {
+      if (run_.lead())
+        std::printf("run %s: already at step %lld, its budget is spent: nothing to do (raise "
+                    "train.max_steps, max_tokens or max_seconds to continue it)\n",
+                    run_.run_dir.c_str(), static_cast<long long>(ls_.step));
+      return 0;
+    }
     print_header();
     tokens_at_start_ = ls_.tokens;
     t_start_ = t_loop_end_ = Clock::now();
@@ -135,15 +145,15 @@ class TrainLoop {
 
   // Every record goes to metrics.jsonl and, as scalars, to the TensorBoard event file.
   void log_write(const json& record) {
+    if (run_.lock) run_.lock->verify();  // still this run's job (run_lock.h)
     if (log_) log_->write(record);
     if (tb_) tb_->write(record);
   }
 
   bool budget_spent(double train_seconds) const {
-    const TrainConfig& t = cfg_.train;
-    return (t.max_steps > 0 && ls_.step >= t.max_steps) ||
-           (t.max_tokens > 0 && ls_.tokens >= t.max_tokens) ||
-           (t.max_seconds > 0 && train_seconds >= t.max_seconds);
+    LoopState ls = ls_;
+    ls.train_seconds = train_seconds;
+    return loop_budget_spent(cfg_.train, ls);
   }
 
   void print_header() {

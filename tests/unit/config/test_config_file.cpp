@@ -170,3 +170,20 @@ TEST(RunName, LettersDigitsDotUnderscoreDash) {
 
 }  // namespace
 }  // namespace ledgerlm
+
+namespace ledgerlm {
+namespace {
+
+// A directory given as --config used to read as an empty file: every key at its default, the
+// default model trained, exit 0. Now refused by name, with what was expected.
+TEST(ConfigFile, DirectoryRefusedByName) {
+  const std::string dir = testing::make_temp_dir("config_dir_");
+  RunConfig c;
+  const std::string e = testing::error_of([&] { config_load_file(dir, config_keys(c)); });
+  EXPECT_NE(e.find("config file '" + dir + "' is a directory; expected a TOML file"),
+            std::string::npos)
+      << e;
+}
+
+}  // namespace
+}  // namespace ledgerlm
