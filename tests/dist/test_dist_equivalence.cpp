@@ -131,8 +131,9 @@ void compare_run(const std::string& got_dir, const std::string& ref_dir, const V
     const std::vector<double> ref = testing::run_series(ref_dir, key);
     ASSERT_EQ(got.size(), ref.size()) << label << " " << key;
     for (size_t s = 0; s < ref.size(); ++s) {
-      // The norm sums squares of reordered gradients: [6.0e-8] against a bound of 1e-6.
-      const double rtol = std::string(key) == "loss" ? v.loss_rtol : 1e-6;
+      // The norm sums squares of reordered gradients: [6.0e-8] against a bound of 1e-6 (or the
+      // variant's loss bound where that is wider: Muon with bf16 weights, see above).
+      const double rtol = std::string(key) == "loss" ? v.loss_rtol : std::max(1e-6, v.loss_rtol);
       EXPECT_NEAR(got[s], ref[s], rtol * std::fabs(ref[s]))
           << label << " " << key << " at step " << s + 1;
       worst_loss = std::max(worst_loss, std::fabs(got[s] - ref[s]) / std::fabs(ref[s]));
