@@ -123,12 +123,25 @@ TEST_F(CliInputs, PathsWithHashAndSpacesWorkEverywhere) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// A mistyped command is named with the nearest one, with or without --help (it used to say "A
+// subcommand is required", and `ledgerlm study --help` printed the main help with exit 0).
+TEST_F(CliInputs, UnknownCommandNamedWithTheNearest) {
+  expect_one_line_error("trian --config configs/tiny_test.toml",
+                        {"'trian' is not a command; did you mean 'train'?", "commands: prepare"});
+  expect_one_line_error("study --help", {"'study' is not a command; see ledgerlm --help"});
+  expect_one_line_error("memroy --params 1e6", {"did you mean 'memory'?"});
+}
+
 TEST_F(CliInputs, RunNamesAreRestricted) {
   const std::string out = root_ + "/names";
   for (const char* name : {"exp#1", ".", "..", "a b"}) {
     expect_one_line_error("train" + tiny_flags(data_, out, name) + " --train.max_steps 1",
                           {"train.name", "not a run name"});
   }
+  // A huge name is refused by its length, not echoed back whole (it was, in a 10 MB line).
+  expect_one_line_error(
+      "train" + tiny_flags(data_, out, std::string(5000, 'a')) + " --train.max_steps 1",
+      {"train.name: 5000 characters; a run name has at most 200"});
   EXPECT_FALSE(fs::exists(out)) << "a refused name created " << out;
 }
 

@@ -2,9 +2,12 @@
 // printed as one line ("ledgerlm: error: ...") with a non-zero exit.
 #include "train/cli/cli.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -16,6 +19,46 @@
 #include "train/run/run_dir.h"
 
 namespace ledgerlm {
+namespace {
+
+// Levenshtein distance: how many one-character edits turn a into b.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "did you mean 'train'?" when a command is within two edits (or a prefix), else a pointer to
+// the help.
+std::string nearest_command_hint(const std::string& word, const std::vector<std::string>& names) {
+  const std::string* best = nullptr;
+  size_t best_d = 3;
+  for (const std::string& n : names) {
+    const size_t d = n.rfind(word, 0) == 0 && !word.empty() ? 0 : edit_distance(word, n);
+    if (d < best_d) {
+      best_d = d;
+      best = &n;
+    }
+  }
+  return best ? "did you mean '" + *best + "'?" : std::string("see ledgerlm --help");
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
 
 int cli_main(int argc, char** argv, Comm* shared_comm) {
   CLI::App app{"ledgerlm: a small, fast GPT trainer with an honest memory ledger"};
@@ -108,6 +151,19 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       ->expected(1, -1);
   compare->add_flag("--json", compare_cmd.json, "print one JSON object");
 
+  // A first word that is no command (a typo: `ledgerlm trian`) is named with the nearest one,
+  // instead of CLI11's "A subcommand is required" (or, with --help, the main help and exit 0).
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+      std::fprintf(stderr, "ledgerlm: error: '%s' is not a command; %s (commands: %s)\n",
+                   word.c_str(), nearest_command_hint(word, names).c_str(),
+                   join_names(names).c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -35,6 +35,11 @@ void DataConfig::validate() const {
 }
 
 void TrainConfig::validate() const {
+  // A directory name: at most 200 bytes (filesystems stop at 255, and the run's temporaries add
+  // suffixes). Checked first, so that a huge value is not echoed back whole.
+  constexpr size_t kMaxRunName = 200;
+  LLM_REQUIRE(name.size() <= kMaxRunName, "train.name: ", name.size(),
+              " characters; a run name has at most ", kMaxRunName);
   LLM_REQUIRE(is_run_name(name), "train.name: '", name,
               "' is not a run name (letters, digits, '.', '_' and '-', and not '.' or '..')");
   LLM_REQUIRE(!out_dir.empty(), "train.out_dir: expected a directory");
