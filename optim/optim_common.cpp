@@ -98,7 +98,8 @@ void RangeOptimizer::init(const ParamTable& table, const OptimShard& shard, Back
 
 double RangeOptimizer::allocated_bytes_per_param() const {
   int64_t bytes = 0, params = 0;
-  for (const auto& c : components_) bytes += c.bytes;
+  for (const auto& c : components_)
+    if (!c.scratch) bytes += c.bytes;  // state only: Muon's exchange buffers are not state
   for (const auto& s : segs_) params += s.count;
   return params > 0 ? static_cast<double>(bytes) / static_cast<double>(params) : 0.0;
 }

@@ -93,7 +93,8 @@ class RangeOptimizer : public Optimizer {
   DType state_dtype() const { return config_.state_dtype; }
   double state_elem_bytes() const { return static_cast<double>(dtype_size(config_.state_dtype)); }
   void require_initialized() const;
-  // Bytes of the allocated state components per parameter element held (after init).
+  // Bytes of the allocated state components (scratch left out) per parameter element held (after
+  // init).
   double allocated_bytes_per_param() const;
 
   OptimConfig config_;

@@ -52,7 +52,8 @@ json checkpoint_meta(const RunConfig& cfg, ModelState& state, const LoopState& l
   const LossScalerState& sc = state.scaler().state();
   json components = json::array();
   for (const StateComponent& c : state.optimizer().state_components())
-    components.push_back({{"name", c.name}, {"dtype", dtype_name(c.dtype)}, {"bytes", c.bytes}});
+    if (!c.scratch)  // step scratch (Muon's exchange buffers) is not state: never checkpointed
+      components.push_back({{"name", c.name}, {"dtype", dtype_name(c.dtype)}, {"bytes", c.bytes}});
   json ledger_rec = json::object();
   ledger.add_measured(&ledger_rec);
   RunConfig copy = cfg;
