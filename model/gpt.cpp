@@ -35,12 +35,26 @@ struct LayerParams {
   Tensor ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
 
-LayerParams layer_views(const Tensor& unit, const BlockOffsets& o) {
-  return {unit.offset(o.ln1w), unit.offset(o.ln1b),    unit.offset(o.qkvw),
-          unit.offset(o.qkvb), unit.offset(o.projw),   unit.offset(o.projb),
-          unit.offset(o.ln2w), unit.offset(o.ln2b),    unit.offset(o.fcw),
-          unit.offset(o.fcb),  unit.offset(o.fcprojw), unit.offset(o.fcprojb)};
+// The block's tensors: field k from `trained` or, when bit k of `frozen_mask` is set, from
+// `frozen`. Gradient views pass an empty `frozen`: frozen tensors have no gradient (empty view).
+LayerParams layer_views(const Tensor& trained, const Tensor& frozen, const BlockOffsets& o,
+                        uint32_t frozen_mask) {
+  const int64_t at[12] = {o.ln1w, o.ln1b, o.qkvw, o.qkvb, o.projw,   o.projb,
+                          o.ln2w, o.ln2b, o.fcw,  o.fcb,  o.fcprojw, o.fcprojb};
+  Tensor v[12];
+  for (int k = 0; k < 12; ++k) {
+    const bool is_frozen = (frozen_mask >> k) & 1u;
+    const Tensor& base = is_frozen ? frozen : trained;
+    v[k] = base.empty() ? Tensor() : base.offset(at[k]);
+  }
+  return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]};
 }
+
+// A linear layer's adapter: factor views (empty when absent or, for gradients, frozen).
+struct LoraViews {
+  Tensor a, b;
+  bool present() const { return !a.empty() || !b.empty(); }
+};
 
 // Dropout sites: each (call, layer, position) gets its own mask stream.
 enum DropSite : uint64_t { kSiteEmbed = 0, kSiteAttnProb = 1, kSiteAttnOut = 2, kSiteMlpOut = 3 };
@@ -64,6 +78,14 @@ struct GptModel::Impl {
   std::vector<LayerActs> acts;
   Tensor lnf, lnf_mean, lnf_rstd, logits, losses;
   Tensor d_res, d_a, d_b, d_wide_a, d_wide_b, d_qkv, tmp_proj;
+  // Adapters (LoRA): u = s drop(x) A^T and its gradient [N, rank]; the dropped input or the
+  // input gradient's adapter part [N, 4C] (only with lora.dropout > 0).
+  Tensor lora_u, lora_du, lora_x;
+  // Gradient sinks for frozen norm weights and biases whose kernels compute the weight gradient
+  // together with the input gradient (two halves: a kernel's weight and bias never alias), and
+  // for a frozen embedding next to a trained one. Written, never read.
+  Buffer sink;
+  Tensor sink_a, sink_b;
   int64_t arena_bytes = 0, scratch_bytes = 0;
 
   // Token ids and targets of the micro-batch in backend memory ([B*T] int32 each), uploaded by
@@ -85,6 +107,37 @@ struct GptModel::Impl {
                ", the model expects ", dtype_name(pdt));
     return t;
   }
+  Tensor frozen_unit(UnitAccess& u, int unit) const {
+    if (!refs.any_frozen) return Tensor();
+    Tensor t = u.frozen(unit);
+    LLM_ASSERT(!t.empty() && t.dtype == pdt, "unit ", unit, ": frozen weights missing or of dtype ",
+               dtype_name(t.dtype));
+    return t;
+  }
+  LayerParams block_params(UnitAccess& u, int64_t l) const {
+    const int unit = refs.block_unit[l];
+    return layer_views(param_unit(u, unit), frozen_unit(u, unit), refs.blocks[l],
+                       refs.block_frozen[l]);
+  }
+  LayerParams block_grads(UnitAccess& u, int64_t l) const {
+    return layer_views(grad_unit(u, refs.block_unit[l]), Tensor(), refs.blocks[l],
+                       refs.block_frozen[l]);
+  }
+  LoraViews lora_params(UnitAccess& u, int64_t l, int site) const {
+    const LoraRef& r = refs.lora[l][site];
+    if (!r.present()) return {};
+    const int unit = refs.block_unit[l];
+    const Tensor t = param_unit(u, unit), f = r.a_frozen || r.b_frozen ? frozen_unit(u, unit) : t;
+    return {(r.a_frozen ? f : t).offset(r.a), (r.b_frozen ? f : t).offset(r.b)};
+  }
+  LoraViews lora_grads(UnitAccess& u, int64_t l, int site) const {
+    const LoraRef& r = refs.lora[l][site];
+    if (!r.present()) return {};
+    const Tensor g = grad_unit(u, refs.block_unit[l]);
+    return {r.a_frozen ? Tensor() : g.offset(r.a), r.b_frozen ? Tensor() : g.offset(r.b)};
+  }
+  // A frozen tensor's gradient goes to a sink when its kernel insists on writing one.
+  Tensor or_sink(Tensor g, const Tensor& sink_half) const { return g.empty() ? sink_half : g; }
   Tensor grad_unit(UnitAccess& u, int unit) const {
     Tensor t = u.grads(unit);
     LLM_ASSERT(t.dtype == gdt, "unit ", unit, " gradients have dtype ", dtype_name(t.dtype),
@@ -111,12 +164,15 @@ struct GptModel::Impl {
     acts.assign(L, LayerActs());
     for (int64_t l = 0; l <= L; ++l) res[l] = a.take(N * C);
     // Buffers that are per layer, or one shared copy when recomputed.
-    auto keep_block = recompute != Recompute::kBlock;
-    auto keep_mlp = recompute == Recompute::kNone;
+    // Blocks below the lowest trained one get no backward: their activations are not kept (one
+    // shared set serves their forwards, as for recomputed blocks).
+    const int64_t lowest = std::max<int64_t>(refs.lowest_trained_layer, 0);
     LayerActs shared;
+    bool first = true;
     for (int64_t l = 0; l < L; ++l) {
       LayerActs& x = acts[l];
-      bool first = l == 0;
+      const bool keep_block = recompute != Recompute::kBlock && l >= lowest;
+      const bool keep_mlp = recompute == Recompute::kNone;
       auto pick = [&](bool keep, Tensor& dst, Tensor& sh, int64_t n) {
         if (keep) {
           dst = a.take(n);
@@ -137,6 +193,7 @@ struct GptModel::Impl {
       pick(keep_block, x.ln2_rstd, shared.ln2_rstd, N);
       pick(keep_mlp && keep_block, x.fch, shared.fch, N * 4 * C);
       pick(keep_mlp && keep_block, x.fch_gelu, shared.fch_gelu, N * 4 * C);
+      first = false;
     }
     lnf = a.take(N * C);
     lnf_mean = a.take(N);
@@ -150,6 +207,11 @@ struct GptModel::Impl {
     d_wide_b = s.take(N * 4 * C);
     d_qkv = s.take(N * 3 * C);
     tmp_proj = s.take(N * C);
+    if (refs.lora_rank > 0) {
+      lora_u = s.take(N * refs.lora_rank);
+      lora_du = s.take(N * refs.lora_rank);
+      if (cfg.lora.dropout > 0.0) lora_x = s.take(N * 4 * C);
+    }
   }
 
   void plan(int64_t batch, int64_t seq) {
@@ -170,7 +232,16 @@ struct GptModel::Impl {
     batch_ids = be.allocate(MemTag::kData, static_cast<size_t>(gpt_batch_ids_bytes(B, T)));
     Carver a2{arena.as<char>(), 0, adt}, s2{scratch.as<char>(), 0, adt};
     layout(a2, s2);
+    if (refs.any_frozen && sink.empty()) {
+      const int64_t half = sink_elements() / 2;
+      sink = be.allocate(MemTag::kWorkspace, static_cast<size_t>(2 * half) * dtype_size(gdt));
+      sink_a = Tensor(sink.data(), gdt);
+      sink_b = sink_a.offset(half);
+    }
   }
+
+  // Elements of the gradient sink (both halves); 0 without frozen tensors.
+  int64_t sink_elements() const { return gpt_frozen_sink_elements(table, cfg); }
 
   AttentionArgs attn_args(int64_t l) const {
     AttentionArgs args;
@@ -213,21 +284,111 @@ struct GptModel::Impl {
     be.gemm(g);
   }
 
-  // dinp = dout @ W (written); dW += dout^T @ inp; dbias += colsum(dout).
+  GemmArgs gemm_args(Tensor a, Tensor b, Tensor c, int64_t m, int64_t n, int64_t k) const {
+    GemmArgs g;
+    g.a = a;
+    g.b = b;
+    g.c = c;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.bf16_inputs = bf16_matmul;
+    g.tf32 = tf32_matmul;
+    return g;
+  }
+
+  // The dropout key of an adapter's input: its own keyspace (bit 62), one site per layer and
+  // adapted layer.
+  DropoutKey lora_key(int64_t layer, int site, int64_t in_f) const {
+    const uint64_t s = ((fwd_opts.step * 1024 + static_cast<uint64_t>(layer + 1)) * 4 +
+                        static_cast<uint64_t>(site)) |
+                       (uint64_t{1} << 62);
+    return DropoutKey{fwd_opts.seed, s, fwd_opts.first_sequence, T * in_f};
+  }
+  bool lora_dropout_on() const { return fwd_opts.training && cfg.lora.dropout > 0.0; }
+
+  // The adapter's input: x, or a dropped copy of it in lora_x.
+  Tensor lora_input(Tensor x, int64_t l, int site, int64_t in_f) {
+    if (!lora_dropout_on()) return x;
+    const int64_t n = B * T * in_f;
+    be.copy(lora_x, x, n);
+    be.dropout(lora_x, n, cfg.lora.dropout, lora_key(l, site, in_f));
+    return lora_x;
+  }
+
+  // lora_u = scale * drop(x) A^T
+  void lora_down(Tensor x, const LoraViews& f, int64_t l, int site, int64_t in_f) {
+    const int64_t N = B * T, r = refs.lora_rank;
+    GemmArgs g = gemm_args(lora_input(x, l, site, in_f), f.a, lora_u, N, r, in_f);
+    g.trans_b = true;
+    be.gemm(g);
+    be.scale(lora_u, N * r, cfg.lora.scale());
+  }
+
+  // out = x W^T + bias, plus the adapter's scale * drop(x) A^T B^T when layer (l, site) has one.
+  void linear_lora(Tensor out, Tensor x, Tensor w, Tensor bias, const LoraViews& f, int64_t l,
+                   int site, int64_t in_f, int64_t out_f) {
+    const int64_t N = B * T;
+    linear(out, x, w, bias, N, in_f, out_f);
+    if (!f.present()) return;
+    lora_down(x, f, l, site, in_f);
+    GemmArgs g = gemm_args(lora_u, f.b, out, N, out_f, refs.lora_rank);
+    g.trans_b = true;
+    g.accumulate = true;
+    be.gemm(g);
+  }
+
+  // The adapter's backward after the base layer's (which wrote dinp): dB += dout^T u,
+  // du = scale * dout B, dA += du^T drop(x), dinp += drop'(du A).
+  void lora_backward(Tensor dinp, const LoraViews& grads, const LoraViews& f, Tensor dout, Tensor x,
+                     int64_t l, int site, int64_t in_f, int64_t out_f) {
+    if (!f.present()) return;
+    const int64_t N = B * T, r = refs.lora_rank;
+    lora_down(x, f, l, site, in_f);  // recomputed: [N, r] is cheaper to redo than to keep
+    if (!grads.b.empty()) {
+      GemmArgs g = gemm_args(dout, lora_u, grads.b, out_f, r, N);
+      g.trans_a = true;
+      g.accumulate = true;
+      be.gemm(g);
+    }
+    be.gemm(gemm_args(dout, f.b, lora_du, N, r, out_f));
+    be.scale(lora_du, N * r, cfg.lora.scale());
+    if (!grads.a.empty()) {
+      GemmArgs g = gemm_args(lora_du, lora_input(x, l, site, in_f), grads.a, r, in_f, N);
+      g.trans_a = true;
+      g.accumulate = true;
+      be.gemm(g);
+    }
+    if (dinp.empty()) return;
+    if (!lora_dropout_on()) {
+      GemmArgs g = gemm_args(lora_du, f.a, dinp, N, in_f, r);
+      g.accumulate = true;
+      be.gemm(g);
+      return;
+    }
+    be.gemm(gemm_args(lora_du, f.a, lora_x, N, in_f, r));
+    be.dropout(lora_x, N * in_f, cfg.lora.dropout, lora_key(l, site, in_f));
+    be.accumulate(dinp, lora_x, N * in_f);
+  }
+
+  // dinp = dout @ W (written); dW += dout^T @ inp; dbias += colsum(dout). An empty dW or dbias
+  // (a frozen tensor) skips its product.
   void linear_backward(Tensor dinp, Tensor dw, Tensor dbias, Tensor dout, Tensor inp, Tensor w,
                        int64_t rows, int64_t in_f, int64_t out_f) {
-    GemmArgs gw;
-    gw.a = dout;
-    gw.b = inp;
-    gw.c = dw;
-    gw.m = out_f;
-    gw.n = in_f;
-    gw.k = rows;
-    gw.trans_a = true;
-    gw.accumulate = true;
-    gw.bf16_inputs = bf16_matmul;
-    gw.tf32 = tf32_matmul;
-    be.gemm(gw);
+    if (!dw.empty()) {
+      GemmArgs gw;
+      gw.a = dout;
+      gw.b = inp;
+      gw.c = dw;
+      gw.m = out_f;
+      gw.n = in_f;
+      gw.k = rows;
+      gw.trans_a = true;
+      gw.accumulate = true;
+      gw.bf16_inputs = bf16_matmul;
+      gw.tf32 = tf32_matmul;
+      be.gemm(gw);
+    }
     if (!dbias.empty()) be.bias_backward(dbias, dout, rows, out_f);
     if (!dinp.empty()) {
       GemmArgs gi;
@@ -243,9 +404,9 @@ struct GptModel::Impl {
     }
   }
 
-  void mlp_hidden(const LayerActs& x, const LayerParams& p) {
+  void mlp_hidden(UnitAccess& units, int64_t l, const LayerActs& x, const LayerParams& p) {
     const int64_t N = B * T, C = cfg.n_embd;
-    linear(x.fch, x.ln2, p.fcw, p.fcb, N, C, 4 * C);
+    linear_lora(x.fch, x.ln2, p.fcw, p.fcb, lora_params(units, l, kLoraFc), l, kLoraFc, C, 4 * C);
     be.gelu_forward(x.fch_gelu, x.fch, N * 4 * C);
   }
 
@@ -253,18 +414,26 @@ struct GptModel::Impl {
   void block_forward(UnitAccess& units, int64_t l) {
     const int64_t N = B * T, C = cfg.n_embd;
     const LayerActs& x = acts[l];
-    LayerParams p = layer_views(param_unit(units, refs.block_unit[l]), refs.blocks[l]);
+    LayerParams p = block_params(units, l);
     be.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, res[l], p.ln1w, p.ln1b, N, C);
-    linear(x.qkv, x.ln1, p.qkvw, p.qkvb, N, C, 3 * C);
+    linear_lora(x.qkv, x.ln1, p.qkvw, p.qkvb, lora_params(units, l, kLoraQkv), l, kLoraQkv, C,
+                3 * C);
     be.attention_forward(x.atty, x.lse, x.qkv, attn_args(l));
-    linear(tmp_proj, x.atty, p.projw, p.projb, N, C, C);
+    linear_lora(tmp_proj, x.atty, p.projw, p.projb, lora_params(units, l, kLoraProj), l, kLoraProj,
+                C, C);
     if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, drop_key(l, kSiteAttnOut));
     be.add_layernorm_forward(x.res2, x.ln2, x.ln2_mean, x.ln2_rstd, res[l], tmp_proj, p.ln2w,
                              p.ln2b, N, C);
-    mlp_hidden(x, p);
-    linear(tmp_proj, x.fch_gelu, p.fcprojw, p.fcprojb, N, 4 * C, C);
+    mlp_hidden(units, l, x, p);
+    linear_lora(tmp_proj, x.fch_gelu, p.fcprojw, p.fcprojb, lora_params(units, l, kLoraFcproj), l,
+                kLoraFcproj, 4 * C, C);
     if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, drop_key(l, kSiteMlpOut));
     be.add(res[l + 1], x.res2, tmp_proj, N * C);
+  }
+
+  // A tensor of the embedding or final unit, from its trained or frozen part.
+  Tensor unit_tensor(UnitAccess& units, int unit, int64_t at, bool frozen) const {
+    return (frozen ? frozen_unit(units, unit) : param_unit(units, unit)).offset(at);
   }
 
   // Host token arrays: checked, then uploaded into the micro-batch's id buffer.
@@ -294,8 +463,8 @@ struct GptModel::Impl {
     tokens = tok;
     const int E = refs.embed_unit, F = refs.final_unit;
     units.acquire(E, UnitPhase::kForward);
-    Tensor embed = param_unit(units, E);
-    be.embedding_forward(res[0], tokens, embed.offset(refs.wte), embed.offset(refs.wpe), B, T, C);
+    be.embedding_forward(res[0], tokens, unit_tensor(units, E, refs.wte, refs.wte_frozen),
+                         unit_tensor(units, E, refs.wpe, refs.wpe_frozen), B, T, C);
     units.release(E, UnitPhase::kForward);
     if (dropout_on()) be.dropout(res[0], N * C, cfg.dropout, drop_key(-1, kSiteEmbed));
     for (int64_t l = 0; l < cfg.n_layer; ++l) {
@@ -304,12 +473,12 @@ struct GptModel::Impl {
       units.release(refs.block_unit[l], UnitPhase::kForward);
     }
     units.acquire(F, UnitPhase::kForward);
-    Tensor fin = param_unit(units, F);
-    be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer], fin.offset(refs.lnfw),
-                         fin.offset(refs.lnfb), N, C);
+    be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer],
+                         unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen),
+                         unit_tensor(units, F, refs.lnfb, refs.lnfb_frozen), N, C);
     units.release(F, UnitPhase::kForward);
     units.acquire(E, UnitPhase::kForward);  // the tied head
-    linear(logits, lnf, param_unit(units, E).offset(refs.wte), Tensor(), N, C, Vp);
+    linear(logits, lnf, unit_tensor(units, E, refs.wte, refs.wte_frozen), Tensor(), N, C, Vp);
     units.release(E, UnitPhase::kForward);
     have_targets = !tgt.empty();
     if (!have_targets) return 0.0;
@@ -323,8 +492,8 @@ struct GptModel::Impl {
   void block_backward(UnitAccess& units, int64_t l) {
     const int64_t N = B * T, C = cfg.n_embd;
     const LayerActs& x = acts[l];
-    LayerParams p = layer_views(param_unit(units, refs.block_unit[l]), refs.blocks[l]);
-    LayerParams g = layer_views(grad_unit(units, refs.block_unit[l]), refs.blocks[l]);
+    LayerParams p = block_params(units, l);
+    LayerParams g = block_grads(units, l);
     // MLP: res[l+1] = res2 + drop(proj(gelu(fc(ln2(res2)))))
     Tensor dy = d_res;
     if (dropout_on()) {
@@ -332,11 +501,16 @@ struct GptModel::Impl {
       be.dropout(d_a, N * C, cfg.dropout, drop_key(l, kSiteMlpOut));
       dy = d_a;
     }
-    if (recompute == Recompute::kMlp) mlp_hidden(x, p);
+    if (recompute == Recompute::kMlp) mlp_hidden(units, l, x, p);
     linear_backward(d_wide_a, g.fcprojw, g.fcprojb, dy, x.fch_gelu, p.fcprojw, N, 4 * C, C);
-    be.gelu_bias_backward(d_wide_b, g.fcb, x.fch, d_wide_a, N, 4 * C);
+    lora_backward(d_wide_a, lora_grads(units, l, kLoraFcproj), lora_params(units, l, kLoraFcproj),
+                  dy, x.fch_gelu, l, kLoraFcproj, 4 * C, C);
+    be.gelu_bias_backward(d_wide_b, or_sink(g.fcb, sink_a), x.fch, d_wide_a, N, 4 * C);
     linear_backward(d_b, g.fcw, Tensor(), d_wide_b, x.ln2, p.fcw, N, C, 4 * C);
-    be.layernorm_backward(d_res, g.ln2w, g.ln2b, d_b, x.res2, p.ln2w, x.ln2_mean, x.ln2_rstd, N, C);
+    lora_backward(d_b, lora_grads(units, l, kLoraFc), lora_params(units, l, kLoraFc), d_wide_b,
+                  x.ln2, l, kLoraFc, C, 4 * C);
+    be.layernorm_backward(d_res, or_sink(g.ln2w, sink_a), or_sink(g.ln2b, sink_b), d_b, x.res2,
+                          p.ln2w, x.ln2_mean, x.ln2_rstd, N, C);
     // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
     dy = d_res;
     if (dropout_on()) {
@@ -345,9 +519,14 @@ struct GptModel::Impl {
       dy = d_a;
     }
     linear_backward(d_b, g.projw, g.projb, dy, x.atty, p.projw, N, C, C);
+    lora_backward(d_b, lora_grads(units, l, kLoraProj), lora_params(units, l, kLoraProj), dy,
+                  x.atty, l, kLoraProj, C, C);
     be.attention_backward(d_qkv, d_b, x.qkv, x.atty, x.lse, attn_args(l));
     linear_backward(d_a, g.qkvw, g.qkvb, d_qkv, x.ln1, p.qkvw, N, C, 3 * C);
-    be.layernorm_backward(d_res, g.ln1w, g.ln1b, d_a, res[l], p.ln1w, x.ln1_mean, x.ln1_rstd, N, C);
+    lora_backward(d_a, lora_grads(units, l, kLoraQkv), lora_params(units, l, kLoraQkv), d_qkv,
+                  x.ln1, l, kLoraQkv, C, 3 * C);
+    be.layernorm_backward(d_res, or_sink(g.ln1w, sink_a), or_sink(g.ln1b, sink_b), d_a, res[l],
+                          p.ln1w, x.ln1_mean, x.ln1_rstd, N, C);
   }
 
   void backward(UnitAccess& units, double loss_scale) {
@@ -359,19 +538,26 @@ struct GptModel::Impl {
     be.softmax_cross_entropy(losses, logits, targets, N, V, Vp,
                              loss_scale / static_cast<double>(N));
     have_targets = false;  // logits are now gradients: a second backward would be wrong
+    // Frozen tensors get no gradient: their weight-gradient products are skipped, and backward
+    // stops below the lowest block that trains anything.
+    const int64_t lowest = refs.lowest_trained_layer;
     units.acquire(E, UnitPhase::kBackward);
-    linear_backward(d_a, grad_unit(units, E).offset(refs.wte), Tensor(), logits, lnf,
-                    param_unit(units, E).offset(refs.wte), N, C, Vp);
+    Tensor dembed = grad_unit(units, E);
+    linear_backward(d_a, refs.wte_frozen ? Tensor() : dembed.offset(refs.wte), Tensor(), logits,
+                    lnf, unit_tensor(units, E, refs.wte, refs.wte_frozen), N, C, Vp);
     units.release(E, UnitPhase::kBackward);
     units.acquire(F, UnitPhase::kBackward);
-    Tensor fin = param_unit(units, F), dfin = grad_unit(units, F);
+    Tensor dfin = grad_unit(units, F);
     be.zero(d_res, N * C);
-    be.layernorm_backward(d_res, dfin.offset(refs.lnfw), dfin.offset(refs.lnfb), d_a, res[L],
-                          fin.offset(refs.lnfw), lnf_mean, lnf_rstd, N, C);
+    be.layernorm_backward(d_res, refs.lnfw_frozen ? sink_a : dfin.offset(refs.lnfw),
+                          refs.lnfb_frozen ? sink_b : dfin.offset(refs.lnfb), d_a, res[L],
+                          unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen), lnf_mean, lnf_rstd, N,
+                          C);
     units.release(F, UnitPhase::kBackward);
     units.grads_done(F);
     for (int64_t l = L - 1; l >= 0; --l) {
       const int u = refs.block_unit[l];
+      if (l < lowest) continue;  // nothing trains here or below: no backward, no gradients
       if (recompute == Recompute::kBlock) {
         units.acquire(u, UnitPhase::kRecompute);
         block_forward(units, l);
@@ -382,14 +568,29 @@ struct GptModel::Impl {
       units.release(u, UnitPhase::kBackward);
       units.grads_done(u);
     }
-    if (dropout_on()) be.dropout(d_res, N * C, cfg.dropout, drop_key(-1, kSiteEmbed));
-    units.acquire(E, UnitPhase::kBackward);
-    Tensor dembed = grad_unit(units, E);
-    be.embedding_backward(dembed.offset(refs.wte), dembed.offset(refs.wpe), d_res, tokens, B, T, C);
-    units.release(E, UnitPhase::kBackward);
+    if (lowest < 0) {
+      if (dropout_on()) be.dropout(d_res, N * C, cfg.dropout, drop_key(-1, kSiteEmbed));
+      units.acquire(E, UnitPhase::kBackward);
+      dembed = grad_unit(units, E);
+      be.embedding_backward(refs.wte_frozen ? sink_a : dembed.offset(refs.wte),
+                            refs.wpe_frozen ? sink_a : dembed.offset(refs.wpe), d_res, tokens, B, T,
+                            C);
+      units.release(E, UnitPhase::kBackward);
+    }
     units.grads_done(E);
   }
 };
+
+int64_t gpt_frozen_sink_elements(const ParamTable& table, const ModelConfig& config) {
+  if (!param_table_has_frozen(table)) return 0;
+  // Norm weights and biases: at most 4C each half; a frozen embedding beside a trained one: its
+  // whole size in the first half.
+  int64_t half = 4 * config.n_embd;
+  const ParamInfo& wte = table.find("embed.wte");
+  const ParamInfo& wpe = table.find("embed.wpe");
+  if (wte.trainable != wpe.trainable) half = std::max(half, wte.trainable ? wpe.numel : wte.numel);
+  return 2 * half;
+}
 
 GptModel::GptModel(const ModelConfig& config, const ParamTable& table, Backend& backend,
                    DType param_dtype, DType grad_dtype, DType act_dtype)
@@ -440,12 +641,14 @@ void GptModel::backward(UnitAccess& units, double loss_scale) {
 double GptModel::forward(Tensor params, const int32_t* tokens, const int32_t* targets,
                          int64_t batch, int64_t seq, const ForwardOptions& options) {
   LLM_ASSERT(params.dtype == impl_->pdt, "parameter dtype mismatch");
+  LLM_ASSERT(!param_table_has_frozen(table_), "flat forward: frozen tensors need a UnitAccess");
   FlatUnits units(table_, params);
   return impl_->forward_host(units, tokens, targets, batch, seq, options);
 }
 
 void GptModel::backward(Tensor params, Tensor grads, double loss_scale) {
   LLM_ASSERT(grads.dtype == impl_->gdt, "gradient dtype mismatch");
+  LLM_ASSERT(!param_table_has_frozen(table_), "flat backward: frozen tensors need a UnitAccess");
   FlatUnits units(table_, params, grads);
   impl_->backward(units, loss_scale);
 }

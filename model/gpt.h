@@ -77,6 +77,10 @@ class GptModel {
   ParamTable table_;
 };
 
+// Elements (gradient dtype) of the model's sink for gradients of frozen tensors that a kernel
+// computes anyway (norm weights, biases, one embedding of two); 0 with nothing frozen.
+int64_t gpt_frozen_sink_elements(const ParamTable& table, const ModelConfig& config);
+
 // Bytes of the model's micro-batch id buffer (token ids and targets, int32) in backend memory,
 // allocated by plan() and counted as MemTag::kData.
 int64_t gpt_batch_ids_bytes(int64_t batch, int64_t seq);

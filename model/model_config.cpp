@@ -1,6 +1,9 @@
 // Validation of the [model] section.
 #include "model/model_config.h"
 
+#include <cmath>
+#include <vector>
+
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -35,6 +38,47 @@ void ModelConfig::validate() const {
   LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "model.dropout: expected in [0, 1) (got ", dropout,
               ")");
   recompute_parse(recompute);
+  lora.validate(n_embd);
+}
+
+namespace {
+constexpr const char* kLoraTargets[] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    out.push_back(a == std::string::npos ? "" : item.substr(a, b - a + 1));
+    start = end + 1;
+  }
+  return out;
+}
+}  // namespace
+
+bool LoraConfig::targets_layer(const std::string& target) const {
+  for (const std::string& t : split_list(targets))
+    if (t == target) return true;
+  return false;
+}
+
+void LoraConfig::validate(int64_t n_embd) const {
+  LLM_REQUIRE(rank >= 0 && rank <= n_embd,
+              "lora.rank: expected 0 (off) or 1..model.n_embd=", n_embd, " (got ", rank, ")");
+  if (rank == 0) return;
+  LLM_REQUIRE(std::isfinite(alpha) && alpha > 0, "lora.alpha: expected > 0 (got ", alpha, ")");
+  LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "lora.dropout: expected in [0, 1) (got ", dropout,
+              ")");
+  for (const std::string& t : split_list(targets)) {
+    bool known = false;
+    for (const char* k : kLoraTargets) known = known || t == k;
+    LLM_REQUIRE(known, "lora.targets: '", t,
+                "' is not a layer: expected a comma-separated list of qkv, attn_proj, mlp_fc, "
+                "mlp_proj");
+  }
 }
 
 }  // namespace ledgerlm

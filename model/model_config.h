@@ -10,6 +10,23 @@ enum class Recompute : uint8_t { kNone, kMlp, kBlock };
 const char* recompute_name(Recompute r);
 Recompute recompute_parse(const std::string& text);  // throws Error naming model.recompute
 
+// Low-rank adapters (the [lora] section): each targeted linear layer y = x W^T + b gains
+// y += (alpha / rank) * drop(x) A^T B^T with A (rank, in) and B (out, rank) trained and the base
+// weights frozen. rank = 0: no adapters.
+struct LoraConfig {
+  int64_t rank = 0;
+  double alpha = 16.0;
+  double dropout = 0.0;  // on the adapter's input only
+  // Comma-separated, from: qkv (the fused attention input projection), attn_proj, mlp_fc,
+  // mlp_proj.
+  std::string targets = "qkv";
+
+  bool enabled() const { return rank > 0; }
+  double scale() const { return alpha / static_cast<double>(rank); }
+  bool targets_layer(const std::string& target) const;  // `target` is in `targets`
+  void validate(int64_t n_embd) const;                  // throws Error naming the lora.* key
+};
+
 struct ModelConfig {
   int64_t vocab_size = 0;  // 0: taken from the prepared data (meta.json)
   int64_t n_layer = 4;
@@ -18,6 +35,7 @@ struct ModelConfig {
   int64_t block_size = 256;        // context length: the longest sequence the model accepts
   double dropout = 0.0;            // attention and residual dropout probability
   std::string recompute = "none";  // none | mlp | block (activation checkpointing)
+  LoraConfig lora;                 // the [lora] section: adapters change the parameter table
 
   int64_t head_dim() const { return n_embd / n_head; }
   // Vocab rounded up to a multiple of 64 for GEMM shape; padded logits get no probability mass.

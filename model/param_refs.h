@@ -4,6 +4,7 @@
 // no step looks a tensor up by name.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -16,15 +17,55 @@ struct BlockOffsets {
   int64_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
 
+// Bit k of a frozen mask: field k of BlockOffsets (declaration order) lives in the unit's frozen
+// part (UnitAccess::frozen) rather than its trained weights.
+enum BlockField : int {
+  kLn1w,
+  kLn1b,
+  kQkvw,
+  kQkvb,
+  kProjw,
+  kProjb,
+  kLn2w,
+  kLn2b,
+  kFcw,
+  kFcb,
+  kFcprojw,
+  kFcprojb
+};
+
+// A linear layer's adapter factors (LoRA): offsets of A (rank, in) and B (out, rank) in their
+// unit's part; a < 0: the layer has no adapter.
+struct LoraRef {
+  int64_t a = -1, b = -1;
+  bool a_frozen = false, b_frozen = false;
+  bool present() const { return a >= 0; }
+};
+
+// The four adaptable linear layers of a block: qkv, attention proj, MLP fc, MLP proj.
+enum LoraSite : int { kLoraQkv, kLoraProj, kLoraFc, kLoraFcproj, kLoraSites };
+
 struct ModelRefs {
   int embed_unit = 0, final_unit = 0;
   std::vector<int> block_unit;       // per layer
   std::vector<BlockOffsets> blocks;  // per layer
   int64_t wte = 0, wpe = 0;          // in the embedding unit
   int64_t lnfw = 0, lnfb = 0;        // in the final unit
+  // With frozen tensors (train.freeze, [lora]) the offsets above are inside each unit's trained
+  // part or its frozen part (param_table_part), as these masks say.
+  std::vector<uint32_t> block_frozen;                 // per layer, bits by BlockField
+  std::vector<std::array<LoraRef, kLoraSites>> lora;  // per layer
+  int64_t lora_rank = 0;
+  bool wte_frozen = false, wpe_frozen = false, lnfw_frozen = false, lnfb_frozen = false;
+  // The lowest block with a trained tensor (layers below it need no backward); n_layer when none
+  // is; -1 when an embedding is trained (backward reaches the embeddings).
+  int64_t lowest_trained_layer = -1;
+  bool any_frozen = false;
 };
 
 // Resolves every tensor of a GPT with `layers` blocks; an internal error if the table lacks one.
+// A table with frozen rows resolves into its trained and frozen parts (param_table_part with
+// the table's block, one rank: offsets inside a unit do not depend on the world size).
 ModelRefs model_refs_build(const ParamTable& table, int64_t layers);
 
 // `offsets` shifted by `base` elements (e.g. a unit's offset in the flat buffer).

@@ -34,7 +34,51 @@ struct Builder {
     table->units[unit].params.push_back(static_cast<int>(table->params.size()));
     table->params.push_back(std::move(p));
   }
+
+  // Adapter factors of the linear weight `base`: A (rank, in) drawn like PEFT's default
+  // (Kaiming-uniform over `in` has std 1/sqrt(3 in)), B (out, rank) zero, so training starts
+  // at the base model exactly.
+  void add_lora(int base) {
+    const ParamInfo w = table->params[static_cast<size_t>(base)];
+    const int64_t out = w.shape[0], in = w.shape[1], r = cfg.lora.rank;
+    const std::string stem = w.name.substr(0, w.name.size() - std::string(".weight").size());
+    add(w.unit, stem + ".lora_a", {r, in}, ParamKind::kMatrix, InitKind::kNormal,
+        1.0 / std::sqrt(3.0 * static_cast<double>(in)), "", false);
+    table->params.back().lora = ParamInfo::Lora::kA;
+    table->params.back().lora_base = base;
+    add(w.unit, stem + ".lora_b", {out, r}, ParamKind::kMatrix, InitKind::kZeros, 0, "", false);
+    table->params.back().lora = ParamInfo::Lora::kB;
+    table->params.back().lora_base = base;
+  }
 };
+
+// Lays out every unit: inside a unit large tensors first (in table order), then the small ones
+// grouped; each starts at a multiple of options.block; units padded to world x block.
+void layout_units(ParamTable* t) {
+  const ParamTableOptions& options = t->options;
+  int64_t base = 0, logical = 0;
+  for (auto& unit : t->units) {
+    std::vector<int> order = unit.params;
+    std::stable_partition(order.begin(), order.end(),
+                          [&](int i) { return t->params[i].numel >= kSmallTensor; });
+    int64_t cursor = 0;
+    for (int i : order) {
+      t->params[i].offset_in_unit = cursor;
+      cursor = round_up(cursor + t->params[i].numel, options.block);
+    }
+    unit.used = cursor;
+    unit.size = round_up(cursor, options.block * options.world);
+    unit.offset = base;
+    unit.logical_offset = logical;
+    for (int i : order) t->params[i].offset = base + t->params[i].offset_in_unit;
+    base += unit.size;
+    logical += round_up(cursor, options.block);
+  }
+  t->total = base;
+  t->logical_total = logical;
+  t->num_params = 0;
+  for (const auto& p : t->params) t->num_params += p.numel;
+}
 
 }  // namespace
 
@@ -90,28 +134,20 @@ ParamTable param_table_build(const ModelConfig& cfg, const ParamTableOptions& op
   b.add(uf, "final.lnf.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, "transformer.ln_f.bias",
         false);
 
-  // Layout: inside each unit, large tensors first (in table order), then the small ones grouped.
-  int64_t base = 0, logical = 0;
-  for (auto& unit : t.units) {
-    std::vector<int> order = unit.params;
-    std::stable_partition(order.begin(), order.end(),
-                          [&](int i) { return t.params[i].numel >= kSmallTensor; });
-    int64_t cursor = 0;
-    for (int i : order) {
-      t.params[i].offset_in_unit = cursor;
-      cursor = round_up(cursor + t.params[i].numel, options.block);
-    }
-    unit.used = cursor;
-    unit.size = round_up(cursor, options.block * options.world);
-    unit.offset = base;
-    unit.logical_offset = logical;
-    for (int i : order) t.params[i].offset = base + t.params[i].offset_in_unit;
-    base += unit.size;
-    logical += round_up(cursor, options.block);
+  if (cfg.lora.enabled()) {
+    // The adapted weights, by target name (model_config.h); appended after every base tensor.
+    const std::pair<const char*, const char*> targets[] = {{"qkv", "attn.qkv.weight"},
+                                                           {"attn_proj", "attn.proj.weight"},
+                                                           {"mlp_fc", "mlp.fc.weight"},
+                                                           {"mlp_proj", "mlp.proj.weight"}};
+    const size_t base_count = t.params.size();
+    for (int64_t l = 0; l < L; ++l)
+      for (const auto& [target, suffix] : targets)
+        if (cfg.lora.targets_layer(target))
+          b.add_lora(t.index_of("block." + std::to_string(l) + "." + suffix));
+    for (size_t i = 0; i < base_count; ++i) t.params[i].trainable = false;
   }
-  t.total = base;
-  t.logical_total = logical;
-  for (const auto& p : t.params) t.num_params += p.numel;
+  layout_units(&t);
   return t;
 }
 
@@ -125,6 +161,80 @@ int ParamTable::index_of(const std::string& name) const {
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].name == name) return static_cast<int>(i);
   return -1;
+}
+
+}  // namespace ledgerlm
+
+namespace ledgerlm {
+
+bool glob_match(const std::string& pattern, const std::string& name) {
+  // Iterative matcher with one backtrack point for the last '*'.
+  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+void param_table_freeze(ParamTable* table, const std::string& patterns) {
+  size_t start = 0;
+  while (start < patterns.size()) {
+    size_t end = patterns.find(',', start);
+    if (end == std::string::npos) end = patterns.size();
+    std::string pat = patterns.substr(start, end - start);
+    const size_t a = pat.find_first_not_of(" \t"), b = pat.find_last_not_of(" \t");
+    pat = a == std::string::npos ? "" : pat.substr(a, b - a + 1);
+    start = end + 1;
+    if (pat.empty()) continue;
+    bool matched = false;
+    for (ParamInfo& p : table->params) {
+      if (glob_match(pat, p.name) || (!p.hf_name.empty() && glob_match(pat, p.hf_name))) {
+        p.trainable = false;
+        matched = true;
+      }
+    }
+    LLM_REQUIRE(matched, "train.freeze: pattern '", pat,
+                "' matches no parameter (names as `ledgerlm memory --tensors` lists them, e.g. "
+                "embed.wte, block.0.attn.qkv.weight, or their Hugging Face names)");
+  }
+  bool any = false;
+  for (const ParamInfo& p : table->params) any = any || p.trainable;
+  LLM_REQUIRE(any, "train.freeze: every parameter is frozen; nothing would train");
+}
+
+ParamTable param_table_part(const ParamTable& full, bool trainable,
+                            const ParamTableOptions& options) {
+  ParamTable t;
+  t.options = options;
+  for (const UnitInfo& u : full.units) t.units.push_back({u.name, 0, 0, 0, {}, 0});
+  for (size_t i = 0; i < full.params.size(); ++i) {
+    if (full.params[i].trainable != trainable) continue;
+    ParamInfo p = full.params[i];
+    p.full_index = static_cast<int>(i);
+    p.lora_base = -1;  // an index into `full`, meaningless here
+    t.units[static_cast<size_t>(p.unit)].params.push_back(static_cast<int>(t.params.size()));
+    t.params.push_back(std::move(p));
+  }
+  layout_units(&t);
+  return t;
+}
+
+bool param_table_has_frozen(const ParamTable& table) {
+  for (const ParamInfo& p : table.params)
+    if (!p.trainable) return true;
+  return false;
 }
 
 }  // namespace ledgerlm

@@ -39,6 +39,14 @@ struct ParamInfo {
   std::string hf_name;
   bool hf_transpose = false;
   int64_t hf_rows = 0;
+  // Trained (gradient, master, optimizer state) or frozen (weights only): train.freeze and
+  // [lora] decide; see param_table_freeze.
+  bool trainable = true;
+  // A low-rank adapter factor (LoRA A or B) of the linear weight at table index lora_base.
+  enum class Lora : uint8_t { kNone, kA, kB } lora = Lora::kNone;
+  int lora_base = -1;
+  // In a part table (param_table_part): the row's index in the table it was taken from.
+  int full_index = -1;
 };
 
 struct UnitInfo {
@@ -70,6 +78,25 @@ struct ParamTable {
   int index_of(const std::string& name) const;           // -1 if absent
 };
 
+// The GPT-2 table for `config`; with config.lora enabled, the adapter factors follow the base
+// tensors (table indices of the base tensors do not change) inside their blocks' units, and every
+// other tensor is frozen.
 ParamTable param_table_build(const ModelConfig& config, const ParamTableOptions& options = {});
+
+// Marks the tensors matched by `patterns` frozen: a comma-separated list of globs (* and ?) over
+// the table's names or their Hugging Face names ("block.0.*", "embed.*",
+// "transformer.h.0.mlp.*"). A pattern that matches nothing, or freezing every tensor, is an
+// Error naming train.freeze.
+void param_table_freeze(ParamTable* table, const std::string& patterns);
+
+// The trainable (or frozen) rows of `full`, in order, laid out afresh by `options` with the same
+// units (a unit may be left empty: size 0). With every row trainable the trainable part's layout
+// is `full`'s own. ParamInfo::full_index maps back.
+ParamTable param_table_part(const ParamTable& full, bool trainable,
+                            const ParamTableOptions& options);
+bool param_table_has_frozen(const ParamTable& table);
+
+// Whether `name` matches the glob `pattern` (* any run, ? one character).
+bool glob_match(const std::string& pattern, const std::string& name);
 
 }  // namespace ledgerlm

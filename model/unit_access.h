@@ -16,7 +16,9 @@
 //              then acquire(B_l, bwd) block l backward release(B_l, bwd)  grads_done(B_l)
 //              acquire(E, bwd)  embedding backward release(E, bwd)    grads_done(E)
 // recompute = mlp recomputes inside the block's backward, while the unit is acquired for it.
-// A forward without targets (evaluation, sampling) stops after the head. params(u) is valid
+// With frozen tensors, blocks below the lowest one that trains anything (and then the embedding's
+// own backward) are skipped: no acquire for backward, no grads_done (their trained parts are
+// empty). A forward without targets (evaluation, sampling) stops after the head. params(u) is valid
 // between acquire(u) and release(u); grads(u) between acquire(u, bwd) and grads_done(u) — the
 // embedding's gradients collect the head's and the input's contributions before they are final.
 #pragma once
@@ -39,6 +41,9 @@ class UnitAccess {
   virtual Tensor params(int unit) = 0;
   // Unit u's gradient buffer, accumulated into (+=) by backward.
   virtual Tensor grads(int unit) = 0;
+  // Unit u's frozen tensors (train.freeze, [lora]: weights that get no gradient), laid out by the
+  // table's frozen part (param_table_part); valid like params(u). Empty when nothing is frozen.
+  virtual Tensor frozen(int /*unit*/) { return Tensor(); }
   virtual void acquire(int unit, UnitPhase phase) = 0;
   virtual void release(int unit, UnitPhase phase) = 0;
   // Backward adds nothing more to unit u's gradients in this micro-batch.
@@ -49,9 +54,18 @@ class UnitAccess {
 // the table; the announcements do nothing.
 class FlatUnits final : public UnitAccess {
  public:
-  // `grads` may be empty for forward-only use.
-  FlatUnits(const ParamTable& table, Tensor params, Tensor grads = Tensor())
-      : table_(table), params_(params), grads_(grads) {}
+  // `grads` may be empty for forward-only use. With frozen tensors, `params` and `grads` are laid
+  // out by `table` (the trained part) and `frozen` by `frozen_table`.
+  FlatUnits(const ParamTable& table, Tensor params, Tensor grads = Tensor(),
+            const ParamTable* frozen_table = nullptr, Tensor frozen = Tensor())
+      : table_(table),
+        params_(params),
+        grads_(grads),
+        frozen_table_(frozen_table),
+        frozen_(frozen) {}
+  Tensor frozen(int unit) override {
+    return frozen_table_ ? frozen_.offset(frozen_table_->units[unit].offset) : Tensor();
+  }
   Tensor params(int unit) override { return params_.offset(table_.units[unit].offset); }
   Tensor grads(int unit) override {
     return grads_.empty() ? grads_ : grads_.offset(table_.units[unit].offset);
@@ -63,6 +77,8 @@ class FlatUnits final : public UnitAccess {
  private:
   const ParamTable& table_;
   Tensor params_, grads_;
+  const ParamTable* frozen_table_;
+  Tensor frozen_;
 };
 
 }  // namespace ledgerlm

@@ -48,6 +48,11 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("model", c.model, block_size, I, "context length (max sequence)");
   LLM_KEY("model", c.model, dropout, F, "attention and residual dropout");
   LLM_KEY("model", c.model, recompute, S, "activation checkpointing: none | mlp | block");
+  LLM_KEY("lora", c.model.lora, rank, I, "adapter rank r (0: no adapters)");
+  LLM_KEY("lora", c.model.lora, alpha, F, "adapter scale numerator: updates scale by alpha / r");
+  LLM_KEY("lora", c.model.lora, dropout, F, "dropout on the adapters' input");
+  LLM_KEY("lora", c.model.lora, targets, S,
+          "adapted layers, comma-separated: qkv, attn_proj, mlp_fc, mlp_proj");
 
   LLM_KEY("data", c.data, dir, S, "prepared data directory (ledgerlm prepare --out)");
   LLM_KEY("data", c.data, tokenizer_id, S,
@@ -69,6 +74,9 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("train", c.train, seed, I, "seed of init, data order, dropout");
   LLM_KEY("train", c.train, threads, I, "CPU threads (0: cores / local ranks)");
   LLM_KEY("train", c.train, overwrite, B, "reuse an existing run directory");
+  LLM_KEY(
+      "train", c.train, freeze, S,
+      "frozen tensors: comma-separated globs over parameter names (e.g. \"embed.*,block.0.*\")");
   LLM_KEY("train", c.train, tensorboard, B,
           "write TensorBoard events (runs/NAME/events.out.tfevents.*)");
 

@@ -36,6 +36,9 @@ struct TrainConfig {
   int64_t threads = 0;      // 0: cores on this node / ranks on this node
   bool overwrite = false;   // allow reusing an existing runs/NAME (else refuse)
   bool tensorboard = true;  // also write the metrics as TensorBoard events (tensorboard.h)
+  // Frozen tensors: comma-separated globs over parameter names (or their Hugging Face names);
+  // they get no gradient, master copy or optimizer state (param_table_freeze).
+  std::string freeze;
   void validate() const;
 };
 

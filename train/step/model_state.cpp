@@ -44,7 +44,9 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
     comm_ = own_comm_.get();
   }
   const int world = comm_->world();
+  model_table_ = model_table_for_run(config, world);
   table_ = param_table_for_run(config, world);
+  frozen_table_ = frozen_table_for_run(config);
   plan_ = precision_plan(config);
   scaler_ = LossScaler(scaler_config(config, plan_));
   stage_ =
@@ -53,6 +55,8 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   layout_ = shard_layout_build(table_, world, comm_->rank());
   placement_ = placement_build(table_, layout_, stage_, plan_, config_.optim);
   params_ = alloc(backend_, MemTag::kParams, placement_.compute_length, plan_.params);
+  if (frozen_table_.total > 0)
+    frozen_ = alloc(backend_, MemTag::kParams, frozen_table_.total, plan_.params);
   grads_ = alloc(backend_, MemTag::kGrads, placement_.grads_length, plan_.grads);
   // 16-bit weights get an fp32 master; with master = none an fp32 scratch view of this rank's
   // part of the compute copy; fp32 weights are their own master (placement_.master_is_compute).
@@ -72,7 +76,9 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
     state_where.push_back(c.host ? Location::kHost : Location::kDevice);
   for (TensorPlacement& tp : placement_.tensors)
     if (tp.group != kFrozenGroup) tp.state_where = state_where;
-  model_ = std::make_unique<GptModel>(config_.model, table_, backend_, plan_.params, plan_.grads);
+  model_ =
+      std::make_unique<GptModel>(config_.model, model_table_, backend_, plan_.params, plan_.grads);
+  const ParamTable* frozen_table = frozen_.empty() ? nullptr : &frozen_table_;
   model_->set_bf16_matmul(config_.precision.matmul == "bf16");
   model_->set_tf32_matmul(config_.precision.matmul == "tf32");
   if (stage_ >= 2) {
@@ -81,10 +87,10 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
     zc.reshard_after_forward = config_.dist.reshard_after_forward;
     zc.params = plan_.params;
     zc.grads = plan_.grads;
-    zero_units_ =
-        std::make_unique<ZeroUnits>(table_, layout_, backend_, *comm_, zc, params(), grads());
+    zero_units_ = std::make_unique<ZeroUnits>(table_, layout_, backend_, *comm_, zc, params(),
+                                              grads(), frozen_table, frozen());
   } else {
-    flat_units_ = std::make_unique<FlatUnits>(table_, params(), grads());
+    flat_units_ = std::make_unique<FlatUnits>(table_, params(), grads(), frozen_table, frozen());
   }
 }
 

@@ -57,7 +57,17 @@ class ModelState {
   ~ModelState();
 
   const RunConfig& config() const { return config_; }
+  // The trained tensors' table (gradients, master, optimizer state, checkpoints): every tensor
+  // unless some are frozen (train.freeze, [lora]).
   const ParamTable& table() const { return table_; }
+  // Every tensor of the model, trained and frozen (ParamInfo::trainable), and the frozen ones.
+  const ParamTable& model_table() const { return model_table_; }
+  const ParamTable& frozen_table() const { return frozen_table_; }
+  // The frozen weights in the compute dtype, whole on every rank (empty when none).
+  Tensor frozen() const { return Tensor(frozen_.data(), plan_.params); }
+  // SHA-256 of the frozen weights' bytes (compute dtype, frozen-table order); "" when none.
+  // Checkpoints record it: a resume must find the same base weights.
+  std::string frozen_sha256();
   const PrecisionPlan& plan() const { return plan_; }
   const ShardLayout& layout() const { return layout_; }
   const PlacementTable& placement() const { return placement_; }
@@ -100,10 +110,12 @@ class ModelState {
   // x and y): for it, true puts x into the compute copy, false puts y back. Collective.
   void use_eval_weights(bool eval);
 
-  // Weights as safetensors with parameter-table names (fp32 from the master when there is one).
-  // Collective: every rank writes its part of the one file.
+  // Weights as safetensors with parameter-table names (fp32 from the master when there is one;
+  // frozen tensors in the compute dtype). Collective: every rank writes its part of the one file.
   void save_weights(const std::string& path);
   // Loads weights saved by save_weights (or a checkpoint's model file); checks names and shapes.
+  // Adapter factors (LoRA) missing from the file keep their initial values: a base model
+  // starts a LoRA run.
   void load_weights(const std::string& path);
 
   // Checkpoint contents of this rank: file "model" holds the weights under parameter-table names
@@ -116,13 +128,18 @@ class ModelState {
   // Restores weights and optimizer state from a checkpoint written at any world size and stage
   // (each rank reads the ranges it holds); errors name the checkpoint file and tensor.
   void checkpoint_load(const CheckpointReader& ckpt);
-  // The weights of a checkpoint only (--init-from): names and shapes checked.
+  // The weights of a checkpoint only (--init-from): names and shapes checked. Every tensor of
+  // the model (trained and frozen) but adapter factors must be there.
   void checkpoint_load_weights(const CheckpointReader& ckpt);
 
  private:
-  // Reads `count` fp32 values of tensor `param` from element `begin` into `dst` (host).
+  // Reads `count` fp32 values of tensor `param` (a model_table() index) from element `begin`
+  // into `dst` (host). `keep(param)` false: the tensor keeps its current value.
   using WeightReader = std::function<void(int param, int64_t begin, int64_t count, float* dst)>;
-  void set_weights(const WeightReader& read);
+  using WeightFilter = std::function<bool(int param)>;
+  void set_weights(const WeightReader& read, const WeightFilter& keep = {});
+  // Trained weights of a checkpoint's model file (resume: frozen ones come from the base).
+  void checkpoint_load_trained(const CheckpointReader& ckpt);
   // The compute copy from the fp32 master (rounded as precision.rounding says for
   // precision.master = none, to nearest otherwise; `rounding` overrides for init and loads).
   void write_compute_copy(int64_t step, Rounding rounding);
@@ -135,6 +152,7 @@ class ModelState {
   void widen_compute_copy();
   // The rank's pieces of the weights as written to "model" (fp32 master or compute copy).
   std::vector<CkptPiece> weight_pieces(const std::string& file);
+  std::vector<CkptPiece> frozen_pieces();
   double all_gather_compute_copy();
   // The optimizer's all-to-all (OptimStepInfo::exchange); adds its time to exchange_ms_.
   void exchange(Tensor send, const std::vector<int64_t>& send_counts, Tensor recv,
@@ -144,12 +162,13 @@ class ModelState {
   Backend& backend_;
   std::unique_ptr<Comm> own_comm_;  // the single-rank Comm when none was given
   Comm* comm_ = nullptr;
-  ParamTable table_;
+  ParamTable model_table_, table_, frozen_table_;
   PrecisionPlan plan_;
   int stage_ = 0;
   ShardLayout layout_;
   PlacementTable placement_;  // where every tensor's buffers are on this rank
   Buffer params_, grads_, master_, master_scratch_, staging_f32_;
+  Buffer frozen_;  // frozen weights (compute dtype, whole): MemTag::kParams
   std::unique_ptr<Optimizer> optim_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<FlatUnits> flat_units_;

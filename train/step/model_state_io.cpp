@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ckpt/safetensors.h"
+#include "data/sha256.h"
 #include "model/base/check.h"
 #include "train/step/model_state.h"
 #include "train/step/zero_units.h"
@@ -27,26 +28,53 @@ void ModelState::init_weights(uint64_t seed) {
   std::vector<float> values;
   int cached = -1;
   set_weights([&](int param, int64_t begin, int64_t count, float* dst) {
-    if (cached != param) {
-      values.resize(static_cast<size_t>(table_.params[static_cast<size_t>(param)].numel));
-      gpt_init_tensor(table_, param, seed, values.data());
+    if (cached != param) {  // keyed on the whole table's index: the same values frozen or not
+      values.resize(static_cast<size_t>(model_table_.params[static_cast<size_t>(param)].numel));
+      gpt_init_tensor(model_table_, param, seed, values.data());
       cached = param;
     }
     std::copy(values.begin() + begin, values.begin() + begin + count, dst);
   });
 }
 
+namespace {
+
+// fp32 values in the compute dtype's bytes (frozen weights are stored as the compute copy).
+std::vector<char> to_dtype_bytes(const std::vector<float>& v, DType dt) {
+  std::vector<char> out(v.size() * dtype_size(dt));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dt == DType::kF32) {
+      std::memcpy(out.data() + 4 * i, &v[i], 4);
+    } else {
+      const uint16_t b = dt == DType::kBF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+      std::memcpy(out.data() + 2 * i, &b, 2);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 // Every tensor part this rank's fp32 weights hold (master(), as the placement table says), then
-// the compute copy from them.
-void ModelState::set_weights(const WeightReader& read) {
+// the compute copy from them; then the frozen weights (whole on every rank, rounded to nearest).
+void ModelState::set_weights(const WeightReader& read, const WeightFilter& keep) {
   std::vector<float> host;
   Tensor target(master(), DType::kF32);
   for (const TensorPlacement& tp : placement_.tensors) {
     const Span& m = tp.master;
-    if (m.count == 0) continue;
+    const int full = table_.params[static_cast<size_t>(tp.param)].full_index;
+    const int param = full >= 0 ? full : tp.param;
+    if (m.count == 0 || (keep && !keep(param))) continue;
     host.resize(static_cast<size_t>(m.count));
-    read(tp.param, m.begin, m.count, host.data());
+    read(param, m.begin, m.count, host.data());
     backend_.copy_from_host(target.offset(m.at), host.data(), m.count);
+  }
+  for (const ParamInfo& p : frozen_table_.params) {
+    if (keep && !keep(p.full_index)) continue;
+    host.resize(static_cast<size_t>(p.numel));
+    read(p.full_index, 0, p.numel, host.data());
+    const std::vector<char> bytes = to_dtype_bytes(host, plan_.params);
+    backend_.copy_from_host(frozen().offset(p.offset), bytes.data(), p.numel);
   }
   write_compute_copy(0, Rounding::kNearest);
   all_gather_compute_copy();
@@ -55,7 +83,8 @@ void ModelState::set_weights(const WeightReader& read) {
 
 void ModelState::load_weights(const std::string& path) {
   SafeTensorsFile f = SafeTensorsFile::open(path);
-  for (const auto& p : table_.params) {
+  for (const auto& p : model_table_.params) {
+    if (p.lora != ParamInfo::Lora::kNone && f.find(p.name) == nullptr) continue;  // a base model
     const SafeTensorInfo& info = f.get(p.name);
     LLM_REQUIRE(info.shape == p.shape, "weights file '", path, "': tensor '", p.name,
                 "' has shape ", safetensors_shape_string(info.shape), ", the model expects ",
@@ -63,16 +92,48 @@ void ModelState::load_weights(const std::string& path) {
   }
   std::vector<float> whole;
   int cached = -1;
-  set_weights([&](int param, int64_t begin, int64_t count, float* dst) {
-    if (cached != param) {
-      whole = f.read_f32(table_.params[static_cast<size_t>(param)].name);
-      cached = param;
-    }
-    std::copy(whole.begin() + begin, whole.begin() + begin + count, dst);
-  });
+  set_weights(
+      [&](int param, int64_t begin, int64_t count, float* dst) {
+        if (cached != param) {
+          whole = f.read_f32(model_table_.params[static_cast<size_t>(param)].name);
+          cached = param;
+        }
+        std::copy(whole.begin() + begin, whole.begin() + begin + count, dst);
+      },
+      [&](int param) {
+        return f.find(model_table_.params[static_cast<size_t>(param)].name) != nullptr;
+      });
 }
 
 void ModelState::checkpoint_load_weights(const CheckpointReader& ckpt) {
+  if (param_table_has_frozen(model_table_)) {
+    // --init-from into a run with frozen tensors: every base tensor from the checkpoint (adapter
+    // factors may be absent: they start from their init).
+    for (const auto& p : model_table_.params)
+      LLM_REQUIRE(ckpt.has("model", p.name) || p.lora != ParamInfo::Lora::kNone, "checkpoint '",
+                  ckpt.dir(), "': model.safetensors has no tensor '", p.name,
+                  "' (a different architecture, or a checkpoint of a run with frozen tensors: "
+                  "start from its model.safetensors)");
+    std::vector<float> whole;
+    int cached = -1;
+    set_weights(
+        [&](int param, int64_t begin, int64_t count, float* dst) {
+          const ParamInfo& p = model_table_.params[static_cast<size_t>(param)];
+          if (cached != param) {
+            whole = ckpt.read_f32("model", p.name, p.shape);
+            cached = param;
+          }
+          std::copy(whole.begin() + begin, whole.begin() + begin + count, dst);
+        },
+        [&](int param) {
+          return ckpt.has("model", model_table_.params[static_cast<size_t>(param)].name);
+        });
+    return;
+  }
+  checkpoint_load_trained(ckpt);
+}
+
+void ModelState::checkpoint_load_trained(const CheckpointReader& ckpt) {
   for (const auto& p : table_.params)
     LLM_REQUIRE(ckpt.has("model", p.name), "checkpoint '", ckpt.dir(),
                 "': model.safetensors has no tensor '", p.name, "' (a different architecture?)");
@@ -82,18 +143,25 @@ void ModelState::checkpoint_load_weights(const CheckpointReader& ckpt) {
               " (a different architecture?)");
   std::vector<float> whole;
   int cached = -1;
-  set_weights([&](int param, int64_t begin, int64_t count, float* dst) {
-    const ParamInfo& p = table_.params[static_cast<size_t>(param)];
-    if (cached != param) {
-      whole = ckpt.read_f32("model", p.name, p.shape);
-      cached = param;
-    }
-    std::copy(whole.begin() + begin, whole.begin() + begin + count, dst);
-  });
+  // Only the trained tensors: the frozen weights keep what the run's start put there.
+  const int64_t frozen_count = static_cast<int64_t>(frozen_table_.params.size());
+  std::vector<bool> trained(model_table_.params.size(), frozen_count == 0);
+  for (const ParamInfo& p : table_.params)
+    if (p.full_index >= 0) trained[static_cast<size_t>(p.full_index)] = true;
+  set_weights(
+      [&](int param, int64_t begin, int64_t count, float* dst) {
+        const ParamInfo& p = model_table_.params[static_cast<size_t>(param)];
+        if (cached != param) {
+          whole = ckpt.read_f32("model", p.name, p.shape);
+          cached = param;
+        }
+        std::copy(whole.begin() + begin, whole.begin() + begin + count, dst);
+      },
+      [&](int param) { return trained[static_cast<size_t>(param)]; });
 }
 
 void ModelState::checkpoint_load(const CheckpointReader& ckpt) {
-  checkpoint_load_weights(ckpt);  // the compute copy is now the master rounded to nearest
+  checkpoint_load_trained(ckpt);  // the compute copy is now the master rounded to nearest
   if (plan_.separate_master) {
     // A saved compute copy of the same dtype holds the same bits; read it so that a checkpoint
     // is restored exactly as it was written (and its checksums are exercised).
@@ -217,12 +285,41 @@ std::vector<CkptPiece> ModelState::checkpoint_pieces() {
   return pieces;
 }
 
+std::string ModelState::frozen_sha256() {
+  if (frozen_.empty()) return "";
+  std::string bytes(static_cast<size_t>(frozen_table_.total) * dtype_size(plan_.params), '\0');
+  backend_.copy_to_host(bytes.data(), frozen(), frozen_table_.total);
+  return sha256_hex(bytes);
+}
+
+// The frozen tensors as whole host copies in the compute dtype (every rank holds them all).
+std::vector<CkptPiece> ModelState::frozen_pieces() {
+  std::vector<CkptPiece> pieces;
+  const int64_t es = static_cast<int64_t>(dtype_size(plan_.params));
+  for (const ParamInfo& p : frozen_table_.params)
+    pieces.push_back({"model",
+                      p.name,
+                      plan_.params,
+                      p.shape,
+                      0,
+                      p.numel,
+                      static_cast<const char*>(frozen_.data()) + p.offset * es,
+                      {}});
+  return pieces;
+}
+
 void ModelState::save_weights(const std::string& path) {
   std::vector<CkptPiece> pieces = weight_pieces("model");
+  std::vector<CkptPiece> frozen = frozen_pieces();
+  const size_t trained_pieces = pieces.size();
+  pieces.insert(pieces.end(), frozen.begin(), frozen.end());
   stage_pieces(&pieces, 0);
+  frozen.assign(pieces.begin() + static_cast<std::ptrdiff_t>(trained_pieces), pieces.end());
+  pieces.resize(trained_pieces);
   if (world() == 1) {
     SafeTensorsWriter w;
     for (const CkptPiece& p : pieces) w.add(p.name, p.dtype, p.shape, p.data);
+    for (const CkptPiece& p : frozen) w.add(p.name, p.dtype, p.shape, p.data);
     w.set_metadata("format", "ledgerlm-weights");
     w.set_metadata("format_version", "1");
     w.write_atomic(path);
@@ -265,6 +362,7 @@ void ModelState::save_weights(const std::string& path) {
   if (layout_.rank == 0) {
     SafeTensorsWriter w;
     for (const auto& p : table_.params) w.add(p.name, dt, p.shape, whole[p.name].data());
+    for (const CkptPiece& p : frozen) w.add(p.name, p.dtype, p.shape, p.data);
     w.set_metadata("format", "ledgerlm-weights");
     w.set_metadata("format_version", "1");
     w.write_atomic(path);

@@ -22,11 +22,23 @@ const char* location_name(Location where) {
   return "?";
 }
 
-ParamTable param_table_for_run(const RunConfig& config, int world) {
+ParamTable model_table_for_run(const RunConfig& config, int world) {
   ParamTableOptions o;
   o.block = config.optim.block_size;
   o.world = world;
-  return param_table_build(config.model, o);
+  ParamTable t = param_table_build(config.model, o);
+  param_table_freeze(&t, config.train.freeze);
+  return t;
+}
+
+ParamTable param_table_for_run(const RunConfig& config, int world) {
+  const ParamTable full = model_table_for_run(config, world);
+  return param_table_has_frozen(full) ? param_table_part(full, true, full.options) : full;
+}
+
+ParamTable frozen_table_for_run(const RunConfig& config) {
+  const ParamTable full = model_table_for_run(config, 1);
+  return param_table_part(full, false, full.options);
 }
 
 int zero_stage_effective(const RunConfig& config, int world) {

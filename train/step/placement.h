@@ -80,8 +80,15 @@ struct PlacementTable {
   OptimShard optimizer_shard() const;
 };
 
-// The parameter table a run of `world` ranks builds (units padded for world x optim.block_size).
+// The model's whole parameter table for a run of `world` ranks: [lora] adapters added, every
+// tensor marked trained or frozen (train.freeze, [lora]).
+ParamTable model_table_for_run(const RunConfig& config, int world);
+// Its trained rows (units padded for world x optim.block_size): the table gradients, the fp32
+// master, the optimizer state, ZeRO sharding and checkpoints lay out. Without frozen tensors it
+// is the whole table.
 ParamTable param_table_for_run(const RunConfig& config, int world);
+// Its frozen rows: weights only, whole on every rank (one-rank layout).
+ParamTable frozen_table_for_run(const RunConfig& config);
 
 // The ZeRO stage that takes effect: dist.zero on several ranks, 0 on one (nothing to shard).
 int zero_stage_effective(const RunConfig& config, int world);

@@ -21,17 +21,23 @@ int64_t bytes_of(int64_t elements, DType dt) {
 }  // namespace
 
 ZeroUnits::ZeroUnits(const ParamTable& table, const ShardLayout& layout, Backend& backend,
-                     Comm& comm, const ZeroUnitsConfig& config, Tensor params, Tensor grad_shard)
+                     Comm& comm, const ZeroUnitsConfig& config, Tensor params, Tensor grad_shard,
+                     const ParamTable* frozen_table, Tensor frozen)
     : table_(table),
       layout_(layout),
       be_(backend),
       comm_(comm),
       cfg_(config),
       params_(params),
-      grad_shard_(grad_shard) {
+      grad_shard_(grad_shard),
+      frozen_table_(frozen_table),
+      frozen_(frozen) {
   LLM_ASSERT(cfg_.stage == 2 || cfg_.stage == 3, "ZeroUnits serves stages 2 and 3");
   const size_t units = table.units.size();
-  embed_unit_ = table.params[static_cast<size_t>(table.index_of("embed.wte"))].unit;
+  // By name: a frozen embedding is not in the (trained) table's rows, its unit still is.
+  embed_unit_ = 0;
+  for (size_t u = 0; u < units; ++u)
+    if (table.units[u].name == "embed") embed_unit_ = static_cast<int>(u);
   int64_t largest_other = 0;
   for (size_t u = 0; u < units; ++u)
     if (static_cast<int>(u) != embed_unit_)
@@ -74,6 +80,11 @@ Tensor ZeroUnits::params(int unit) {
              " used while released");
   if (cfg_.stage == 2) return params_.offset(table_.units[static_cast<size_t>(unit)].offset);
   return gather(unit);
+}
+
+Tensor ZeroUnits::frozen(int unit) {
+  return frozen_table_ ? frozen_.offset(frozen_table_->units[static_cast<size_t>(unit)].offset)
+                       : Tensor();
 }
 
 Buffer& ZeroUnits::grad_buffer(int unit) {

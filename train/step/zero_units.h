@@ -38,10 +38,13 @@ class ZeroUnits final : public UnitAccess {
   // `params`: the whole compute copy (stage 2) or this rank's compact shard of it (stage 3).
   // `grad_shard`: this rank's compact gradient shard (accumulated into).
   ZeroUnits(const ParamTable& table, const ShardLayout& layout, Backend& backend, Comm& comm,
-            const ZeroUnitsConfig& config, Tensor params, Tensor grad_shard);
+            const ZeroUnitsConfig& config, Tensor params, Tensor grad_shard,
+            const ParamTable* frozen_table = nullptr, Tensor frozen = Tensor());
 
   Tensor params(int unit) override;
   Tensor grads(int unit) override;
+  // Frozen weights are whole on every rank (never gathered): a view into them.
+  Tensor frozen(int unit) override;
   void acquire(int unit, UnitPhase phase) override;
   void release(int unit, UnitPhase phase) override;
   void grads_done(int unit) override;
@@ -61,6 +64,8 @@ class ZeroUnits final : public UnitAccess {
   Comm& comm_;
   ZeroUnitsConfig cfg_;
   Tensor params_, grad_shard_;
+  const ParamTable* frozen_table_;
+  Tensor frozen_;
   int embed_unit_ = 0;
   Buffer embed_grads_, unit_grads_;  // whole-unit gradient buffers (comm)
   Buffer wide_;                      // a 16-bit unit widened to fp32 to be summed (comm)

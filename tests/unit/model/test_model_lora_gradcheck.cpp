@@ -1,0 +1,220 @@
+// Gradient check of low-rank adapters (LoRA) and of frozen tensors: GptModel::backward against
+// central finite differences of the mean cross-entropy, in fp64, for every element of every
+// TRAINED tensor of a tiny GPT (vocab 11, L2 H2 C8, block 6, B2 T5), while frozen tensors get no
+// gradient at all. The trained tensors sit in the trained part's buffer and the frozen ones in
+// the frozen part's (param_table_part), as a training run lays them out.
+//
+// Variants: adapters on all four linear layers (rank 2, alpha 3: scale 1.5 != 1, so a missing
+// scale factor shows), with and without adapter dropout and model dropout, recompute none / mlp
+// / block; and train.freeze of the embeddings and block 0 (backward stops above block 0).
+//
+// Parameters are N(0, 0.4) everywhere (norm weights 1 + N(0, 0.2)), B factors included: the
+// zero init of B would make dA vanish and hide a wrong dA formula.
+//
+// Tolerance per tensor: max|analytic - numeric| <= 1e-7 + 1e-5 x max|numeric|, h = 1e-6, the
+// whole-model check's bound and reasoning (test_model_gradcheck.cpp): truncation ~1e-12,
+// rounding ~5e-10 per element, a wrong term of the order of the gradient itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "model/backend/backend.h"
+#include "model/base/rng.h"
+#include "model/gpt.h"
+#include "model/param_table.h"
+#include "model/unit_access.h"
+#include "tests/support/test_util.h"
+
+namespace ledgerlm {
+namespace {
+
+constexpr double kH = 1e-6;
+constexpr double kAtol = 1e-7;
+constexpr double kRtol = 1e-5;
+
+struct Case {
+  const char* name;
+  int64_t lora_rank;
+  double lora_dropout, dropout;
+  const char* recompute;
+  const char* freeze;
+};
+
+ModelConfig config_of(const Case& c) {
+  ModelConfig m;
+  m.vocab_size = 11;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.n_embd = 8;
+  m.block_size = 6;
+  m.dropout = c.dropout;
+  m.recompute = c.recompute;
+  m.lora.rank = c.lora_rank;
+  m.lora.alpha = 1.5 * static_cast<double>(c.lora_rank);
+  m.lora.dropout = c.lora_dropout;
+  m.lora.targets = "qkv,attn_proj,mlp_fc,mlp_proj";
+  return m;
+}
+
+double random_value(const ParamInfo& info, int64_t full_index, int64_t i) {
+  auto bits = rng_bits(77, RngStream::kInit, 1000 + static_cast<uint64_t>(full_index),
+                       static_cast<uint64_t>(i));
+  const double z = rng_normal(bits[0], bits[1]);
+  return info.kind == ParamKind::kNormWeight ? 1.0 + 0.2 * z : 0.4 * z;
+}
+
+// One part's flat buffer, vocab padding rows zero.
+std::vector<double> fill(const ParamTable& part) {
+  std::vector<double> v(static_cast<size_t>(part.total), 0.0);
+  for (const ParamInfo& p : part.params) {
+    const int64_t cols = p.numel / p.shape[0];
+    const int64_t rows = p.kind == ParamKind::kEmbedding ? p.hf_rows : p.shape[0];
+    for (int64_t i = 0; i < p.numel && i / cols < rows; ++i)
+      v[static_cast<size_t>(p.offset + i)] = random_value(p, p.full_index, i);
+  }
+  return v;
+}
+
+void run_case(const Case& c) {
+  SCOPED_TRACE(c.name);
+  const ModelConfig cfg = config_of(c);
+  ParamTable full = param_table_build(cfg);
+  if (c.freeze[0] != '\0') param_table_freeze(&full, c.freeze);
+  const ParamTable trained = param_table_part(full, true, full.options);
+  const ParamTable frozen = param_table_part(full, false, full.options);
+  ASSERT_FALSE(frozen.params.empty());
+  auto be = backend_create_cpu(2);
+  GptModel model(cfg, full, *be, DType::kF64, DType::kF64, DType::kF64);
+  const int64_t B = 2, T = 5;
+  std::vector<int32_t> tokens(B * T), targets(B * T);
+  for (int64_t i = 0; i < B * T; ++i) {
+    tokens[i] = static_cast<int32_t>((7 * i + 3) % cfg.vocab_size);
+    targets[i] = static_cast<int32_t>((5 * i + 1) % cfg.vocab_size);
+  }
+  ForwardOptions fo;
+  fo.seed = 4242;
+  fo.step = 3;
+
+  std::vector<double> params = fill(trained), frozen_values = fill(frozen);
+  std::vector<double> grads(params.size(), 0.0);
+  const Tensor pt(params.data(), DType::kF64), gt(grads.data(), DType::kF64);
+  const Tensor ft(frozen_values.data(), DType::kF64);
+  FlatUnits units(trained, pt, gt, &frozen, ft);
+  auto loss = [&] { return model.forward(units, tokens.data(), targets.data(), B, T, fo); };
+  const double loss0 = loss();
+  ASSERT_TRUE(std::isfinite(loss0));
+  model.backward(units, 1.0);
+  if (c.lora_dropout > 0) {  // the adapter masks are active
+    ForwardOptions other = fo;
+    other.seed = fo.seed + 1;
+    EXPECT_NE(model.forward(units, tokens.data(), targets.data(), B, T, other), loss0);
+  }
+
+  for (const ParamInfo& info : trained.params) {
+    std::vector<double> numeric(static_cast<size_t>(info.numel));
+    for (int64_t i = 0; i < info.numel; ++i) {
+      double& x = params[static_cast<size_t>(info.offset + i)];
+      const double saved = x;
+      x = saved + kH;
+      const double lp = loss();
+      x = saved - kH;
+      const double lm = loss();
+      x = saved;
+      numeric[static_cast<size_t>(i)] = (lp - lm) / (2 * kH);
+    }
+    const double* analytic = grads.data() + info.offset;
+    auto r = testing::compare_tensor(info.name, analytic, numeric.data(), info.numel, kAtol, kRtol);
+    EXPECT_TRUE(r.ok) << r.message;
+    double max_abs = 0.0;
+    for (double v : numeric) max_abs = std::max(max_abs, std::fabs(v));
+    // The embeddings' padding-free tensors and every adapter factor influence the loss.
+    EXPECT_GT(max_abs, 1e-5) << info.name << ": numeric gradient is (nearly) zero";
+  }
+}
+
+TEST(ModelLoraGradCheck, AllTargetsFp64) {
+  run_case({"lora", 2, 0.0, 0.0, "none", ""});
+}
+TEST(ModelLoraGradCheck, AdapterDropoutAndModelDropoutFp64) {
+  run_case({"lora+dropout", 2, 0.3, 0.2, "none", ""});
+}
+TEST(ModelLoraGradCheck, RecomputeMlpWithDropoutFp64) {
+  run_case({"lora+mlp", 2, 0.3, 0.2, "mlp", ""});
+}
+TEST(ModelLoraGradCheck, RecomputeBlockWithDropoutFp64) {
+  run_case({"lora+block", 2, 0.3, 0.2, "block", ""});
+}
+TEST(ModelFreezeGradCheck, EmbeddingsAndFirstBlockFrozenFp64) {
+  run_case({"freeze", 0, 0.0, 0.2, "none", "embed.*,block.0.*"});
+}
+TEST(ModelFreezeGradCheck, HfNamesAndRecomputeBlockFp64) {
+  run_case({"freeze-hf", 0, 0.0, 0.0, "block", "transformer.h.1.mlp.*,transformer.ln_f.*"});
+}
+
+// With B = 0 (its init) the adapted model is the base model exactly, and the adapters' forward
+// equals the merged weight W + (alpha / r) B A (the export's merge) to rounding.
+TEST(ModelLora, ZeroBIsTheBaseModelAndMergeMatches) {
+  Case c{"merge", 3, 0.0, 0.0, "none", ""};
+  const ModelConfig cfg = config_of(c);
+  const ParamTable full = param_table_build(cfg);
+  const ParamTable trained = param_table_part(full, true, full.options);
+  const ParamTable frozen = param_table_part(full, false, full.options);
+  ModelConfig plain_cfg = cfg;
+  plain_cfg.lora = LoraConfig();
+  const ParamTable plain = param_table_build(plain_cfg);
+  auto be = backend_create_cpu(2);
+  GptModel model(cfg, full, *be, DType::kF64, DType::kF64, DType::kF64);
+  GptModel base(plain_cfg, plain, *be, DType::kF64, DType::kF64, DType::kF64);
+  std::vector<double> a = fill(trained), f = fill(frozen);
+  std::vector<int32_t> tokens{1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
+      targets{2, 3, 4, 5, 6, 7, 8, 9, 10, 0};
+  // The base model's flat buffer from the frozen part (every base tensor is frozen).
+  std::vector<double> base_values(static_cast<size_t>(plain.total), 0.0);
+  for (const ParamInfo& p : frozen.params) {
+    const ParamInfo& q = plain.find(p.name);
+    for (int64_t i = 0; i < p.numel; ++i)
+      base_values[static_cast<size_t>(q.offset + i)] = f[static_cast<size_t>(p.offset + i)];
+  }
+  auto lora_loss = [&] {
+    FlatUnits units(trained, Tensor(a.data(), DType::kF64), Tensor(), &frozen,
+                    Tensor(f.data(), DType::kF64));
+    return model.forward(units, tokens.data(), targets.data(), 2, 5, {});
+  };
+  auto base_loss = [&] {
+    return base.forward(Tensor(base_values.data(), DType::kF64), tokens.data(), targets.data(), 2,
+                        5, {});
+  };
+  std::vector<double> saved = a;
+  for (const ParamInfo& p : trained.params)
+    if (p.lora == ParamInfo::Lora::kB)
+      for (int64_t i = 0; i < p.numel; ++i) a[static_cast<size_t>(p.offset + i)] = 0.0;
+  const double zero_b = lora_loss();
+  EXPECT_EQ(zero_b, base_loss()) << "B = 0 must leave the base model's loss bit for bit";
+  a = saved;
+  const double adapted = lora_loss();
+  EXPECT_GT(std::fabs(adapted - zero_b), 1e-3) << "the adapters must change the loss";
+  // Merge by hand: W += scale * B A for every adapted weight.
+  const double scale = cfg.lora.scale();
+  for (const ParamInfo& pa : trained.params) {
+    if (pa.lora != ParamInfo::Lora::kA) continue;
+    const std::string stem = pa.name.substr(0, pa.name.size() - 7);  // drop ".lora_a"
+    const ParamInfo& pb = trained.find(stem + ".lora_b");
+    const ParamInfo& w = plain.find(stem + ".weight");
+    const int64_t out = w.shape[0], in = w.shape[1], r = pa.shape[0];
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i) {
+        double s = 0;
+        for (int64_t k = 0; k < r; ++k)
+          s += a[static_cast<size_t>(pb.offset + o * r + k)] *
+               a[static_cast<size_t>(pa.offset + k * in + i)];
+        base_values[static_cast<size_t>(w.offset + o * in + i)] += scale * s;
+      }
+  }
+  EXPECT_NEAR(adapted, base_loss(), 1e-12 * std::fabs(adapted))
+      << "merged weights must give the adapted model's loss (fp64: reassociation only)";
+}
+
+}  // namespace
+}  // namespace ledgerlm
