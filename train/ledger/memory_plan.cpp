@@ -336,11 +336,13 @@ int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute reco
   const int64_t mlp = 2 * act_buf(4 * N * C);
   // Final layernorm (N, C) + mean/rstd, logits (N, Vp), per-token losses (N).
   const int64_t head = act_buf(N * C) + 3 * act_buf(N) + act_buf(N * s.padded_vocab);
+  // Blocks without backward (below the lowest trained one) share one set of buffers.
+  const int64_t k = std::min(s.untrained_blocks, L), shared = k > 0 ? 1 : 0;
   switch (recompute) {
     case Recompute::kNone:
-      return residual + L * (attn + mlp) + head;
+      return residual + (L - k + shared) * (attn + mlp) + head;
     case Recompute::kMlp:
-      return residual + L * attn + mlp + head;  // one shared MLP hidden
+      return residual + (L - k + shared) * attn + mlp + head;  // one shared MLP hidden
     case Recompute::kBlock:
       return residual + attn + mlp + head;  // one shared block
   }
@@ -350,8 +352,12 @@ int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute reco
 int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch) {
   if (!s.known()) return 0;
   const int64_t N = batch * s.seq, C = s.n_embd;
-  // Activation gradients: three (N, C) plus a projection temporary, two (N, 4C), one (N, 3C).
-  return 4 * act_buf(N * C) + 2 * act_buf(4 * N * C) + act_buf(3 * N * C);
+  // Activation gradients: three (N, C) plus a projection temporary, two (N, 4C), one (N, 3C);
+  // adapters: their down-projection and its gradient (N, rank), the dropped input (N, 4C).
+  int64_t lora = 0;
+  if (s.lora_rank > 0)
+    lora = 2 * act_buf(N * s.lora_rank) + (s.lora_dropout ? act_buf(4 * N * C) : 0);
+  return 4 * act_buf(N * C) + 2 * act_buf(4 * N * C) + act_buf(3 * N * C) + lora;
 }
 
 int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
@@ -367,7 +373,11 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   // embedding or an MLP weight).
   const int64_t widest = std::max(Vp * C, 4 * C * C) * 4;
   int64_t gemm_a = 0, gemm_b = p16 ? widest : 0;
-  const int64_t gemm_c = g16 ? widest : 0;
+  // 16-bit gradients are widened as the C of the weight-gradient products that run.
+  int64_t widest_grad = s.head_weight_grad ? Vp * C : 0;
+  if (s.block_weight_grads) widest_grad = std::max(widest_grad, 4 * C * C);
+  if (s.lora_rank > 0) widest_grad = std::max(widest_grad, 4 * C * s.lora_rank);
+  const int64_t gemm_c = g16 ? widest_grad * 4 : 0;
   if (x.bf16_matmul) {
     // Every linear layer's three GEMMs (forward, input gradient, weight gradient) as
     // op(A) [m,k] x op(B) [k,n]. The native kernel packs both operands into bf16 pairs
@@ -392,11 +402,22 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   if (!(x.bf16_matmul && cpu_backend_bf16_dot())) {
     const int64_t layers[5][3] = {
         {C, 3 * C, 1}, {C, C, 1}, {C, 4 * C, 1}, {4 * C, C, 1}, {C, Vp, 0}};  // in, out, bias
-    for (const auto& l : layers) {
-      const int64_t in = l[0], out = l[1];
-      gemm_lib = std::max({gemm_lib, cpu_backend_gemm_workspace(false, true, N, out, in, l[2]),
-                           cpu_backend_gemm_workspace(true, false, out, in, N, true),
-                           cpu_backend_gemm_workspace(false, false, N, in, out, false)});
+    for (size_t i = 0; i < 5; ++i) {
+      const int64_t in = layers[i][0], out = layers[i][1];
+      const bool weight_grad = i == 4 ? s.head_weight_grad : s.block_weight_grads;
+      gemm_lib =
+          std::max({gemm_lib, cpu_backend_gemm_workspace(false, true, N, out, in, layers[i][2]),
+                    weight_grad ? cpu_backend_gemm_workspace(true, false, out, in, N, true) : 0,
+                    cpu_backend_gemm_workspace(false, false, N, in, out, false)});
+      if (s.lora_rank > 0 && i < 4 && s.lora_on[i]) {  // adapters: (m, n, k) of their six products
+        const int64_t r = s.lora_rank;
+        gemm_lib = std::max({gemm_lib, cpu_backend_gemm_workspace(false, true, N, r, in, false),
+                             cpu_backend_gemm_workspace(false, true, N, out, r, true),
+                             cpu_backend_gemm_workspace(true, false, out, r, N, true),
+                             cpu_backend_gemm_workspace(false, false, N, r, out, false),
+                             cpu_backend_gemm_workspace(true, false, r, in, N, true),
+                             cpu_backend_gemm_workspace(false, false, N, in, r, !s.lora_dropout)});
+      }
     }
   }
   const int64_t small_params = std::max<int64_t>(2 * C, p16 ? 4 * C : 0) * 4;
@@ -405,9 +426,10 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   // Per-thread attention blocks (two 32 x T blocks, a T mask row, three hd x T head copies;
   // 32 = kQueryBlock of model/backend/cpu/cpu_attention.cpp) and embedding-gradient rows (C).
   const int64_t hd = C / std::max<int64_t>(s.n_head, 1);
-  const int64_t per_thread = std::max(P * (2 * 32 + 1 + 3 * hd) * s.seq, P * C) * 4;
+  const int64_t per_thread =
+      std::max(P * (2 * 32 + 1 + 3 * hd) * s.seq, s.embedding_backward ? P * C : 0) * 4;
   // Token grouping of the embedding backward: 2N + 1 int64.
-  const int64_t index = (2 * N + 1) * 8;
+  const int64_t index = s.embedding_backward ? (2 * N + 1) * 8 : 0;
   return page_buf(gemm_a) + page_buf(gemm_b) + page_buf(gemm_c) + page_buf(small_params) +
          page_buf(partials) + page_buf(per_thread) + page_buf(index) + page_buf(gemm_lib);
 }
@@ -431,6 +453,14 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
   const int64_t L = mirror_elements(x, false);  // this rank's shard (E when not sharding)
   b.add("params", MemTag::kParams, dtype_name(x.params), E * p, true, false, x.zero >= 3,
         x.zero >= 3 && sharding ? L * p : -1);
+  if (x.frozen_params > 0) {
+    // Frozen weights: whole on every rank (no gradient to shard them by), no grads, master or
+    // state.
+    b.add("params.frozen", MemTag::kParams, dtype_name(x.params), x.frozen_elements * p, true,
+          false, false);
+    plan.components.back().trainable = "frozen";
+    plan.components.back().num_params = x.frozen_params;
+  }
   b.add("grads", MemTag::kGrads, dtype_name(x.grads), E * g, true, false, x.zero >= 2,
         x.zero >= 2 && sharding ? L * g : -1);
   if (x.separate_master)
@@ -454,6 +484,9 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
   if (x.cpu_workspace)
     b.add("workspace.backend", MemTag::kWorkspace, "-", plan_cpu_workspace_bytes(x), false, false,
           false);
+  if (x.frozen_sink > 0)  // gradients of frozen norm weights and biases, written and never read
+    b.add("workspace.frozen_sink", MemTag::kWorkspace, dtype_name(x.grads), x.frozen_sink * g,
+          false, false, false);
   if (x.master_none)  // fp32 view of the compute copy the optimizer updates
     b.add("workspace.master", MemTag::kWorkspace, "fp32", E * 4, false, false, sharding,
           sharding ? L * 4 : -1);
@@ -532,7 +565,41 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   for (const auto& u : table.units) in.largest_unit = std::max(in.largest_unit, u.size);
   in.tensors = plan_tensors_from_table(table, cfg.optim, world);
   in.units = plan_units_from_table(table);
-  in.embed_unit = table.params[static_cast<size_t>(table.index_of("embed.wte"))].unit;
+  for (size_t u = 0; u < table.units.size(); ++u)
+    if (table.units[u].name == "embed") in.embed_unit = static_cast<int64_t>(u);
+  // Frozen tensors: counted apart, and what they change in the model's buffers.
+  const ParamTable full = model_table_for_run(cfg, static_cast<int>(world));
+  if (param_table_has_frozen(full)) {
+    const ParamTable frozen = frozen_table_for_run(cfg);
+    in.frozen_params = frozen.num_params;
+    in.frozen_elements = frozen.total;
+    // The sink: two halves of 4C, or of a frozen embedding's size when the other one trains.
+    int64_t half = 4 * cfg.model.n_embd;
+    const ParamInfo &wte = full.find("embed.wte"), &wpe = full.find("embed.wpe");
+    if (wte.trainable != wpe.trainable) half = std::max(half, (wte.trainable ? wpe : wte).numel);
+    in.frozen_sink = 2 * half;
+    // Blocks below the first one with a trained tensor (or adapter), when the embeddings are
+    // frozen too.
+    if (!wte.trainable && !wpe.trainable) {
+      int64_t first = cfg.model.n_layer;
+      for (const ParamInfo& p : full.params) {
+        if (!p.trainable || p.name.rfind("block.", 0) != 0) continue;
+        first = std::min<int64_t>(first, std::stoll(p.name.substr(6)));
+      }
+      in.shapes.untrained_blocks = first;
+      in.shapes.embedding_backward = false;
+    }
+    in.shapes.head_weight_grad = wte.trainable;
+    in.shapes.block_weight_grads = false;
+    for (const ParamInfo& p : full.params)
+      if (p.trainable && p.kind == ParamKind::kMatrix && p.lora == ParamInfo::Lora::kNone)
+        in.shapes.block_weight_grads = true;
+  }
+  in.shapes.lora_rank = cfg.model.lora.rank;
+  in.shapes.lora_dropout = cfg.model.lora.enabled() && cfg.model.lora.dropout > 0.0;
+  const char* targets[4] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
+  for (int i = 0; i < 4; ++i)
+    in.shapes.lora_on[i] = cfg.model.lora.enabled() && cfg.model.lora.targets_layer(targets[i]);
   in.rank = rank;
   in.shapes.n_layer = cfg.model.n_layer;
   in.shapes.n_head = cfg.model.n_head;

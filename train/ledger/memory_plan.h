@@ -45,11 +45,24 @@ struct PlanTensor {
 // Model dimensions for activations; n_layer == 0 means "unknown" (no activation prediction).
 struct PlanShapes {
   int64_t n_layer = 0, n_head = 0, n_embd = 0, padded_vocab = 0, seq = 0;
+  // Blocks below the lowest one that trains anything get no backward and keep no activations
+  // (train.freeze); adapters' scratch (LoRA rank, and the dropped input with lora.dropout).
+  int64_t untrained_blocks = 0;
+  int64_t lora_rank = 0;
+  bool lora_dropout = false;
+  bool lora_on[4] = {false, false, false, false};  // adapted: qkv, attn proj, MLP fc, MLP proj
+  // Which weight-gradient products run: the tied head's (the token embedding trains), the
+  // blocks' linear weights' (any of them trains), the embedding backward (an embedding trains).
+  bool head_weight_grad = true, block_weight_grads = true, embedding_backward = true;
   bool known() const { return n_layer > 0 && n_head > 0 && n_embd > 0 && seq > 0; }
 };
 
 struct PlanInput {
-  int64_t num_params = 0;           // N: real parameters
+  int64_t num_params = 0;  // N: real parameters (trained ones when some are frozen)
+  // Frozen parameters (train.freeze, [lora]): weights only, in the compute dtype, whole on every
+  // rank; their flat elements (one-rank layout); the model's gradient sink for them (elements
+  // of the gradient dtype).
+  int64_t frozen_params = 0, frozen_elements = 0, frozen_sink = 0;
   int64_t elements = 0;             // flat-buffer elements including alignment/unit padding (>= N)
   int64_t largest_unit = 0;         // elements of the largest sharding unit (0: unknown)
   std::vector<PlanTensor> tensors;  // empty: per-tensor optimizer states are approximated

@@ -32,9 +32,10 @@ int64_t int_or(const json& j, const char* key, int64_t fallback, const std::stri
 }
 
 // Keys that define the architecture (or what the saved state means): refused on resume.
-constexpr const char* kArchitectureKeys[] = {"model.vocab_size", "model.n_layer",    "model.n_head",
-                                             "model.n_embd",     "model.block_size", "optim.name",
-                                             "data.tokenizer_id"};
+// Adapters and frozen tensors decide which tensors the checkpoint holds.
+constexpr const char* kArchitectureKeys[] = {
+    "model.vocab_size", "model.n_layer",     "model.n_head", "model.n_embd", "model.block_size",
+    "optim.name",       "data.tokenizer_id", "lora.rank",    "lora.targets", "train.freeze"};
 
 }  // namespace
 
@@ -99,6 +100,14 @@ json checkpoint_meta(const RunConfig& cfg, ModelState& state, const LoopState& l
         {"weights_note",
          "model.safetensors holds the fp32 master (compute.safetensors the compute copy, the "
          "master rounded to nearest), or the compute copy itself when master = none"}}},
+      {"frozen",
+       {{"tensors", state.frozen_table().params.size()},
+        {"num_params", state.frozen_table().num_params},
+        {"sha256", state.frozen_sha256()},
+        {"init_from", state.base_source()},
+        {"note",
+         "frozen tensors (train.freeze, [lora]) are not in this checkpoint: a resume rebuilds them "
+         "from the seed's init and init_from, and refuses weights with another sha256"}}},
       {"optimizer", {{"name", state.optimizer().name()}, {"components", components}}},
       {"layout",
        {{"world_size", world},
@@ -172,8 +181,26 @@ void restore_scaler(const CheckpointReader& ckpt, ModelState& state) {
   state.scaler().load_state(st);
 }
 
+void restore_frozen(ModelState& state, const CheckpointReader& ckpt, uint64_t seed) {
+  if (state.frozen_table().params.empty()) return;
+  const std::string where = "checkpoint file '" + ckpt.dir() + "/meta.json'";
+  const json& f = ckpt.meta().contains("frozen") ? ckpt.meta()["frozen"] : json();
+  LLM_REQUIRE(f.is_object() && f.contains("sha256") && f["sha256"].is_string() &&
+                  f.contains("init_from") && f["init_from"].is_string(),
+              where, ": no record of the frozen base weights (frozen.sha256, frozen.init_from)");
+  const std::string source = f["init_from"].get<std::string>();
+  state.init_weights(seed);
+  if (!source.empty()) init_from(state, source);
+  const std::string want = f["sha256"].get<std::string>(), got = state.frozen_sha256();
+  LLM_REQUIRE(got == want, where, ": the frozen base weights (",
+              source.empty() ? std::string("the seed's init") : "from '" + source + "'",
+              ") have sha256 ", got, ", the run was trained on ", want,
+              ": the base changed since; restore it or start a new run");
+}
+
 void init_from(ModelState& state, const std::string& path) {
   LLM_REQUIRE(fs::exists(path), "--init-from: '", path, "' does not exist");
+  state.set_base_source(fs::absolute(path).lexically_normal().string());
   if (fs::is_regular_file(path)) return state.load_weights(path);
   if (!fs::exists(fs::path(path) / "meta.json") && fs::exists(fs::path(path) / "model.safetensors"))
     return state.load_weights((fs::path(path) / "model.safetensors").string());

@@ -55,6 +55,10 @@ void restore_scaler(const CheckpointReader& ckpt, ModelState& state);
 // --init-from: the weights of a weights file, a run directory (its model.safetensors) or a
 // checkpoint.
 void init_from(ModelState& state, const std::string& path);
+// Resume of a run with frozen tensors: rebuilds them as its start did (the seed's init, then the
+// recorded --init-from source) and refuses base weights whose sha256 differs from the
+// checkpoint's record. Nothing to do without frozen tensors.
+void restore_frozen(ModelState& state, const CheckpointReader& ckpt, uint64_t seed);
 
 // The checkpoint --resume names: a path, or with "auto" the run's latest ("" when the run has
 // none yet and never trained).

@@ -84,7 +84,8 @@ std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const std:
 }
 
 void RunLock::verify() const {
-  struct stat held{}, now{};
+  struct stat held {
+  }, now{};
   const bool same = ::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &now) == 0 &&
                     held.st_ino == now.st_ino && held.st_dev == now.st_dev;
   LLM_REQUIRE(same, "run lock '", path_,

@@ -124,8 +124,10 @@ void build_state(TrainRun& run, Comm& comm) {
 // Weights and counters: from the checkpoint, from --init-from, or a fresh init (collective).
 void load_start(TrainRun& run, const TrainRequest& cmd, const CheckpointReader* ckpt) {
   ModelState& state = *run.state;
+  const uint64_t seed = static_cast<uint64_t>(run.cfg.train.seed);
   if (ckpt != nullptr) {
     const auto t0 = std::chrono::steady_clock::now();
+    restore_frozen(state, *ckpt, seed);
     state.checkpoint_load(*ckpt);
     restore_scaler(*ckpt, state);
     restore_loop_state(*ckpt, &run.loop);
@@ -133,9 +135,13 @@ void load_start(TrainRun& run, const TrainRequest& cmd, const CheckpointReader* 
     run.resumed_from = ckpt->dir();
     run.resumed_bytes = ckpt->bytes();
   } else if (!cmd.init_from.empty()) {
+    // Tensors the source lacks (LoRA adapters added to a base model) start from the seed's init.
+    if (state.model_table().params.size() != state.table().params.size() ||
+        run.cfg.model.lora.enabled())
+      state.init_weights(seed);
     init_from(state, cmd.init_from);
   } else {
-    state.init_weights(static_cast<uint64_t>(run.cfg.train.seed));
+    state.init_weights(seed);
   }
 }
 

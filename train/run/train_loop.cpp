@@ -60,9 +60,10 @@ class TrainLoop {
     // would lose its final loss.
     if (run_.resuming() && budget_spent(ls_.train_seconds)) {
       if (run_.lead())
-        std::printf("run %s: already at step %lld, its budget is spent: nothing to do (raise "
-                    "train.max_steps, max_tokens or max_seconds to continue it)\n",
-                    run_.run_dir.c_str(), static_cast<long long>(ls_.step));
+        std::printf(
+            "run %s: already at step %lld, its budget is spent: nothing to do (raise "
+            "train.max_steps, max_tokens or max_seconds to continue it)\n",
+            run_.run_dir.c_str(), static_cast<long long>(ls_.step));
       return 0;
     }
     print_header();

@@ -68,6 +68,10 @@ class ModelState {
   // SHA-256 of the frozen weights' bytes (compute dtype, frozen-table order); "" when none.
   // Checkpoints record it: a resume must find the same base weights.
   std::string frozen_sha256();
+  // Where the frozen weights came from: the --init-from path (absolute), or "" for the seed's
+  // init. Checkpoints record it with the hash, so a resume rebuilds and checks them.
+  const std::string& base_source() const { return base_source_; }
+  void set_base_source(const std::string& path) { base_source_ = path; }
   const PrecisionPlan& plan() const { return plan_; }
   const ShardLayout& layout() const { return layout_; }
   const PlacementTable& placement() const { return placement_; }
@@ -179,6 +183,8 @@ class ModelState {
   double exchange_ms_ = 0.0;  // the current step's optimizer all-to-alls
   int64_t exchange_bytes_ = 0;
   bool eval_weights_ = false;
+  std::string base_source_;
+  std::string frozen_sha256_;  // cached: frozen weights change only in set_weights
 };
 
 }  // namespace ledgerlm

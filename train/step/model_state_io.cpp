@@ -69,6 +69,7 @@ void ModelState::set_weights(const WeightReader& read, const WeightFilter& keep)
     read(param, m.begin, m.count, host.data());
     backend_.copy_from_host(target.offset(m.at), host.data(), m.count);
   }
+  frozen_sha256_.clear();
   for (const ParamInfo& p : frozen_table_.params) {
     if (keep && !keep(p.full_index)) continue;
     host.resize(static_cast<size_t>(p.numel));
@@ -287,9 +288,11 @@ std::vector<CkptPiece> ModelState::checkpoint_pieces() {
 
 std::string ModelState::frozen_sha256() {
   if (frozen_.empty()) return "";
+  if (!frozen_sha256_.empty()) return frozen_sha256_;
   std::string bytes(static_cast<size_t>(frozen_table_.total) * dtype_size(plan_.params), '\0');
   backend_.copy_to_host(bytes.data(), frozen(), frozen_table_.total);
-  return sha256_hex(bytes);
+  frozen_sha256_ = sha256_hex(bytes);
+  return frozen_sha256_;
 }
 
 // The frozen tensors as whole host copies in the compute dtype (every rank holds them all).
