@@ -23,7 +23,9 @@ struct LoadedRun {
   Tensor params_tensor() const { return Tensor(params.data(), DType::kF32); }
 };
 
-// Loads runs/NAME: config.toml, the data's meta.json and tokenizer, model.safetensors.
+// Loads runs/NAME: config.toml, the data's meta.json and tokenizer, model.safetensors. A LoRA
+// run's adapters are merged into their base weights: `config` and `table` are then the plain
+// model's (no [lora], nothing frozen).
 // A missing run, missing weights or a vocab mismatch is one clear error.
 LoadedRun run_load(const std::string& run_dir, Backend& backend);
 
