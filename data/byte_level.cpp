@@ -6,18 +6,19 @@
 namespace ledgerlm {
 namespace {
 
-bool stands_for_itself(int b) {
+constexpr bool stands_for_itself(int b) {
   return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 }
 
-std::array<uint32_t, 256> build_forward() {
+constexpr std::array<uint32_t, 256> build_forward() {
   std::array<uint32_t, 256> cp{};
   uint32_t next = 0x100;
   for (int b = 0; b < 256; ++b) cp[b] = stands_for_itself(b) ? b : next++;
   return cp;
 }
 
-const std::array<uint32_t, 256> kCodePoint = build_forward();
+// Built at compile time: usable from any static initializer.
+constexpr std::array<uint32_t, 256> kCodePoint = build_forward();
 
 void append_utf8(uint32_t cp, std::string* out) {
   // The alphabet lies below U+0800: one or two bytes.
