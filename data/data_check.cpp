@@ -30,6 +30,7 @@ void check_shard(const std::string& dir, const char* split, const DataSplitInfo&
 
 std::string data_tokenizer_id(const std::string& dir, const DataMeta& meta) {
   if (meta.tokenizer == "bytes") return "bytes";
+  if (meta.tokenizer == "hf-bpe") return tokenizer_hf_id(dir);
   const std::string path = (fs::path(dir) / "tokenizer.model").string();
   std::ifstream f(path, std::ios::binary);
   LLM_REQUIRE(f, path, ": cannot open the tokenizer model");

@@ -102,8 +102,8 @@ DataMeta meta_read(const std::string& dir) {
   LLM_REQUIRE(m.format_version == kDataFormatVersion, file, ": format_version ", m.format_version,
               " is not supported (expected ", kDataFormatVersion, ")");
   m.tokenizer = get_key<std::string>(j, "tokenizer", file);
-  LLM_REQUIRE(m.tokenizer == "bpe" || m.tokenizer == "bytes", file, ": tokenizer '", m.tokenizer,
-              "' is unknown (expected bpe or bytes)");
+  LLM_REQUIRE(m.tokenizer == "bpe" || m.tokenizer == "bytes" || m.tokenizer == "hf-bpe", file,
+              ": tokenizer '", m.tokenizer, "' is unknown (expected bpe, bytes or hf-bpe)");
   m.vocab_size = get_key<int64_t>(j, "vocab_size", file);
   m.eot_id = get_key<int32_t>(j, "eot_id", file);
   LLM_REQUIRE(m.vocab_size > 0 && m.eot_id >= 0 && m.eot_id < m.vocab_size, file, ": eot_id ",

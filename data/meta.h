@@ -25,7 +25,7 @@ struct DataSplitInfo {
 
 struct DataMeta {
   int format_version = kDataFormatVersion;
-  std::string tokenizer;  // "bpe" or "bytes"
+  std::string tokenizer;  // "bpe", "bytes" or "hf-bpe"
   int64_t vocab_size = 0;
   int32_t eot_id = -1;
   int token_width = 0;  // bytes per token in the shards (2 or 4)

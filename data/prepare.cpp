@@ -63,13 +63,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The directory of --tokenizer hf:DIR, "" for the other kinds.
+std::string hf_source(const std::string& tokenizer) {
+  return tokenizer.rfind("hf:", 0) == 0 ? tokenizer.substr(3) : std::string();
+}
+
 }  // namespace
 
 void PrepareOptions::validate() const {
   LLM_REQUIRE(!inputs.empty(), "--input is required (a file, a directory, or - for stdin)");
   LLM_REQUIRE(!out_dir.empty(), "--out is required (the data directory to create)");
-  LLM_REQUIRE(tokenizer == "bpe" || tokenizer == "bytes", "--tokenizer ", tokenizer,
-              " is unknown (expected bpe or bytes)");
+  LLM_REQUIRE(tokenizer == "bpe" || tokenizer == "bytes" || hf_source(tokenizer).size() > 0,
+              "--tokenizer ", tokenizer,
+              " is unknown (expected bpe, bytes or hf:DIR with a Hugging Face GPT-2 tokenizer)");
   LLM_REQUIRE(val_fraction >= 0.0 && val_fraction < 1.0, "--val-fraction ", val_fraction,
               " must be in [0, 1)");
   if (tokenizer == "bpe") {
@@ -94,6 +100,14 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   LLM_REQUIRE(fs::is_directory(parent, ec), "--out ", out, ": parent directory ", parent.string(),
               " does not exist");
 
+  // A given tokenizer is read first: a directory it cannot use is refused before the corpus is.
+  std::unique_ptr<Tokenizer> tok;
+  if (const std::string src = hf_source(options.tokenizer); !src.empty()) {
+    tok = tokenizer_load_hf(src);
+    say(error_message("read the Hugging Face GPT-2 tokenizer in ", src, ", vocab ",
+                      tok->vocab_size(), ", eot id ", tok->eot_id()));
+  }
+
   // Read and fingerprint the corpus.
   std::vector<std::string> files = corpus_list_files(options.inputs);
   LLM_REQUIRE(!files.empty(), "--input: no files found in ", options.inputs.front(),
@@ -105,7 +119,7 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   for (const auto& d : docs) {
     meta.sources.push_back({d.source, static_cast<int64_t>(d.text.size()), sha256_hex(d.text)});
     total_bytes += static_cast<int64_t>(d.text.size());
-    if (options.tokenizer == "bpe") {
+    if (options.tokenizer != "bytes") {
       size_t bad = 0;
       LLM_REQUIRE(utf8_is_valid(d.text, &bad), "--input ", d.source,
                   ": not valid UTF-8 text (bad byte at offset ", bad,
@@ -127,11 +141,10 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   LLM_REQUIRE(!train_parts.empty(), "--input: no training text left after taking --val-fraction ",
               options.val_fraction, " for validation");
 
-  // Tokenizer: trained on the train parts only.
-  std::unique_ptr<Tokenizer> tok;
+  // Tokenizer: bytes, or bpe trained on the train parts only (hf:SRC was read before the corpus).
   if (options.tokenizer == "bytes") {
     tok = tokenizer_make_bytes();
-  } else {
+  } else if (!tok) {
     auto t = std::chrono::steady_clock::now();
     say(error_message("training bpe tokenizer, vocab ", options.vocab_size));
     tok = tokenizer_train_bpe(train_parts, options.vocab_size, options.seed);
@@ -154,8 +167,18 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
     info->tokens = static_cast<int64_t>(tokens.size());
     return tokens;
   };
+  const auto t_encode = std::chrono::steady_clock::now();
   std::vector<int32_t> train_tokens = encode_split(train_parts, &meta.train);
   std::vector<int32_t> val_tokens = encode_split(val_parts, &meta.val);
+  {
+    // The encoder's speed, on one thread (scripts/bench/bench_tokenizer.sh reads this line).
+    const double s = seconds_since(t_encode);
+    const double mb = static_cast<double>(meta.train.bytes + meta.val.bytes) / 1e6;
+    char line[128];
+    std::snprintf(line, sizeof(line), "encoded %.2f MB in %.3f s (%.2f MB/s, 1 thread)", mb, s,
+                  s > 0 ? mb / s : 0.0);
+    say(line);
+  }
   {
     char line[192];
     std::snprintf(line, sizeof(line),

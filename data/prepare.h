@@ -2,6 +2,8 @@
 //
 //   DIR/train.bin, DIR/val.bin   token shards (shard.h), one eot after each document's part
 //   DIR/tokenizer.model          sentencepiece model (bpe only)
+//   DIR/tokenizer.json           hf:SRC only: SRC's tokenizer.json copied (or its vocab.json and
+//                                merges.txt when it has no tokenizer.json)
 //   DIR/meta.json                see meta.h and data/README.md
 //
 // The val split is the last val_fraction of every document (cut at a line start where one is
@@ -21,9 +23,10 @@ namespace ledgerlm {
 struct PrepareOptions {
   std::vector<std::string> inputs;  // files, directories, or "-" (stdin)
   std::string out_dir;
-  std::string tokenizer = "bpe";  // "bpe" or "bytes"
-  int64_t vocab_size = 4096;      // bpe only; bytes is always 257
-  double val_fraction = 0.1;      // in [0, 1)
+  // "bpe", "bytes", or "hf:SRC" for the Hugging Face GPT-2 tokenizer in directory SRC.
+  std::string tokenizer = "bpe";
+  int64_t vocab_size = 4096;  // bpe only; bytes is always 257, hf's is its own
+  double val_fraction = 0.1;  // in [0, 1)
   uint64_t seed = 1234;
   bool quiet = false;                    // no progress lines on stdout
   std::istream* stdin_stream = nullptr;  // what "-" reads; nullptr = std::cin

@@ -51,6 +51,8 @@ std::unique_ptr<Tokenizer> tokenizer_load(const std::string& dir) {
   std::unique_ptr<Tokenizer> tok;
   if (meta.tokenizer == "bytes") {
     tok = tokenizer_make_bytes();
+  } else if (meta.tokenizer == "hf-bpe") {
+    tok = tokenizer_load_hf(dir);
   } else {
     tok = tokenizer_load_bpe((std::filesystem::path(dir) / "tokenizer.model").string());
   }

@@ -1,9 +1,12 @@
-// Tokenizers: text <-> token ids. Two implementations behind one interface:
-//   "bpe"   sentencepiece BPE trained on the corpus, configured so decode(encode(t)) == t for any
-//           valid UTF-8 text (identity normalization, byte fallback, "\n" as its own symbol);
-//   "bytes" one token per byte (256) plus the end-of-text token (vocab 257).
-// Both reserve an end-of-text id (eot) that encode() never produces from text; it separates
-// documents in the token shards.
+// Tokenizers: text <-> token ids. Three implementations behind one interface:
+//   "bpe"    sentencepiece BPE trained on the corpus, configured so decode(encode(t)) == t for any
+//            valid UTF-8 text (identity normalization, byte fallback, "\n" as its own symbol);
+//   "bytes"  one token per byte (256) plus the end-of-text token (vocab 257);
+//   "hf-bpe" a Hugging Face GPT-2 byte-level BPE tokenizer read from its files, encoding exactly
+//            as the tokenizers library does (tokenizer_hf_bpe.cpp).
+// Each has an end-of-text id (eot) that separates documents in the token shards. bpe and bytes
+// never produce it from text; hf-bpe, like the tokenizers library, turns the literal text
+// "<|endoftext|>" into it.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +30,10 @@ class Tokenizer {
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int32_t eot_id() const = 0;
-  virtual std::string name() const = 0;  // "bpe" or "bytes": the meta.json tokenizer field
-  // Writes the files needed to load this tokenizer again into `dir` (bpe: tokenizer.model).
+  // "bpe", "bytes" or "hf-bpe": the meta.json tokenizer field.
+  virtual std::string name() const = 0;
+  // Writes the files needed to load this tokenizer again into `dir` (bpe: tokenizer.model;
+  // hf-bpe: tokenizer.json, or vocab.json + merges.txt, as read).
   virtual void save(const std::string& dir) const = 0;
 };
 
@@ -58,6 +63,15 @@ std::unique_ptr<Tokenizer> tokenizer_load_bpe(const std::string& model_path);
 // eot control symbol, "\n" symbol, 256 byte pieces, exact round trips.
 std::unique_ptr<Tokenizer> tokenizer_bpe_from_proto(std::string model_proto,
                                                     const std::string& origin);
+
+// Loads a Hugging Face GPT-2 byte-level BPE tokenizer from `dir`: tokenizer.json (model BPE,
+// ByteLevel pre-tokenizer, no normalizer), or when there is none vocab.json + merges.txt. Works
+// on a prepared data directory of kind hf-bpe as well (its copy of the files). Throws one Error
+// line naming the file and key of anything it cannot reproduce exactly (hf_bpe_files.h).
+std::unique_ptr<Tokenizer> tokenizer_load_hf(const std::string& dir);
+// The identity of the hf-bpe tokenizer in `dir`: "hf-bpe:" + the SHA-256 of tokenizer.json, or
+// of the `sha256sum` listing of vocab.json and merges.txt.
+std::string tokenizer_hf_id(const std::string& dir);
 
 // Loads the tokenizer of a prepared data directory (its meta.json names the kind) and checks it
 // against meta.json's vocab size and eot id.

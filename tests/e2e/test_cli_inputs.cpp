@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/sha256.h"
 #include "tests/support/test_util.h"
 #include "train/run/run_dir.h"
 #ifdef LEDGERLM_HAVE_CUDA
@@ -264,6 +265,33 @@ TEST_F(CliInputs, SwappedTokenizerRefused) {
                         {"data.tokenizer_id", "cannot resume"});
   expect_one_line_error("eval --run " + q(run), {"tokenizer was replaced"});
   expect_one_line_error("sample --run " + q(run) + " --tokens 2", {"tokenizer was replaced"});
+}
+
+// The Hugging Face GPT-2 tokenizer through the binary: prepare hf:DIR (the committed fixture of
+// tests/unit/data/test_data_tokenizer_hf.cpp), train, sample; the run records hf-bpe:SHA-256 of
+// tokenizer.json and refuses the data once that file is replaced, even by an equivalent one.
+TEST_F(CliInputs, HfTokenizerRunRefusesAReplacedTokenizerJson) {
+  const std::string fixture = testing::source_dir() + "/tests/reference/fixtures/hf_tokenizer";
+  const std::string data = root_ + "/hf_data", out = root_ + "/hf_runs", run = out + "/h";
+  expect_one_line_error("prepare --input " + q(data_ + ".txt") + " --out " + q(data) +
+                            " --tokenizer hf:" + q(root_ + "/no_such_dir"),
+                        {"no_such_dir: has no tokenizer.json"});
+  prepare(data, words_text({"it's", "the", "LORD's", "day", "42", "caf\u00e9"}, 3000, 7),
+          "--tokenizer hf:" + q(fixture));
+  EXPECT_EQ(nlohmann::json::parse(read_file(data + "/meta.json"))["tokenizer"], "hf-bpe");
+  CommandResult r = ledgerlm("train" + tiny_flags(data, out, "h") + " --train.max_steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string id = "hf-bpe:" + sha256_hex(read_file(fixture + "/tokenizer.json"));
+  EXPECT_NE(read_file(run + "/config.toml").find("tokenizer_id = \"" + id + "\""),
+            std::string::npos);
+  r = ledgerlm("sample --run " + q(run) + " --prompt " + q("it's the") + " --tokens 3");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  write_file(data + "/tokenizer.json",
+             nlohmann::json::parse(read_file(fixture + "/tokenizer.json")).dump(1));
+  expect_one_line_error("sample --run " + q(run) + " --tokens 2", {"tokenizer was replaced"});
+  expect_one_line_error(
+      "train --config " + q(run + "/config.toml") + " --train.max_steps 4 --resume auto",
+      {"data.tokenizer_id", "tokenizer was replaced"});
 }
 
 // Editing a checkpoint's step used to rewind a resume silently (and overwrite later

@@ -1,8 +1,8 @@
 // `ledgerlm export --format hf`: a run's weights as a Hugging Face GPT2LMHeadModel directory —
 // model.safetensors (HF tensor names and Conv1D layout, real vocab rows only), config.json and
-// the tokenizer (the sentencepiece tokenizer.model, or for the bytes tokenizer a tokenizer.json
-// that maps token b to byte b). Built in a temporary directory and renamed, so --out is either
-// absent or complete.
+// the tokenizer (the sentencepiece tokenizer.model; for the bytes tokenizer a tokenizer.json
+// that maps token b to byte b; for hf-bpe the Hugging Face files the data was prepared with). Built
+// in a temporary directory and renamed, so --out is either absent or complete.
 #include <unistd.h>
 
 #include <cstdio>
@@ -92,6 +92,8 @@ void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
   const std::string spm = run.config.data.dir + "/tokenizer.model";
   if (run.meta.tokenizer == "bytes") {
     write_bytes_tokenizer_json(dir + "/tokenizer.json", run.meta.eot_id);
+  } else if (run.meta.tokenizer == "hf-bpe") {
+    run.tokenizer->save(dir);  // tokenizer.json (or vocab.json + merges.txt) as read
   } else {
     LLM_REQUIRE(fs::exists(spm), "export: the run's data directory '", run.config.data.dir,
                 "' has no tokenizer.model");
@@ -131,7 +133,9 @@ int command_export(const ExportCommand& cmd) {
       "exported %s (%lld parameters) as Hugging Face GPT-2 to %s: model.safetensors, "
       "config.json, %s\n",
       cmd.run_dir.c_str(), static_cast<long long>(run.table.num_params), cmd.out_dir.c_str(),
-      run.meta.tokenizer == "bytes" ? "tokenizer.json" : "tokenizer.model");
+      run.meta.tokenizer == "bpe"     ? "tokenizer.model"
+      : run.meta.tokenizer == "bytes" ? "tokenizer.json"
+                                      : "the tokenizer's Hugging Face files");
   return 0;
 }
 

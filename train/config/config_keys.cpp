@@ -56,7 +56,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
 
   LLM_KEY("data", c.data, dir, S, "prepared data directory (ledgerlm prepare --out)");
   LLM_KEY("data", c.data, tokenizer_id, S,
-          "bytes | bpe:SHA256 of tokenizer.model (empty: the data's; a run refuses another)");
+          "bytes | bpe:SHA256 of tokenizer.model | hf-bpe:SHA256 of tokenizer.json (empty: the "
+          "data's; a run refuses another)");
 
   LLM_KEY("train", c.train, name, S, "run name: outputs go to OUT_DIR/NAME");
   LLM_KEY("train", c.train, out_dir, S, "directory holding runs");

@@ -1,0 +1,251 @@
+// The Hugging Face GPT-2 byte-level BPE tokenizer ("hf-bpe"): encodes text to the same ids as the
+// tokenizers library does with the same tokenizer.json (or vocab.json + merges.txt).
+//
+// Encoding, in the library's order:
+//   1. added tokens (<|endoftext|> and any others) are found in the text first, leftmost and
+//      longest match first, and become their ids — so a literal "<|endoftext|>" inside a document
+//      is the end-of-text token, as with the library's defaults;
+//   2. the text between them is split into pieces by the GPT-2 pattern (pretokenize_gpt2.h);
+//   3. each piece is a run of bytes; starting from one token per byte, the adjacent pair with the
+//      lowest merge rank is merged (leftmost first among equal ranks) until no pair merges.
+// Step 3 is the slow one and text repeats its words, so the ids of each piece up to 256 bytes are
+// kept in a cache for the tokenizer's lifetime.
+// Decoding concatenates the bytes each id stands for (added tokens: their text), so
+// decode(encode(t)) == t for any valid UTF-8 t.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <unordered_map>
+
+#include "data/hf_bpe_files.h"
+#include "data/pretokenize_gpt2.h"
+#include "data/tokenizer.h"
+#include "model/base/check.h"
+
+namespace ledgerlm {
+namespace {
+
+// Pieces longer than this are encoded every time: they rarely repeat, and caching them would let
+// one long line of CJK (a single piece) or digits fill memory.
+constexpr size_t kMaxCachedPiece = 256;
+// The cache is emptied when it holds this many ids (about 64 MiB of ids plus the keys).
+constexpr size_t kMaxCachedIds = size_t{1} << 24;
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+// Piece bytes -> its ids, stored as a span of one shared id array.
+struct WordCache {
+  struct Span {
+    uint32_t offset, count;
+  };
+  std::unordered_map<std::string, Span, StringHash, std::equal_to<>> spans;
+  std::vector<int32_t> ids;
+};
+
+// The working memory of one BPE merge loop, reused across pieces of one encode() call.
+struct MergeScratch {
+  struct Symbol {
+    int32_t id;  // -1 once merged into its left neighbour
+    int32_t prev, next;
+  };
+  struct Candidate {
+    int32_t rank, pos, left, right, result;
+    // std::push_heap keeps the largest on top: "larger" is a later rank, then a later position.
+    bool operator<(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
+    }
+  };
+  std::vector<Symbol> symbols;
+  std::vector<Candidate> heap;
+};
+
+class HfBpeTokenizer final : public Tokenizer {
+ public:
+  explicit HfBpeTokenizer(HfBpeSpec spec) : spec_(std::move(spec)) {
+    // A later duplicate of a pair replaces the earlier one, as the library's merge map does.
+    for (size_t r = 0; r < spec_.merges.size(); ++r) {
+      const auto& m = spec_.merges[r];
+      merges_[pair_key(m.left, m.right)] = {static_cast<int32_t>(r), m.result};
+    }
+    std::vector<char> is_added(spec_.token_bytes.size(), 0);
+    for (const auto& a : spec_.added) is_added[a.id] = 1;
+    if (spec_.ignore_merges) {
+      for (size_t id = 0; id < spec_.token_bytes.size(); ++id) {
+        if (!is_added[id]) whole_.emplace(spec_.token_bytes[id], static_cast<int32_t>(id));
+      }
+    }
+    added_ = spec_.added;
+    std::sort(added_.begin(), added_.end(), [](const HfAddedToken& a, const HfAddedToken& b) {
+      return a.content.size() > b.content.size();  // the longest match is tried first
+    });
+    for (const auto& a : added_) added_first_[static_cast<unsigned char>(a.content[0])] = true;
+  }
+
+  std::vector<int32_t> encode(std::string_view text) const override {
+    size_t bad = 0;
+    LLM_REQUIRE(utf8_is_valid(text, &bad), "hf-bpe tokenizer: input is not valid UTF-8 (byte ", bad,
+                ")");
+    std::vector<int32_t> out;
+    out.reserve(text.size() / 4 + 1);
+    // One encode() at a time uses the tokenizer's cache; a concurrent one gets its own rather
+    // than wait.
+    std::unique_lock<std::mutex> lock(cache_mu_, std::try_to_lock);
+    WordCache local;
+    WordCache& cache = lock.owns_lock() ? cache_ : local;
+    MergeScratch scratch;
+    size_t segment = 0;
+    for (size_t i = 0; i < text.size();) {
+      const HfAddedToken* hit =
+          added_first_[static_cast<unsigned char>(text[i])] ? added_at(text, i) : nullptr;
+      if (!hit) {
+        ++i;
+        continue;
+      }
+      encode_segment(text.substr(segment, i - segment), cache, scratch, &out);
+      out.push_back(hit->id);
+      i += hit->content.size();
+      segment = i;
+    }
+    encode_segment(text.substr(segment), cache, scratch, &out);
+    return out;
+  }
+
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::string out;
+    for (int32_t id : ids) {
+      LLM_REQUIRE(id >= 0 && id < vocab_size(), "hf-bpe tokenizer: token id ", id,
+                  " is outside the vocab [0, ", vocab_size(), ")");
+      out += spec_.token_bytes[id];
+    }
+    return out;
+  }
+
+  int64_t vocab_size() const override { return static_cast<int64_t>(spec_.token_bytes.size()); }
+  int32_t eot_id() const override { return spec_.eot_id; }
+  std::string name() const override { return "hf-bpe"; }
+
+  // The files it was read from, byte for byte: the data directory then holds the same tokenizer
+  // the tokenizers library reads, and its identity (hf_bpe_id) stays that of the source.
+  void save(const std::string& dir) const override {
+    for (const auto& f : spec_.files) {
+      const std::string path = (std::filesystem::path(dir) / f.name).string();
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      LLM_REQUIRE(out, "cannot write ", path);
+      out.write(f.bytes.data(), static_cast<std::streamsize>(f.bytes.size()));
+      out.close();
+      LLM_REQUIRE(out, "error while writing ", path);
+    }
+  }
+
+ private:
+  struct MergeInfo {
+    int32_t rank, result;
+  };
+  static uint64_t pair_key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+
+  // The longest added token that starts at text[i], or nullptr.
+  const HfAddedToken* added_at(std::string_view text, size_t i) const {
+    for (const auto& a : added_) {
+      if (text.compare(i, a.content.size(), a.content) == 0) return &a;
+    }
+    return nullptr;
+  }
+
+  void encode_segment(std::string_view segment, WordCache& cache, MergeScratch& scratch,
+                      std::vector<int32_t>* out) const {
+    Gpt2Splitter split(segment);
+    std::string_view piece;
+    while (split.next(&piece)) {
+      if (piece.size() > kMaxCachedPiece) {
+        merge_piece(piece, scratch, out);
+        continue;
+      }
+      auto it = cache.spans.find(piece);
+      if (it != cache.spans.end()) {
+        const int32_t* ids = cache.ids.data() + it->second.offset;
+        out->insert(out->end(), ids, ids + it->second.count);
+        continue;
+      }
+      const size_t before = out->size();
+      merge_piece(piece, scratch, out);
+      if (cache.ids.size() > kMaxCachedIds) {
+        cache.spans.clear();
+        cache.ids.clear();
+      }
+      const WordCache::Span span{static_cast<uint32_t>(cache.ids.size()),
+                                 static_cast<uint32_t>(out->size() - before)};
+      cache.ids.insert(cache.ids.end(), out->begin() + static_cast<ptrdiff_t>(before), out->end());
+      cache.spans.emplace(std::string(piece), span);
+    }
+  }
+
+  // BPE on one piece: repeatedly merge the adjacent pair of lowest rank (leftmost among equal
+  // ranks). A heap of candidate pairs makes it O(n log n); a candidate whose symbols changed
+  // since it was pushed is stale and skipped when it comes to the top.
+  void merge_piece(std::string_view piece, MergeScratch& s, std::vector<int32_t>* out) const {
+    const int32_t n = static_cast<int32_t>(piece.size());
+    if (spec_.ignore_merges) {
+      auto it = whole_.find(piece);
+      if (it != whole_.end()) {
+        out->push_back(it->second);
+        return;
+      }
+    }
+    s.symbols.resize(static_cast<size_t>(n));
+    s.heap.clear();
+    for (int32_t i = 0; i < n; ++i) {
+      s.symbols[i] = {spec_.byte_ids[static_cast<unsigned char>(piece[i])], i - 1,
+                      i + 1 < n ? i + 1 : -1};
+    }
+    auto push = [&](int32_t pos) {
+      if (pos < 0 || s.symbols[pos].next < 0) return;
+      const int32_t left = s.symbols[pos].id, right = s.symbols[s.symbols[pos].next].id;
+      auto it = merges_.find(pair_key(left, right));
+      if (it == merges_.end()) return;
+      s.heap.push_back({it->second.rank, pos, left, right, it->second.result});
+      std::push_heap(s.heap.begin(), s.heap.end());
+    };
+    for (int32_t i = 0; i + 1 < n; ++i) push(i);
+    while (!s.heap.empty()) {
+      std::pop_heap(s.heap.begin(), s.heap.end());
+      const MergeScratch::Candidate c = s.heap.back();
+      s.heap.pop_back();
+      auto& left = s.symbols[c.pos];
+      if (left.id != c.left || left.next < 0 || s.symbols[left.next].id != c.right) continue;
+      auto& right = s.symbols[left.next];
+      left.id = c.result;
+      left.next = right.next;
+      if (right.next >= 0) s.symbols[right.next].prev = c.pos;
+      right.id = -1;
+      push(left.prev);
+      push(c.pos);
+    }
+    for (int32_t i = 0; i >= 0; i = s.symbols[i].next) out->push_back(s.symbols[i].id);
+  }
+
+  HfBpeSpec spec_;
+  std::unordered_map<uint64_t, MergeInfo> merges_;
+  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> whole_;  // ignore_merges
+  std::vector<HfAddedToken> added_;                                              // longest first
+  bool added_first_[256] = {};  // bytes an added token can start with
+  mutable std::mutex cache_mu_;
+  mutable WordCache cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> tokenizer_load_hf(const std::string& dir) {
+  return std::make_unique<HfBpeTokenizer>(hf_bpe_read(dir));
+}
+
+std::string tokenizer_hf_id(const std::string& dir) {
+  return hf_bpe_id(hf_bpe_files(dir));
+}
+
+}  // namespace ledgerlm
