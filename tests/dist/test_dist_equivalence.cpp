@@ -88,6 +88,14 @@ const std::vector<Variant>& variants() {
       {"muon_bf16",
        " --optim.name muon --optim.lr 0.02 --precision.params bf16 --precision.master fp32", 1e-4,
        1e-2, 1e-3},
+      // Only the trained tensors are sharded, reduced and stepped; frozen weights stay whole on
+      // every rank (and are compared too: they must not move). Adapters with dropout on every
+      // linear layer; a frozen bottom (embeddings and block 0: backward stops above it).
+      {"lora",
+       " --optim.name adamw --optim.lr 1e-2 --lora.rank 4 --lora.dropout 0.1"
+       " --lora.targets qkv,attn_proj,mlp_fc,mlp_proj",
+       1e-7, 1e-4, 3e-5},
+      {"freeze", " --optim.name adamw --train.freeze embed.*,block.0.*", 1e-7, 1e-4, 3e-5},
   };
   return v;
 }

@@ -159,6 +159,12 @@ INSTANTIATE_TEST_SUITE_P(
                    " --optim.name muon --optim.lr 0.02 --precision.params bf16 --precision.state "
                    "bf16"},
         ResumeCase{"adamw_bf16_master_fp32", " --optim.name adamw --precision.params bf16"},
+        // Frozen tensors are rebuilt from the seed's init and checked by hash; adapters with
+        // dropout on their input, over a bf16 base with fp32 masters for the factors.
+        ResumeCase{"freeze", " --optim.name adamw --train.freeze embed.*,block.0.*"},
+        ResumeCase{"lora_bf16_dropout",
+                   " --optim.name adamw --optim.lr 1e-2 --lora.rank 4 --lora.dropout 0.1"
+                   " --lora.targets qkv,attn_proj,mlp_fc,mlp_proj --precision.params bf16"},
         ResumeCase{"adamw_bf16_matmul_bf16",
                    " --optim.name adamw --precision.params bf16 --precision.matmul bf16"},
         // m and v stored as bf16: the checkpoint holds their exact bits (BF16 tensors).

@@ -5,6 +5,7 @@
 
 #include "model/base/check.h"
 #include "model/base/dtype.h"
+#include "model/param_table.h"
 
 namespace ledgerlm {
 namespace {
@@ -96,6 +97,10 @@ void RunConfig::validate() const {
   precision.validate();
   dist.validate();
   ckpt.validate();
+  if (!train.freeze.empty()) {  // patterns that match nothing, or freeze everything
+    ParamTable table = param_table_build(model);
+    param_table_freeze(&table, train.freeze);
+  }
   LLM_REQUIRE(train.seq_len <= model.block_size, "train.seq_len ", train.seq_len,
               " exceeds model.block_size ", model.block_size, " (the model's context)");
   LLM_REQUIRE(optim.name != "ademamix" || optim.ademamix_warmup > 0 || train.max_steps > 0 ||

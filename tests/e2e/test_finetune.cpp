@@ -1,0 +1,183 @@
+// Fine-tuning through the ledgerlm binary: train.freeze and [lora] on top of a base run started
+// with --init-from.
+//   - frozen tensors come out of training bit for bit as they went in; trained ones move;
+//   - checkpoints hold the trained tensors only (model and optimizer files), plus the base's
+//     sha256; a resume whose base weights changed is refused in one line;
+//   - eval, sample and export of a LoRA run use the merged weights: the export holds no adapter
+//     tensors and its adapted weights differ from the base's;
+//   - bad freeze patterns and [lora] values get one line each.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/safetensors.h"
+#include "tests/support/resume_test_support.h"
+#include "tests/support/test_util.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string& corpus_dir() {
+  static const std::string dir = [] {
+    std::string text;
+    uint64_t x = 7;
+    for (int i = 0; i < 30000; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      text += static_cast<char>('a' + (x >> 33) % 20);
+      if (i % 50 == 49) text += "\n";
+    }
+    return testing::resume_prepare_corpus("finetune_data_", text);
+  }();
+  return dir;
+}
+
+testing::CommandResult ledgerlm(const std::string& args) {
+  return testing::run_command(testing::ledgerlm_binary() + " " + args);
+}
+
+std::string flags(const std::string& out, const std::string& name) {
+  return testing::resume_tiny_flags(corpus_dir(), out, name);
+}
+
+void expect_one_line_error(const testing::CommandResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find("ledgerlm: error: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+  EXPECT_NE(line.find(needle), std::string::npos) << line;
+  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
+}
+
+class Finetune : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    out_ = testing::make_temp_dir("finetune_runs_");
+    auto r = ledgerlm("train" + flags(out_, "base") + " --train.max_steps 6");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static std::string base() { return out_ + "/base"; }
+  static std::string out_;
+};
+std::string Finetune::out_;
+
+std::vector<char> tensor_bytes(const SafeTensorsFile& f, const std::string& name) {
+  const SafeTensorInfo& info = f.get(name);
+  std::vector<char> bytes(static_cast<size_t>(info.bytes));
+  f.read_elements(info, 0, info.numel(), bytes.data());
+  return bytes;
+}
+
+TEST_F(Finetune, FrozenTensorsLeaveTrainingBitForBit) {
+  auto r = ledgerlm("train" + flags(out_, "frozen") + " --train.max_steps 6 --ckpt.interval 6" +
+                    " --init-from " + base() + " --train.freeze 'embed.*,block.0.*'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const SafeTensorsFile before = SafeTensorsFile::open(base() + "/model.safetensors");
+  const SafeTensorsFile after = SafeTensorsFile::open(out_ + "/frozen/model.safetensors");
+  int frozen = 0, moved = 0;
+  for (const SafeTensorInfo& t : before.tensors()) {
+    const bool is_frozen = t.name.rfind("embed.", 0) == 0 || t.name.rfind("block.0.", 0) == 0;
+    const bool same = tensor_bytes(before, t.name) == tensor_bytes(after, t.name);
+    if (is_frozen) {
+      EXPECT_TRUE(same) << t.name << " is frozen but changed";
+      frozen += same;
+    } else {
+      moved += !same;
+    }
+  }
+  EXPECT_GT(frozen, 0);
+  EXPECT_GT(moved, 0) << "no trained tensor moved";
+  // The checkpoint holds the trained tensors only, and names the base by hash.
+  const std::string ckpt = out_ + "/frozen/ckpt/step_000006";
+  const SafeTensorsFile model = SafeTensorsFile::open(ckpt + "/model.safetensors");
+  for (const SafeTensorInfo& t : model.tensors())
+    EXPECT_FALSE(t.name.rfind("embed.", 0) == 0 || t.name.rfind("block.0.", 0) == 0) << t.name;
+  const SafeTensorsFile optim = SafeTensorsFile::open(ckpt + "/optimizer.safetensors");
+  for (const SafeTensorInfo& t : optim.tensors())
+    EXPECT_FALSE(t.name.rfind("embed.", 0) == 0 || t.name.rfind("block.0.", 0) == 0) << t.name;
+  std::ifstream meta_file(ckpt + "/meta.json");
+  const nlohmann::json meta = nlohmann::json::parse(meta_file);
+  EXPECT_EQ(meta["frozen"]["sha256"].get<std::string>().size(), 64u);
+  EXPECT_NE(meta["frozen"]["init_from"].get<std::string>().find("base"), std::string::npos);
+  // The start-of-run ledger splits trained and frozen weights.
+  EXPECT_NE(r.output.find("params.frozen"), std::string::npos) << r.output;
+}
+
+TEST_F(Finetune, ResumeRefusesAChangedBase) {
+  const std::string copy = out_ + "/base_copy";
+  fs::create_directories(copy);
+  fs::copy_file(base() + "/model.safetensors", copy + "/model.safetensors");
+  auto r = ledgerlm("train" + flags(out_, "lora_resume") +
+                    " --train.max_steps 4 --ckpt.interval 2 --init-from " + copy +
+                    " --lora.rank 2 --optim.lr 1e-2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Unchanged base: the resume goes through.
+  r = ledgerlm("train" + flags(out_, "lora_resume") + " --train.max_steps 6 --resume " + out_ +
+               "/lora_resume/ckpt/step_000004 --lora.rank 2 --optim.lr 1e-2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Another base under the same path: refused, naming the hash.
+  auto other = ledgerlm("train" + flags(out_, "other_base") + " --train.max_steps 2");
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  fs::copy_file(out_ + "/other_base/model.safetensors", copy + "/model.safetensors",
+                fs::copy_options::overwrite_existing);
+  r = ledgerlm("train" + flags(out_, "lora_resume") + " --train.max_steps 8 --resume auto" +
+               " --lora.rank 2 --optim.lr 1e-2");
+  expect_one_line_error(r, "sha256");
+}
+
+TEST_F(Finetune, LoraRunEvaluatesAndExportsMerged) {
+  auto r = ledgerlm("train" + flags(out_, "lora") + " --train.max_steps 8 --init-from " + base() +
+                    " --lora.rank 4 --lora.targets qkv,mlp_fc --optim.lr 3e-2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Adapters and nothing else train: N in the ledger is the adapters' count.
+  // qkv: A 4 x C + B 3C x 4; mlp_fc: A 4 x C + B 4C x 4; C = 32, two layers.
+  EXPECT_NE(r.output.find("N = " + std::to_string(2 * (4 * 32 + 96 * 4 + 4 * 32 + 128 * 4))),
+            std::string::npos)
+      << r.output;
+  auto lora_eval = ledgerlm("eval --run " + out_ + "/lora");
+  auto base_eval = ledgerlm("eval --run " + base());
+  ASSERT_EQ(lora_eval.exit_code, 0) << lora_eval.output;
+  ASSERT_EQ(base_eval.exit_code, 0) << base_eval.output;
+  EXPECT_NE(lora_eval.output.substr(lora_eval.output.rfind("loss ")),
+            base_eval.output.substr(base_eval.output.rfind("loss ")));
+  auto s = ledgerlm("sample --run " + out_ + "/lora --tokens 8 --seed 1");
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  auto e = ledgerlm("export --run " + out_ + "/lora --out " + out_ + "/lora_hf");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const SafeTensorsFile hf = SafeTensorsFile::open(out_ + "/lora_hf/model.safetensors");
+  for (const SafeTensorInfo& t : hf.tensors())
+    EXPECT_EQ(t.name.find("lora"), std::string::npos) << t.name;
+  auto eb = ledgerlm("export --run " + base() + " --out " + out_ + "/base_hf");
+  ASSERT_EQ(eb.exit_code, 0) << eb.output;
+  const SafeTensorsFile hb = SafeTensorsFile::open(out_ + "/base_hf/model.safetensors");
+  const std::string qkv = "transformer.h.0.attn.c_attn.weight";
+  const std::string proj = "transformer.h.0.attn.c_proj.weight";
+  EXPECT_NE(tensor_bytes(hf, qkv), tensor_bytes(hb, qkv)) << "the merge changed nothing";
+  EXPECT_EQ(tensor_bytes(hf, proj), tensor_bytes(hb, proj)) << "an unadapted weight changed";
+}
+
+TEST_F(Finetune, BadFreezeAndLoraValuesAreOneLine) {
+  const std::string one = " --train.max_steps 1";
+  expect_one_line_error(ledgerlm("train" + flags(out_, "bad1") + one + " --train.freeze 'blok.*'"),
+                        "blok.*");
+  expect_one_line_error(ledgerlm("train" + flags(out_, "bad2") + one + " --train.freeze '*'"),
+                        "nothing would train");
+  expect_one_line_error(ledgerlm("train" + flags(out_, "bad3") + one + " --lora.rank 4096"),
+                        "lora.rank");
+  expect_one_line_error(
+      ledgerlm("train" + flags(out_, "bad4") + one + " --lora.rank 2 --lora.targets qkv,wte"),
+      "wte");
+  expect_one_line_error(
+      ledgerlm("train" + flags(out_, "bad5") + one + " --lora.rank 2 --lora.alpha 0"),
+      "lora.alpha");
+  for (const char* name : {"bad1", "bad2", "bad3", "bad4", "bad5"})
+    EXPECT_FALSE(fs::exists(out_ + "/" + name)) << name << ": a refused start left its directory";
+}
+
+}  // namespace
+}  // namespace ledgerlm
