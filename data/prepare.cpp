@@ -68,14 +68,21 @@ std::string hf_source(const std::string& tokenizer) {
   return tokenizer.rfind("hf:", 0) == 0 ? tokenizer.substr(3) : std::string();
 }
 
+// The data directory of --tokenizer from:DIR (its tokenizer, whatever the kind), "" otherwise.
+std::string data_source(const std::string& tokenizer) {
+  return tokenizer.rfind("from:", 0) == 0 ? tokenizer.substr(5) : std::string();
+}
+
 }  // namespace
 
 void PrepareOptions::validate() const {
   LLM_REQUIRE(!inputs.empty(), "--input is required (a file, a directory, or - for stdin)");
   LLM_REQUIRE(!out_dir.empty(), "--out is required (the data directory to create)");
-  LLM_REQUIRE(tokenizer == "bpe" || tokenizer == "bytes" || hf_source(tokenizer).size() > 0,
+  LLM_REQUIRE(tokenizer == "bpe" || tokenizer == "bytes" || hf_source(tokenizer).size() > 0 ||
+                  data_source(tokenizer).size() > 0,
               "--tokenizer ", tokenizer,
-              " is unknown (expected bpe, bytes or hf:DIR with a Hugging Face GPT-2 tokenizer)");
+              " is unknown (expected bpe, bytes, hf:DIR with a Hugging Face GPT-2 tokenizer or "
+              "from:DIR with a prepared data directory whose tokenizer to reuse)");
   LLM_REQUIRE(val_fraction >= 0.0 && val_fraction < 1.0, "--val-fraction ", val_fraction,
               " must be in [0, 1)");
   if (tokenizer == "bpe") {
@@ -106,6 +113,12 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
     tok = tokenizer_load_hf(src);
     say(error_message("read the Hugging Face GPT-2 tokenizer in ", src, ", vocab ",
                       tok->vocab_size(), ", eot id ", tok->eot_id()));
+  } else if (const std::string data = data_source(options.tokenizer); !data.empty()) {
+    // New text for a model trained on other data (fine-tuning): the same tokenizer, so the
+    // same ids and the same data.tokenizer_id.
+    tok = tokenizer_load(data);
+    say(error_message("reusing the ", tok->name(), " tokenizer of ", data, ", vocab ",
+                      tok->vocab_size(), ", eot id ", tok->eot_id()));
   }
 
   // Read and fingerprint the corpus.
@@ -119,7 +132,7 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   for (const auto& d : docs) {
     meta.sources.push_back({d.source, static_cast<int64_t>(d.text.size()), sha256_hex(d.text)});
     total_bytes += static_cast<int64_t>(d.text.size());
-    if (options.tokenizer != "bytes") {
+    if ((tok ? tok->name() : options.tokenizer) != "bytes") {
       size_t bad = 0;
       LLM_REQUIRE(utf8_is_valid(d.text, &bad), "--input ", d.source,
                   ": not valid UTF-8 text (bad byte at offset ", bad,

@@ -73,7 +73,8 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   prepare->add_option("--out", prep.out_dir, "output directory (must not exist)")->required();
   prepare
       ->add_option("--tokenizer", prep.tokenizer,
-                   "bpe (sentencepiece) | bytes | hf:DIR (a Hugging Face GPT-2 tokenizer)")
+                   "bpe (sentencepiece) | bytes | hf:DIR (a Hugging Face GPT-2 tokenizer) | "
+                   "from:DIR (the tokenizer of a prepared data directory)")
       ->capture_default_str();
   prepare->add_option("--vocab-size", prep.vocab_size, "BPE vocabulary size")
       ->capture_default_str();

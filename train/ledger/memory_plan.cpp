@@ -650,6 +650,15 @@ std::string memory_plan_format(const MemoryPlan& plan) {
       u, gb ? "1e9" : "1e6", static_cast<long long>(x.num_params),
       static_cast<long long>(x.elements), static_cast<long long>(x.world),
       static_cast<long long>(x.zero));
+  if (x.frozen_params > 0)
+    emit(
+        "trained N = %lld of %lld params (%.4f%%); %lld frozen: weights only, whole on every "
+        "rank; gradients, master and optimizer state for the trained ones alone\n",
+        static_cast<long long>(x.num_params),
+        static_cast<long long>(x.num_params + x.frozen_params),
+        100.0 * static_cast<double>(x.num_params) /
+            static_cast<double>(x.num_params + x.frozen_params),
+        static_cast<long long>(x.frozen_params));
   emit(
       "global batch = world %lld x micro-batch %lld x accumulation %lld = %lld sequences; "
       "activations for %lld sequences of %lld tokens, recompute %s\n",
@@ -667,11 +676,13 @@ std::string memory_plan_format(const MemoryPlan& plan) {
          c.sharded ? "  (sharded)" : "");
   }
   const double n = static_cast<double>(x.num_params);
-  emit("%-27s %12.3f %14.3f %14.3f\n", "model state", plan.model_state_bytes / n,
+  // Per parameter of the whole model (trained and frozen): what fine-tuning costs per weight.
+  const double n_all = static_cast<double>(x.num_params + x.frozen_params);
+  emit("%-27s %12.3f %14.3f %14.3f\n", "model state", plan.model_state_bytes / n_all,
        plan.model_state_bytes / unit, plan.model_state_per_rank / unit);
   if (plan.model_state_bytes > 0)
     emit("%-27s %12.3f %14.3f   (%.1f%% of model state)\n", "  optimizer (master+states)",
-         plan.optimizer_bytes / n, plan.optimizer_bytes / unit,
+         plan.optimizer_bytes / n_all, plan.optimizer_bytes / unit,
          100.0 * static_cast<double>(plan.optimizer_bytes) /
              static_cast<double>(plan.model_state_bytes));
   emit("%-27s %12s %14s %14.3f\n", "predicted peak per rank", "", "", plan.per_rank_peak / unit);
@@ -699,6 +710,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
                      {"per_rank_bytes", c.per_rank_bytes}});
   const double ms = static_cast<double>(plan.model_state_bytes);
   return {{"num_params", x.num_params},
+          {"frozen_params", x.frozen_params},
           {"elements", x.elements},
           {"world", x.world},
           {"zero", x.zero},
