@@ -18,6 +18,11 @@ Outputs (--out, safetensors): "loss" (F64 scalar) and, unless --no-grads, the gr
 mean loss w.r.t. every weight under its HF name, in the compute dtype (--dtype float32|float64).
 The tied wte gradient includes the LM head's contribution. With --logits, also "logits" [B, T, V].
 
+Low-rank adapters (LoRA, Hu et al. 2021): with --lora-scale S the weights file may also hold, for
+any Conv1D layer NAME (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj), "NAME.lora_A.weight"
+(r, in) and "NAME.lora_B.weight" (out, r), PEFT's layout; the layer is then
+y = x @ W + b + S * (x @ A^T) @ B^T, and their gradients are written too.
+
 usage: OMP_NUM_THREADS=2 /usr/bin/python3 gpt_ref.py --config C --weights W --batch B --out O
 """
 
@@ -44,10 +49,21 @@ def layer_norm(x, weight, bias, eps):
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
 
+LORA_SCALE = 0.0
+
+
+def conv1d(x, w, name):
+    """GPT-2's Conv1D y = x @ W + b, plus the layer's adapter when the weights hold one."""
+    y = x @ w[name + ".weight"] + w[name + ".bias"]
+    if name + ".lora_A.weight" in w:
+        y = y + LORA_SCALE * (x @ w[name + ".lora_A.weight"].T) @ w[name + ".lora_B.weight"].T
+    return y
+
+
 def attention(x, w, prefix, n_head):
     B, T, C = x.shape
     hd = C // n_head
-    qkv = x @ w[prefix + "c_attn.weight"] + w[prefix + "c_attn.bias"]  # (B, T, 3C)
+    qkv = conv1d(x, w, prefix + "c_attn")  # (B, T, 3C)
     q, k, v = qkv[..., :C], qkv[..., C : 2 * C], qkv[..., 2 * C :]
 
     def heads(t):  # (B, T, C) -> (B, H, T, hd)
@@ -59,12 +75,12 @@ def attention(x, w, prefix, n_head):
     scores = scores.masked_fill(~causal, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     y = (probs @ v).transpose(1, 2).reshape(B, T, C)
-    return y @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+    return conv1d(y, w, prefix + "c_proj")
 
 
 def mlp(x, w, prefix):
-    h = gelu_tanh(x @ w[prefix + "c_fc.weight"] + w[prefix + "c_fc.bias"])
-    return h @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+    h = gelu_tanh(conv1d(x, w, prefix + "c_fc"))
+    return conv1d(h, w, prefix + "c_proj")
 
 
 def gpt_logits(w, cfg, tokens):
@@ -89,7 +105,7 @@ def cross_entropy_mean(logits, targets):
     return (lse - picked).mean()
 
 
-def load_weights(path, cfg, dtype):
+def load_weights(path, cfg, dtype, lora=False):
     arrays, _ = safetensors_io.read(path)
     arrays.pop("lm_head.weight", None)  # tied to wte
     C, V, L = int(cfg["n_embd"]), int(cfg["vocab_size"]), int(cfg["n_layer"])
@@ -109,6 +125,15 @@ def load_weights(path, cfg, dtype):
             p + "mlp.c_fc.weight": (C, 4 * C), p + "mlp.c_fc.bias": (4 * C,),
             p + "mlp.c_proj.weight": (4 * C, C), p + "mlp.c_proj.bias": (C,),
         })
+    if lora:  # adapters of any Conv1D layer, shapes checked against the layer's
+        for name in [n for n in arrays if n.endswith(".lora_A.weight")]:
+            layer = name[: -len(".lora_A.weight")]
+            if layer + ".weight" not in expected or layer + ".lora_B.weight" not in arrays:
+                raise SystemExit(f"{path}: {name} adapts no layer, or has no lora_B")
+            c_in, c_out = expected[layer + ".weight"]
+            r = arrays[name].shape[0]
+            expected[name] = (r, c_in)
+            expected[layer + ".lora_B.weight"] = (c_out, r)
     missing = sorted(set(expected) - set(arrays))
     extra = sorted(set(arrays) - set(expected))
     if missing or extra:
@@ -131,7 +156,12 @@ def main():
     ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     ap.add_argument("--logits", action="store_true", help="also write the logits")
     ap.add_argument("--no-grads", action="store_true", help="forward only")
+    ap.add_argument("--lora-scale", type=float, default=None,
+                    help="adapters' alpha / r: read *.lora_A/B.weight tensors")
     args = ap.parse_args()
+    global LORA_SCALE
+    if args.lora_scale is not None:
+        LORA_SCALE = args.lora_scale
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     dtype = torch.float32 if args.dtype == "float32" else torch.float64
@@ -139,7 +169,7 @@ def main():
         cfg = json.load(f)
     if cfg.get("activation_function", "gelu_new") != "gelu_new":
         raise SystemExit("only activation_function gelu_new (tanh approximation) is modelled")
-    weights = load_weights(args.weights, cfg, dtype)
+    weights = load_weights(args.weights, cfg, dtype, lora=args.lora_scale is not None)
     batch, _ = safetensors_io.read(args.batch)
     tokens = torch.from_numpy(batch["tokens"].astype(np.int64))
 
