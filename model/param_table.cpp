@@ -1,7 +1,9 @@
 // Builds the GPT-2 parameter table and its flat layout (see param_table.h).
 #include "model/param_table.h"
 
+#include <fnmatch.h>
 #include <algorithm>
+
 #include <cmath>
 
 #include "model/base/check.h"
@@ -168,24 +170,7 @@ int ParamTable::index_of(const std::string& name) const {
 namespace ledgerlm {
 
 bool glob_match(const std::string& pattern, const std::string& name) {
-  // Iterative matcher with one backtrack point for the last '*'.
-  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
-  while (n < name.size()) {
-    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
-      ++p;
-      ++n;
-    } else if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = n;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      n = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
+  return ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;  // POSIX shell globs: * ? [...]
 }
 
 void param_table_freeze(ParamTable* table, const std::string& patterns) {

@@ -83,8 +83,8 @@ struct ParamTable {
 // other tensor is frozen.
 ParamTable param_table_build(const ModelConfig& config, const ParamTableOptions& options = {});
 
-// Marks the tensors matched by `patterns` frozen: a comma-separated list of globs (* and ?) over
-// the table's names or their Hugging Face names ("block.0.*", "embed.*",
+// Marks the tensors matched by `patterns` frozen: a comma-separated list of shell globs (*, ?, [0-5]) over
+// the table's names or their Hugging Face names ("block.[0-5].*", "embed.*",
 // "transformer.h.0.mlp.*"). A pattern that matches nothing, or freezing every tensor, is an
 // Error naming train.freeze.
 void param_table_freeze(ParamTable* table, const std::string& patterns);
@@ -96,7 +96,7 @@ ParamTable param_table_part(const ParamTable& full, bool trainable,
                             const ParamTableOptions& options);
 bool param_table_has_frozen(const ParamTable& table);
 
-// Whether `name` matches the glob `pattern` (* any run, ? one character).
+// Whether `name` matches the shell glob `pattern` (* any run, ? one character, [0-5] a class).
 bool glob_match(const std::string& pattern, const std::string& name);
 
 }  // namespace ledgerlm

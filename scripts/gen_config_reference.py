@@ -24,7 +24,7 @@ for line in subprocess.run([binary, "config"], check=True, capture_output=True, 
 src = (root / "train" / "config" / "config_keys.cpp").read_text()
 current = None
 # The help text may be several adjacent string literals (clang-format wraps long entries).
-for m in re.finditer(r'LLM_KEY\("(\w+)",\s*c\.\w+,\s*(\w+),\s*(\w),\s*((?:"[^"]*"\s*)+)\);', src):
+for m in re.finditer(r'LLM_KEY\("(\w+)",\s*c\.[\w.]+,\s*(\w+),\s*(\w),\s*((?:"[^"]*"\s*)+)\);', src):
     sec, key, _, literals = m.groups()
     text = "".join(re.findall(r'"([^"]*)"', literals))
     if sec != current:

@@ -75,9 +75,9 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("train", c.train, seed, I, "seed of init, data order, dropout");
   LLM_KEY("train", c.train, threads, I, "CPU threads (0: cores / local ranks)");
   LLM_KEY("train", c.train, overwrite, B, "reuse an existing run directory");
-  LLM_KEY(
-      "train", c.train, freeze, S,
-      "frozen tensors: comma-separated globs over parameter names (e.g. \"embed.*,block.0.*\")");
+  LLM_KEY("train", c.train, freeze, S,
+          "frozen tensors: comma-separated globs over parameter names or their Hugging Face names, "
+          "e.g. embed.*,block.0.*");
   LLM_KEY("train", c.train, tensorboard, B,
           "write TensorBoard events (runs/NAME/events.out.tfevents.*)");
 
