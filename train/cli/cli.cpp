@@ -210,7 +210,10 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
     if (*train) {
       for (int i = 0; i < argc; ++i)
         train_cmd.request.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "ledgerlm");
-      comm_agree(*comm, [&] { config_apply(&train_cmd.config); });
+      comm_agree(*comm, [&] {
+        config_apply(&train_cmd.config);
+        train_cmd.request.explicit_keys = train_cmd.config.explicit_keys;
+      });
       return command_train(train_cmd, *comm);
     }
     if (*show) {

@@ -200,6 +200,15 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   RunConfig& cfg = run.cfg;
   // Everything that reads input comes first: config, data (meta.json, tokenizer, shards).
   comm_agree(comm, [&] {
+    // Before the data is resolved: an adopted vocab_size is checked against the data's.
+    const std::vector<std::string> taken =
+        init_from_architecture(cmd.init_from, cmd.explicit_keys, &cfg);
+    if (run.lead() && !taken.empty()) {
+      std::string list;
+      for (const std::string& t : taken) list += (list.empty() ? "" : ", ") + t;
+      std::printf("--init-from %s: %s (from its config.toml)\n", cmd.init_from.c_str(),
+                  list.c_str());
+    }
     run.meta = run_resolve_data(&cfg);
     cfg.validate();
     // The run records the device it ran on (config.toml, checkpoints), not "auto".
