@@ -7,9 +7,10 @@ and never need transformers. It holds:
                                    pads it to 1024), n_positions 64, n_embd 64, n_layer 2,
                                    n_head 4, fp32
   loss.json                        token ids [B, 64] drawn with a fixed seed, and transformers'
-                                   mean next-token loss model(ids, labels=ids).loss (over the
-                                   B x 63 shifted positions) in float64 and in float32, plus the
-                                   versions that computed them
+                                   mean next-token loss over the B x 63 shifted positions: in
+                                   float32 model(ids, labels=ids).loss; in float64 the same mean
+                                   from the float64 model's logits (the labels= path casts logits
+                                   to float32 first); plus the versions that computed them
 
 GPT2LMHeadModel's own init leaves every bias at 0 and every LayerNorm at (1, 0), which would let a
 mapping that mixes those tensors up pass unnoticed: every tensor is perturbed with fixed-seed
@@ -72,13 +73,23 @@ def main():
     ids = torch.randint(0, model.config.vocab_size, (BATCH, LENGTH), generator=gen)
     losses = {}
     with torch.no_grad():
-        for dtype, key in ((torch.float64, "loss_float64"), (torch.float32, "loss_float32")):
-            m = transformers.GPT2LMHeadModel.from_pretrained(OUT, torch_dtype=dtype,
-                                                             attn_implementation="eager").eval()
-            losses[key] = m(ids, labels=ids).loss.item()
+        # fp32: the loss transformers returns for labels=ids.
+        m32 = transformers.GPT2LMHeadModel.from_pretrained(OUT, dtype=torch.float32,
+                                                           attn_implementation="eager").eval()
+        losses["loss_float32"] = m32(ids, labels=ids).loss.item()
+        # fp64: the labels= path casts the logits to fp32 before its cross-entropy, so the mean
+        # cross-entropy of the same shifted positions is taken here from transformers' fp64
+        # logits, in fp64.
+        m64 = transformers.GPT2LMHeadModel.from_pretrained(OUT, dtype=torch.float64,
+                                                           attn_implementation="eager").eval()
+        logits = m64(ids).logits
+        assert logits.dtype == torch.float64
+        losses["loss_float64"] = torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1)).item()
     record = {
-        "note": "transformers' GPT2LMHeadModel(input_ids, labels=input_ids).loss: the mean "
-                "cross-entropy of positions 0..62 predicting tokens 1..63 of each row",
+        "note": "the mean cross-entropy of positions 0..62 predicting tokens 1..63 of each row: "
+                "loss_float32 is GPT2LMHeadModel(input_ids, labels=input_ids).loss in fp32, "
+                "loss_float64 the same mean taken in fp64 from the fp64 model's logits",
         "input_ids": ids.tolist(),
         **losses,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
