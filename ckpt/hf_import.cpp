@@ -186,7 +186,7 @@ HfModel hf_read_model_dir(const std::string& dir) {
   std::vector<float> lm_head;
   std::vector<int64_t> lm_head_shape;
   for (const SafeTensorInfo& info : file.tensors()) {
-    if (is_mask_buffer(info.name)) continue;  // never read: it may be any dtype
+    if (is_mask_buffer(info.name)) continue;  // never read: it may be an integer dtype
     const std::string name = full_hf_name(info.name);
     auto [it, fresh] = given_as.emplace(name, info.name);
     LLM_REQUIRE(fresh, where, ": tensor '", name, "' is there twice (as '", it->second, "' and '",
