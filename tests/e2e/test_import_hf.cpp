@@ -116,6 +116,17 @@ class ImportHf : public ::testing::Test {
     return ledgerlm("import --format hf --from " + model_dir + " --out " + *dir_ + "/runs/" + run +
                     extra);
   }
+  // Data of another vocab than the fixture's: the bytes tokenizer (257), prepared once.
+  static std::string bytes_data() {
+    const std::string data = *dir_ + "/bytes_data";
+    if (!fs::exists(data)) {
+      testing::write_file(*dir_ + "/bytes.txt", std::string(4000, 'a') + "\n");
+      const auto r =
+          ledgerlm("prepare --input " + *dir_ + "/bytes.txt --out " + data + " --tokenizer bytes");
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+    }
+    return data;
+  }
   static bool nothing_left(const std::string& run) {
     if (fs::exists(*dir_ + "/runs/" + run)) return false;
     for (const auto& e : fs::directory_iterator(*dir_ + "/runs"))
@@ -371,12 +382,7 @@ TEST_F(ImportHf, RefusesExistingOutUnknownFormatAndForeignData) {
   expect_one_line_error(r, {"expected hf"});
   EXPECT_TRUE(nothing_left("onnx"));
   // Data prepared with another tokenizer (bytes: vocab 257) does not fit a vocab-1000 model.
-  testing::write_file(*dir_ + "/bytes.txt", std::string(4000, 'a') + "\n");
-  ASSERT_EQ(ledgerlm("prepare --input " + *dir_ + "/bytes.txt --out " + *dir_ +
-                     "/bytes_data --tokenizer bytes")
-                .exit_code,
-            0);
-  r = import(fixture_dir(), "foreign", " --data " + *dir_ + "/bytes_data");
+  r = import(fixture_dir(), "foreign", " --data " + bytes_data());
   expect_one_line_error(r, {"vocab 257", "vocab_size 1000", "prepare --tokenizer hf:"});
   EXPECT_TRUE(nothing_left("foreign"));
   // A run without data: eval says how to attach it.
@@ -435,6 +441,10 @@ TEST_F(ImportHf, DataEvalSampleAndInitFrom) {
   r = ledgerlm("train --train.name deeper --model.n_layer 3" + common);
   expect_one_line_error(r, {"--init-from", "model.n_layer = 2", "model.n_layer = 3"});
   EXPECT_FALSE(fs::exists(*dir_ + "/runs/deeper"));
+  // Data of another vocab than the run's is refused in the run's terms.
+  r = ledgerlm("train --train.name other_vocab" + common + " --data.dir " + bytes_data());
+  expect_one_line_error(r, {"--init-from", "its model has vocab 1000", "has vocab 257"});
+  EXPECT_FALSE(fs::exists(*dir_ + "/runs/other_vocab"));
 }
 
 }  // namespace
