@@ -6,7 +6,8 @@
 // so the mapping here is table-driven and has no per-layer code.
 //
 // HF GPT-2 ties the LM head to transformer.wte.weight, as ledgerlm does: "lm_head.weight" is
-// never written (GPT2LMHeadModel re-ties it on load) and is ignored when reading.
+// never written (GPT2LMHeadModel re-ties it on load) and is ignored by params_from_hf_tensors
+// (`import`, ckpt/hf_import.h, first checks that a stored one equals wte).
 #pragma once
 
 #include <cstdint>
