@@ -178,8 +178,7 @@ std::vector<HfTensor> hf_read_safetensors(const std::string& path) {
   return out;
 }
 
-void hf_write_config_json(const std::string& path, const ModelConfig& config,
-                          const HfConfigExtras& extras) {
+std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras& extras) {
   config.validate();
   using nlohmann::json;
   auto token_id = [](int64_t id) { return id < 0 ? json(nullptr) : json(id); };
@@ -208,7 +207,12 @@ void hf_write_config_json(const std::string& path, const ModelConfig& config,
       {"eos_token_id", token_id(extras.eos_token_id)},
       {"torch_dtype", "float32"},
   };
-  const std::string text = j.dump(2) + "\n";
+  return j.dump(2) + "\n";
+}
+
+void hf_write_config_json(const std::string& path, const ModelConfig& config,
+                          const HfConfigExtras& extras) {
+  const std::string text = hf_config_json_text(config, extras);
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   LLM_REQUIRE(f != nullptr, "cannot create '", tmp, "': ", std::strerror(errno));

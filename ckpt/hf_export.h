@@ -6,7 +6,8 @@
 // so the mapping here is table-driven and has no per-layer code.
 //
 // HF GPT-2 ties the LM head to transformer.wte.weight, as ledgerlm does: "lm_head.weight" is
-// never written (GPT2LMHeadModel re-ties it on load) and is ignored when reading.
+// never written (GPT2LMHeadModel re-ties it on load) and is ignored by params_from_hf_tensors
+// (`import`, ckpt/hf_import.h, first checks that a stored one equals wte).
 #pragma once
 
 #include <cstdint>
@@ -53,5 +54,7 @@ std::vector<HfTensor> hf_read_safetensors(const std::string& path);
 // eps 1e-5, tied word embeddings, dropout probabilities from model.dropout.
 void hf_write_config_json(const std::string& path, const ModelConfig& config,
                           const HfConfigExtras& extras = {});
+// The text hf_write_config_json writes (hf_import.h reads it back to the same ModelConfig).
+std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras& extras = {});
 
 }  // namespace ledgerlm

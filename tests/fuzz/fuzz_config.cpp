@@ -4,11 +4,16 @@
 // resolved config.toml text reads back to exactly the same text (a value that does not survive
 // config.toml would silently change a resumed run), so a difference aborts. Accepted: the input
 // loaded without error (validation may still refuse the values).
+// Mode byte with bit 1 set: the text is a Hugging Face GPT-2 config.json for `import --format hf`
+// (ckpt/hf_import.h). An accepted one must give a valid ModelConfig that export's config.json
+// text (ckpt/hf_export.h) describes again exactly.
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <string>
 
+#include "ckpt/hf_export.h"
+#include "ckpt/hf_import.h"
 #include "model/base/check.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "train/config/config_file.h"
@@ -29,6 +34,22 @@ void load_flags(const std::string& text, const std::vector<ConfigKey>& keys) {
   }
 }
 
+// An accepted config.json: valid, and export's text of it reads back to the same sizes.
+void check_hf_config(const std::string& text, fuzz::Stats& stats) {
+  ModelConfig m;
+  try {
+    m = hf_config_from_json(text, "config.json", nullptr);
+  } catch (const Error&) {
+    return;
+  }
+  stats.accept();
+  m.validate();  // throws (and the fuzzer reports it) if an accepted config is invalid
+  const ModelConfig back = hf_config_from_json(hf_config_json_text(m), "exported", nullptr);
+  if (back.vocab_size != m.vocab_size || back.n_layer != m.n_layer || back.n_head != m.n_head ||
+      back.n_embd != m.n_embd || back.block_size != m.block_size || back.dropout != m.dropout)
+    std::abort();
+}
+
 void check_round_trip(RunConfig& config) {
   const std::string text = config_to_toml(config_keys(config));
   RunConfig again;
@@ -43,6 +64,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   stats.input();
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  if (data[0] & 2) {
+    check_hf_config(text, stats);
+    return 0;
+  }
   RunConfig config;
   try {
     const std::vector<ConfigKey> keys = config_keys(config);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_export.h"
 #include "ckpt/safetensors.h"
 #include "data/meta.h"
 #include "data/shard.h"
@@ -117,6 +118,13 @@ void config_seeds(const std::string& out, const std::string& source_root) {
       std::string(1, '\1') +
           "train.max_steps=10\noptim.lr=3e-3\ntrain.overwrite=true\n"
           "data.dir=d a#t\nmodel.n_layer=1e1\n");
+  // Hugging Face GPT-2 config.json (mode byte 2): as transformers saves one, and as export
+  // writes one.
+  put(out, "hf_config_transformers",
+      std::string(1, '\2') +
+          slurp(source_root + "/tests/reference/fixtures/hf_gpt2_tiny/config.json"));
+  put(out, "hf_config_export",
+      std::string(1, '\2') + hf_config_json_text(ModelConfig{257, 2, 2, 32, 32, 0.1, "none"}));
 }
 
 void data_seeds(const std::string& out) {

@@ -146,6 +146,19 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   export_app->add_option("--out", export_cmd.out_dir, "output directory (must not exist)")
       ->required();
 
+  ImportCommand import_cmd;
+  auto* import_app =
+      app.add_subcommand("import", "a Hugging Face GPT-2 model as a run directory (runs/NAME)");
+  import_app->add_option("--format", import_cmd.format, "hf (Hugging Face GPT-2)")
+      ->capture_default_str();
+  import_app
+      ->add_option("--from", import_cmd.from, "model directory: config.json, model.safetensors")
+      ->required();
+  import_app->add_option("--out", import_cmd.out_dir, "run directory to create (must not exist)")
+      ->required();
+  import_app->add_option("--data", import_cmd.data_dir,
+                         "prepared data to attach (its vocab must be the model's)");
+
   CompareCommand compare_cmd;
   auto* compare = app.add_subcommand(
       "compare", "runs side by side: their summaries and the config keys that differ");
@@ -200,7 +213,10 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
     if (*train) {
       for (int i = 0; i < argc; ++i)
         train_cmd.request.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "ledgerlm");
-      comm_agree(*comm, [&] { config_apply(&train_cmd.config); });
+      comm_agree(*comm, [&] {
+        config_apply(&train_cmd.config);
+        train_cmd.request.explicit_keys = train_cmd.config.explicit_keys;
+      });
       return command_train(train_cmd, *comm);
     }
     if (*show) {
@@ -210,6 +226,7 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
     }
     if (*memory) return command_memory(memory_cmd);
     if (*export_app) return command_export(export_cmd);
+    if (*import_app) return command_import(import_cmd);
     if (*compare) return command_compare(compare_cmd);
     if (*eval) return command_eval(eval_cmd);
     if (*sample) return command_sample(sample_cmd);

@@ -59,6 +59,14 @@ struct ExportCommand {
 };
 int command_export(const ExportCommand& cmd);
 
+struct ImportCommand {
+  std::string format = "hf";  // hf: a Hugging Face GPT2LMHeadModel directory
+  std::string from;           // the model directory (config.json, model.safetensors)
+  std::string out_dir;        // the run directory to create (runs/NAME)
+  std::string data_dir;       // prepared data to attach ("" : none)
+};
+int command_import(const ImportCommand& cmd);
+
 struct CompareCommand {
   std::vector<std::string> run_dirs;
   bool json = false;  // one JSON object instead of the tables

@@ -20,13 +20,15 @@ void config_register_flags(CLI::App* app, ConfigBinding* binding, RunConfig* con
 }
 
 void config_apply(ConfigBinding* binding) {
-  if (!binding->config_path.empty()) config_load_file(binding->config_path, binding->keys);
+  if (!binding->config_path.empty())
+    binding->explicit_keys = config_load_file(binding->config_path, binding->keys);
   std::map<std::string, std::string> given;
   for (const auto& k : binding->keys) {
     CLI::Option* opt = binding->flag_options[k.full()];
     if (opt && opt->count() > 0) {
       config_set(k, binding->flag_values[k.full()], "flag --" + k.full());
       given[k.full()] = binding->flag_values[k.full()];
+      binding->explicit_keys.insert(k.full());
     }
   }
   binding->flag_values = given;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct ConfigBinding {
   std::map<std::string, std::string> flag_values;  // "section.key" -> value (as given)
   std::map<std::string, CLI::Option*> flag_options;
   std::string config_path;
+  // Every key the config file or a flag set ("section.key"); the others hold their defaults.
+  std::set<std::string> explicit_keys;
 };
 void config_register_flags(CLI::App* app, ConfigBinding* binding, RunConfig* config,
                            bool with_config_file = true);

@@ -1,8 +1,10 @@
 // `ledgerlm export --format hf`: a run's weights as a Hugging Face GPT2LMHeadModel directory —
 // model.safetensors (HF tensor names and Conv1D layout, real vocab rows only), config.json and
 // the tokenizer (the sentencepiece tokenizer.model; for the bytes tokenizer a tokenizer.json
-// that maps token b to byte b; for hf-bpe the Hugging Face files the data was prepared with). Built
-// in a temporary directory and renamed, so --out is either absent or complete.
+// that maps token b to byte b; for hf-bpe the Hugging Face files the data was prepared with). A
+// run without data (`import` without --data) has no tokenizer: its export is the weights and
+// config.json only. Built in a temporary directory and renamed, so --out is either absent or
+// complete.
 #include <unistd.h>
 
 #include <cstdio>
@@ -86,9 +88,12 @@ void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
       hf_tensors_from_params(run.table, Tensor(host.data(), DType::kF32));
   hf_write_safetensors(dir + "/model.safetensors", tensors);
   HfConfigExtras extras;
-  extras.bos_token_id = run.meta.eot_id;  // GPT-2 uses its end-of-text token for both
-  extras.eos_token_id = run.meta.eot_id;
+  if (run.tokenizer) {
+    extras.bos_token_id = run.meta.eot_id;  // GPT-2 uses its end-of-text token for both
+    extras.eos_token_id = run.meta.eot_id;
+  }
   hf_write_config_json(dir + "/config.json", run.config.model, extras);
+  if (!run.tokenizer) return;  // no data attached: nothing to say about the text
   const std::string spm = run.config.data.dir + "/tokenizer.model";
   if (run.meta.tokenizer == "bytes") {
     write_bytes_tokenizer_json(dir + "/tokenizer.json", run.meta.eot_id);
@@ -112,7 +117,11 @@ int command_export(const ExportCommand& cmd) {
   LLM_REQUIRE(!fs::exists(cmd.out_dir), "export: --out '", cmd.out_dir,
               "' already exists (choose a new directory)");
   auto backend = backend_create("cpu", {1, 0});
-  LoadedRun run = run_load(cmd.run_dir, *backend);
+  // An imported run without data is exported from its weights alone.
+  LLM_REQUIRE(fs::is_directory(cmd.run_dir), "run '", cmd.run_dir, "' does not exist");
+  const bool with_data = !run_load_config(cmd.run_dir).data.dir.empty();
+  LoadedRun run =
+      with_data ? run_load(cmd.run_dir, *backend) : run_load_model(cmd.run_dir, *backend);
   fs::path out(cmd.out_dir);
   if (out.has_parent_path()) fs::create_directories(out.parent_path());
   const std::string tmp = cmd.out_dir + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
@@ -129,13 +138,15 @@ int command_export(const ExportCommand& cmd) {
     fs::remove_all(tmp, ec);
     throw;
   }
+  const char* tokenizer = !with_data                      ? "no tokenizer (the run has no data)"
+                          : run.meta.tokenizer == "bytes" ? "tokenizer.json"
+                          : run.meta.tokenizer == "bpe"   ? "tokenizer.model"
+                                                          : "the tokenizer's Hugging Face files";
   std::printf(
       "exported %s (%lld parameters) as Hugging Face GPT-2 to %s: model.safetensors, "
       "config.json, %s\n",
       cmd.run_dir.c_str(), static_cast<long long>(run.table.num_params), cmd.out_dir.c_str(),
-      run.meta.tokenizer == "bpe"     ? "tokenizer.model"
-      : run.meta.tokenizer == "bytes" ? "tokenizer.json"
-                                      : "the tokenizer's Hugging Face files");
+      tokenizer);
   return 0;
 }
 

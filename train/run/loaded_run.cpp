@@ -12,23 +12,11 @@
 
 namespace ledgerlm {
 
-LoadedRun run_load(const std::string& run_dir, Backend& backend) {
+LoadedRun run_load_model(const std::string& run_dir, Backend& backend) {
   LLM_REQUIRE(std::filesystem::is_directory(run_dir), "run '", run_dir, "' does not exist");
   LoadedRun run;
   run.dir = run_dir;
   run.config = run_load_config(run_dir);
-  run.meta = meta_read(run.config.data.dir);
-  LLM_REQUIRE(run.meta.vocab_size == run.config.model.vocab_size, "run '", run_dir,
-              "': its model has vocab ", run.config.model.vocab_size, " but the data in '",
-              run.config.data.dir, "' has vocab ", run.meta.vocab_size);
-  run.tokenizer = tokenizer_load(run.config.data.dir);
-  const std::string& trained_with = run.config.data.tokenizer_id;  // "" in runs made before it
-  if (!trained_with.empty()) {
-    const std::string now = data_tokenizer_id(run.config.data.dir, run.meta);
-    LLM_REQUIRE(now == trained_with, "run '", run_dir, "' was trained with tokenizer ",
-                trained_with, " but the data in '", run.config.data.dir, "' now has ", now,
-                " (the tokenizer was replaced)");
-  }
   // Inference runs the plain GPT-2: adapters are folded into their base weights (lora_merge.h),
   // frozen or not makes no difference.
   const LoraConfig lora = run.config.model.lora;
@@ -58,6 +46,32 @@ LoadedRun run_load(const std::string& run_dir, Backend& backend) {
     }
     backend.copy_from_host(run.params_tensor().offset(p.offset), v.data(), p.numel);
   }
+  return run;
+}
+
+LoadedRun run_load(const std::string& run_dir, Backend& backend) {
+  LLM_REQUIRE(std::filesystem::is_directory(run_dir), "run '", run_dir, "' does not exist");
+  // The data is checked before the weights are read: its errors are the likelier ones.
+  const RunConfig config = run_load_config(run_dir);
+  LLM_REQUIRE(!config.data.dir.empty(), "run '", run_dir,
+              "' has no data attached (data.dir is empty: imported without --data); import it "
+              "again with --data DIR, or set data.dir in its config.toml to a directory prepared "
+              "with the model's tokenizer");
+  DataMeta meta = meta_read(config.data.dir);
+  LLM_REQUIRE(meta.vocab_size == config.model.vocab_size, "run '", run_dir,
+              "': its model has vocab ", config.model.vocab_size, " but the data in '",
+              config.data.dir, "' has vocab ", meta.vocab_size);
+  std::unique_ptr<Tokenizer> tokenizer = tokenizer_load(config.data.dir);
+  const std::string& trained_with = config.data.tokenizer_id;  // "" in runs made before it
+  if (!trained_with.empty()) {
+    const std::string now = data_tokenizer_id(config.data.dir, meta);
+    LLM_REQUIRE(now == trained_with, "run '", run_dir, "' was trained with tokenizer ",
+                trained_with, " but the data in '", config.data.dir, "' now has ", now,
+                " (the tokenizer was replaced)");
+  }
+  LoadedRun run = run_load_model(run_dir, backend);
+  run.meta = std::move(meta);
+  run.tokenizer = std::move(tokenizer);
   return run;
 }
 

@@ -25,8 +25,12 @@ struct LoadedRun {
 
 // Loads runs/NAME: config.toml, the data's meta.json and tokenizer, model.safetensors. A LoRA
 // run's adapters are merged into their base weights: `config` and `table` are then the plain
-// model's (no [lora], nothing frozen).
-// A missing run, missing weights or a vocab mismatch is one clear error.
+// model's (no [lora], nothing frozen). A missing run, missing weights, a run without data
+// (imported without --data) or a vocab mismatch is one clear error.
 LoadedRun run_load(const std::string& run_dir, Backend& backend);
+
+// The model alone: config.toml and model.safetensors; `meta` and `tokenizer` stay empty. What
+// needs no text (export of an imported run that has no data attached, tests of the weights).
+LoadedRun run_load_model(const std::string& run_dir, Backend& backend);
 
 }  // namespace ledgerlm

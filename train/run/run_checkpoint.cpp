@@ -2,6 +2,7 @@
 // run_checkpoint.h).
 #include "train/run/run_checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -36,6 +37,10 @@ int64_t int_or(const json& j, const char* key, int64_t fallback, const std::stri
 constexpr const char* kArchitectureKeys[] = {
     "model.vocab_size", "model.n_layer",     "model.n_head", "model.n_embd", "model.block_size",
     "optim.name",       "data.tokenizer_id", "lora.rank",    "lora.targets", "train.freeze"};
+
+// The keys that give the parameter table its shapes: what --init-from a run adopts.
+constexpr const char* kModelShapeKeys[] = {"model.vocab_size", "model.n_layer", "model.n_head",
+                                           "model.n_embd", "model.block_size"};
 
 }  // namespace
 
@@ -205,6 +210,33 @@ void init_from(ModelState& state, const std::string& path) {
   if (!fs::exists(fs::path(path) / "meta.json") && fs::exists(fs::path(path) / "model.safetensors"))
     return state.load_weights((fs::path(path) / "model.safetensors").string());
   state.checkpoint_load_weights(CheckpointReader::open(checkpoint_resolve(path)));
+}
+
+std::vector<std::string> init_from_architecture(const std::string& path,
+                                                const std::set<std::string>& explicit_keys,
+                                                RunConfig* cfg) {
+  std::vector<std::string> taken;
+  if (path.empty() || !fs::is_regular_file(fs::path(path) / "config.toml")) return taken;
+  RunConfig source = run_load_config(path);
+  const std::vector<ConfigKey> theirs = config_keys(source), ours = config_keys(*cfg);
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const std::string key = ours[i].full();
+    if (std::find(std::begin(kModelShapeKeys), std::end(kModelShapeKeys), key) ==
+        std::end(kModelShapeKeys))
+      continue;
+    const std::string value = config_value_text(theirs[i]);
+    const bool unset =
+        !explicit_keys.count(key) || (key == "model.vocab_size" && cfg->model.vocab_size == 0);
+    if (!unset) {
+      LLM_REQUIRE(config_value_text(ours[i]) == value, "--init-from '", path, "': its model has ",
+                  key, " = ", value, " but ", key, " = ", config_display_text(ours[i]),
+                  " was set (config file or flag); leave it unset to take the run's");
+      continue;
+    }
+    config_set(ours[i], value, "--init-from '" + path + "/config.toml'");
+    taken.push_back(key + " = " + value);
+  }
+  return taken;
 }
 
 std::string resume_source(const std::string& resume, const std::string& run_dir) {

@@ -10,7 +10,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -59,6 +61,16 @@ void init_from(ModelState& state, const std::string& path);
 // recorded --init-from source) and refuses base weights whose sha256 differs from the
 // checkpoint's record. Nothing to do without frozen tensors.
 void restore_frozen(ModelState& state, const CheckpointReader& ckpt, uint64_t seed);
+
+// --init-from a run directory (one with config.toml: trained or imported) starts from that run's
+// architecture: each of model.n_layer, n_head, n_embd, block_size and vocab_size that
+// `explicit_keys` does not name (or, for vocab_size, that is 0: "take it from elsewhere") takes
+// the run's value; one set to a different value is refused with one line. Returns the keys
+// taken as "key = value". A weights file or a checkpoint directory changes nothing: the model
+// keys must then match its shapes, as load_weights checks.
+std::vector<std::string> init_from_architecture(const std::string& path,
+                                                const std::set<std::string>& explicit_keys,
+                                                RunConfig* cfg);
 
 // The checkpoint --resume names: a path, or with "auto" the run's latest ("" when the run has
 // none yet and never trained).

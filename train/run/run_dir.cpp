@@ -93,11 +93,12 @@ std::string shell_quote(const std::string& text) {
   return out + "'";
 }
 
-void run_write_config(const std::string& run_dir, const RunConfig& config) {
+void run_write_config(const std::string& run_dir, const RunConfig& config,
+                      const std::string& written_by) {
   RunConfig copy = config;
-  write_file_atomic(run_dir + "/config.toml",
-                    "# resolved configuration of this run (written by ledgerlm train)\n" +
-                        config_to_toml(config_keys(copy)));
+  write_file_atomic(run_dir + "/config.toml", "# resolved configuration of this run (written by " +
+                                                  written_by + ")\n" +
+                                                  config_to_toml(config_keys(copy)));
 }
 
 std::map<std::string, std::string> run_config_flat(const RunConfig& config) {

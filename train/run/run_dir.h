@@ -23,8 +23,10 @@ bool run_dir_check_reuse(const RunConfig& config, bool reuse);
 // Creates the run directory (and OUT_DIR); refuses if it appeared since run_dir_check_reuse.
 void run_dir_create(const std::string& run_dir);
 
-// Writes the resolved config to DIR/config.toml (atomically).
-void run_write_config(const std::string& run_dir, const RunConfig& config);
+// Writes the resolved config to DIR/config.toml (atomically); its first line says which command
+// wrote it.
+void run_write_config(const std::string& run_dir, const RunConfig& config,
+                      const std::string& written_by = "ledgerlm train");
 
 // Reads DIR/config.toml back into a RunConfig; errors name the directory.
 RunConfig run_load_config(const std::string& run_dir);

@@ -206,6 +206,27 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   RunConfig& cfg = run.cfg;
   // Everything that reads input comes first: config, data (meta.json, tokenizer, shards).
   comm_agree(comm, [&] {
+    // Before the data is resolved: an adopted vocab_size is checked against the data's.
+    const std::vector<std::string> taken =
+        init_from_architecture(cmd.init_from, cmd.explicit_keys, &cfg);
+    if (run.lead() && !taken.empty()) {
+      std::string list;
+      for (const std::string& t : taken) list += (list.empty() ? "" : ", ") + t;
+      std::printf("--init-from %s: %s (from its config.toml)\n", cmd.init_from.c_str(),
+                  list.c_str());
+    }
+    // A vocab taken from the run that the data does not have: say so in those terms (the
+    // generic message would suggest model.vocab_size = 0, which takes the run's again).
+    const bool took_vocab = std::any_of(taken.begin(), taken.end(), [](const std::string& t) {
+      return t.rfind("model.vocab_size =", 0) == 0;
+    });
+    if (took_vocab) {
+      const DataMeta data = meta_read(cfg.data.dir);
+      LLM_REQUIRE(data.vocab_size == cfg.model.vocab_size, "--init-from '", cmd.init_from,
+                  "': its model has vocab ", cfg.model.vocab_size, " but the data in '",
+                  cfg.data.dir, "' has vocab ", data.vocab_size,
+                  " (prepare the data with the model's tokenizer)");
+    }
     run.meta = run_resolve_data(&cfg);
     cfg.validate();
     // The run records the device it ran on (config.toml, checkpoints), not "auto".

@@ -28,8 +28,8 @@ TEST(Readme, ListsEveryConfigKeyInItsSection) {
 
 TEST(Readme, ListsEverySubcommand) {
   std::string readme = testing::read_file(testing::source_dir() + "/README.md");
-  for (const char* cmd :
-       {"prepare", "train", "eval", "sample", "bench", "config", "memory", "export", "compare"})
+  for (const char* cmd : {"prepare", "train", "eval", "sample", "bench", "config", "memory",
+                          "export", "import", "compare"})
     EXPECT_NE(readme.find(std::string("`ledgerlm ") + cmd), std::string::npos) << cmd;
 }
 

@@ -1,0 +1,451 @@
+// `ledgerlm import --format hf` end to end, on tests/reference/fixtures/hf_gpt2_tiny (a random
+// GPT2LMHeadModel transformers saved, vocab 1000 padded to 1024; gen_hf_model_fixture.py):
+//   - the imported run's loss on the fixture's ids is the loss transformers computed;
+//   - the independent PyTorch reference (tests/reference/gpt_ref.py) agrees on the run exported
+//     again, and that export holds the fixture's tensors bit for bit;
+//   - names without the "transformer." prefix, fp64 tensors, a tied lm_head.weight and mask
+//     buffers import to the same weights;
+//   - every refusal is one line, a non-zero exit, and leaves neither --out nor a temporary;
+//   - with --data: eval and sample run, and train --init-from takes the run's architecture.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/safetensors.h"
+#include "model/backend/backend.h"
+#include "model/gpt.h"
+#include "tests/support/test_util.h"
+#include "train/run/loaded_run.h"
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::run_command;
+
+std::string fixture_dir() {
+  return testing::source_dir() + "/tests/reference/fixtures/hf_gpt2_tiny";
+}
+
+testing::CommandResult ledgerlm(const std::string& args) {
+  return run_command(testing::ledgerlm_binary() + " " + args);
+}
+
+// One line "ledgerlm: error: ..." containing every needle, and a non-zero exit.
+void expect_one_line_error(const testing::CommandResult& r,
+                           const std::vector<std::string>& needles) {
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find("ledgerlm: error: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+  for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << n << " in: " << line;
+  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
+}
+
+// Every tensor of a safetensors file as raw bytes, with dtype and shape.
+struct RawTensor {
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<char> bytes;
+};
+std::map<std::string, RawTensor> read_raw(const std::string& path) {
+  SafeTensorsFile f = SafeTensorsFile::open(path);
+  std::map<std::string, RawTensor> out;
+  for (const SafeTensorInfo& info : f.tensors()) {
+    RawTensor t{info.dtype, info.shape, {}};
+    t.bytes.resize(static_cast<size_t>(info.numel()) * dtype_size(info.dtype));
+    f.read_elements(info, 0, info.numel(), t.bytes.data());
+    out[info.name] = std::move(t);
+  }
+  return out;
+}
+
+void write_raw(const std::string& path, const std::map<std::string, RawTensor>& tensors) {
+  SafeTensorsWriter w;
+  for (const auto& [name, t] : tensors) w.add(name, t.dtype, t.shape, t.bytes.data());
+  w.set_metadata("format", "pt");
+  w.write_atomic(path);
+}
+
+class ImportHf : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::make_temp_dir("import_hf_"));
+    const auto r =
+        ledgerlm("import --format hf --from " + fixture_dir() + " --out " + *dir_ + "/runs/tiny");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    loss_ = new json(json::parse(testing::read_file(fixture_dir() + "/loss.json")));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete loss_;
+  }
+
+  // A copy of the fixture in a fresh directory, for a test to change.
+  static std::string copy_fixture(const std::string& name) {
+    const std::string dst = *dir_ + "/" + name;
+    fs::create_directories(dst);
+    for (const char* f : {"config.json", "model.safetensors"})
+      fs::copy_file(fixture_dir() + "/" + f, dst + "/" + f);
+    return dst;
+  }
+  static void edit_config(const std::string& model_dir, const std::function<void(json&)>& edit) {
+    json c = json::parse(testing::read_file(model_dir + "/config.json"));
+    edit(c);
+    ASSERT_TRUE(testing::write_file(model_dir + "/config.json", c.dump(2)));
+  }
+  static void edit_tensors(const std::string& model_dir,
+                           const std::function<void(std::map<std::string, RawTensor>&)>& edit) {
+    auto t = read_raw(model_dir + "/model.safetensors");
+    edit(t);
+    write_raw(model_dir + "/model.safetensors", t);
+  }
+  // The import of `model_dir` into a fresh run: its result, and whether --out is absent and no
+  // temporary is left beside it when it fails.
+  static testing::CommandResult import(const std::string& model_dir, const std::string& run,
+                                       const std::string& extra = "") {
+    return ledgerlm("import --format hf --from " + model_dir + " --out " + *dir_ + "/runs/" + run +
+                    extra);
+  }
+  // Data of another vocab than the fixture's: the bytes tokenizer (257), prepared once.
+  static std::string bytes_data() {
+    const std::string data = *dir_ + "/bytes_data";
+    if (!fs::exists(data)) {
+      testing::write_file(*dir_ + "/bytes.txt", std::string(4000, 'a') + "\n");
+      const auto r =
+          ledgerlm("prepare --input " + *dir_ + "/bytes.txt --out " + data + " --tokenizer bytes");
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+    }
+    return data;
+  }
+  static bool nothing_left(const std::string& run) {
+    if (fs::exists(*dir_ + "/runs/" + run)) return false;
+    for (const auto& e : fs::directory_iterator(*dir_ + "/runs"))
+      if (e.path().filename().string().rfind(run + ".tmp", 0) == 0) return false;
+    return true;
+  }
+
+  static std::string* dir_;
+  static json* loss_;
+};
+std::string* ImportHf::dir_ = nullptr;
+json* ImportHf::loss_ = nullptr;
+
+TEST_F(ImportHf, RunDirectoryHoldsConfigAndWeights) {
+  const std::string run = *dir_ + "/runs/tiny";
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(run)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"config.toml", "model.safetensors"}));
+  const std::string toml = testing::read_file(run + "/config.toml");
+  for (const char* line : {"vocab_size = 1000", "n_layer = 2", "n_head = 4", "n_embd = 64",
+                           "block_size = 64", "dropout = 0.1", "dir = \"\""})
+    EXPECT_NE(toml.find(line), std::string::npos) << line << " in\n" << toml;
+  SafeTensorsFile f = SafeTensorsFile::open(run + "/model.safetensors");
+  EXPECT_EQ(f.get("embed.wte").shape, (std::vector<int64_t>{1024, 64}));  // padded
+  for (const SafeTensorInfo& t : f.tensors()) EXPECT_EQ(t.dtype, DType::kF32) << t.name;
+}
+
+// The imported weights, run by ledgerlm's forward, give transformers' loss on the fixture's ids.
+TEST_F(ImportHf, LossMatchesTransformers) {
+  const auto& ids = (*loss_)["input_ids"];
+  const int64_t B = static_cast<int64_t>(ids.size());
+  const int64_t T = static_cast<int64_t>(ids[0].size()) - 1;  // HF shifts the labels by one
+  std::vector<int32_t> tokens, targets;
+  for (const auto& row : ids)
+    for (int64_t t = 0; t < T; ++t) {
+      tokens.push_back(row[static_cast<size_t>(t)].get<int32_t>());
+      targets.push_back(row[static_cast<size_t>(t + 1)].get<int32_t>());
+    }
+  auto backend = backend_create_cpu(1);
+  LoadedRun run = run_load_model(*dir_ + "/runs/tiny", *backend);
+  GptModel model(run.config.model, run.table, *backend, DType::kF32, DType::kF32);
+  model.plan(B, T);
+  ForwardOptions fo;
+  fo.training = false;  // transformers' loss was computed in eval mode (no dropout)
+  const double ours = model.forward(run.params_tensor(), tokens.data(), targets.data(), B, T, fo);
+  const double ref64 = (*loss_)["loss_float64"].get<double>();
+  const double ref32 = (*loss_)["loss_float32"].get<double>();
+  // Our forward is fp32 throughout; the reference is transformers on the same weights in fp64.
+  // The mean of 189 per-token cross-entropies of ~7 nats carries fp32 rounding of a few ulps of
+  // 7 (ulp 4.8e-7) that mostly averages out: measured 1.6e-8 here, and transformers' own fp32
+  // loss is 2.7e-7 from its fp64 one. Bound 2e-6 (4 ulps) leaves room for other GEMM kernels'
+  // summation orders, and is three orders below what a mapping error does: zeroing any one of
+  // the fixture's bias vectors moves the loss by >= 1.6e-3, transposing a square c_proj weight
+  // (shapes cannot catch it) by >= 3.1e-3.
+  EXPECT_NEAR(ours, ref64, 2e-6) << "fp32 transformers: " << ref32;
+  std::printf("loss: ledgerlm fp32 %.9f, transformers fp64 %.9f (diff %.3g), fp32 %.9f\n", ours,
+              ref64, ours - ref64, ref32);
+}
+
+// Export gives the fixture's tensors back bit for bit (the fixture is fp32), and the independent
+// PyTorch reference computes transformers' loss from that export.
+TEST_F(ImportHf, ExportIsBitExactAndReferenceAgrees) {
+  const std::string hf = *dir_ + "/exported";
+  auto r = ledgerlm("export --run " + *dir_ + "/runs/tiny --format hf --out " + hf);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto got = read_raw(hf + "/model.safetensors");
+  const auto want = read_raw(fixture_dir() + "/model.safetensors");
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, t] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_EQ(got.at(name).dtype, t.dtype) << name;
+    EXPECT_EQ(got.at(name).shape, t.shape) << name;
+    EXPECT_TRUE(got.at(name).bytes == t.bytes) << name << " differs";
+  }
+
+  const auto& ids = (*loss_)["input_ids"];
+  const int64_t B = static_cast<int64_t>(ids.size()), T = static_cast<int64_t>(ids[0].size()) - 1;
+  std::vector<int32_t> tokens, targets;
+  for (const auto& row : ids)
+    for (int64_t t = 0; t < T; ++t) {
+      tokens.push_back(row[static_cast<size_t>(t)].get<int32_t>());
+      targets.push_back(row[static_cast<size_t>(t + 1)].get<int32_t>());
+    }
+  SafeTensorsWriter w;
+  w.add("tokens", DType::kI32, {B, T}, tokens.data());
+  w.add("targets", DType::kI32, {B, T}, targets.data());
+  w.write_atomic(*dir_ + "/batch.safetensors");
+  const std::string out = *dir_ + "/ref_out.safetensors";
+  r = run_command("OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE " +
+                  testing::python3() + " " + testing::source_dir() +
+                  "/tests/reference/gpt_ref.py --config " + hf + "/config.json --weights " + hf +
+                  "/model.safetensors --batch " + *dir_ + "/batch.safetensors --out " + out +
+                  " --dtype float64 --no-grads");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double ref_loss = [&] {
+    double v = 0;
+    SafeTensorsFile::open(out).read("loss", &v, DType::kF64, {});
+    return v;
+  }();
+  // Two fp64 computations of the same function on the same (fp32-valued) weights: they differ
+  // only by the order of fp64 sums, ~1e-15 relative; 1e-10 leaves room and nothing else.
+  EXPECT_NEAR(ref_loss, (*loss_)["loss_float64"].get<double>(), 1e-10);
+  std::printf("loss: reference fp64 on the export %.15f, transformers fp64 %.15f\n", ref_loss,
+              (*loss_)["loss_float64"].get<double>());
+}
+
+// GPT2Model's names (no "transformer." prefix), fp64 tensors, a stored lm_head equal to wte and
+// an attention mask buffer of a non-float dtype: the same weights as the fixture's import.
+TEST_F(ImportHf, PrefixlessFp64TiedHeadAndMaskBuffers) {
+  const std::string model = copy_fixture("variant");
+  edit_tensors(model, [](std::map<std::string, RawTensor>& t) {
+    std::map<std::string, RawTensor> out;
+    for (auto& [name, raw] : t) {
+      ASSERT_EQ(raw.dtype, DType::kF32);
+      RawTensor wide{DType::kF64, raw.shape, {}};
+      const size_t n = raw.bytes.size() / 4;
+      wide.bytes.resize(n * 8);
+      for (size_t i = 0; i < n; ++i) {
+        float f;
+        std::memcpy(&f, raw.bytes.data() + 4 * i, 4);
+        const double d = f;  // exact
+        std::memcpy(wide.bytes.data() + 8 * i, &d, 8);
+      }
+      out[name.substr(std::strlen("transformer."))] = wide;
+    }
+    out["lm_head.weight"] = out.at("wte.weight");
+    out["h.0.attn.bias"] = RawTensor{DType::kU8, {1, 1, 64, 64}, std::vector<char>(64 * 64, 1)};
+    t = std::move(out);
+  });
+  ASSERT_EQ(read_raw(model + "/model.safetensors").count("transformer.wte.weight"), 0u);
+  const auto r = import(model, "variant");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto got = read_raw(*dir_ + "/runs/variant/model.safetensors");
+  const auto want = read_raw(*dir_ + "/runs/tiny/model.safetensors");
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, t] : want) EXPECT_TRUE(got.at(name).bytes == t.bytes) << name;
+}
+
+// The other HF name of the same GELU, and n_inner given as 4 * n_embd, are the same model.
+TEST_F(ImportHf, AcceptsGeluPytorchTanhAndExplicitInner) {
+  const std::string model = copy_fixture("accepted");
+  edit_config(model, [](json& c) {
+    c["activation_function"] = "gelu_pytorch_tanh";
+    c["n_inner"] = 256;
+    c["attn_pdrop"] = 0.0;  // dropout that differs: noted, resid_pdrop taken
+  });
+  const auto r = import(model, "accepted");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resid_pdrop = 0.1"), std::string::npos) << r.output;
+  EXPECT_NE(testing::read_file(*dir_ + "/runs/accepted/config.toml").find("dropout = 0.1"),
+            std::string::npos);
+}
+
+struct Refusal {
+  std::string name;
+  std::function<void(const std::string& model_dir)> make;  // changes a copy of the fixture
+  std::vector<std::string> needles;
+};
+
+TEST_F(ImportHf, RefusesWhatItCannotRepresent) {
+  auto config = [](std::function<void(json&)> f) {
+    return [f](const std::string& d) { edit_config(d, f); };
+  };
+  auto tensors = [](std::function<void(std::map<std::string, RawTensor>&)> f) {
+    return [f](const std::string& d) { edit_tensors(d, f); };
+  };
+  const std::vector<Refusal> cases = {
+      {"act",
+       config([](json& c) { c["activation_function"] = "gelu"; }),
+       {"config.json", "activation_function is \"gelu\"", "gelu_new"}},
+      {"eps",
+       config([](json& c) { c["layer_norm_epsilon"] = 1e-6; }),
+       {"layer_norm_epsilon is 1e-06", "expected 1e-05"}},
+      {"inner",
+       config([](json& c) { c["n_inner"] = 128; }),
+       {"n_inner is 128", "4 * n_embd = 256"}},
+      {"layer_idx",
+       config([](json& c) { c["scale_attn_by_inverse_layer_idx"] = true; }),
+       {"scale_attn_by_inverse_layer_idx is true", "expected false"}},
+      {"unscaled",
+       config([](json& c) { c["scale_attn_weights"] = false; }),
+       {"scale_attn_weights is false"}},
+      {"cross",
+       config([](json& c) { c["add_cross_attention"] = true; }),
+       {"add_cross_attention is true"}},
+      {"untied_cfg",
+       config([](json& c) { c["tie_word_embeddings"] = false; }),
+       {"tie_word_embeddings is false", "expected true"}},
+      {"type",
+       config([](json& c) { c["model_type"] = "gpt_neo"; }),
+       {"model_type is \"gpt_neo\"", "expected \"gpt2\""}},
+      {"no_type", config([](json& c) { c.erase("model_type"); }), {"no 'model_type'"}},
+      {"vocab",
+       config([](json& c) { c["vocab_size"] = 999; }),
+       {"model.safetensors", "transformer.wte.weight", "[1000, 64]", "expected [999, 64]"}},
+      {"untied_head",
+       tensors([](std::map<std::string, RawTensor>& t) {
+         RawTensor head = t.at("transformer.wte.weight");
+         head.bytes[5] ^= 1;
+         t["lm_head.weight"] = head;
+       }),
+       {"lm_head.weight differs from wte.weight", "tied"}},
+      {"missing",
+       tensors(
+           [](std::map<std::string, RawTensor>& t) { t.erase("transformer.h.1.mlp.c_fc.bias"); }),
+       {"model.safetensors", "missing tensor 'transformer.h.1.mlp.c_fc.bias'"}},
+      {"extra",
+       tensors([](std::map<std::string, RawTensor>& t) {
+         t["transformer.h.0.attn.q_norm.weight"] = t.at("transformer.ln_f.weight");
+       }),
+       {"'transformer.h.0.attn.q_norm.weight' is not a parameter"}},
+      {"shape",
+       tensors([](std::map<std::string, RawTensor>& t) {
+         RawTensor& b = t.at("transformer.h.0.attn.c_proj.weight");
+         std::swap(b.shape[0], b.shape[1]);  // (64, 64): transpose keeps the shape
+         RawTensor& f = t.at("transformer.h.0.mlp.c_fc.weight");
+         std::swap(f.shape[0], f.shape[1]);
+       }),
+       {"'transformer.h.0.mlp.c_fc.weight' has shape [256, 64]", "expected [64, 256]"}},
+      {"twice",
+       tensors([](std::map<std::string, RawTensor>& t) {
+         t["ln_f.bias"] = t.at("transformer.ln_f.bias");
+       }),
+       {"'transformer.ln_f.bias' is there twice"}},
+      {"bin_only",
+       [](const std::string& d) {
+         fs::remove(d + "/model.safetensors");
+         testing::write_file(d + "/pytorch_model.bin", "not read");
+       },
+       {"pytorch_model.bin", "safetensors is required", "safe_serialization=True"}},
+      {"no_weights",
+       [](const std::string& d) { fs::remove(d + "/model.safetensors"); },
+       {"no model.safetensors"}},
+      {"no_config",
+       [](const std::string& d) { fs::remove(d + "/config.json"); },
+       {"no config.json"}},
+  };
+  for (const Refusal& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string model = copy_fixture("bad_" + c.name);
+    c.make(model);
+    const auto r = import(model, c.name);
+    expect_one_line_error(r, c.needles);
+    EXPECT_TRUE(nothing_left(c.name));
+  }
+}
+
+TEST_F(ImportHf, RefusesExistingOutUnknownFormatAndForeignData) {
+  auto r = import(fixture_dir(), "tiny");
+  expect_one_line_error(r, {"already exists"});
+  r = ledgerlm("import --format onnx --from " + fixture_dir() + " --out " + *dir_ + "/runs/onnx");
+  expect_one_line_error(r, {"expected hf"});
+  EXPECT_TRUE(nothing_left("onnx"));
+  // Data prepared with another tokenizer (bytes: vocab 257) does not fit a vocab-1000 model.
+  r = import(fixture_dir(), "foreign", " --data " + bytes_data());
+  expect_one_line_error(r, {"vocab 257", "vocab_size 1000", "prepare --tokenizer hf:"});
+  EXPECT_TRUE(nothing_left("foreign"));
+  // A run without data: eval says how to attach it.
+  r = ledgerlm("eval --run " + *dir_ + "/runs/tiny");
+  expect_one_line_error(r, {"no data attached", "--data"});
+}
+
+// With data of the model's vocab attached: eval and sample run, and train --init-from takes the
+// architecture from the run (and refuses a flag that contradicts it).
+TEST_F(ImportHf, DataEvalSampleAndInitFrom) {
+  std::string text;
+  uint64_t x = 5;
+  static const char* syll[] = {"ka", "lo", "mi", "ne", "ru", "sa", "te", "vi", "do", "pe",
+                               "gu", "zo", "ha", "ji", "be", "fu", "xi", "qa", "wy", "ol"};
+  for (int i = 0; i < 40000; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    text += syll[(x >> 33) % 20];
+    if ((x >> 40) % 3 == 0) text += (i % 12 == 11) ? "\n" : " ";
+  }
+  testing::write_file(*dir_ + "/corpus.txt", text);
+  auto r = ledgerlm("prepare --input " + *dir_ + "/corpus.txt --out " + *dir_ +
+                    "/data --vocab-size 1000 --val-fraction 0.1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = import(fixture_dir(), "with_data", " --data " + *dir_ + "/data");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string run = *dir_ + "/runs/with_data";
+  r = ledgerlm("eval --run " + run + " --max-windows 4 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("nats/token"), std::string::npos) << r.output;
+  r = ledgerlm("sample --run " + run + " --prompt kalo --tokens 8 --threads 1 --device cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  // No model flags: the run's architecture. optim.lr 0 leaves the weights as they started, so
+  // the new run's weights show the start was the import, bit for bit.
+  const std::string common = " --data.dir " + *dir_ + "/data --train.out_dir " + *dir_ +
+                             "/runs --train.seq_len 32 --train.micro_batch 2 --train.max_steps 1"
+                             " --train.eval_interval 0 --train.eval_windows 2 --train.threads 1"
+                             " --optim.lr 0 --init-from " +
+                             run;
+  r = ledgerlm("train --train.name ft" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--init-from " + run + ": model.vocab_size = 1000, model.n_layer = 2"),
+            std::string::npos)
+      << r.output;
+  const std::string toml = testing::read_file(*dir_ + "/runs/ft/config.toml");
+  for (const char* line : {"n_layer = 2", "n_head = 4", "n_embd = 64", "block_size = 64"})
+    EXPECT_NE(toml.find(line), std::string::npos) << line;
+  const auto started = read_raw(run + "/model.safetensors");
+  const auto trained = read_raw(*dir_ + "/runs/ft/model.safetensors");
+  for (const auto& [name, t] : started) EXPECT_TRUE(trained.at(name).bytes == t.bytes) << name;
+
+  // A model key given with the run's value is fine; another value is refused before anything
+  // is created.
+  r = ledgerlm("train --train.name same --model.n_embd 64" + common);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = ledgerlm("train --train.name deeper --model.n_layer 3" + common);
+  expect_one_line_error(r, {"--init-from", "model.n_layer = 2", "model.n_layer = 3"});
+  EXPECT_FALSE(fs::exists(*dir_ + "/runs/deeper"));
+  // Data of another vocab than the run's is refused in the run's terms.
+  r = ledgerlm("train --train.name other_vocab" + common + " --data.dir " + bytes_data());
+  expect_one_line_error(r, {"--init-from", "its model has vocab 1000", "has vocab 257"});
+  EXPECT_FALSE(fs::exists(*dir_ + "/runs/other_vocab"));
+}
+
+}  // namespace
+}  // namespace ledgerlm

@@ -1,0 +1,84 @@
+// The GPT-2 config.json reader of `import --format hf` (ckpt/hf_import.h), in process: the text
+// export writes reads back to the same ModelConfig, GPT2Config's defaults fill absent keys, and
+// ill-typed or inconsistent values are one Error naming the key. The refusals of what ledgerlm
+// cannot represent are tested through the binary (tests/e2e/test_import_hf.cpp).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ckpt/hf_export.h"
+#include "ckpt/hf_import.h"
+#include "tests/support/test_util.h"
+
+namespace ledgerlm {
+namespace {
+
+using nlohmann::json;
+
+ModelConfig read(const std::string& text, std::vector<std::string>* notes = nullptr) {
+  return hf_config_from_json(text, "config 'c.json'", notes);
+}
+
+TEST(HfConfig, ExportTextReadsBackToTheSameModel) {
+  for (const ModelConfig& m : {ModelConfig{257, 2, 2, 32, 32, 0.0, "none"},
+                               ModelConfig{50257, 12, 12, 768, 1024, 0.1, "none"},
+                               ModelConfig{1000, 3, 5, 80, 7, 0.25, "none"}}) {
+    std::vector<std::string> notes;
+    const ModelConfig back = read(hf_config_json_text(m, {5, 5}), &notes);
+    EXPECT_EQ(back.vocab_size, m.vocab_size);
+    EXPECT_EQ(back.n_layer, m.n_layer);
+    EXPECT_EQ(back.n_head, m.n_head);
+    EXPECT_EQ(back.n_embd, m.n_embd);
+    EXPECT_EQ(back.block_size, m.block_size);
+    EXPECT_EQ(back.dropout, m.dropout);
+    EXPECT_TRUE(notes.empty());  // one dropout written three times: nothing merged
+  }
+}
+
+TEST(HfConfig, AbsentKeysTakeGpt2ConfigDefaults) {
+  // Sizes and model_type only, as a hand-written config might be: gelu_new, eps 1e-5, tied,
+  // dropout 0.1 everywhere.
+  const ModelConfig m = read(
+      R"({"model_type": "gpt2", "vocab_size": 50, "n_positions": 16, "n_embd": 8,
+          "n_layer": 1, "n_head": 2})");
+  EXPECT_EQ(m.vocab_size, 50);
+  EXPECT_EQ(m.padded_vocab(), 64);
+  EXPECT_EQ(m.block_size, 16);
+  EXPECT_DOUBLE_EQ(m.dropout, 0.1);
+}
+
+TEST(HfConfig, IllTypedOrInconsistentValuesNameTheKey) {
+  const json base = json::parse(hf_config_json_text(ModelConfig{257, 2, 2, 32, 32, 0.0, "none"}));
+  struct Case {
+    const char* key;
+    json value;
+    const char* needle;
+  };
+  const std::vector<Case> cases = {
+      {"n_layer", "2", "n_layer is \"2\", expected a positive integer"},
+      {"n_head", 0, "n_head is 0, expected a positive integer"},
+      {"n_embd", 33, "n_embd 33 is not a multiple of n_head 2"},
+      {"vocab_size", nullptr, "no 'vocab_size'"},
+      {"tie_word_embeddings", "yes", "tie_word_embeddings is \"yes\", expected true or false"},
+      {"layer_norm_epsilon", "1e-5", "layer_norm_epsilon is \"1e-5\", expected a number"},
+      {"resid_pdrop", 1.0, "dropout probabilities must be in [0, 1)"},
+      {"n_inner", 64.5, "n_inner is 64.5, expected null or 4 * n_embd = 128"},
+  };
+  for (const Case& c : cases) {
+    json j = base;
+    j[c.key] = c.value;
+    const std::string err = testing::error_of([&] { read(j.dump()); });
+    EXPECT_NE(err.find("config 'c.json': "), std::string::npos) << c.key << ": " << err;
+    EXPECT_NE(err.find(c.needle), std::string::npos) << c.key << ": " << err;
+  }
+  EXPECT_NE(testing::error_of([] { read("{\"model_type\": "); }).find("not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([] { read("[1, 2]"); }).find("expected a JSON object"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ledgerlm
