@@ -124,7 +124,7 @@ void config_seeds(const std::string& out, const std::string& source_root) {
       std::string(1, '\2') +
           slurp(source_root + "/tests/reference/fixtures/hf_gpt2_tiny/config.json"));
   put(out, "hf_config_export",
-      std::string(1, '\2') + hf_config_json_text(ModelConfig{257, 2, 2, 32, 32, 0.1, "none"}));
+      std::string(1, '\2') + hf_config_json_text(ModelConfig{257, 2, 2, 32, 32, 0.1, "none", {}}));
 }
 
 void data_seeds(const std::string& out) {

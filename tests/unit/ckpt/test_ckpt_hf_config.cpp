@@ -23,9 +23,9 @@ ModelConfig read(const std::string& text, std::vector<std::string>* notes = null
 }
 
 TEST(HfConfig, ExportTextReadsBackToTheSameModel) {
-  for (const ModelConfig& m : {ModelConfig{257, 2, 2, 32, 32, 0.0, "none"},
-                               ModelConfig{50257, 12, 12, 768, 1024, 0.1, "none"},
-                               ModelConfig{1000, 3, 5, 80, 7, 0.25, "none"}}) {
+  for (const ModelConfig& m : {ModelConfig{257, 2, 2, 32, 32, 0.0, "none", {}},
+                               ModelConfig{50257, 12, 12, 768, 1024, 0.1, "none", {}},
+                               ModelConfig{1000, 3, 5, 80, 7, 0.25, "none", {}}}) {
     std::vector<std::string> notes;
     const ModelConfig back = read(hf_config_json_text(m, {5, 5}), &notes);
     EXPECT_EQ(back.vocab_size, m.vocab_size);
@@ -51,7 +51,8 @@ TEST(HfConfig, AbsentKeysTakeGpt2ConfigDefaults) {
 }
 
 TEST(HfConfig, IllTypedOrInconsistentValuesNameTheKey) {
-  const json base = json::parse(hf_config_json_text(ModelConfig{257, 2, 2, 32, 32, 0.0, "none"}));
+  const json base =
+      json::parse(hf_config_json_text(ModelConfig{257, 2, 2, 32, 32, 0.0, "none", {}}));
   struct Case {
     const char* key;
     json value;
