@@ -259,3 +259,56 @@ TEST(Prepare, RefusesBadInputsWithoutPartialOutput) {
 
 }  // namespace
 }  // namespace ledgerlm
+
+namespace ledgerlm {
+namespace {
+
+// --tokenizer from:DIR: a second corpus tokenized with the first one's trained tokenizer (same
+// file, same ids as encoding with it directly), for bpe and for bytes; a directory that is not
+// prepared data is refused with nothing left behind.
+TEST(Prepare, ReusesAPreparedDirectorysTokenizer) {
+  TempDir tmp;
+  testing::write_file(tmp.file("a.txt"), make_doc(11, 300));
+  const std::string second = make_doc(12, 120);
+  testing::write_file(tmp.file("b.txt"), second);
+  for (const char* kind : {"bpe", "bytes"}) {
+    SCOPED_TRACE(kind);
+    const std::string base = tmp.file(std::string("base_") + kind);
+    const std::string reuse = tmp.file(std::string("reuse_") + kind);
+    PrepareOptions a;
+    a.inputs = {tmp.file("a.txt")};
+    a.out_dir = base;
+    a.tokenizer = kind;
+    a.vocab_size = 400;
+    a.quiet = true;
+    data_prepare(a);
+    PrepareOptions b = a;
+    b.inputs = {tmp.file("b.txt")};
+    b.out_dir = reuse;
+    b.tokenizer = "from:" + base;
+    b.val_fraction = 0.0;
+    const PrepareSummary s = data_prepare(b);
+    EXPECT_EQ(s.meta.tokenizer, kind);
+    if (std::string(kind) == "bpe") {
+      EXPECT_EQ(testing::read_file(base + "/tokenizer.model"),
+                testing::read_file(reuse + "/tokenizer.model"));
+    }
+    const auto tok = tokenizer_load(base);
+    std::vector<int32_t> want = tok->encode(second);
+    want.push_back(tok->eot_id());
+    TokenArray got = shard_load(reuse + "/train.bin", nullptr, tok->vocab_size());
+    std::vector<int32_t> ids(static_cast<size_t>(got.size()));
+    if (got.size() > 0) got.copy(0, got.size(), ids.data());
+    EXPECT_EQ(ids, want);
+  }
+  PrepareOptions bad;
+  bad.inputs = {tmp.file("b.txt")};
+  bad.out_dir = tmp.file("bad");
+  bad.tokenizer = "from:" + tmp.file("a.txt");
+  bad.quiet = true;
+  EXPECT_THROW(data_prepare(bad), Error);
+  EXPECT_FALSE(fs::exists(tmp.file("bad")));
+}
+
+}  // namespace
+}  // namespace ledgerlm

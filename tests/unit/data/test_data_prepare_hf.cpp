@@ -206,7 +206,7 @@ TEST(PrepareHf, RefusesWithNothingLeftBehind) {
     opt.tokenizer = tokenizer;
     return error_of([&] { data_prepare(opt); });
   };
-  EXPECT_NE(prepare_error("hf:").find("--tokenizer hf: is unknown (expected bpe, bytes or hf:DIR"),
+  EXPECT_NE(prepare_error("hf:").find("--tokenizer hf: is unknown (expected bpe, bytes, hf:DIR"),
             std::string::npos);
   EXPECT_NE(prepare_error("hf:" + tmp.file("nowhere"))
                 .find("nowhere: has no tokenizer.json and no vocab.json + merges.txt"),
