@@ -58,16 +58,18 @@ for mode in full freeze_bottom_half lora_r8_qkv lora_r8_all lora_r8_qkv_bf16; do
 import json, re, statistics, sys
 log, metrics, mode = sys.argv[1:]
 text = open(log).read()
+# The ledger prints MB, or GB (1e9 bytes) once the model state or the peak passes 1 GB.
+mb = 1000.0 if "(GB = 1e9 bytes)" in text else 1.0
 n = re.search(r"N = (\d+) params", text).group(1)
 frozen = re.search(r"trained N = \d+ of (\d+)", text)
 frozen = str(int(frozen.group(1)) - int(n)) if frozen else "0"
-state = re.search(r"^model state\s+\S+\s+(\S+)", text, re.M).group(1)
-pred_peak = re.search(r"^predicted peak per rank\s+(\S+)", text, re.M).group(1)
+state = float(re.search(r"^model state\s+\S+\s+(\S+)", text, re.M).group(1)) * mb
+# The end-of-run table (MB): current, peak, predicted, error.
 meas = re.search(r"^total \(peak\)\s+\S+\s+(\S+)\s+(\S+)", text, re.M)
 hwm = re.search(r"VmHWM ([\d.]+) MB", text).group(1)
 steps = [json.loads(l) for l in open(metrics) if '"step_ms"' in l]
 ms = statistics.median(s["step_ms"] for s in steps[1:]) if len(steps) > 1 else float("nan")
-print(f"| {mode} | {int(n):,} | {int(frozen):,} | {state} | {pred_peak} / {meas.group(1)} | {hwm} | {ms:.0f} |")
+print(f"| {mode} | {int(n):,} | {int(frozen):,} | {state:.1f} | {float(meas.group(2)):.1f} / {float(meas.group(1)):.1f} | {float(hwm):.1f} | {ms:.0f} |")
 EOF
   echo "exp_finetune_memory: $mode done"
 done
