@@ -166,6 +166,7 @@ int print_placement(MemoryCommand& cmd) {
                          : tensor_states_text(plan_tensor_states(
                                optim, tensors[static_cast<size_t>(tp.param)], tp.state.count)));
   std::printf("%s", placement_describe(t, table, groups, {}, states).c_str());
+  std::printf("%s", placement_describe_frozen(frozen_table_for_run(r)).c_str());
   return 0;
 }
 

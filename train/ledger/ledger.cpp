@@ -205,7 +205,8 @@ std::string RunLedger::describe_tensors() const {
   for (const auto& states :
        tensor_states_of_views(state.optimizer().state_views(), state.table().params.size()))
     text.push_back(tensor_states_text(states));
-  return placement_describe(state.placement(), state.table(), groups, {}, text);
+  return placement_describe(state.placement(), state.table(), groups, {}, text) +
+         placement_describe_frozen(state.frozen_table());
 }
 
 void RunLedger::print_prediction() const {

@@ -187,6 +187,19 @@ std::string span_text(const Span& s, int64_t numel) {
 
 }  // namespace
 
+std::string placement_describe_frozen(const ParamTable& frozen) {
+  std::string out;
+  char line[512];
+  for (const ParamInfo& p : frozen.params) {
+    Span whole{0, p.numel, p.offset};
+    std::snprintf(line, sizeof line, "%-28s %-9s %-22s %-22s %-22s %-22s %-5s %-6s %s\n",
+                  p.name.c_str(), "frozen", span_text(whole, p.numel).c_str(), "-", "-", "-", "-",
+                  "all", "(params.frozen: weights only)");
+    out += line;
+  }
+  return out;
+}
+
 std::string placement_describe(const PlacementTable& t, const ParamTable& table,
                                const std::vector<std::string>& group_names,
                                const std::vector<std::string>& state_names,

@@ -99,6 +99,10 @@ PlacementTable placement_build(const ParamTable& table, const ShardLayout& layou
 // The table as text, one line per tensor: group, parts held and where, owner, ranks.
 // `states`, when given, is a text per table row (the optimizer state tensors it has): a last
 // column.
+// Lines for the frozen tensors (weights only, whole on every rank, in the frozen buffer) after
+// placement_describe's: "" when `frozen` has none.
+std::string placement_describe_frozen(const ParamTable& frozen);
+
 std::string placement_describe(const PlacementTable& placement, const ParamTable& table,
                                const std::vector<std::string>& group_names,
                                const std::vector<std::string>& state_names,
