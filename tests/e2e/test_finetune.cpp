@@ -159,6 +159,28 @@ TEST_F(Finetune, LoraRunEvaluatesAndExportsMerged) {
   const std::string proj = "transformer.h.0.attn.c_proj.weight";
   EXPECT_NE(tensor_bytes(hf, qkv), tensor_bytes(hb, qkv)) << "the merge changed nothing";
   EXPECT_EQ(tensor_bytes(hf, proj), tensor_bytes(hb, proj)) << "an unadapted weight changed";
+
+  // The adapters alone, in PEFT's layout: the factors bit for bit under PEFT's names.
+  auto peft = ledgerlm("export --run " + out_ + "/lora --lora-only --out " + out_ + "/lora_peft");
+  ASSERT_EQ(peft.exit_code, 0) << peft.output;
+  const SafeTensorsFile adapter =
+      SafeTensorsFile::open(out_ + "/lora_peft/adapter_model.safetensors");
+  const SafeTensorsFile run_weights = SafeTensorsFile::open(out_ + "/lora/model.safetensors");
+  EXPECT_EQ(adapter.tensors().size(), 8u);  // 2 layers x (qkv, mlp_fc) x (A, B)
+  EXPECT_EQ(tensor_bytes(adapter, "base_model.model.transformer.h.1.attn.c_attn.lora_A.weight"),
+            tensor_bytes(run_weights, "block.1.attn.qkv.lora_a"));
+  EXPECT_EQ(tensor_bytes(adapter, "base_model.model.transformer.h.0.mlp.c_fc.lora_B.weight"),
+            tensor_bytes(run_weights, "block.0.mlp.fc.lora_b"));
+  std::ifstream config_file(out_ + "/lora_peft/adapter_config.json");
+  const nlohmann::json config = nlohmann::json::parse(config_file);
+  EXPECT_EQ(config["peft_type"], "LORA");
+  EXPECT_EQ(config["r"], 4);
+  EXPECT_EQ(config["target_modules"], nlohmann::json({"attn.c_attn", "mlp.c_fc"}));
+  EXPECT_EQ(config["fan_in_fan_out"], true);
+  expect_one_line_error(
+      ledgerlm("export --run " + base() + " --lora-only --out " + out_ + "/base_peft"),
+      "no adapters");
+  EXPECT_FALSE(fs::exists(out_ + "/base_peft"));
 }
 
 TEST_F(Finetune, BadFreezeAndLoraValuesAreOneLine) {

@@ -145,6 +145,9 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       ->capture_default_str();
   export_app->add_option("--out", export_cmd.out_dir, "output directory (must not exist)")
       ->required();
+  export_app->add_flag("--lora-only", export_cmd.lora_only,
+                       "a LoRA run's adapters alone, as a PEFT adapter (adapter_model.safetensors "
+                       "+ adapter_config.json), instead of the merged weights");
 
   ImportCommand import_cmd;
   auto* import_app =

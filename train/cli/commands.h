@@ -56,6 +56,8 @@ struct ExportCommand {
   std::string run_dir;
   std::string format = "hf";  // hf: Hugging Face GPT2LMHeadModel safetensors + config.json
   std::string out_dir;
+  // A LoRA run's adapters alone, in PEFT's layout (ckpt/peft_export.h), instead of merged weights.
+  bool lora_only = false;
 };
 int command_export(const ExportCommand& cmd);
 

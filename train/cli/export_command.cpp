@@ -13,6 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/hf_export.h"
+#include "ckpt/peft_export.h"
+#include "ckpt/safetensors.h"
+#include "model/base/atomic_file.h"
 #include "model/base/check.h"
 #include "train/cli/commands.h"
 #include "train/run/loaded_run.h"
@@ -108,6 +111,29 @@ void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
   }
 }
 
+// The adapters of a LoRA run (its model.safetensors holds them beside the frozen base).
+void export_peft(const std::string& run_dir, const std::string& dir) {
+  const RunConfig config = run_load_config(run_dir);
+  LLM_REQUIRE(config.model.lora.enabled(), "export --lora-only: run '", run_dir,
+              "' has no adapters (lora.rank = 0); export its weights without --lora-only");
+  const ParamTable table = param_table_build(config.model);
+  const std::string weights = run_dir + "/model.safetensors";
+  LLM_REQUIRE(fs::exists(weights), "run '", run_dir,
+              "': no model.safetensors (did the training finish?)");
+  const SafeTensorsFile f = SafeTensorsFile::open(weights);
+  std::vector<HfTensor> tensors;
+  for (const ParamInfo& p : table.params) {
+    if (p.lora == ParamInfo::Lora::kNone) continue;
+    const SafeTensorInfo& info = f.get(p.name);
+    LLM_REQUIRE(info.shape == p.shape, "weights file '", weights, "': tensor '", p.name,
+                "' has shape ", safetensors_shape_string(info.shape), ", expected ",
+                safetensors_shape_string(p.shape));
+    tensors.push_back({peft_tensor_name(table, p), p.shape, f.read_f32(p.name)});
+  }
+  hf_write_safetensors(dir + "/adapter_model.safetensors", tensors);
+  write_file_atomic(dir + "/adapter_config.json", peft_adapter_config_json(config.model.lora, ""));
+}
+
 }  // namespace
 
 int command_export(const ExportCommand& cmd) {
@@ -116,6 +142,27 @@ int command_export(const ExportCommand& cmd) {
   LLM_REQUIRE(!cmd.out_dir.empty(), "export: --out is required");
   LLM_REQUIRE(!fs::exists(cmd.out_dir), "export: --out '", cmd.out_dir,
               "' already exists (choose a new directory)");
+  if (cmd.lora_only) {
+    LLM_REQUIRE(fs::is_directory(cmd.run_dir), "run '", cmd.run_dir, "' does not exist");
+    const std::string tmp =
+        cmd.out_dir + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    try {
+      export_peft(cmd.run_dir, tmp);
+      fs::rename(tmp, cmd.out_dir);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      throw;
+    }
+    std::printf(
+        "exported the LoRA adapters of %s as a PEFT adapter to %s: "
+        "adapter_model.safetensors, adapter_config.json (load on the base model with "
+        "PeftModel.from_pretrained)\n",
+        cmd.run_dir.c_str(), cmd.out_dir.c_str());
+    return 0;
+  }
   auto backend = backend_create("cpu", {1, 0});
   // An imported run without data is exported from its weights alone.
   LLM_REQUIRE(fs::is_directory(cmd.run_dir), "run '", cmd.run_dir, "' does not exist");

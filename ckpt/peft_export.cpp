@@ -1,0 +1,45 @@
+// PEFT adapter export (see peft_export.h).
+#include "ckpt/peft_export.h"
+
+#include <nlohmann/json.hpp>
+
+#include "model/base/check.h"
+
+namespace ledgerlm {
+
+std::string peft_tensor_name(const ParamTable& table, const ParamInfo& p) {
+  LLM_REQUIRE(p.lora != ParamInfo::Lora::kNone, "peft export: '", p.name, "' is no adapter factor");
+  // The adapted weight's HF name: "<stem>.weight" of "<stem>.lora_a" / "<stem>.lora_b".
+  const std::string stem = p.name.substr(0, p.name.size() - std::string(".lora_a").size());
+  const std::string layer = table.find(stem + ".weight").hf_name;  // "...attn.c_attn.weight"
+  const std::string module = layer.substr(0, layer.size() - std::string(".weight").size());
+  return "base_model.model." + module +
+         (p.lora == ParamInfo::Lora::kA ? ".lora_A.weight" : ".lora_B.weight");
+}
+
+std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base) {
+  // ledgerlm's targets as PEFT module-name suffixes (matched as "...h.N.<suffix>").
+  const std::pair<const char*, const char*> modules[] = {{"qkv", "attn.c_attn"},
+                                                         {"attn_proj", "attn.c_proj"},
+                                                         {"mlp_fc", "mlp.c_fc"},
+                                                         {"mlp_proj", "mlp.c_proj"}};
+  nlohmann::json targets = nlohmann::json::array();
+  for (const auto& [target, module] : modules)
+    if (lora.targets_layer(target)) targets.push_back(module);
+  const nlohmann::json j = {{"peft_type", "LORA"},
+                            {"task_type", "CAUSAL_LM"},
+                            {"base_model_name_or_path", base},
+                            {"r", lora.rank},
+                            {"lora_alpha", lora.alpha},
+                            {"lora_dropout", lora.dropout},
+                            {"target_modules", targets},
+                            {"fan_in_fan_out", true},
+                            {"bias", "none"},
+                            {"inference_mode", true},
+                            {"use_rslora", false},
+                            {"init_lora_weights", true},
+                            {"modules_to_save", nullptr}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,26 @@
+// A LoRA run's adapters in the layout of Hugging Face PEFT (adapter_model.safetensors +
+// adapter_config.json), to load on top of the base GPT-2 with PeftModel.from_pretrained.
+//
+// PEFT keeps, for a GPT-2 Conv1D layer NAME (e.g. transformer.h.0.attn.c_attn), the tensors
+// "base_model.model.NAME.lora_A.weight" (r, in) and "base_model.model.NAME.lora_B.weight"
+// (out, r): the same shapes as ledgerlm's A and B, so the factors travel untransposed
+// (fan_in_fan_out = true concerns only the base weight, which Conv1D stores (in, out)).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ckpt/hf_export.h"
+#include "model/model_config.h"
+#include "model/param_table.h"
+
+namespace ledgerlm {
+
+// PEFT's name of adapter factor `p` of `table` (ParamInfo::lora != kNone).
+std::string peft_tensor_name(const ParamTable& table, const ParamInfo& p);
+
+// adapter_config.json: LORA on the targeted Conv1D modules, r, lora_alpha, lora_dropout,
+// fan_in_fan_out, no trained biases, task CAUSAL_LM; `base` names the base model directory.
+std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base);
+
+}  // namespace ledgerlm
