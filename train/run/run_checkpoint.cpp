@@ -148,6 +148,12 @@ json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg) {
                   " but the checkpoint was saved with ", key, " = ", before,
                   " (the architecture, optimizer and tokenizer cannot change on resume; "
                   "--init-from starts a new run from the weights)");
+    // The checkpoint's optimizer state is stored in precision.state's dtype: another dtype
+    // would otherwise surface as a tensor of the "wrong" dtype, which reads like file damage.
+    LLM_REQUIRE(key != "precision.state", "cannot resume from '", ckpt.dir(), "': ", key, " = ",
+                now_text, " but the checkpoint was saved with ", key, " = ", before,
+                " (its optimizer state is stored in that dtype; resume with ", key, " = ", before,
+                ", or --init-from starts a new run from the weights)");
     changed[key] = {{"from", before}, {"to", now_text}};
   }
   return changed;
