@@ -224,12 +224,21 @@ class TrainLoop {
     for (const auto& [key, c] : run_.changed.items())
       std::printf("resume: %s changed from %s to %s\n", key.c_str(),
                   c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
+    const json& b = run_.batch_changed;
+    if (!b.is_null())
+      std::printf(
+          "resume: global batch changed from %lld to %lld sequences (world %s, micro-batch %s, "
+          "accum %s)\n",
+          b["from"].get<long long>(), b["to"].get<long long>(),
+          b["world"].get<std::string>().c_str(), b["micro_batch"].get<std::string>().c_str(),
+          b["accum"].get<std::string>().c_str());
     log_write({{"step", ls_.step},
                {"tokens", ls_.tokens},
                {"resume", run_.resumed_from},
                {"ckpt_load_s", run_.load_seconds},
                {"ckpt_bytes", run_.resumed_bytes},
-               {"config_changed", run_.changed}});
+               {"config_changed", run_.changed},
+               {"global_batch_changed", run_.batch_changed}});
   }
 
   // The step's metrics record, and on progress steps the memory figures and a progress line.
