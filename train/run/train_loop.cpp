@@ -341,9 +341,16 @@ class TrainLoop {
     so.world = run_.world;
     so.rank = run_.rank;
     so.all_gather_text = [this](const std::string& mine) { return comm().all_gather_text(mine); };
-    CkptSaveResult res = checkpoint_save(run_.run_dir + "/ckpt", ls_.step,
-                                         checkpoint_meta(cfg_, state_, ls_, ledger_, run_.world),
-                                         state_.checkpoint_pieces(), so);
+    CkptSaveResult res;
+    try {
+      res = checkpoint_save(run_.run_dir + "/ckpt", ls_.step,
+                            checkpoint_meta(cfg_, state_, ls_, ledger_, run_.world),
+                            state_.checkpoint_pieces(), so);
+    } catch (const CkptSaveFailed& e) {
+      // Every rank failed alike, the message naming the rank that hit it: reported once by
+      // rank 0 (not once per rank, each adding its own "rank N:" before that rank's name).
+      throw AgreedError(e.what());
+    }
     last_saved_ = ls_.step;
     log_write({{"step", ls_.step},
                {"tokens", ls_.tokens},
