@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/safetensors.h"
+#include "model/base/check.h"
 #include "model/base/dtype.h"
 
 namespace ledgerlm {
@@ -66,6 +67,14 @@ struct CkptPiece {
   int64_t count = 0;
   const void* data = nullptr;  // count elements of dtype, or null: `read` streams them
   CkptPieceReader read;
+};
+
+// A save that failed, thrown by checkpoint_save on every rank alike (the ranks agreed on the
+// failure, whichever rank hit it, and the message names that rank): the caller may report it
+// once instead of once per rank.
+class CkptSaveFailed : public Error {
+ public:
+  using Error::Error;
 };
 
 struct CkptSaveOptions {

@@ -318,8 +318,11 @@ CkptSaveResult checkpoint_save(const std::string& root_dir, int64_t step,
   } catch (const Error& e) {
     if (lead) roll_back(dirs);
     if (dirs.committed) throw;
-    fail(error_message("checkpoint ", dirs.final_dir.string(), " not saved: ", e.what(),
-                       " (nothing of it was left behind; the previous checkpoints are intact)"));
+    // Every phase above ends in group.agree (or works on gathered data alike on every rank):
+    // all ranks are here with the same failure.
+    throw CkptSaveFailed(
+        error_message("checkpoint ", dirs.final_dir.string(), " not saved: ", e.what(),
+                      " (nothing of it was left behind; the previous checkpoints are intact)"));
   } catch (...) {
     if (lead) roll_back(dirs);
     throw;

@@ -11,7 +11,8 @@ its directory's name. --x is tokens, step, wall_s or train_s. --smooth N average
 a moving window of N points (train loss is noisy). --band: runs that share a label are one curve,
 their mean, with the band between the lowest and highest run at each point (the curves must share
 their x values: seeds of one configuration do). Records without the metric (e.g. evaluations when
-plotting loss) and the final summary are skipped.
+plotting loss) and the final summary are skipped, and so is a last line cut by a kill (with a
+note). --out's folder is created when missing.
 
 The experiment reports (scripts/exp_*.sh) import this file for their figures. Needs Debian's
 matplotlib: run with /usr/bin/python3.
@@ -41,14 +42,22 @@ def read_records(path):
     out = []
     try:
         with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-            for line_no, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        out.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        sys.exit(f"plot: {path}:{line_no}: not JSON ({e})")
+            lines = f.readlines()
     except OSError as e:
         sys.exit(f"plot: cannot read {path}: {e.strerror}")
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            # A run killed while writing leaves its last line cut (no newline): the records
+            # before it are whole, so plot them and say what was left out.
+            if line_no == len(lines) and not line.endswith("\n"):
+                print(f"plot: {path}:{line_no}: skipped the incomplete last line (the run was "
+                      "killed while writing it)", file=sys.stderr)
+                continue
+            sys.exit(f"plot: {path}:{line_no}: not JSON ({e})")
     return out
 
 
@@ -138,6 +147,12 @@ def draw(ax, runs, metric, x_key="tokens", band=False, window=1):
 
 
 def save(fig, out):
+    folder = os.path.dirname(out)
+    try:
+        if folder:
+            os.makedirs(folder, exist_ok=True)  # --out into a folder not made yet
+    except OSError as e:
+        sys.exit(f"plot: cannot create the folder of --out {out}: {e.strerror}")
     tmp = out + ".tmp.png"
     fig.savefig(tmp)
     os.replace(tmp, out)  # never leave a half-written image behind

@@ -4,7 +4,9 @@
 //     ends every rank; measured well under the 30 s bound; the last checkpoint resumes;
 //   - data missing on one rank only: one "ledgerlm: error: rank 1: ..." line, exit 1, no run
 //     directory created;
-//   - a config that differs between ranks: one line naming the key and both values.
+//   - a config that differs between ranks: one line naming the key and both values;
+//   - a checkpoint save failing mid-run (a full disk, tests/support/tmpfs_test_support.h): one
+//     line with one rank prefix (it was a line per rank, "rank 1: rank 0: ...").
 // Ranks get different arguments through mpirun's MPMD form (`-np 1 A : -np 1 B`).
 #include <gtest/gtest.h>
 
@@ -14,6 +16,7 @@
 
 #include "tests/support/dist_test_support.h"
 #include "tests/support/resume_test_support.h"
+#include "tests/support/tmpfs_test_support.h"
 
 namespace ledgerlm {
 namespace {
@@ -90,6 +93,29 @@ TEST_F(DistFailure, ConfigDifferingBetweenRanksNamesTheKey) {
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(out_ + "/mismatch"));
+}
+
+// Rank 0 cannot create the checkpoint's files (the disk is full): every rank learns it from the
+// save's agreement, and the job reports it once, naming rank 0 once.
+TEST_F(DistFailure, CheckpointSaveFailureIsOneLineWithOneRankPrefix) {
+  LEDGERLM_REQUIRE_MPI();
+  testing::Tmpfs disk(16 << 20);
+  if (!disk.ok()) GTEST_SKIP() << disk.why();
+  const std::string bin = testing::ledgerlm_binary();
+  const std::string base =
+      testing::resume_tiny_flags(data_, disk.path(), "full") + " --dist.zero 1 --ckpt.interval 2";
+  CommandResult r = testing::run_command(testing::mpirun_prefix(2) + bin + " train" + base +
+                                         " --train.max_steps 2 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  disk.fill(2);
+  r = testing::run_command(testing::mpirun_prefix(2) + bin + " train --config " + disk.path() +
+                           "/full/config.toml --resume auto --train.max_steps 12 2>&1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count(r.output, "ledgerlm: error:"), 1) << r.output;
+  EXPECT_EQ(count(r.output, "rank 0: "), 1) << r.output;
+  EXPECT_EQ(count(r.output, "rank 1: "), 0) << r.output;
+  EXPECT_NE(r.output.find("not saved: rank 0: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -97,6 +97,9 @@ TEST_F(DistResume, FourRanksStageThreeToTwoRanksStageOneToOneRank) {
   r = testing::run_command(train(2, resume("chain", 2, 1, 4)) + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resume: dist.zero changed from 3 to 1"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("global batch changed"), std::string::npos)
+      << "4 x 2 and 2 x 4 are the same global batch\n"
+      << r.output;
   r = testing::run_command(testing::ledgerlm_binary() + " train" + resume("chain", 1, 0, 6) +
                            " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -116,6 +119,21 @@ TEST_F(DistResume, FourRanksStageThreeToTwoRanksStageOneToOneRank) {
     r = testing::run_command(cmd + " 2>&1");
     EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
   }
+}
+
+// One rank's run resumed on two with the same micro-batch doubles the global batch: no config key
+// changed, and the resume says it in one line.
+TEST_F(DistResume, MoreRanksNameTheChangedGlobalBatch) {
+  LEDGERLM_REQUIRE_MPI();
+  CommandResult r = testing::run_command(testing::ledgerlm_binary() + " train" +
+                                         flags("grow", 1, 0, 2) + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = testing::run_command(train(2, resume("grow", 1, 0, 3)) + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resume: global batch changed from 8 to 16 sequences (world 1->2, "
+                          "micro-batch 8->8, accum 1->1)\n"),
+            std::string::npos)
+      << r.output;
 }
 
 // The same chain (4 ranks ZeRO-3 -> 2 ranks ZeRO-1 -> 1 rank) for the optimizers with state of

@@ -131,6 +131,10 @@ TEST_F(CliInputs, UnknownCommandNamedWithTheNearest) {
                         {"'trian' is not a command; did you mean 'train'?", "commands: prepare"});
   expect_one_line_error("study --help", {"'study' is not a command; see ledgerlm --help"});
   expect_one_line_error("memroy --params 1e6", {"did you mean 'memory'?"});
+  // --help before the word printed the main help with exit 0 as well.
+  expect_one_line_error("--help study", {"'study' is not a command; see ledgerlm --help"});
+  expect_one_line_error("--help-all trian", {"'trian' is not a command; did you mean 'train'?"});
+  expect_one_line_error("-h memroy", {"did you mean 'memory'?"});
 }
 
 TEST_F(CliInputs, RunNamesAreRestricted) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ckpt/checkpoint.h"
 #include "model/base/check.h"
 #include "tests/support/process_test_support.h"
@@ -153,6 +155,11 @@ TEST(TrainOnFullDisk, MetricsWriteFailureStopsTheRun) {
   expect_one_error_line(full, {"cannot write metrics log '" + run + "/metrics.jsonl'",
                                "cannot write TensorBoard event file '" + run + "/events.out."});
   const auto partial = testing::clean_losses(run);  // parses line by line, ends on a newline
+  // The full disk may refuse the failed run's summary too: the error above stays the only line,
+  // and whatever summary.json exists is a whole one saying "failed".
+  if (fs::exists(run + "/summary.json")) {
+    EXPECT_EQ(nlohmann::json::parse(testing::read_file(run + "/summary.json"))["status"], "failed");
+  }
   EXPECT_GT(partial.rbegin()->first, 6);
   EXPECT_LT(partial.rbegin()->first, 60);
   disk.unfill();
@@ -175,6 +182,12 @@ TEST(TrainOnFullDisk, CheckpointSaveFailureKeepsThePrevious) {
   const std::string resume = " --config " + run + "/config.toml --resume auto --train.max_steps 12";
   auto full = train(resume);
   expect_one_error_line(full, "checkpoint " + run + "/ckpt/step_000008 not saved");
+  // The failed save gave its room back, so the run's end is recorded: summary.json says
+  // "failed" with the error line (before, there was none: "running, or killed").
+  const auto summary = nlohmann::json::parse(testing::read_file(run + "/summary.json"));
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_NE(summary["failed"].get<std::string>().find("step_000008 not saved"), std::string::npos)
+      << summary["failed"];
   EXPECT_TRUE(testing::temporaries(run).empty()) << testing::temporaries(run).front();
   EXPECT_EQ(checkpoint_latest(run + "/ckpt"), run + "/ckpt/step_000006");
   testing::clean_losses(run);

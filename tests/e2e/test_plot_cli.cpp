@@ -67,6 +67,40 @@ TEST_F(PlotCli, LabelledRunsDirectoryOfRunsAndSeedBand) {
   expect_png(band);
 }
 
+// A run killed while writing leaves its last metrics.jsonl line cut: the whole records before it
+// are plotted, with a note (it was refused: "not JSON"). --out into a folder not made yet is
+// made (it was a traceback); a folder that cannot be made is one error line.
+TEST_F(PlotCli, CutLastLineIsSkippedAndTheOutFolderIsMade) {
+  const std::string run = dir_ + "/killed";
+  fs::create_directories(run);
+  CommandResult r =
+      run_command("gzip -dc " + runs() + "/wall_adamw_s1/metrics.jsonl.gz > " + run +
+                  "/metrics.jsonl && printf '{\"step\": 99, \"tok' >> " + run + "/metrics.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string out = dir_ + "/new/sub/figure.png";
+  r = plot("--out " + out + " --metric loss " + run);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("metrics.jsonl:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(": skipped the incomplete last line"), std::string::npos) << r.output;
+  expect_png(out);
+
+  ASSERT_TRUE(testing::write_file(dir_ + "/file", "not a folder"));
+  r = plot("--out " + dir_ + "/file/figure.png --metric loss " + run);
+  EXPECT_NE(r.exit_code, 0);
+  const size_t at = r.output.find("plot: cannot create the folder of --out");
+  EXPECT_NE(at, std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin() + (at == std::string::npos ? 0 : at), r.output.end(), '\n'),
+            1)
+      << r.output;
+
+  // A cut line that is not the last is damage, refused as before.
+  r = run_command("echo '{\"step\": 100}' >> " + run + "/metrics.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = plot("--out " + out + " --metric loss " + run);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("not JSON"), std::string::npos) << r.output;
+}
+
 TEST_F(PlotCli, BadInputIsOneErrorLineAndWritesNothing) {
   const std::string out = dir_ + "/figure.png";
   // An image already there from an earlier call must survive a failed one.

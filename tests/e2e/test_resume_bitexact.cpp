@@ -311,5 +311,24 @@ TEST(ResumeStop, Sigusr1) {
   stop_by_signal(SIGUSR1);
 }
 
+// A resume that changes the global batch (world x micro-batch x accum) says so in one line, also
+// when no single key says it (the world size is no config key: tests/dist/test_dist_resume.cpp);
+// one that keeps it (micro-batch halved, accumulation doubled) prints no such line.
+TEST(ResumeAuto, ChangedGlobalBatchIsNamed) {
+  const std::string out = testing::make_temp_dir("resume_batch_");
+  ASSERT_EQ(train(base_flags(out, "run") + " --train.max_steps 2").exit_code, 0);
+  const std::string resume =
+      testing::ledgerlm_binary() + " train --config " + out + "/run/config.toml --resume auto";
+  auto r = run_command(resume + " --train.max_steps 3 --train.micro_batch 2 --train.accum 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("global batch changed"), std::string::npos) << r.output;
+  r = run_command(resume + " --train.max_steps 4 --train.micro_batch 8 --train.accum 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resume: global batch changed from 4 to 8 sequences (world 1->1, "
+                          "micro-batch 2->8, accum 2->1)\n"),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace ledgerlm

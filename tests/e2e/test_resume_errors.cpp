@@ -90,6 +90,16 @@ TEST_F(ResumeErrors, OptimizerChangeRefused) {
   expect_run_untouched();
 }
 
+// The optimizer state's dtype changed (fp32 -> bf16): refused naming the key and both values
+// (it read like file damage: "tensor 'embed.wte.m' is fp32, expected bf16").
+TEST_F(ResumeErrors, PrecisionStateChangeRefused) {
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --precision.state bf16 --resume auto");
+  expect_one_line_error(
+      r, {"precision.state = bf16", "saved with precision.state = fp32", "optimizer state"});
+  expect_run_untouched();
+  expect_resumable();
+}
+
 TEST_F(ResumeErrors, CorruptedCheckpointRejected) {
   const std::string file = run_ + "/ckpt/step_000004/optimizer.safetensors";
   std::string bytes = testing::read_file(file);

@@ -4,7 +4,9 @@
 //     independent SHA-256 (sha256sum);
 //   - a stopped run (STOP file) writes one too, and a resumed run's log keeps one summary only;
 //   - compare prints the summaries side by side and exactly the config keys that differ;
-//   - compare's errors are one line.
+//   - compare's errors are one line;
+//   - a run that fails (diverged, fp16's consecutive-skip limit) writes one saying "failed" and
+//     why (before, it left none and compare said "running, or killed"), and resumes.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -142,6 +144,73 @@ TEST_F(SummaryTest, CompareShowsSummariesAndTheKeysThatDiffer) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("no key differs"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no summary.json"), std::string::npos) << r.output;
+}
+
+// The output's one error line.
+std::string error_line(const CommandResult& r) {
+  const size_t at = r.output.find("ledgerlm: error: ");
+  if (at == std::string::npos) return "";
+  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
+  return r.output.substr(at + 17, r.output.find('\n', at) - at - 17);
+}
+
+// A resumed job diverges (LR 1e30: step 5's update makes the weights non-finite, step 6's loss is
+// NaN): non-zero exit, one error line, and the summary says "failed" with that line; compare
+// shows it. The checkpoint of step 4 stays, and a resume with a sane LR finishes.
+TEST_F(SummaryTest, DivergedRunSaysFailedAndResumes) {
+  ASSERT_EQ(train("div", "--train.max_steps 4").exit_code, 0);
+  CommandResult r =
+      train("div", "--train.max_steps 20 --optim.lr 1e30 --ckpt.interval 0 --resume auto");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const std::string error = error_line(r);
+  EXPECT_NE(error.find("training diverged"), std::string::npos) << r.output;
+  json s = summary_json("div");
+  std::vector<json> log = metrics("div");
+  EXPECT_EQ(s, log.back()) << "summary.json and the log's last line are one record";
+  EXPECT_EQ(s["status"], "failed");
+  EXPECT_EQ(s["failed"], error);
+  // Steps: the last one whose update completed, the last step the log has a loss for.
+  int64_t last_step = 0;
+  for (const json& rec : log)
+    if (rec.contains("loss")) last_step = rec["step"].get<int64_t>();
+  EXPECT_EQ(s["steps"], last_step);
+  EXPECT_NE(error.find("at step " + std::to_string(last_step + 1)), std::string::npos) << error;
+  EXPECT_EQ(s["ckpt"], "step_000004");
+
+  r = run_command(bin() + " compare " + run_dir("div"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("failed: " + error), std::string::npos) << r.output;
+
+  r = train("div", "--train.max_steps 8 --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  s = summary_json("div");
+  log = metrics("div");
+  EXPECT_EQ(s["status"], "finished");
+  EXPECT_EQ(s["steps"], 8);
+  EXPECT_EQ(count_summaries(log), 1) << "the failed job's summary is dropped on resume";
+}
+
+// fp16 with a static loss scale of 1e30 overflows every step's gradients: every step is skipped
+// and the run stops at precision.max_consecutive_skips (3), after 2 skipped steps completed.
+TEST_F(SummaryTest, Fp16SkipLimitSaysFailed) {
+  const CommandResult r = train("skips",
+                                "--train.max_steps 20 --precision.params fp16 --precision.grads "
+                                "fp16 --precision.loss_scale static --precision.init_scale 1e30 "
+                                "--precision.max_consecutive_skips 3");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const std::string error = error_line(r);
+  EXPECT_NE(error.find("fp16: 3 consecutive steps with non-finite gradients at step 3"),
+            std::string::npos)
+      << r.output;
+  const json s = summary_json("skips");
+  EXPECT_EQ(s, metrics("skips").back());
+  EXPECT_EQ(s["status"], "failed");
+  EXPECT_EQ(s["failed"], error);
+  EXPECT_EQ(s["steps"], 2);
+  EXPECT_EQ(s["skipped_steps"], 2);
+  const CommandResult c = run_command(bin() + " compare --json " + run_dir("skips"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(json::parse(c.output)["runs"][0]["summary"]["status"], "failed");
 }
 
 TEST_F(SummaryTest, CompareErrorsAreOneLine) {

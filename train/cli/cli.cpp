@@ -170,10 +170,14 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       ->expected(1, -1);
   compare->add_flag("--json", compare_cmd.json, "print one JSON object");
 
-  // A first word that is no command (a typo: `ledgerlm trian`) is named with the nearest one,
-  // instead of CLI11's "A subcommand is required" (or, with --help, the main help and exit 0).
-  if (argc > 1 && argv[1][0] != '-') {
-    const std::string word = argv[1];
+  // A command word that is no command (a typo: `ledgerlm trian`, `ledgerlm --help stdy`) is named
+  // with the nearest one, instead of CLI11's "A subcommand is required" (or, with --help, the
+  // main help and exit 0). The main app takes no option with a value, so the first word that
+  // is no flag is the command word, wherever --help stands.
+  int word_at = 1;
+  while (word_at < argc && argv[word_at][0] == '-') ++word_at;
+  if (word_at < argc) {
+    const std::string word = argv[word_at];
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
     if (std::find(names.begin(), names.end(), word) == names.end()) {

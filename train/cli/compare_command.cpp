@@ -72,6 +72,7 @@ std::string status_text(const json& s) {
   std::string t = s.value("status", "?");
   if (s.contains("stopped") && s["stopped"].is_string())
     t += " (" + s["stopped"].get<std::string>() + ")";
+  if (s.contains("failed") && s["failed"].is_string()) t += ": " + s["failed"].get<std::string>();
   return t;
 }
 

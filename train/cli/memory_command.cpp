@@ -48,6 +48,8 @@ void apply_short_flags(MemoryCommand& cmd) {
   }
 }
 
+constexpr double kMaxPlanParams = 1e17;
+
 }  // namespace
 
 CLI::App* memory_command_add(CLI::App& app, MemoryCommand* cmd) {
@@ -104,7 +106,11 @@ PlanInput memory_command_input(MemoryCommand& cmd) {
     return plan_input_from_config(r, cmd.world, threads, data_bytes);
   }
 
-  LLM_REQUIRE(cmd.params >= 1 && cmd.params < 1e15, "--params: expected a count >= 1 (got ",
+  // The ledger sums bytes in int64: at most ~40 bytes a parameter (fp32 weights, gradients,
+  // master, two optimizer states, reduction buffers) stays below 2^63 up to 1e17 parameters.
+  LLM_REQUIRE(cmd.params >= 1 && cmd.params <= kMaxPlanParams,
+              "--params: expected a count from 1 to 1e17 (the largest the ledger's byte totals "
+              "hold; got ",
               cmd.params, ")");
   const PrecisionPlan pp = precision_plan(r);
   PlanInput in;

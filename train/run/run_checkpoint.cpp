@@ -3,6 +3,7 @@
 #include "train/run/run_checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <set>
 
@@ -148,9 +149,43 @@ json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg) {
                   " but the checkpoint was saved with ", key, " = ", before,
                   " (the architecture, optimizer and tokenizer cannot change on resume; "
                   "--init-from starts a new run from the weights)");
+    // The checkpoint's optimizer state is stored in precision.state's dtype: another dtype
+    // would otherwise surface as a tensor of the "wrong" dtype, which reads like file damage.
+    LLM_REQUIRE(key != "precision.state", "cannot resume from '", ckpt.dir(), "': ", key, " = ",
+                now_text, " but the checkpoint was saved with ", key, " = ", before,
+                " (its optimizer state is stored in that dtype; resume with ", key, " = ", before,
+                ", or --init-from starts a new run from the weights)");
     changed[key] = {{"from", before}, {"to", now_text}};
   }
   return changed;
+}
+
+json resume_global_batch_change(const CheckpointReader& ckpt, const RunConfig& cfg, int world) {
+  const json& meta = ckpt.meta();
+  const json& config = meta.value("config", json());
+  const std::string where = "checkpoint file '" + ckpt.dir() + "/meta.json'";
+  if (!meta.contains("world_size") || !config.is_object()) return nullptr;
+  // meta.json's flat config holds each value as its TOML text.
+  auto saved_int = [&](const char* key) -> int64_t {
+    const json& v = config.value(key, json());
+    int64_t out = 0;
+    const std::string text = v.is_string() ? v.get<std::string>() : "";
+    const auto res = std::from_chars(text.data(), text.data() + text.size(), out);
+    LLM_REQUIRE(res.ec == std::errc() && res.ptr == text.data() + text.size() && out > 0, where,
+                ": config '", key, "' must be a positive integer (got ", v.dump(), ")");
+    return out;
+  };
+  const int64_t w0 = int_or(meta, "world_size", 1, where);
+  const int64_t m0 = saved_int("train.micro_batch"), a0 = saved_int("train.accum");
+  const int64_t m1 = cfg.train.micro_batch, a1 = cfg.train.accum;
+  const int64_t from = w0 * m0 * a0, to = static_cast<int64_t>(world) * m1 * a1;
+  if (from == to) return nullptr;
+  auto arrow = [](int64_t a, int64_t b) { return std::to_string(a) + "->" + std::to_string(b); };
+  return {{"from", from},
+          {"to", to},
+          {"world", arrow(w0, world)},
+          {"micro_batch", arrow(m0, m1)},
+          {"accum", arrow(a0, a1)}};
 }
 
 void restore_loop_state(const CheckpointReader& ckpt, LoopState* ls) {

@@ -50,6 +50,13 @@ nlohmann::json checkpoint_meta(const RunConfig& cfg, ModelState& state, const Lo
 // match); returns the keys that changed as {"key": {"from": .., "to": ..}} (logged on resume).
 nlohmann::json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg);
 
+// The global batch (world x micro-batch x accum, in sequences) of the run saved in `ckpt` and of
+// `cfg` on `world` ranks, as {"from", "to", "world", "micro_batch", "accum"} (each part
+// "A->B"), or null when it stays the same (or the checkpoint does not record it). The world size
+// is no config key, so a change of ranks would otherwise go unmentioned.
+nlohmann::json resume_global_batch_change(const CheckpointReader& ckpt, const RunConfig& cfg,
+                                          int world);
+
 // Restores the loop counters and the loss scaler saved in `ckpt`.
 void restore_loop_state(const CheckpointReader& ckpt, LoopState* ls);
 void restore_scaler(const CheckpointReader& ckpt, ModelState& state);

@@ -95,6 +95,7 @@ std::optional<CheckpointReader> open_resume(TrainRun& run, const TrainRequest& c
   }
   ckpt.emplace(CheckpointReader::open(path));
   run.changed = resume_check_config(*ckpt, run.cfg);
+  run.batch_changed = resume_global_batch_change(*ckpt, run.cfg, run.world);
   return ckpt;
 }
 

@@ -48,7 +48,8 @@ struct TrainRun {
   int64_t resumed_bytes = 0;
   double load_seconds = 0.0;
   nlohmann::json changed = nlohmann::json::object();
-  bool print_tensors = false;  // TrainRequest::print_tensors
+  nlohmann::json batch_changed;  // resume_global_batch_change(), null when the same
+  bool print_tensors = false;    // TrainRequest::print_tensors
 
   bool resuming() const { return !resumed_from.empty(); }
   bool lead() const { return rank == 0; }  // prints and writes the run's files

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,8 +67,19 @@ class TrainLoop {
             run_.run_dir.c_str(), static_cast<long long>(ls_.step));
       return 0;
     }
+    try {
+      return train();
+    } catch (const std::exception& e) {
+      write_failed_summary(e.what());
+      throw;
+    }
+  }
+
+ private:
+  int train() {
     print_header();
-    tokens_at_start_ = ls_.tokens;
+    tokens_at_start_ = trained_tokens_ = ls_.tokens;
+    trained_step_ = ls_.step;
     t_start_ = t_loop_end_ = Clock::now();
     // Only rank 0 speaks; every rank honours the signal.
     stop_signal_install(run_.lead() ? "if interrupted before the save completes, resume from the "
@@ -86,6 +98,8 @@ class TrainLoop {
       const StepResult r = train_step(state_, batches_, step, lr);
       if (r.skipped) ++ls_.skipped;
       ls_.tokens += run_.tokens_per_step();
+      trained_step_ = step;
+      trained_tokens_ = ls_.tokens;
       const double step_s = seconds_since(t0);
       ls_.train_seconds += step_s;
       const bool last = budget_spent(ls_.train_seconds);
@@ -108,7 +122,6 @@ class TrainLoop {
     return stop_reason.empty() ? finish() : finish_stopped(stop_reason);
   }
 
- private:
   // A stop asked on any rank (its signal, or the STOP file) stops every rank after this step:
   // the ranks agree with an all-reduce, so they all save at the same step.
   std::string stop_agreed() {
@@ -211,12 +224,21 @@ class TrainLoop {
     for (const auto& [key, c] : run_.changed.items())
       std::printf("resume: %s changed from %s to %s\n", key.c_str(),
                   c["from"].get<std::string>().c_str(), c["to"].get<std::string>().c_str());
+    const json& b = run_.batch_changed;
+    if (!b.is_null())
+      std::printf(
+          "resume: global batch changed from %lld to %lld sequences (world %s, micro-batch %s, "
+          "accum %s)\n",
+          b["from"].get<long long>(), b["to"].get<long long>(),
+          b["world"].get<std::string>().c_str(), b["micro_batch"].get<std::string>().c_str(),
+          b["accum"].get<std::string>().c_str());
     log_write({{"step", ls_.step},
                {"tokens", ls_.tokens},
                {"resume", run_.resumed_from},
                {"ckpt_load_s", run_.load_seconds},
                {"ckpt_bytes", run_.resumed_bytes},
-               {"config_changed", run_.changed}});
+               {"config_changed", run_.changed},
+               {"global_batch_changed", run_.batch_changed}});
   }
 
   // The step's metrics record, and on progress steps the memory figures and a progress line.
@@ -319,9 +341,16 @@ class TrainLoop {
     so.world = run_.world;
     so.rank = run_.rank;
     so.all_gather_text = [this](const std::string& mine) { return comm().all_gather_text(mine); };
-    CkptSaveResult res = checkpoint_save(run_.run_dir + "/ckpt", ls_.step,
-                                         checkpoint_meta(cfg_, state_, ls_, ledger_, run_.world),
-                                         state_.checkpoint_pieces(), so);
+    CkptSaveResult res;
+    try {
+      res = checkpoint_save(run_.run_dir + "/ckpt", ls_.step,
+                            checkpoint_meta(cfg_, state_, ls_, ledger_, run_.world),
+                            state_.checkpoint_pieces(), so);
+    } catch (const CkptSaveFailed& e) {
+      // Every rank failed alike, the message naming the rank that hit it: reported once by
+      // rank 0 (not once per rank, each adding its own "rank N:" before that rank's name).
+      throw AgreedError(e.what());
+    }
     last_saved_ = ls_.step;
     log_write({{"step", ls_.step},
                {"tokens", ls_.tokens},
@@ -335,8 +364,9 @@ class TrainLoop {
     std::fflush(stdout);
   }
 
-  // The run's summary record ("finished" or "stopped"), with every rank's memory (a collective).
-  json summary_record(const std::string& status) {
+  // The run's summary record ("finished" or "stopped"), with every rank's memory (a collective
+  // unless `all_ranks` is false: a failed run's ranks may be anywhere).
+  json summary_record(const std::string& status, bool all_ranks = true) {
     const double mean_tps = ls_.tokens / std::max(ls_.train_seconds, 1e-9);
     // End to end: this run's steps (every rank's tokens) over the loop's wall clock (every step's
     // data, metrics, progress and checkpoints included), evaluations excluded.
@@ -364,7 +394,10 @@ class TrainLoop {
                     {"world", run_.world},
                     {"global_batch", run_.world * cfg_.train.micro_batch * cfg_.train.accum},
                     {"tokens_per_step", run_.tokens_per_step()}};
-    add_memory(&summary);
+    if (all_ranks)
+      add_memory(&summary);
+    else
+      ledger_.add_measured(&summary);
     return summary;
   }
 
@@ -375,6 +408,33 @@ class TrainLoop {
     if (log_) log_->sync();
     if (tb_) tb_->sync();
     run_summary_write(run_.run_dir, summary);
+  }
+
+  // A run that fails after its start (diverged, too many fp16 skips, a write that failed) says
+  // so: status "failed" and the error line, in summary.json and, where it can still be written,
+  // as the log's summary line; else `compare` would take it for a run still going. Rank 0 only,
+  // without collectives. Best effort: when this write fails too (the disk that is full), the
+  // original error is reported alone, as without it; a job that lost the run to another
+  // (run_lock.h) writes nothing.
+  void write_failed_summary(const std::string& reason) noexcept {
+    if (!run_.lead()) return;
+    try {
+      if (run_.lock) run_.lock->verify();
+      json summary = summary_record("failed", false);
+      summary["steps"] = trained_step_;  // the failing step did not complete
+      summary["tokens"] = trained_tokens_;
+      summary["failed"] = reason;
+      run_summary_add_files(run_.run_dir, &summary);
+      try {
+        log_write(summary);
+        if (log_) log_->sync();
+        if (tb_) tb_->sync();
+      } catch (const std::exception&) {
+        // The log cannot take the line (its write may be what failed): summary.json alone.
+      }
+      run_summary_write(run_.run_dir, summary);
+    } catch (const std::exception&) {
+    }
   }
 
   int finish_stopped(const std::string& reason) {
@@ -422,12 +482,13 @@ class TrainLoop {
   double last_loss_ = NAN, last_bpb_ = NAN;  // of this job's last step and evaluation
   double optim_ms_sum_ = 0.0;                // over this job's steps (rank 0's optimizer time)
   int64_t job_steps_ = 0;
+  int64_t trained_step_ = 0, trained_tokens_ = 0;  // after the last step whose update completed
   double tokens_per_byte_ = 0.0;
   std::vector<int64_t> val_starts_;
   int64_t last_saved_ = -1;
   int64_t tokens_at_start_ = 0;
   double eval_s_ = 0.0;  // evaluations inside the loop (excluded from end-to-end tokens/s)
-  Clock::time_point t_start_, t_loop_end_;
+  Clock::time_point t_start_ = Clock::now(), t_loop_end_ = t_start_;
 };
 
 }  // namespace
