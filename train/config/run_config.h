@@ -88,4 +88,10 @@ struct RunConfig {
   void validate() const;  // every section; model.vocab_size must be resolved first
 };
 
+// The sizes together: the model's parameters and one micro-batch's activations, estimated in
+// floating point, must stay far enough below 2^63 that the planner's and the allocator's int64
+// byte counts cannot overflow. Throws Error naming the keys. (Each key's own range is checked by
+// its section's validate().)
+void run_config_check_sizes(const RunConfig& config);
+
 }  // namespace ledgerlm
