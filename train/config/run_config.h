@@ -36,6 +36,8 @@ struct TrainConfig {
   int64_t threads = 0;      // 0: cores on this node / ranks on this node
   bool overwrite = false;   // allow reusing an existing runs/NAME (else refuse)
   bool tensorboard = true;  // also write the metrics as TensorBoard events (tensorboard.h)
+  // Refuse to start a run whose predicted memory does not fit this host (memory_admission.h).
+  bool memory_check = true;
   // Frozen tensors: comma-separated globs over parameter names (or their Hugging Face names);
   // they get no gradient, master copy or optimizer state (param_table_freeze).
   std::string freeze;
