@@ -60,7 +60,6 @@ MemoryPlan memory_plan_for_config(const RunConfig& config, int64_t world, int64_
   out.per_rank_peak = ex(base.per_rank_peak, lo.per_rank_peak, hi.per_rank_peak);
   out.ckpt_weights_bytes =
       ex(base.ckpt_weights_bytes, lo.ckpt_weights_bytes, hi.ckpt_weights_bytes);
-  out.ckpt_full_bytes = ex(base.ckpt_full_bytes, lo.ckpt_full_bytes, hi.ckpt_full_bytes);
   PlanInput& x = out.input;
   const PlanInput &xl = lo.input, &xh = hi.input;
   x.num_params = ex(x.num_params, xl.num_params, xh.num_params);
@@ -73,6 +72,16 @@ MemoryPlan memory_plan_for_config(const RunConfig& config, int64_t world, int64_
   // Figures only: the anchors' tensors and units would describe another model.
   x.tensors.clear();
   x.units.clear();
+  // The backend's scratch rounds to pages (not affine): computed again from the extrapolated
+  // element count (without units the shard is E / world, exact: units are padded to a multiple
+  // of world).
+  for (PlanComponent& c : out.components) {
+    if (c.name != "workspace.backend") continue;
+    const int64_t exact = plan_cpu_workspace_bytes(x);
+    out.per_rank_peak += exact - c.per_rank_bytes;
+    c.total_bytes = c.per_rank_bytes = exact;
+  }
+  out.ckpt_full_bytes = plan_ckpt_full_bytes(out);  // a ratio of the figures, not affine
   out.notes.push_back(
       "model.n_layer = " + std::to_string(L) + " > " + std::to_string(kExactPlanLayers) +
       ": computed per block x count from exact plans of " + std::to_string(a) + " and " +
