@@ -48,11 +48,20 @@ std::string admission_refusal(const AdmissionFigures& f, const MemoryPlan& plan,
                        "; or --train.memory_check false to start anyway");
 }
 
-AdmissionFigures memory_admission_check(const RunConfig& config, int world, int rank,
-                                        int local_ranks, int threads, bool print) {
-  const MemoryPlan plan =
-      memory_plan_for_config(config, world, threads, plan_data_bytes(config.data.dir), rank);
-  const AdmissionFigures f = admission_figures(plan, local_ranks, host_memory_limits());
+AdmissionFigures memory_admission_check(const RunConfig& config, Backend& backend, int world,
+                                        int rank, int local_ranks, bool print) {
+  const MemoryPlan plan = memory_plan_for_config(config, world, backend.num_threads(),
+                                                 plan_data_bytes(config.data.dir), rank);
+  std::vector<MemoryLimit> limits = host_memory_limits();
+  DeviceMemoryInfo device;
+  if (backend.device_memory(&device)) {
+    // The host's limits do not bound device memory; the stated limit still applies.
+    std::erase_if(limits,
+                  [](const MemoryLimit& l) { return l.source != "LEDGERLM_MEMORY_LIMIT_BYTES"; });
+    limits.push_back({"free device memory (driver)", device.total - device.used, device.total});
+    local_ranks = 1;  // one device per rank
+  }
+  const AdmissionFigures f = admission_figures(plan, local_ranks, limits);
   if (f.fits()) return f;
   const std::string line = admission_refusal(f, plan, config);
   LLM_REQUIRE(!config.train.memory_check, line);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/backend/backend.h"
 #include "train/config/run_config.h"
 #include "train/ledger/memory_plan.h"
 #include "train/run/host_memory.h"
@@ -41,11 +42,12 @@ AdmissionFigures admission_figures(const MemoryPlan& plan, int64_t local_ranks,
 std::string admission_refusal(const AdmissionFigures& f, const MemoryPlan& plan,
                               const RunConfig& config);
 
-// The check itself (rank `rank` of `world`, `local_ranks` on this host, `threads` per rank):
+// The check itself (rank `rank` of `world`, `local_ranks` on this host, the backend's threads):
 // throws Error with admission_refusal's line when the run does not fit and
-// config.train.memory_check is true; prints a note and returns when it is false. Returns the
-// figures.
-AdmissionFigures memory_admission_check(const RunConfig& config, int world, int rank,
-                                        int local_ranks, int threads, bool print);
+// config.train.memory_check is true; prints a note (when `print`) and returns when it is false.
+// A device backend (Backend::device_memory) holds the model in its own memory: its driver's free
+// memory is the limit then (plus LEDGERLM_MEMORY_LIMIT_BYTES), per rank (one device each).
+AdmissionFigures memory_admission_check(const RunConfig& config, Backend& backend, int world,
+                                        int rank, int local_ranks, bool print);
 
 }  // namespace ledgerlm

@@ -108,8 +108,7 @@ void build_state(TrainRun& run, Comm& comm) {
   run.backend = backend_create(cfg.train.device, bo);
   // Before anything big is allocated (the backend is created first: the GEMM library it picks
   // sizes its scratch): a run this host cannot hold is refused here, in one line.
-  memory_admission_check(cfg, run.world, run.rank, comm.local_world(), run.backend->num_threads(),
-                         run.lead());
+  memory_admission_check(cfg, *run.backend, run.world, run.rank, comm.local_world(), run.lead());
   LoaderConfig lc;
   lc.seq = cfg.train.seq_len;
   lc.micro_batch = cfg.train.micro_batch;
