@@ -3,7 +3,8 @@
 //     one line with the planner's figure, well within a second, and leaves nothing in runs/;
 //   - train.memory_check = false starts it anyway; a run needing ~80% of the limit trains;
 //   - model.n_layer = 1000000 is refused at once (its table alone took ~20 s and ~4 GB), and
-//     1e9 is refused by its bound;
+//     each size key past its bound (n_layer 1e9, ...) in one line naming it;
+//   - `ulimit -v` is one of the limits read;
 //   - `ledgerlm memory` answers for 1e8 blocks under a 2 GB address-space limit (the table of
 //     1e8 blocks would take ~400 GB).
 // The "within a second" bounds are on refusals, which do no work: measured ~0.02 s, so 1 s is a
@@ -20,6 +21,7 @@
 #include "tests/support/run_files_test_support.h"
 #include "tests/support/test_util.h"
 #include "train/ledger/memory_plan.h"
+#include "train/run/host_memory.h"
 #include "train/run/memory_admission.h"
 
 namespace ledgerlm {
@@ -141,14 +143,41 @@ TEST_F(MemoryAdmission, AMillionBlocksRefusedAtOnce) {
   EXPECT_LT(r.seconds, 1.0);
   EXPECT_NE(r.err.find("memory: this run needs"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(root_ + "/runs/million"));
-  // Past the bound: the key and its range.
-  r = run("train" + flags("billion") + " --model.n_layer 1000000000", 0);
+}
+
+// Each size key has a bound the code can represent, refused in one line naming the key.
+TEST_F(MemoryAdmission, SizeKeysBoundedByName) {
+  const std::pair<std::string, std::string> cases[] = {
+      {" --model.n_layer 1000000000", "model.n_layer: expected 1..100000000"},
+      {" --model.n_embd 4194304 --model.n_head 2", "model.n_embd: expected at most"},
+      {" --train.micro_batch 100000000", "train.micro_batch x train.seq_len = 3200000000"},
+      {" --train.accum 3000000000", "train.accum: expected 1..2147483647"},
+      {" --model.block_size 100000000", "model.block_size: expected 1..16777216"},
+  };
+  for (const auto& [extra, expected] : cases) {
+    const Result r = run("train" + flags("bounds") + extra, 0);
+    expect_one_line_error(r);
+    EXPECT_LT(r.seconds, 1.0) << extra;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << extra << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(root_ + "/runs/bounds"));
+}
+
+// `ulimit -v` bounds the address space: the need is compared with the limit minus the virtual
+// size already taken (~0.4 GB here). A ~5 GB model under 3 GB is refused naming RLIMIT_AS (the
+// tightest limit, unless the host itself has less than that: then skipped).
+TEST_F(MemoryAdmission, AddressSpaceLimitIsRead) {
+  int64_t available = 0;
+  for (const auto& l : host_memory_limits())
+    if (l.source.rfind("MemAvailable", 0) == 0) available = l.available;
+  if (available < 4000000000) GTEST_SKIP() << "less than 4 GB available on this host";
+  const Result r = run("train" + flags("ulimit") + " --model.n_layer 24 --model.n_embd 1024", 0,
+                       "ulimit -v 3000000; ");
   expect_one_line_error(r);
-  EXPECT_LT(r.seconds, 1.0);
-  EXPECT_NE(r.err.find("model.n_layer: expected 1..100000000"), std::string::npos) << r.err;
-  r = run("train" + flags("wide") + " --model.n_embd 4194304 --model.n_head 2", 0);
-  expect_one_line_error(r);
-  EXPECT_NE(r.err.find("model.n_embd: expected at most"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("available (RLIMIT_AS (ulimit -v) minus the virtual size"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(root_ + "/runs/ulimit"));
 }
 
 TEST_F(MemoryAdmission, MemoryCommandAnswersForAHundredMillionBlocksInBoundedMemory) {
