@@ -28,13 +28,18 @@ Recompute recompute_parse(const std::string& text) {
 }
 
 void ModelConfig::validate() const {
-  LLM_REQUIRE(vocab_size > 0, "model.vocab_size: expected > 0 (got ", vocab_size, ")");
-  LLM_REQUIRE(n_layer > 0, "model.n_layer: expected > 0 (got ", n_layer, ")");
+  LLM_REQUIRE(vocab_size > 0 && vocab_size <= kMaxVocab, "model.vocab_size: expected 1..",
+              kMaxVocab, " (token ids and logit rows are 32-bit; got ", vocab_size, ")");
+  LLM_REQUIRE(n_layer > 0 && n_layer <= kMaxLayers, "model.n_layer: expected 1..", kMaxLayers,
+              " (the parameter table numbers its tensors with 32-bit ints; got ", n_layer, ")");
   LLM_REQUIRE(n_head > 0, "model.n_head: expected > 0 (got ", n_head, ")");
   LLM_REQUIRE(n_embd > 0 && n_embd % n_head == 0,
               "model.n_embd: expected a positive multiple of model.n_head=", n_head, " (got ",
               n_embd, ")");
-  LLM_REQUIRE(block_size > 0, "model.block_size: expected > 0 (got ", block_size, ")");
+  LLM_REQUIRE(n_embd <= kMaxEmbd, "model.n_embd: expected at most ", kMaxEmbd,
+              " (the MLP's 4C-wide GEMM dimensions are 32-bit; got ", n_embd, ")");
+  LLM_REQUIRE(block_size > 0 && block_size <= kMaxBlockSize, "model.block_size: expected 1..",
+              kMaxBlockSize, " (got ", block_size, ")");
   LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "model.dropout: expected in [0, 1) (got ", dropout,
               ")");
   recompute_parse(recompute);

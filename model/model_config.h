@@ -27,6 +27,14 @@ struct LoraConfig {
   void validate(int64_t n_embd) const;                  // throws Error naming the lora.* key
 };
 
+// Largest accepted sizes: what the model's indices and GEMM dimensions represent. A table row
+// index is an int and a block holds at most 20 tensors (12 plus 8 LoRA factors), so 1e8 blocks
+// stay below 2^31 rows; 4C and the padded vocab are GEMM dimensions (32-bit in BLAS).
+constexpr int64_t kMaxLayers = 100000000;
+constexpr int64_t kMaxEmbd = int64_t{1} << 20;
+constexpr int64_t kMaxBlockSize = int64_t{1} << 24;
+constexpr int64_t kMaxVocab = int64_t{1} << 30;
+
 struct ModelConfig {
   int64_t vocab_size = 0;  // 0: taken from the prepared data (meta.json)
   int64_t n_layer = 4;

@@ -15,6 +15,7 @@
 #include "model/base/check.h"
 #include "optim/optim_groups.h"
 #include "train/ledger/memory_plan.h"
+#include "train/ledger/plan_layers.h"
 #include "train/ledger/tensor_states.h"
 #include "train/step/placement.h"
 #include "train/step/precision_plan.h"
@@ -24,6 +25,14 @@ namespace {
 
 bool given(const MemoryCommand& cmd, const std::string& flag) {
   return cmd.app != nullptr && cmd.app->get_option(flag)->count() > 0;
+}
+
+// --layers takes 1e8 as well as 100000000 (a whole number within model.n_layer's range).
+int64_t layers_flag(double layers) {
+  LLM_REQUIRE(
+      layers >= 1 && layers <= static_cast<double>(kMaxLayers) && layers == std::floor(layers),
+      "--layers: expected a whole number 1..", kMaxLayers, " (got ", layers, ")");
+  return static_cast<int64_t>(layers);
 }
 
 // Short flags onto the run config (the command line wins over the config file).
@@ -38,7 +47,7 @@ void apply_short_flags(MemoryCommand& cmd) {
   if (given(cmd, "--micro-batch")) r.train.micro_batch = cmd.micro_batch;
   if (given(cmd, "--accum")) r.train.accum = cmd.accum;
   if (given(cmd, "--threads")) r.train.threads = cmd.threads;
-  if (given(cmd, "--layers")) r.model.n_layer = cmd.layers;
+  if (given(cmd, "--layers")) r.model.n_layer = layers_flag(cmd.layers);
   if (given(cmd, "--hidden")) r.model.n_embd = cmd.hidden;
   if (given(cmd, "--heads")) r.model.n_head = cmd.heads;
   if (given(cmd, "--vocab")) r.model.vocab_size = cmd.vocab;
@@ -82,7 +91,16 @@ CLI::App* memory_command_add(CLI::App& app, MemoryCommand* cmd) {
   return sub;
 }
 
-PlanInput memory_command_input(MemoryCommand& cmd) {
+namespace {
+
+// The configuration resolved and checked: whether the model comes from it (else --params), and
+// the figures the planner takes beside it.
+struct Resolved {
+  bool from_config = false;
+  int64_t threads = 1, data_bytes = -1;
+};
+
+Resolved resolve(MemoryCommand& cmd) {
   config_apply(&cmd.config);
   apply_short_flags(cmd);
   RunConfig& r = cmd.run;
@@ -103,8 +121,15 @@ PlanInput memory_command_input(MemoryCommand& cmd) {
     LLM_REQUIRE(r.model.vocab_size > 0, "model.vocab_size = 0 and no prepared data in '",
                 r.data.dir, "': give --vocab V (or --model.vocab_size, or --data.dir)");
     r.model.validate();
-    return plan_input_from_config(r, cmd.world, threads, data_bytes);
+    run_config_check_sizes(r);
+    return {true, threads, data_bytes};
   }
+  return {false, threads, -1};
+}
+
+// --params N: a model of exactly N parameters, shapes from the short flags.
+PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
+  const RunConfig& r = cmd.run;
 
   // The ledger sums bytes in int64: at most ~40 bytes a parameter (fp32 weights, gradients,
   // master, two optimizer states, reduction buffers) stays below 2^63 up to 1e17 parameters.
@@ -118,11 +143,12 @@ PlanInput memory_command_input(MemoryCommand& cmd) {
   in.elements = in.num_params;  // no table: no padding
   if (given(cmd, "--layers") && given(cmd, "--hidden") && given(cmd, "--heads")) {
     LLM_REQUIRE(
-        cmd.layers > 0 && cmd.hidden > 0 && cmd.heads > 0 && cmd.hidden % cmd.heads == 0,
-        "--layers/--hidden/--heads: expected positive values with hidden a multiple of heads");
+        cmd.hidden > 0 && cmd.heads > 0 && cmd.hidden % cmd.heads == 0 && cmd.hidden <= kMaxEmbd,
+        "--hidden/--heads: expected positive values with hidden a multiple of heads and at most ",
+        kMaxEmbd);
     ModelConfig m;
     m.vocab_size = given(cmd, "--vocab") ? cmd.vocab : 50257;
-    in.shapes.n_layer = cmd.layers;
+    in.shapes.n_layer = layers_flag(cmd.layers);
     in.shapes.n_embd = cmd.hidden;
     in.shapes.n_head = cmd.heads;
     in.shapes.padded_vocab = m.padded_vocab();
@@ -143,6 +169,20 @@ PlanInput memory_command_input(MemoryCommand& cmd) {
   in.threads = threads;
   in.data_bytes = -1;
   return in;
+}
+
+}  // namespace
+
+PlanInput memory_command_input(MemoryCommand& cmd) {
+  const Resolved rs = resolve(cmd);
+  if (rs.from_config) return plan_input_from_config(cmd.run, cmd.world, rs.threads, rs.data_bytes);
+  return params_input(cmd, rs.threads);
+}
+
+MemoryPlan memory_command_plan(MemoryCommand& cmd) {
+  const Resolved rs = resolve(cmd);
+  if (rs.from_config) return memory_plan_for_config(cmd.run, cmd.world, rs.threads, rs.data_bytes);
+  return memory_plan_compute(params_input(cmd, rs.threads));
 }
 
 namespace {
@@ -179,9 +219,11 @@ int print_placement(MemoryCommand& cmd) {
 }  // namespace
 
 int command_memory(MemoryCommand& cmd) {
-  const PlanInput input = memory_command_input(cmd);
-  if (cmd.tensors) return print_placement(cmd);
-  const MemoryPlan plan = memory_plan_compute(input);
+  if (cmd.tensors) {
+    resolve(cmd);
+    return print_placement(cmd);
+  }
+  const MemoryPlan plan = memory_command_plan(cmd);
   if (cmd.json)
     std::printf("%s\n", memory_plan_json(plan).dump(2).c_str());
   else

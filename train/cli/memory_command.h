@@ -17,7 +17,8 @@ struct MemoryCommand {
   RunConfig run;
   // Short flags; each overrides the matching config key when given (the CLI11 option counts).
   double params = 0;  // --params N: a model of N parameters without a parameter table
-  int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  double layers = 0;  // --layers: also as 1e8
+  int64_t hidden = 0, heads = 0, seq = 0, vocab = 0;
   std::string optim, param_dtype, grad_dtype, master, recompute;
   int64_t world = 1, zero = 0, micro_batch = 0, accum = 0, threads = 0;
   bool json = false;
@@ -31,6 +32,9 @@ CLI::App* memory_command_add(CLI::App& app, MemoryCommand* cmd);
 // Builds the planner's input from the parsed command (config file, --section.key flags, then
 // the short flags). Throws Error naming the flag for bad input.
 PlanInput memory_command_input(MemoryCommand& cmd);
+// The predicted ledger of the parsed command: memory_plan_for_config for a model from a config
+// (bounded time and memory for any model.n_layer), the formulas over --params N otherwise.
+MemoryPlan memory_command_plan(MemoryCommand& cmd);
 int command_memory(MemoryCommand& cmd);
 
 }  // namespace ledgerlm

@@ -80,6 +80,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
           "e.g. embed.*,block.0.*");
   LLM_KEY("train", c.train, tensorboard, B,
           "write TensorBoard events (runs/NAME/events.out.tfevents.*)");
+  LLM_KEY("train", c.train, memory_check, B,
+          "refuse a run whose predicted memory exceeds what this host has (false: start anyway)");
 
   LLM_KEY("optim", c.optim, name, S,
           "sgd | adamw | lamb | lars | adafactor | adamw8bit | lion | adamw_schedulefree | "

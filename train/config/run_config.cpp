@@ -45,9 +45,18 @@ void TrainConfig::validate() const {
               "' is not a run name (letters, digits, '.', '_' and '-', and not '.' or '..')");
   LLM_REQUIRE(!out_dir.empty(), "train.out_dir: expected a directory");
   require_one_of("train.device", device, {"cpu", "cuda", "auto"});
-  LLM_REQUIRE(micro_batch > 0, "train.micro_batch: expected > 0 (got ", micro_batch, ")");
-  LLM_REQUIRE(seq_len > 0, "train.seq_len: expected > 0 (got ", seq_len, ")");
-  LLM_REQUIRE(accum > 0, "train.accum: expected > 0 (got ", accum, ")");
+  // Sizes: a micro-batch's B x T token rows are one GEMM dimension (32-bit), and
+  // world x B x T x A tokens per step are counted in int64 (run_config_check_sizes).
+  constexpr int64_t kMaxInt32 = 2147483647;
+  LLM_REQUIRE(micro_batch > 0 && micro_batch <= kMaxInt32, "train.micro_batch: expected 1..",
+              kMaxInt32, " (got ", micro_batch, ")");
+  LLM_REQUIRE(seq_len > 0 && seq_len <= kMaxBlockSize, "train.seq_len: expected 1..", kMaxBlockSize,
+              " (got ", seq_len, ")");
+  LLM_REQUIRE(micro_batch * seq_len <= kMaxInt32,
+              "train.micro_batch x train.seq_len = ", micro_batch * seq_len, ": expected at most ",
+              kMaxInt32, " token rows per micro-batch (a 32-bit GEMM dimension)");
+  LLM_REQUIRE(accum > 0 && accum <= kMaxInt32, "train.accum: expected 1..", kMaxInt32, " (got ",
+              accum, ")");
   LLM_REQUIRE(max_steps >= 0, "train.max_steps: expected >= 0 (got ", max_steps, ")");
   LLM_REQUIRE(max_tokens >= 0, "train.max_tokens: expected >= 0 (got ", max_tokens, ")");
   LLM_REQUIRE(max_seconds >= 0, "train.max_seconds: expected >= 0 (got ", max_seconds, ")");
@@ -97,7 +106,8 @@ void RunConfig::validate() const {
   precision.validate();
   dist.validate();
   ckpt.validate();
-  if (!train.freeze.empty()) {  // patterns that match nothing, or freeze everything
+  run_config_check_sizes(*this);  // before anything builds a table of model.n_layer blocks
+  if (!train.freeze.empty()) {    // patterns that match nothing, or freeze everything
     ParamTable table = param_table_build(model);
     param_table_freeze(&table, train.freeze);
   }
@@ -107,6 +117,34 @@ void RunConfig::validate() const {
                   train.max_tokens > 0,
               "optim.ademamix_warmup: a wall-clock budget alone (train.max_seconds) gives no run "
               "length in steps to warm alpha and beta3 up over; set it to the steps you expect");
+}
+
+void run_config_check_sizes(const RunConfig& cfg) {
+  // Generous upper bounds (GPT-2's tensors, 64 bytes per parameter: more than any precision and
+  // optimizer keeps; per layer 40 activations of C and two of H x T per token, then the logits),
+  // kept below 2^62 bytes so that sums of a few of them cannot reach 2^63.
+  constexpr double kMaxBytes = 4611686018427387904.0;  // 2^62
+  const ModelConfig& m = cfg.model;
+  const double L = static_cast<double>(m.n_layer), C = static_cast<double>(m.n_embd),
+               H = static_cast<double>(m.n_head), V = static_cast<double>(m.padded_vocab()),
+               P = static_cast<double>(m.block_size);
+  const double params = L * (12 * C * C + 13 * C) + (V + P) * C + 2 * C;
+  LLM_REQUIRE(params * 64 <= kMaxBytes, "model.n_layer = ", m.n_layer,
+              " x model.n_embd = ", m.n_embd, ": ~", params,
+              " parameters, more than 64-bit byte counts can hold (at most ~", kMaxBytes / 64,
+              "); make the model smaller");
+  const double B = static_cast<double>(cfg.train.micro_batch),
+               T = static_cast<double>(cfg.train.seq_len);
+  const double activations = 4 * B * T * (L * (40 * C + 2 * H * T) + 2 * V);
+  LLM_REQUIRE(activations <= kMaxBytes, "train.micro_batch = ", cfg.train.micro_batch,
+              " x train.seq_len = ", cfg.train.seq_len, " with model.n_layer = ", m.n_layer, ": ~",
+              activations,
+              " bytes of activations per micro-batch, more than 64-bit byte counts can hold; "
+              "make the micro-batch smaller");
+  const double tokens = B * T * static_cast<double>(cfg.train.accum);
+  LLM_REQUIRE(tokens <= kMaxBytes / 1024, "train.accum = ", cfg.train.accum,
+              ": train.micro_batch x train.seq_len x train.accum = ", tokens,
+              " tokens per rank and step, more than the token counters can hold");
 }
 
 }  // namespace ledgerlm

@@ -36,6 +36,8 @@ struct TrainConfig {
   int64_t threads = 0;      // 0: cores on this node / ranks on this node
   bool overwrite = false;   // allow reusing an existing runs/NAME (else refuse)
   bool tensorboard = true;  // also write the metrics as TensorBoard events (tensorboard.h)
+  // Refuse to start a run whose predicted memory does not fit this host (memory_admission.h).
+  bool memory_check = true;
   // Frozen tensors: comma-separated globs over parameter names (or their Hugging Face names);
   // they get no gradient, master copy or optimizer state (param_table_freeze).
   std::string freeze;
@@ -87,5 +89,11 @@ struct RunConfig {
   CkptConfig ckpt;
   void validate() const;  // every section; model.vocab_size must be resolved first
 };
+
+// The sizes together: the model's parameters and one micro-batch's activations, estimated in
+// floating point, must stay far enough below 2^63 that the planner's and the allocator's int64
+// byte counts cannot overflow. Throws Error naming the keys. (Each key's own range is checked by
+// its section's validate().)
+void run_config_check_sizes(const RunConfig& config);
 
 }  // namespace ledgerlm

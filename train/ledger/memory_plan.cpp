@@ -497,23 +497,32 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
   else
     plan.notes.push_back("data: the loader's token shards are not included (no prepared data)");
 
-  int64_t states = 0;
   for (const auto& c : plan.components) {
     if (c.model_state) plan.model_state_bytes += c.total_bytes;
     if (c.model_state) plan.model_state_per_rank += c.per_rank_bytes;
     if (c.optimizer) plan.optimizer_bytes += c.total_bytes;
-    if (c.optimizer && c.tag != MemTag::kMaster) states += c.total_bytes;
     plan.per_rank_peak += c.per_rank_bytes;
   }
   plan.global_batch = x.world * x.micro_batch * x.accum;
-  // Checkpoints hold the real tensors (no padding): weights in the compute dtype; the full
-  // training state adds the fp32 master (unless the params are it) and the optimizer states.
-  const int64_t N = x.num_params;
-  plan.ckpt_weights_bytes = N * static_cast<int64_t>(dtype_size(x.params));
-  const int64_t states_real = static_cast<int64_t>(static_cast<double>(states) *
-                                                   static_cast<double>(N) / static_cast<double>(E));
-  plan.ckpt_full_bytes = plan.ckpt_weights_bytes + (x.separate_master ? 4 * N : 0) + states_real;
+  plan.ckpt_weights_bytes = x.num_params * static_cast<int64_t>(dtype_size(x.params));
+  plan.ckpt_full_bytes = plan_ckpt_full_bytes(plan);
   return plan;
+}
+
+int64_t plan_ckpt_full_bytes(const MemoryPlan& plan) {
+  // Checkpoints hold the real tensors (no padding): weights in the compute dtype; the full
+  // training state adds the fp32 master (unless the params are it) and the optimizer states,
+  // whose padded bytes are scaled to the real parameters.
+  const PlanInput& x = plan.input;
+  int64_t states = 0;
+  for (const auto& c : plan.components)
+    if (c.optimizer && c.tag != MemTag::kMaster) states += c.total_bytes;
+  const int64_t N = x.num_params;
+  const int64_t states_real =
+      static_cast<int64_t>(static_cast<double>(states) * static_cast<double>(N) /
+                           static_cast<double>(std::max<int64_t>(x.elements, 1)));
+  return N * static_cast<int64_t>(dtype_size(x.params)) + (x.separate_master ? 4 * N : 0) +
+         states_real;
 }
 
 int64_t plan_data_bytes(const std::string& data_dir) {

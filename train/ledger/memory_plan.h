@@ -140,6 +140,8 @@ int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch);
 int64_t plan_cpu_workspace_bytes(const PlanInput& x);
 
 MemoryPlan memory_plan_compute(const PlanInput& in);
+// The full training state's checkpoint bytes of a computed plan (its components and input).
+int64_t plan_ckpt_full_bytes(const MemoryPlan& plan);
 
 // Inputs from a run configuration: the parameter table built for `world` ranks (exact layout),
 // precision_plan's dtypes, shapes from [model] and [train], the ZeRO stage in effect

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "model/base/check.h"
+#include "train/run/memory_admission.h"
 #include "train/run/run_dir.h"
 #include "train/run/run_summary.h"
 #include "train/run/tensorboard.h"
@@ -99,13 +100,16 @@ std::optional<CheckpointReader> open_resume(TrainRun& run, const TrainRequest& c
   return ckpt;
 }
 
-// Backend, data loader (it maps both shards and checks every token) and model state: memory
-// only, nothing on disk changes.
+// Backend, admission (memory_admission.h), data loader (it maps both shards and checks every
+// token) and model state: memory only, nothing on disk changes.
 void build_state(TrainRun& run, Comm& comm) {
   const RunConfig& cfg = run.cfg;
   BackendOptions bo;
   bo.threads = threads_per_rank(cfg.train.threads, comm.local_world());
   run.backend = backend_create(cfg.train.device, bo);
+  // Before anything big is allocated (the backend is created first: the GEMM library it picks
+  // sizes its scratch): a run this host cannot hold is refused here, in one line.
+  memory_admission_check(cfg, *run.backend, run.world, run.rank, comm.local_world(), run.lead());
   LoaderConfig lc;
   lc.seq = cfg.train.seq_len;
   lc.micro_batch = cfg.train.micro_batch;
