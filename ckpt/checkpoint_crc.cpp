@@ -1,13 +1,9 @@
 // CRC-32C with a hardware path (SSE4.2) and a byte-table fallback (see checkpoint_crc.h).
 #include "ckpt/checkpoint_crc.h"
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cstdio>
 #include <cstring>
-
-#include "ckpt/checkpoint.h"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
@@ -75,12 +71,19 @@ std::string ckpt_crc_text(uint32_t crc) {
   return buf;
 }
 
-std::string checkpoint_meta_checksum(const nlohmann::json& meta) {
-  nlohmann::json copy = meta;
-  if (copy.is_object()) copy.erase(kCheckpointMetaChecksumKey);
-  // Parsed JSON holds valid UTF-8 only; replace guards hand-built records all the same.
-  const std::string text = copy.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return ckpt_crc_text(ckpt_crc32c(text.data(), text.size()));
+bool ckpt_crc_parse(const std::string& text, uint32_t* crc) {
+  if (text.size() != 15 || text.rfind("crc32c:", 0) != 0 ||
+      text.find_first_not_of("0123456789abcdefABCDEF", 7) != std::string::npos)
+    return false;
+  uint32_t v = 0;
+  for (size_t i = 7; i < text.size(); ++i) {
+    const char c = text[i];
+    const uint32_t d =
+        c <= '9' ? static_cast<uint32_t>(c - '0') : static_cast<uint32_t>((c | 0x20) - 'a' + 10);
+    v = (v << 4) | d;
+  }
+  *crc = v;
+  return true;
 }
 
 }  // namespace ledgerlm

@@ -54,10 +54,9 @@ const json& member_object(const json& obj, const char* key, const std::string& w
 uint32_t parse_crc(const json& p, const std::string& where) {
   const json& v = member(p, "crc", where);
   const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-  LLM_REQUIRE(s.rfind("crc32c:", 0) == 0 && s.size() == 15 &&
-                  s.find_first_not_of("0123456789abcdefABCDEF", 7) == std::string::npos,
-              where, ": malformed crc '", s, "'");
-  return static_cast<uint32_t>(std::stoul(s.substr(7), nullptr, 16));
+  uint32_t crc = 0;
+  LLM_REQUIRE(ckpt_crc_parse(s, &crc), where, ": malformed crc '", s, "'");
+  return crc;
 }
 
 // Data files are plain names "STEM.safetensors" inside the checkpoint directory.
@@ -312,6 +311,14 @@ std::vector<float> CheckpointReader::read_f32(const std::string& file, const std
                          dtype_name(info->dtype), ", expected a float dtype"));
   }
   return out;
+}
+
+std::string checkpoint_meta_checksum(const nlohmann::json& meta) {
+  nlohmann::json copy = meta;
+  if (copy.is_object()) copy.erase(kCheckpointMetaChecksumKey);
+  // Parsed JSON holds valid UTF-8 only; replace guards hand-built records all the same.
+  const std::string text = copy.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return ckpt_crc_text(ckpt_crc32c(text.data(), text.size()));
 }
 
 void CheckpointReader::verify_all() const {

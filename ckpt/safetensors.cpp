@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/checkpoint_crc.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -136,17 +137,22 @@ void SafeTensorsWriter::add(const std::string& name, DType dtype, const std::vec
 }
 
 void SafeTensorsWriter::set_metadata(const std::string& key, const std::string& value) {
+  LLM_REQUIRE(key.rfind(kSafetensorsChecksumPrefix, 0) != 0, "safetensors: metadata key '", key,
+              "' is reserved for the writer's checksums");
   metadata_[key] = value;
 }
 
 std::string SafeTensorsWriter::header_json() const {
   json header = json::object();
+  json metadata = metadata_;
   for (const auto& e : entries_) {
     header[e.info.name] = {{"dtype", dtype_safetensors_name(e.info.dtype)},
                            {"shape", e.info.shape},
                            {"data_offsets", {e.info.offset, e.info.offset + e.info.bytes}}};
+    metadata[kSafetensorsChecksumPrefix + e.info.name] =
+        ckpt_crc_text(ckpt_crc32c(e.data, static_cast<size_t>(e.info.bytes)));
   }
-  if (!metadata_.empty()) header[kMetadataKey] = metadata_;
+  if (!metadata.empty()) header[kMetadataKey] = metadata;
   return header.dump();
 }
 
@@ -255,6 +261,27 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   LLM_REQUIRE(cursor == data_bytes, where, ": data section has ", data_bytes,
               " bytes but the tensors cover ", cursor,
               (cursor < data_bytes ? " (trailing bytes)" : " (file truncated)"));
+
+  // Checksums: none, or one for every tensor (a partial set is a damaged header, not a choice).
+  const std::string prefix = kSafetensorsChecksumPrefix;
+  size_t checksums = 0;
+  for (const auto& [key, value] : f.metadata_) {
+    if (key.rfind(prefix, 0) != 0) continue;
+    const std::string name = key.substr(prefix.size());
+    auto it = f.index_.find(name);
+    LLM_REQUIRE(it != f.index_.end(), where, ": __metadata__ has a checksum for tensor '", name,
+                "', which the file does not hold: the file is damaged");
+    SafeTensorInfo& t = f.tensors_[it->second];
+    LLM_REQUIRE(ckpt_crc_parse(value, &t.crc32c), where, ": tensor '", name, "': checksum '", value,
+                "' is not 'crc32c:' and 8 hex digits: the file is damaged");
+    t.has_checksum = true;
+    ++checksums;
+  }
+  if (checksums > 0)
+    for (const SafeTensorInfo& t : f.tensors_)
+      LLM_REQUIRE(t.has_checksum, where, ": tensor '", t.name,
+                  "' has no checksum in __metadata__ but the other tensors have: the file is "
+                  "damaged");
   return f;
 }
 
@@ -305,6 +332,16 @@ void SafeTensorsFile::read_bytes(int64_t file_offset, int64_t bytes, void* dst,
   }
 }
 
+void SafeTensorsFile::verify(const SafeTensorInfo& info, const void* data) const {
+  if (!info.has_checksum) return;
+  const uint32_t crc = ckpt_crc32c(data, static_cast<size_t>(info.bytes));
+  LLM_REQUIRE(crc == info.crc32c, "safetensors file '", path_, "': tensor '", info.name,
+              "' fails its checksum (", ckpt_crc_text(crc), ", the header records ",
+              ckpt_crc_text(info.crc32c),
+              "): the file is damaged (or was edited by a tool that kept ledgerlm's checksum.* "
+              "metadata)");
+}
+
 void SafeTensorsFile::read(const std::string& name, void* dst, DType expected_dtype,
                            const std::vector<int64_t>& expected_shape) const {
   const SafeTensorInfo& info = get(name);
@@ -315,6 +352,7 @@ void SafeTensorsFile::read(const std::string& name, void* dst, DType expected_dt
               "' has shape ", safetensors_shape_string(info.shape), ", expected ",
               safetensors_shape_string(expected_shape));
   read_bytes(data_start_ + info.offset, info.bytes, dst, "tensor '" + name + "'");
+  verify(info, dst);
 }
 
 void SafeTensorsFile::read_elements(const SafeTensorInfo& info, int64_t first, int64_t count,
@@ -324,7 +362,17 @@ void SafeTensorsFile::read_elements(const SafeTensorInfo& info, int64_t first, i
               "': tensor '", info.name, "' has ", n, " elements, cannot read [", first, ", ",
               first + count, ")");
   const int64_t es = static_cast<int64_t>(dtype_size(info.dtype));
-  read_bytes(data_start_ + info.offset + first * es, count * es, dst, "tensor '" + info.name + "'");
+  const std::string what = "tensor '" + info.name + "'";
+  if (!info.has_checksum || count == n) {
+    read_bytes(data_start_ + info.offset + first * es, count * es, dst, what);
+    if (count == n) verify(info, dst);
+    return;
+  }
+  // Part of a tensor with a checksum: the checksum covers the whole, so read it all.
+  std::vector<char> whole(static_cast<size_t>(info.bytes));
+  read_bytes(data_start_ + info.offset, info.bytes, whole.data(), what);
+  verify(info, whole.data());
+  std::memcpy(dst, whole.data() + first * es, static_cast<size_t>(count * es));
 }
 
 std::vector<float> SafeTensorsFile::read_f32(const std::string& name) const {

@@ -4,6 +4,7 @@
 //   build-fuzz/tests/fuzz/fuzz_make_seeds tests/fuzz/corpus
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -43,6 +44,20 @@ std::string temp_dir() {
   return ::mkdtemp(templ.data());
 }
 
+// A safetensors file with its "checksum.*" metadata removed (the data section as it was).
+std::string without_checksums(const std::string& file) {
+  uint64_t n = 0;
+  std::memcpy(&n, file.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(file.substr(8, n));
+  nlohmann::json& md = header["__metadata__"];
+  for (auto it = md.begin(); it != md.end();)
+    it = it.key().rfind(kSafetensorsChecksumPrefix, 0) == 0 ? md.erase(it) : std::next(it);
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t len = text.size();
+  return std::string(reinterpret_cast<const char*>(&len), 8) + text + file.substr(8 + n);
+}
+
 void safetensors_seeds(const std::string& out) {
   const std::string tmp = temp_dir();
   const std::vector<float> f32 = {1.0f, -2.5f, 3.25f, 0.0f, 1e-3f, 7.0f};
@@ -65,6 +80,13 @@ void safetensors_seeds(const std::string& out) {
   empty.add("nothing", DType::kF32, {0, 4}, nullptr);
   empty.write_atomic(tmp + "/empty.safetensors");
   put(out, "zero_sized_tensor", slurp(tmp + "/empty.safetensors"));
+  // The same tensors without the checksum records: a file from before them, or another tool's.
+  put(out, "all_dtypes_no_checksums", without_checksums(slurp(tmp + "/all.safetensors")));
+  // An HF export ({"format": "pt"} and the checksums), as `export --format hf` writes one.
+  hf_write_safetensors(tmp + "/hf.safetensors",
+                       {{"transformer.wte.weight", {3, 2}, {0.5f, -1.0f, 2.0f, 0.0f, 3.5f, -0.25f}},
+                        {"transformer.ln_f.bias", {2}, {1.0f, -1.0f}}});
+  put(out, "hf_export", slurp(tmp + "/hf.safetensors"));
   fs::remove_all(tmp);
 }
 

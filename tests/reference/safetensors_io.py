@@ -6,6 +6,11 @@ padded with spaces to a multiple of 8, then the raw little-endian tensor bytes.
 
 numpy has no bfloat16: BF16 tensors are returned as float32 (exact widening) and written from
 float32 with round-to-nearest-even when the caller asks for dtype "BF16".
+
+Checksums: ledgerlm's writer records each tensor's CRC-32C in the metadata as
+"checksum.NAME": "crc32c:0123abcd". read(verify_checksums=True) checks them when present (an
+independent CRC-32C, table-driven, plain Python: for the small files of the tests), and
+write(checksums=True) writes them.
 """
 
 import json
@@ -36,6 +41,35 @@ _FROM_NUMPY = {
 }
 
 
+CHECKSUM_PREFIX = "checksum."
+
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli) of bytes-like `data`."""
+    crc = 0xFFFFFFFF
+    table = _CRC32C_TABLE
+    for b in bytes(data):
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def crc32c_text(data):
+    return f"crc32c:{crc32c(data):08x}"
+
+
 def bf16_bits_to_f32(bits):
     """uint16 bfloat16 bit patterns -> float32 values (exact)."""
     return (bits.astype(np.uint32) << 16).view(np.float32)
@@ -57,8 +91,9 @@ def read_header(path):
         return json.loads(f.read(n).decode("utf-8"))
 
 
-def read(path):
-    """Returns (tensors: dict name -> np.ndarray, metadata: dict). Validates the layout."""
+def read(path, verify_checksums=False):
+    """Returns (tensors: dict name -> np.ndarray, metadata: dict). Validates the layout, and with
+    verify_checksums the "checksum.NAME" records when the file has them (one for every tensor)."""
     with open(path, "rb") as f:
         blob = f.read()
     if len(blob) < 8:
@@ -82,6 +117,11 @@ def read(path):
         if not 0 <= begin <= end <= len(data) or end - begin != count * storage.itemsize:
             raise ValueError(f"{path}: tensor {name!r}: bad data_offsets [{begin}, {end}]")
         spans.append((begin, end, name))
+        if verify_checksums and any(k.startswith(CHECKSUM_PREFIX) for k in metadata):
+            recorded = metadata.get(CHECKSUM_PREFIX + name)
+            actual = crc32c_text(data[begin:end])
+            if recorded != actual:
+                raise ValueError(f"{path}: tensor {name!r}: checksum {actual}, recorded {recorded}")
         arr = np.frombuffer(data[begin:end], dtype=storage).reshape(shape).copy()
         if dtype == "BF16":
             arr = bf16_bits_to_f32(arr).reshape(shape)
@@ -96,9 +136,11 @@ def read(path):
     return tensors, metadata
 
 
-def write(path, tensors, metadata=None, dtypes=None):
-    """Writes dict name -> array. `dtypes` may map a name to "BF16" to store float32 as bf16."""
+def write(path, tensors, metadata=None, dtypes=None, checksums=False):
+    """Writes dict name -> array. `dtypes` may map a name to "BF16" to store float32 as bf16.
+    checksums: records each tensor's CRC-32C in the metadata, as ledgerlm's writer does."""
     dtypes = dtypes or {}
+    metadata = dict(metadata or {})
     header = {}
     chunks = []
     offset = 0
@@ -121,6 +163,8 @@ def write(path, tensors, metadata=None, dtypes=None):
         }
         chunks.append(raw)
         offset += len(raw)
+        if checksums:
+            metadata[CHECKSUM_PREFIX + name] = crc32c_text(raw)
     if metadata:
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")

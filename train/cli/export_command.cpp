@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/finite_weights.h"
 #include "ckpt/hf_export.h"
 #include "ckpt/peft_export.h"
 #include "ckpt/safetensors.h"
@@ -128,7 +129,9 @@ void export_peft(const std::string& run_dir, const std::string& dir) {
     LLM_REQUIRE(info.shape == p.shape, "weights file '", weights, "': tensor '", p.name,
                 "' has shape ", safetensors_shape_string(info.shape), ", expected ",
                 safetensors_shape_string(p.shape));
-    tensors.push_back({peft_tensor_name(table, p), p.shape, f.read_f32(p.name)});
+    std::vector<float> v = f.read_f32(p.name);
+    require_finite_weights("run '" + run_dir + "': model.safetensors", p.name, p.shape, v);
+    tensors.push_back({peft_tensor_name(table, p), p.shape, std::move(v)});
   }
   hf_write_safetensors(dir + "/adapter_model.safetensors", tensors);
   write_file_atomic(dir + "/adapter_config.json", peft_adapter_config_json(config.model.lora, ""));

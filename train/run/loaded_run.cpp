@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "ckpt/finite_weights.h"
 #include "ckpt/safetensors.h"
 #include "data/data_check.h"
 #include "model/base/check.h"
@@ -29,12 +30,16 @@ LoadedRun run_load_model(const std::string& run_dir, Backend& backend) {
   SafeTensorsFile f = SafeTensorsFile::open(weights);
   run.params =
       backend.allocate(MemTag::kParams, static_cast<size_t>(run.table.total) * sizeof(float));
+  // Each tensor read is verified against its checksum (SafeTensorsFile) and must be finite.
+  const std::string where = "run '" + run_dir + "': model.safetensors";
   auto read = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const SafeTensorInfo& info = f.get(name);
     LLM_REQUIRE(info.shape == shape, "weights file '", weights, "': tensor '", name, "' has shape ",
                 safetensors_shape_string(info.shape), ", expected ",
                 safetensors_shape_string(shape));
-    return f.read_f32(name);
+    std::vector<float> v = f.read_f32(name);
+    require_finite_weights(where, name, shape, v);
+    return v;
   };
   for (const auto& p : run.table.params) {
     std::vector<float> v = read(p.name, p.shape);
@@ -43,6 +48,7 @@ LoadedRun run_load_model(const std::string& run_dir, Backend& backend) {
       const int64_t out = p.shape[0], in = p.shape[1], r = lora.rank;
       lora_merge(&v, read(stem + ".lora_a", {r, in}), read(stem + ".lora_b", {out, r}), out, in, r,
                  lora.scale());
+      require_finite_weights(where + " (its LoRA adapters merged)", p.name, p.shape, v);
     }
     backend.copy_from_host(run.params_tensor().offset(p.offset), v.data(), p.numel);
   }

@@ -26,7 +26,8 @@ struct LoadedRun {
 // Loads runs/NAME: config.toml, the data's meta.json and tokenizer, model.safetensors. A LoRA
 // run's adapters are merged into their base weights: `config` and `table` are then the plain
 // model's (no [lora], nothing frozen). A missing run, missing weights, a run without data
-// (imported without --data) or a vocab mismatch is one clear error.
+// (imported without --data), a vocab mismatch, a tensor that fails its checksum or a non-finite
+// weight is one clear error.
 LoadedRun run_load(const std::string& run_dir, Backend& backend);
 
 // The model alone: config.toml and model.safetensors; `meta` and `tokenizer` stay empty. What

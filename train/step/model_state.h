@@ -117,9 +117,9 @@ class ModelState {
   // Weights as safetensors with parameter-table names (fp32 from the master when there is one;
   // frozen tensors in the compute dtype). Collective: every rank writes its part of the one file.
   void save_weights(const std::string& path);
-  // Loads weights saved by save_weights (or a checkpoint's model file); checks names and shapes.
-  // Adapter factors (LoRA) missing from the file keep their initial values: a base model
-  // starts a LoRA run.
+  // Loads weights saved by save_weights (or a checkpoint's model file); checks names, shapes,
+  // checksums (where the file has them) and that every value is finite. Adapter factors (LoRA)
+  // missing from the file keep their initial values: a base model starts a LoRA run.
   void load_weights(const std::string& path);
 
   // Checkpoint contents of this rank: file "model" holds the weights under parameter-table names
@@ -132,8 +132,8 @@ class ModelState {
   // Restores weights and optimizer state from a checkpoint written at any world size and stage
   // (each rank reads the ranges it holds); errors name the checkpoint file and tensor.
   void checkpoint_load(const CheckpointReader& ckpt);
-  // The weights of a checkpoint only (--init-from): names and shapes checked. Every tensor of
-  // the model (trained and frozen) but adapter factors must be there.
+  // The weights of a checkpoint only (--init-from): names and shapes checked, non-finite values
+  // refused. Every tensor of the model (trained and frozen) but adapter factors must be there.
   void checkpoint_load_weights(const CheckpointReader& ckpt);
 
  private:
@@ -143,7 +143,8 @@ class ModelState {
   using WeightFilter = std::function<bool(int param)>;
   void set_weights(const WeightReader& read, const WeightFilter& keep = {});
   // Trained weights of a checkpoint's model file (resume: frozen ones come from the base).
-  void checkpoint_load_trained(const CheckpointReader& ckpt);
+  // `refuse_non_finite`: --init-from's check (a resume leaves divergence to the training loop).
+  void checkpoint_load_trained(const CheckpointReader& ckpt, bool refuse_non_finite = false);
   // The compute copy from the fp32 master (rounded as precision.rounding says for
   // precision.master = none, to nearest otherwise; `rounding` overrides for init and loads).
   void write_compute_copy(int64_t step, Rounding rounding);

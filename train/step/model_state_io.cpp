@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "ckpt/finite_weights.h"
 #include "ckpt/safetensors.h"
 #include "data/sha256.h"
 #include "model/base/check.h"
@@ -96,7 +97,9 @@ void ModelState::load_weights(const std::string& path) {
   set_weights(
       [&](int param, int64_t begin, int64_t count, float* dst) {
         if (cached != param) {
-          whole = f.read_f32(model_table_.params[static_cast<size_t>(param)].name);
+          const ParamInfo& p = model_table_.params[static_cast<size_t>(param)];
+          whole = f.read_f32(p.name);  // checksum verified where the file has one
+          require_finite_weights("weights file '" + path + "'", p.name, p.shape, whole);
           cached = param;
         }
         std::copy(whole.begin() + begin, whole.begin() + begin + count, dst);
@@ -122,6 +125,8 @@ void ModelState::checkpoint_load_weights(const CheckpointReader& ckpt) {
           const ParamInfo& p = model_table_.params[static_cast<size_t>(param)];
           if (cached != param) {
             whole = ckpt.read_f32("model", p.name, p.shape);
+            require_finite_weights("checkpoint '" + ckpt.dir() + "': model.safetensors", p.name,
+                                   p.shape, whole);
             cached = param;
           }
           std::copy(whole.begin() + begin, whole.begin() + begin + count, dst);
@@ -131,10 +136,10 @@ void ModelState::checkpoint_load_weights(const CheckpointReader& ckpt) {
         });
     return;
   }
-  checkpoint_load_trained(ckpt);
+  checkpoint_load_trained(ckpt, true);
 }
 
-void ModelState::checkpoint_load_trained(const CheckpointReader& ckpt) {
+void ModelState::checkpoint_load_trained(const CheckpointReader& ckpt, bool refuse_non_finite) {
   for (const auto& p : table_.params)
     LLM_REQUIRE(ckpt.has("model", p.name), "checkpoint '", ckpt.dir(),
                 "': model.safetensors has no tensor '", p.name, "' (a different architecture?)");
@@ -154,6 +159,9 @@ void ModelState::checkpoint_load_trained(const CheckpointReader& ckpt) {
         const ParamInfo& p = model_table_.params[static_cast<size_t>(param)];
         if (cached != param) {
           whole = ckpt.read_f32("model", p.name, p.shape);
+          if (refuse_non_finite)
+            require_finite_weights("checkpoint '" + ckpt.dir() + "': model.safetensors", p.name,
+                                   p.shape, whole);
           cached = param;
         }
         std::copy(whole.begin() + begin, whole.begin() + begin + count, dst);

@@ -1,5 +1,6 @@
 // Tests of the safetensors reader/writer: round trips, rejection of damaged files with a clear
-// message, interoperability with the independent numpy implementation
+// message, the per-tensor checksums (written, verified, all or none), interoperability with the
+// independent numpy implementation
 // (tests/reference/safetensors_io.py), and the HF GPT-2 export mapping.
 #include <gtest/gtest.h>
 
@@ -11,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint_crc.h"
 #include "ckpt/hf_export.h"
 #include "ckpt/safetensors.h"
 #include "model/base/check.h"
+#include "tests/support/safetensors_test_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -232,6 +235,111 @@ TEST(Safetensors, BadHeadersAreRejected) {
                {"absent.safetensors", "cannot open"});
 }
 
+// Every tensor's CRC-32C is in __metadata__ as "checksum.NAME"; each read of a whole tensor (raw,
+// widened, by elements) verifies it, a partial read verifies the whole tensor, and one flipped
+// byte anywhere in a tensor's data is one line naming the file and that tensor, while the other
+// tensors still read. The other metadata is kept as set.
+TEST(Safetensors, ChecksumsAreWrittenAndVerified) {
+  const std::string dir = make_temp_dir("llm_st_");
+  const std::string path = dir + "/c.safetensors";
+  Sample s;
+  SafeTensorsWriter w;
+  s.add_to(w);
+  w.set_metadata("format", "pt");
+  w.write_atomic(path);
+  const std::string pristine = read_file(path);
+  {
+    const SafeTensorsFile f = SafeTensorsFile::open(path);
+    EXPECT_EQ(f.metadata().at("format"), "pt");
+    EXPECT_EQ(f.metadata().at("checksum.a.f32"),
+              ckpt_crc_text(ckpt_crc32c(s.f32.data(), s.f32.size() * sizeof(float))));
+    EXPECT_EQ(f.metadata().at("checksum.h.empty"), ckpt_crc_text(ckpt_crc32c(nullptr, 0)));
+    for (const SafeTensorInfo& t : f.tensors()) {
+      EXPECT_TRUE(t.has_checksum) << t.name;
+      std::vector<char> buf(static_cast<size_t>(t.bytes));
+      f.read(t.name, buf.data(), t.dtype, t.shape);  // all verify
+    }
+    EXPECT_EQ(f.metadata().size(), f.tensors().size() + 1);
+  }
+  expect_error([&] { w.set_metadata("checksum.a.f32", "crc32c:00000000"); },
+               {"checksum.a.f32", "reserved"});
+
+  // One flipped bit in each tensor's data in turn (first, middle and last byte).
+  const char* names[] = {"a.f32", "b.f64", "c.bf16", "d.f16", "e.u8", "f.i32", "g.u16"};
+  for (const char* name : names) {
+    const int64_t bytes = SafeTensorsFile::open(path).get(name).bytes;
+    for (int64_t byte : {int64_t{0}, bytes / 2, bytes - 1}) {
+      ASSERT_TRUE(write_file(path, pristine));
+      testing::flip_file_byte(path, testing::raw_tensor_file_offset(path, name, byte));
+      const SafeTensorsFile f = SafeTensorsFile::open(path);  // the header is intact
+      const SafeTensorInfo& t = f.get(name);
+      const std::vector<std::string> parts = {path, std::string("'") + name + "'",
+                                              "fails its checksum", "damaged"};
+      std::vector<char> buf(static_cast<size_t>(t.bytes));
+      expect_error([&] { f.read(name, buf.data(), t.dtype, t.shape); }, parts);
+      expect_error([&] { f.read_elements(t, 0, t.numel(), buf.data()); }, parts);
+      expect_error([&] { f.read_elements(t, t.numel() - 1, 1, buf.data()); }, parts);
+      if (t.dtype != DType::kU8 && t.dtype != DType::kI32 && t.dtype != DType::kU16)
+        expect_error([&] { f.read_f32(name); }, parts);
+      for (const char* other : names)  // the others are intact
+        if (std::string(other) != name) {
+          const SafeTensorInfo& o = f.get(other);
+          std::vector<char> ob(static_cast<size_t>(o.bytes));
+          f.read(other, ob.data(), o.dtype, o.shape);
+        }
+    }
+  }
+  // A changed checksum record is the same mismatch.
+  ASSERT_TRUE(write_file(path, pristine));
+  testing::RawSafetensors raw = testing::raw_safetensors_read(path);
+  raw.header["__metadata__"]["checksum.b.f64"] = "crc32c:0badf00d";
+  testing::raw_safetensors_write(path, raw);
+  expect_error([&] { SafeTensorsFile::open(path).read_f32("b.f64"); },
+               {path, "'b.f64'", "crc32c:0badf00d", "damaged"});
+}
+
+// A file has a checksum for every tensor or none: a missing one, one for a tensor the file lacks
+// or a malformed one is a damaged header. A file with none (written before them, or by another
+// tool) reads as ever, unverified.
+TEST(Safetensors, ChecksumRecordsAreAllOrNone) {
+  const std::string dir = make_temp_dir("llm_st_");
+  const std::string path = dir + "/r.safetensors";
+  Sample s;
+  SafeTensorsWriter w;
+  s.add_to(w);
+  w.set_metadata("format", "ledgerlm-weights");
+  w.write_atomic(path);
+  const testing::RawSafetensors pristine = testing::raw_safetensors_read(path);
+
+  testing::RawSafetensors raw = pristine;
+  raw.header["__metadata__"].erase("checksum.d.f16");
+  testing::raw_safetensors_write(path, raw);
+  expect_error([&] { SafeTensorsFile::open(path); }, {path, "'d.f16'", "no checksum", "damaged"});
+
+  raw = pristine;
+  raw.header["__metadata__"]["checksum.z.absent"] = "crc32c:00000000";
+  testing::raw_safetensors_write(path, raw);
+  expect_error([&] { SafeTensorsFile::open(path); }, {path, "'z.absent'", "does not hold"});
+
+  for (const char* bad :
+       {"crc32c:1234567", "crc32c:12345678x", "crc32:12345678", "0x12345678", "crc32c:1234567g"}) {
+    raw = pristine;
+    raw.header["__metadata__"]["checksum.e.u8"] = bad;
+    testing::raw_safetensors_write(path, raw);
+    expect_error([&] { SafeTensorsFile::open(path); }, {path, "'e.u8'", bad, "damaged"});
+  }
+
+  // No checksums at all: the file loads and reads, damaged data unnoticed as before.
+  testing::raw_safetensors_write(path, pristine);
+  testing::strip_checksums(path);
+  testing::flip_file_byte(path, testing::raw_tensor_file_offset(path, "a.f32", 5));
+  const SafeTensorsFile f = SafeTensorsFile::open(path);
+  EXPECT_EQ(f.metadata().at("format"), "ledgerlm-weights");
+  for (const SafeTensorInfo& t : f.tensors()) EXPECT_FALSE(t.has_checksum) << t.name;
+  EXPECT_NE(f.read_f32("a.f32"), s.f32);
+  EXPECT_EQ(f.read_f32("d.f16").size(), 4u);
+}
+
 // C++ writes, numpy reads and writes 2x+1 of every tensor, C++ reads that back.
 TEST(Safetensors, InteroperatesWithPythonImplementation) {
   const std::string dir = make_temp_dir("llm_st_");
@@ -247,11 +355,14 @@ TEST(Safetensors, InteroperatesWithPythonImplementation) {
   auto res = testing::run_command(cmd);
   ASSERT_EQ(res.exit_code, 0) << cmd << "\n" << res.output;
   EXPECT_NE(res.output.find("c.bf16 BF16 [3, 2]"), std::string::npos) << res.output;
+  // The independent CRC-32C agrees with ours on every tensor, and ours with its.
+  EXPECT_NE(res.output.find("verified 8 checksums"), std::string::npos) << res.output;
 
   SafeTensorsFile f = SafeTensorsFile::open(dir + "/out.safetensors");
   EXPECT_EQ(f.metadata().at("origin"), "c++");
   EXPECT_EQ(f.metadata().at("python"), "yes");
   EXPECT_EQ(f.tensors().size(), 8u);
+  for (const SafeTensorInfo& t : f.tensors()) EXPECT_TRUE(t.has_checksum) << t.name;
   // All values and their images are exactly representable, so equality is exact.
   std::vector<float> f32(24);
   f.read("a.f32", f32.data(), DType::kF32, {2, 3, 4});
