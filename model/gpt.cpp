@@ -268,22 +268,6 @@ struct GptModel::Impl {
 
   bool dropout_on() const { return fwd_opts.training && cfg.dropout > 0.0; }
 
-  void linear(Tensor out, Tensor in, Tensor w, Tensor bias, int64_t rows, int64_t in_f,
-              int64_t out_f) {
-    GemmArgs g;
-    g.a = in;
-    g.b = w;
-    g.c = out;
-    g.bias = bias;
-    g.m = rows;
-    g.n = out_f;
-    g.k = in_f;
-    g.trans_b = true;
-    g.bf16_inputs = bf16_matmul;
-    g.tf32 = tf32_matmul;
-    be.gemm(g);
-  }
-
   GemmArgs gemm_args(Tensor a, Tensor b, Tensor c, int64_t m, int64_t n, int64_t k) const {
     GemmArgs g;
     g.a = a;
@@ -295,6 +279,14 @@ struct GptModel::Impl {
     g.bf16_inputs = bf16_matmul;
     g.tf32 = tf32_matmul;
     return g;
+  }
+
+  void linear(Tensor out, Tensor in, Tensor w, Tensor bias, int64_t rows, int64_t in_f,
+              int64_t out_f) {
+    GemmArgs g = gemm_args(in, w, out, rows, out_f, in_f);
+    g.bias = bias;
+    g.trans_b = true;
+    be.gemm(g);
   }
 
   // The dropout key of an adapter's input: its own keyspace (bit 62), one site per layer and
@@ -376,32 +368,13 @@ struct GptModel::Impl {
   void linear_backward(Tensor dinp, Tensor dw, Tensor dbias, Tensor dout, Tensor inp, Tensor w,
                        int64_t rows, int64_t in_f, int64_t out_f) {
     if (!dw.empty()) {
-      GemmArgs gw;
-      gw.a = dout;
-      gw.b = inp;
-      gw.c = dw;
-      gw.m = out_f;
-      gw.n = in_f;
-      gw.k = rows;
+      GemmArgs gw = gemm_args(dout, inp, dw, out_f, in_f, rows);
       gw.trans_a = true;
       gw.accumulate = true;
-      gw.bf16_inputs = bf16_matmul;
-      gw.tf32 = tf32_matmul;
       be.gemm(gw);
     }
     if (!dbias.empty()) be.bias_backward(dbias, dout, rows, out_f);
-    if (!dinp.empty()) {
-      GemmArgs gi;
-      gi.a = dout;
-      gi.b = w;
-      gi.c = dinp;
-      gi.m = rows;
-      gi.n = in_f;
-      gi.k = out_f;
-      gi.bf16_inputs = bf16_matmul;
-      gi.tf32 = tf32_matmul;
-      be.gemm(gi);
-    }
+    if (!dinp.empty()) be.gemm(gemm_args(dout, w, dinp, rows, in_f, out_f));
   }
 
   void mlp_hidden(UnitAccess& units, int64_t l, const LayerActs& x, const LayerParams& p) {
