@@ -68,6 +68,10 @@ void OptimConfig::validate() const {
   LLM_REQUIRE(std::isfinite(min_lr_ratio) && min_lr_ratio >= 0.0 && min_lr_ratio <= 1.0,
               "optim.min_lr_ratio: expected in [0, 1] (got ", min_lr_ratio, ")");
   require_nonneg(grad_clip, "optim.grad_clip");
+  LLM_REQUIRE(one_of(offload, {"none", "host", "disk"}),
+              "optim.offload: expected none, host or disk (got '", offload, "')");
+  LLM_REQUIRE(offload_staging_mb >= 1 && offload_staging_mb <= (int64_t{1} << 20),
+              "optim.offload_staging_mb: expected 1..1048576 (got ", offload_staging_mb, ")");
   require_beta(lion_beta1, "optim.lion_beta1");
   require_beta(lion_beta2, "optim.lion_beta2");
   LLM_REQUIRE(std::isfinite(sf_weight_lr_power) && sf_weight_lr_power >= 0.0,

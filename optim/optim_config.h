@@ -72,6 +72,12 @@ struct OptimConfig {
   int64_t warmup_steps = 0;
   double min_lr_ratio = 0.1;  // floor = lr * min_lr_ratio
   double grad_clip = 1.0;     // clip by global norm; 0 = off
+  // Where the fp32 master and the optimizer state live: none (with the weights), host (pinned
+  // host memory, the step on the CPU: device backends), disk (files under offload_dir, streamed
+  // through offload_staging_mb of RAM). Results are bit-identical across the three.
+  std::string offload = "none";
+  std::string offload_dir;          // "": RUN_DIR/offload
+  int64_t offload_staging_mb = 64;  // staging arena (raised to what whole-tensor kernels need)
   // Storage of the state that mirrors the parameters (m, v, momentum; Adafactor's m and vector
   // v): fp32 or bf16 (updated in fp32, rounded to nearest even on store). Set from the
   // precision.state key by the trainer, not an optim.* key. 8-bit AdamW's codes/absmax and

@@ -42,6 +42,8 @@ const char* mem_tag_name(MemTag tag) {
       return "comm";
     case MemTag::kData:
       return "data";
+    case MemTag::kOffloadStaging:
+      return "offload.staging";
     case MemTag::kOther:
       return "other";
     case MemTag::kCount:

@@ -20,20 +20,21 @@
 namespace ledgerlm {
 
 enum class MemTag : uint8_t {
-  kParams,         // compute copy of the weights (precision.params)
-  kGrads,          // gradients (precision.grads) and the fp32 accumulation buffer
-  kMaster,         // fp32 master weights
-  kOptimM,         // first moment (Adam-family m, 8-bit codes counted under kOptimCodes)
-  kOptimV,         // second moment
-  kOptimMomentum,  // SGD / LARS momentum buffer
-  kOptimCodes,     // 8-bit quantized state codes
-  kOptimAbsmax,    // per-block absmax of quantized state
-  kOptimFactored,  // Adafactor row/column statistics
-  kOptimZ,         // Schedule-Free's z sequence
-  kActivations,    // activations kept for backward
-  kWorkspace,      // temporaries reused across ops
-  kComm,           // communication buffers
-  kData,           // token batches, loader buffers
+  kParams,          // compute copy of the weights (precision.params)
+  kGrads,           // gradients (precision.grads) and the fp32 accumulation buffer
+  kMaster,          // fp32 master weights
+  kOptimM,          // first moment (Adam-family m, 8-bit codes counted under kOptimCodes)
+  kOptimV,          // second moment
+  kOptimMomentum,   // SGD / LARS momentum buffer
+  kOptimCodes,      // 8-bit quantized state codes
+  kOptimAbsmax,     // per-block absmax of quantized state
+  kOptimFactored,   // Adafactor row/column statistics
+  kOptimZ,          // Schedule-Free's z sequence
+  kActivations,     // activations kept for backward
+  kWorkspace,       // temporaries reused across ops
+  kComm,            // communication buffers
+  kData,            // token batches, loader buffers
+  kOffloadStaging,  // RAM through which offloaded state is read and written (optim.offload)
   kOther,
   kCount
 };

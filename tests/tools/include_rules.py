@@ -31,7 +31,8 @@ DATA = BASE + ["data"]
 CKPT = MODEL + ["ckpt", "data"]
 CONFIG = MODEL + ["optim", "data", "train/config"]
 COMM = BACKEND + ["train/comm"]
-STEP = CONFIG + ["ckpt", "train/comm", "train/step"]
+OFFLOAD = OPTIM + ["model/backend/wrap", "train/offload"]
+STEP = CONFIG + ["ckpt", "train/comm", "model/backend/wrap", "train/offload", "train/step"]
 LEDGER = STEP + ["train/ledger"]
 RUN = LEDGER + ["train/run"]
 CLI = RUN + ["model/backend/wrap", "train/cli"]
@@ -52,6 +53,7 @@ RULES = {
     "ckpt": CKPT,
     "train/config": CONFIG,
     "train/comm": COMM,
+    "train/offload": OFFLOAD,
     "train/step": STEP,
     "train/ledger": LEDGER,
     "train/run": RUN,

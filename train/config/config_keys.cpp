@@ -132,6 +132,14 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("optim", c.optim, warmup_steps, I, "linear warmup steps");
   LLM_KEY("optim", c.optim, min_lr_ratio, F, "LR floor as a fraction of optim.lr");
   LLM_KEY("optim", c.optim, grad_clip, F, "clip gradients to this global norm (0: off)");
+  LLM_KEY("optim", c.optim, offload, S,
+          "master and optimizer state: none | host (device runs: pinned host memory, CPU step) | "
+          "disk (files, streamed)");
+  LLM_KEY("optim", c.optim, offload_dir, S,
+          "optim.offload = disk: directory of the state files (empty: RUN_DIR/offload)");
+  LLM_KEY("optim", c.optim, offload_staging_mb, I,
+          "optim.offload = disk: RAM staging arena in MiB (raised to what LAMB, LARS and "
+          "Adafactor need for one whole tensor)");
 
   LLM_KEY("precision", c.precision, params, S, "compute copy: fp32 | bf16 | fp16");
   LLM_KEY("precision", c.precision, grads, S, "gradients: fp32 | bf16 | fp16");

@@ -287,6 +287,7 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   comm_agree(comm, [&] {
     reset_run_dir(run);
     if (run.lead()) run_write_config(run.run_dir, cfg);
+    run.state->offload_settle();
   });
   if (created) created->keep();
   return run;

@@ -37,6 +37,28 @@ Buffer alloc(Backend& be, MemTag tag, int64_t elements, DType dt) {
 
 }  // namespace
 
+std::string offload_dir_for_run(const RunConfig& config) {
+  if (config.optim.offload_dir.empty())
+    return config.train.out_dir + "/" + config.train.name + "/offload";
+  return config.optim.offload_dir + "/" + config.train.name;
+}
+
+namespace {
+
+// Where the files are created: the final directory when optim.offload_dir names one; else, since
+// the run directory does not exist yet when the state is built (nothing on disk changes before
+// the start succeeds), beside it, moved in by offload_settle().
+std::string offload_start_dir(const RunConfig& config) {
+  if (!config.optim.offload_dir.empty()) return offload_dir_for_run(config);
+  return config.train.out_dir + "/." + config.train.name + ".offload-starting";
+}
+
+}  // namespace
+
+void ModelState::offload_settle() {
+  if (pager_) pager_->relocate(offload_dir_for_run(config_));
+}
+
 ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelStateOptions& options)
     : config_(config), backend_(backend), comm_(options.comm) {
   if (comm_ == nullptr) {
@@ -60,8 +82,20 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   grads_ = alloc(backend_, MemTag::kGrads, placement_.grads_length, plan_.grads);
   // 16-bit weights get an fp32 master; with master = none an fp32 scratch view of this rank's
   // part of the compute copy; fp32 weights are their own master (placement_.master_is_compute).
+  if (config_.optim.offload == "disk") {
+    LLM_REQUIRE(backend_.memory_space() == MemSpace::kHost, "optim.offload = disk on the ",
+                backend_.name(),
+                " backend: not supported yet (the optimizer step runs on the "
+                "host); use optim.offload = none");
+    int64_t largest = 0;
+    for (const ParamInfo& p : table_.params) largest = std::max(largest, p.numel);
+    pager_ = std::make_unique<OffloadPager>(
+        offload_start_dir(config_), "rank" + std::to_string(comm_->rank()),
+        offload_staging_bytes(config_.optim, largest), &backend_.tracker());
+    offload_backend_ = std::make_unique<OffloadBackend>(backend_, *pager_);
+  }
   if (plan_.separate_master)
-    master_ = alloc(backend_, MemTag::kMaster, placement_.master_length, DType::kF32);
+    master_ = alloc(state_backend(), MemTag::kMaster, placement_.master_length, DType::kF32);
   if (plan_.master_none)
     master_scratch_ = alloc(backend_, MemTag::kWorkspace, placement_.master_length, DType::kF32);
   if ((stage_ == 1 || (stage_ == 0 && world > 1)) && plan_.grads != DType::kF32)
@@ -70,10 +104,12 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   OptimConfig optim = config_.optim;
   optim.state_dtype = dtype_parse(config_.precision.state, "precision.state");
   optim_ = optimizer_create(optim);
-  optim_->init(table_, placement_.optimizer_shard(), backend_);
+  optim_->init(table_, placement_.optimizer_shard(), state_backend());
   std::vector<Location> state_where;
   for (const StateComponent& c : optim_->state_components())
-    state_where.push_back(c.host ? Location::kHost : Location::kDevice);
+    state_where.push_back(c.host                                             ? Location::kHost
+                          : pager_ && !c.scratch && offload_tag_paged(c.tag) ? Location::kDisk
+                                                                             : Location::kDevice);
   for (TensorPlacement& tp : placement_.tensors)
     if (tp.group != kFrozenGroup) tp.state_where = state_where;
   model_ =
@@ -151,8 +187,8 @@ void ModelState::write_compute_copy(int64_t step, Rounding rounding) {
       static_cast<uint64_t>(step) * static_cast<uint64_t>(table_.logical_total);
   for (const UnitPlacement& up : placement_.units) {
     const Span& m = up.master;
-    backend_.convert(params().offset(up.compute.at_of(m.begin)), src.offset(m.at), m.count,
-                     rounding, seed, step_base + static_cast<uint64_t>(up.logical_begin));
+    state_backend().convert(params().offset(up.compute.at_of(m.begin)), src.offset(m.at), m.count,
+                            rounding, seed, step_base + static_cast<uint64_t>(up.logical_begin));
   }
 }
 
@@ -192,10 +228,12 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
     exchange_ms_ = 0.0;
     exchange_bytes_ = 0;
     if (plan_.master_none) widen_compute_copy();
+    if (pager_) pager_->step_begin();  // the requests of a step: the next one reads ahead by them
     optim_->step(master(), grads(), info);
     // The optimizer either leaves the compute copy to the trainer (rounded from the master) or
     // wrote its training weights there itself (this rank's parts of them).
     if (!optim_->writes_compute_copy()) write_compute_copy(step, plan_.rounding);
+    if (pager_) pager_->step_end();
     const double gather_ms = all_gather_compute_copy();
     stats.comm_ms += gather_ms + exchange_ms_;
     stats.exchange_bytes = exchange_bytes_;

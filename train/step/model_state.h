@@ -26,6 +26,8 @@
 #include "optim/optimizer.h"
 #include "train/comm/comm.h"
 #include "train/config/run_config.h"
+#include "train/offload/offload_backend.h"
+#include "train/offload/offload_pager.h"
 #include "train/step/placement.h"
 #include "train/step/precision_plan.h"
 #include "train/step/shard_layout.h"
@@ -33,6 +35,10 @@
 namespace ledgerlm {
 
 class ZeroUnits;
+
+// Where optim.offload = disk keeps a run's state files: RUN_DIR/offload, or
+// optim.offload_dir/NAME.
+std::string offload_dir_for_run(const RunConfig& config);
 
 struct StepStats {
   double grad_norm = 0.0;  // global norm of the unscaled gradients (before clipping)
@@ -79,6 +85,14 @@ class ModelState {
   int world() const { return layout_.world; }
   Comm& comm() { return *comm_; }
   Backend& backend() { return backend_; }
+  // The backend of the fp32 master and the optimizer state: the compute backend, or under
+  // optim.offload = disk the offload backend whose buffers live in files. Every op on them goes
+  // through it.
+  Backend& state_backend() { return offload_backend_ ? *offload_backend_ : backend_; }
+  // The pager of optim.offload = disk (nullptr otherwise).
+  OffloadPager* offload_pager() { return pager_.get(); }
+  // Moves the offload files into the run directory once it exists (offload_dir_for_run).
+  void offload_settle();
   GptModel& model() { return *model_; }
   Optimizer& optimizer() { return *optim_; }
   LossScaler& scaler() { return scaler_; }
@@ -150,9 +164,9 @@ class ModelState {
   void write_compute_copy(int64_t step, Rounding rounding);
   double gradient_sum_squares();
   // Host copies of pieces[first..] when the backend's memory is not host memory.
-  void stage_pieces(std::vector<CkptPiece>* pieces, size_t first);
+  void stage_pieces(Backend& be, std::vector<CkptPiece>* pieces, size_t first);
   // The same pieces read through CkptPiece::read instead (checkpoints: no whole host copy).
-  void stream_pieces(std::vector<CkptPiece>* pieces, size_t first);
+  void stream_pieces(Backend& be, std::vector<CkptPiece>* pieces, size_t first);
   // precision.master = none: the fp32 view of this rank's part of the compute copy.
   void widen_compute_copy();
   // The rank's pieces of the weights as written to "model" (fp32 master or compute copy).
@@ -171,7 +185,9 @@ class ModelState {
   PrecisionPlan plan_;
   int stage_ = 0;
   ShardLayout layout_;
-  PlacementTable placement_;  // where every tensor's buffers are on this rank
+  PlacementTable placement_;             // where every tensor's buffers are on this rank
+  std::unique_ptr<OffloadPager> pager_;  // optim.offload = disk
+  std::unique_ptr<OffloadBackend> offload_backend_;  // over backend_, with pager_
   Buffer params_, grads_, master_, master_scratch_, staging_f32_;
   Buffer frozen_;  // frozen weights (compute dtype, whole): MemTag::kParams
   std::unique_ptr<Optimizer> optim_;

@@ -68,7 +68,7 @@ void ModelState::set_weights(const WeightReader& read, const WeightFilter& keep)
     if (m.count == 0 || (keep && !keep(param))) continue;
     host.resize(static_cast<size_t>(m.count));
     read(param, m.begin, m.count, host.data());
-    backend_.copy_from_host(target.offset(m.at), host.data(), m.count);
+    state_backend().copy_from_host(target.offset(m.at), host.data(), m.count);
   }
   frozen_sha256_.clear();
   for (const ParamInfo& p : frozen_table_.params) {
@@ -200,7 +200,7 @@ void ModelState::checkpoint_load(const CheckpointReader& ckpt) {
       ckpt.read("optimizer", name, v.dtype, v.shape, v.param_begin, v.numel, v.data);
     } else {
       ckpt.read("optimizer", name, v.dtype, v.shape, v.param_begin, v.numel, host.data());
-      backend_.copy_from_host(Tensor(v.data, v.dtype), host.data(), v.numel);
+      state_backend().copy_from_host(Tensor(v.data, v.dtype), host.data(), v.numel);
     }
     expected.push_back(name);
   }
@@ -244,27 +244,26 @@ std::vector<CkptPiece> ModelState::weight_pieces(const std::string& file) {
 
 // Pieces point into backend memory: where that is not host memory, the bytes are staged in host
 // copies (held until the next call) so the writers never dereference a device buffer.
-void ModelState::stage_pieces(std::vector<CkptPiece>* pieces, size_t first) {
-  if (backend_.memory_space() == MemSpace::kHost) return;
-  if (first == 0) staging_.clear();
+void ModelState::stage_pieces(Backend& be, std::vector<CkptPiece>* pieces, size_t first) {
+  if (be.memory_space() == MemSpace::kHost) return;
   for (size_t i = first; i < pieces->size(); ++i) {
     CkptPiece& p = (*pieces)[i];
     std::vector<char>& host =
         staging_.emplace_back(static_cast<size_t>(p.count) * dtype_size(p.dtype));
-    backend_.copy_to_host(host.data(), Tensor(const_cast<void*>(p.data), p.dtype), p.count);
+    be.copy_to_host(host.data(), Tensor(const_cast<void*>(p.data), p.dtype), p.count);
     p.data = host.data();
   }
 }
 
 // Checkpoint pieces in backend memory that is not host memory are streamed from it through the
 // checkpoint writer's bounded buffer (CkptPiece::read): no host copy of the whole state.
-void ModelState::stream_pieces(std::vector<CkptPiece>* pieces, size_t first) {
-  if (backend_.memory_space() == MemSpace::kHost) return;
+void ModelState::stream_pieces(Backend& be, std::vector<CkptPiece>* pieces, size_t first) {
+  if (be.memory_space() == MemSpace::kHost) return;
   for (size_t i = first; i < pieces->size(); ++i) {
     CkptPiece& p = (*pieces)[i];
     const Tensor src(const_cast<void*>(p.data), p.dtype);
-    p.read = [this, src](int64_t offset, int64_t count, void* dst) {
-      backend_.copy_to_host(dst, src.offset(offset), count);
+    p.read = [&be, src](int64_t offset, int64_t count, void* dst) {
+      be.copy_to_host(dst, src.offset(offset), count);
     };
     p.data = nullptr;
   }
@@ -272,11 +271,13 @@ void ModelState::stream_pieces(std::vector<CkptPiece>* pieces, size_t first) {
 
 std::vector<CkptPiece> ModelState::checkpoint_pieces() {
   std::vector<CkptPiece> pieces = weight_pieces("model");
+  stream_pieces(state_backend(), &pieces, 0);  // the master: through the offload backend if any
   if (plan_.separate_master) {  // the compute copy too, in its own dtype (what the ledger counts)
+    const size_t first = pieces.size();
     std::vector<CkptPiece> c = weight_pieces("compute");
     pieces.insert(pieces.end(), c.begin(), c.end());
+    stream_pieces(backend_, &pieces, first);
   }
-  stream_pieces(&pieces, 0);
   if (!placement_.writes_checkpoint) return pieces;
   for (const StateView& v : optim_->state_views()) {
     if (!v.write) continue;  // the same values are written by the rank holding element 0
@@ -289,7 +290,7 @@ std::vector<CkptPiece> ModelState::checkpoint_pieces() {
     piece.count = v.numel;
     piece.data = v.data;
     pieces.push_back(std::move(piece));
-    if (!v.host) stream_pieces(&pieces, pieces.size() - 1);
+    if (!v.host) stream_pieces(state_backend(), &pieces, pieces.size() - 1);
   }
   return pieces;
 }
@@ -320,11 +321,13 @@ std::vector<CkptPiece> ModelState::frozen_pieces() {
 }
 
 void ModelState::save_weights(const std::string& path) {
+  staging_.clear();
   std::vector<CkptPiece> pieces = weight_pieces("model");
+  stage_pieces(state_backend(), &pieces, 0);  // the master: through the offload backend if any
   std::vector<CkptPiece> frozen = frozen_pieces();
   const size_t trained_pieces = pieces.size();
   pieces.insert(pieces.end(), frozen.begin(), frozen.end());
-  stage_pieces(&pieces, 0);
+  stage_pieces(backend_, &pieces, trained_pieces);
   frozen.assign(pieces.begin() + static_cast<std::ptrdiff_t>(trained_pieces), pieces.end());
   pieces.resize(trained_pieces);
   if (world() == 1) {

@@ -20,9 +20,11 @@ class ForwardingBackend::Op {
   const char* name_;
 };
 
-ForwardingBackend::ForwardingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {
+ForwardingBackend::ForwardingBackend(std::unique_ptr<Backend> inner)
+    : owned_(std::move(inner)), inner_(owned_.get()) {
   LLM_REQUIRE(inner_ != nullptr, "a forwarding backend needs a backend to forward to");
 }
+ForwardingBackend::ForwardingBackend(Backend& inner) : inner_(&inner) {}
 ForwardingBackend::~ForwardingBackend() = default;
 
 const TransferStats& ForwardingBackend::transfers() const {

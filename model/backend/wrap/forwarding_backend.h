@@ -21,6 +21,8 @@ namespace ledgerlm {
 class ForwardingBackend : public Backend {
  public:
   explicit ForwardingBackend(std::unique_ptr<Backend> inner);
+  // Forwards to a backend owned elsewhere, which must outlive this one.
+  explicit ForwardingBackend(Backend& inner);
   ~ForwardingBackend() override;
 
   // The wrapped backend (calls on it bypass the wrapper).
@@ -85,7 +87,8 @@ class ForwardingBackend : public Backend {
 
  private:
   class Op;  // op_begin now, op_end when it leaves scope
-  std::unique_ptr<Backend> inner_;
+  std::unique_ptr<Backend> owned_;
+  Backend* inner_ = nullptr;
 };
 
 }  // namespace ledgerlm

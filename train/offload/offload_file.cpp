@@ -1,0 +1,153 @@
+// OffloadFile (see offload_file.h): byte-range I/O that bypasses the page cache's memory.
+#include "train/offload/offload_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "model/base/check.h"
+
+namespace ledgerlm {
+namespace {
+
+std::string text_of(int err) {
+  return std::strerror(err);
+}
+
+// Writes the range to the device and waits for it, then drops it from the cache.
+std::string settle(int fd, int64_t offset, int64_t bytes, bool written) {
+  if (written && sync_file_range(fd, offset, bytes,
+                                 SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                     SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+    return text_of(errno);
+  // Advice only: a failure leaves pages cached, which resident_bytes() would show.
+  (void)posix_fadvise(fd, offset, bytes, POSIX_FADV_DONTNEED);
+  return "";
+}
+
+}  // namespace
+
+OffloadFile::OffloadFile(const std::string& path, int64_t bytes) : path_(path), bytes_(bytes) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  LLM_REQUIRE(fd_ >= 0, "optim.offload = disk: cannot create '", path, "': ", errno_text());
+  if (bytes > 0) {
+    const int rc = posix_fallocate(fd_, 0, bytes);
+    if (rc != 0) {
+      close_file();
+      ::unlink(path.c_str());
+      fail(std::string("optim.offload = disk: cannot reserve ") + std::to_string(bytes) +
+           " bytes for '" + path + "': " + text_of(rc) +
+           " (set optim.offload_dir to a device with room, or optim.offload = none)");
+    }
+  }
+}
+
+OffloadFile::~OffloadFile() {
+  close_file();
+}
+
+OffloadFile::OffloadFile(OffloadFile&& other) noexcept
+    : path_(std::move(other.path_)), bytes_(other.bytes_), fd_(std::exchange(other.fd_, -1)) {}
+
+OffloadFile& OffloadFile::operator=(OffloadFile&& other) noexcept {
+  if (this != &other) {
+    close_file();
+    path_ = std::move(other.path_);
+    bytes_ = other.bytes_;
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void OffloadFile::rename_to(const std::string& path) {
+  LLM_REQUIRE(::rename(path_.c_str(), path.c_str()) == 0, "optim.offload = disk: cannot move '",
+              path_, "' to '", path, "': ", errno_text());
+  path_ = path;
+}
+
+void OffloadFile::close_file() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::string OffloadFile::read(int64_t offset, int64_t bytes, void* dst) const {
+  char* p = static_cast<char*>(dst);
+  for (int64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(fd_, p + done, static_cast<size_t>(bytes - done), offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return text_of(errno);
+    if (n == 0) return "unexpected end of file";
+    done += n;
+  }
+  return settle(fd_, offset, bytes, false);
+}
+
+std::string OffloadFile::write(int64_t offset, int64_t bytes, const void* src) const {
+  const char* p = static_cast<const char*>(src);
+  for (int64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pwrite(fd_, p + done, static_cast<size_t>(bytes - done), offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return text_of(errno);
+    done += n;
+  }
+  return settle(fd_, offset, bytes, true);
+}
+
+int64_t OffloadFile::resident_bytes() const {
+  if (fd_ < 0 || bytes_ == 0) return 0;
+  void* map = ::mmap(nullptr, static_cast<size_t>(bytes_), PROT_READ, MAP_SHARED, fd_, 0);
+  if (map == MAP_FAILED) return -1;
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  std::vector<unsigned char> in_core(static_cast<size_t>((bytes_ + page - 1) / page));
+  int64_t resident = -1;
+  if (::mincore(map, static_cast<size_t>(bytes_), in_core.data()) == 0) {
+    resident = 0;
+    for (unsigned char c : in_core) resident += (c & 1) ? page : 0;
+  }
+  ::munmap(map, static_cast<size_t>(bytes_));
+  return resident;
+}
+
+int64_t OffloadFile::allocated_bytes() const {
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return -1;
+  return static_cast<int64_t>(st.st_blocks) * 512;
+}
+
+DiskBandwidth offload_probe_bandwidth(const std::string& dir, int64_t bytes, int64_t chunk) {
+  using Clock = std::chrono::steady_clock;
+  DiskBandwidth bw;
+  bw.probe_bytes = bytes;
+  const std::string path = dir + "/.bandwidth_probe";
+  std::vector<char> buf(static_cast<size_t>(chunk));
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<char>(i * 131 + 7);
+  {
+    OffloadFile f(path, bytes);
+    auto t0 = Clock::now();
+    for (int64_t at = 0; at < bytes; at += chunk) {
+      const std::string err = f.write(at, std::min(chunk, bytes - at), buf.data());
+      LLM_REQUIRE(err.empty(), "optim.offload = disk: writing '", path, "': ", err);
+    }
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    bw.write_mb_s = static_cast<double>(bytes) / 1e6 / std::max(s, 1e-9);
+    t0 = Clock::now();
+    for (int64_t at = 0; at < bytes; at += chunk) {
+      const std::string err = f.read(at, std::min(chunk, bytes - at), buf.data());
+      LLM_REQUIRE(err.empty(), "optim.offload = disk: reading '", path, "': ", err);
+    }
+    s = std::chrono::duration<double>(Clock::now() - t0).count();
+    bw.read_mb_s = static_cast<double>(bytes) / 1e6 / std::max(s, 1e-9);
+  }
+  ::unlink(path.c_str());
+  return bw;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,60 @@
+// One file of offloaded state (optim.offload = disk): created at its full size with its blocks
+// reserved (posix_fallocate, so a full disk shows at start-up rather than in the middle of a
+// step), read and written at byte ranges, and kept out of the page cache. On a machine with far
+// more RAM than state, buffered files would simply stay cached: resident memory would look small
+// and the "disk bandwidth" would be memcpy speed. So every write is flushed to the device
+// (sync_file_range) and every range read or written is dropped from the cache afterwards
+// (posix_fadvise DONTNEED); resident_bytes() (mincore) reports what stays cached anyway (at most
+// the partial pages at a range's two ends), and the ledger prints it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ledgerlm {
+
+class OffloadFile {
+ public:
+  OffloadFile() = default;
+  // Creates (or truncates) `path` with `bytes` zero bytes reserved on the device. Throws Error
+  // naming the file on failure (a full disk: "No space left on device").
+  OffloadFile(const std::string& path, int64_t bytes);
+  ~OffloadFile();
+  OffloadFile(const OffloadFile&) = delete;
+  OffloadFile& operator=(const OffloadFile&) = delete;
+  OffloadFile(OffloadFile&& other) noexcept;
+  OffloadFile& operator=(OffloadFile&& other) noexcept;
+
+  const std::string& path() const { return path_; }
+  int64_t bytes() const { return bytes_; }
+  // Renames the file (the descriptor stays valid); throws Error on failure.
+  void rename_to(const std::string& path);
+
+  // Reads / writes [offset, offset + bytes), then drops the range from the page cache (a write
+  // is on the device when it returns). Return "" or the error (strerror text): they run on the
+  // I/O thread, which hands errors to the caller instead of throwing.
+  std::string read(int64_t offset, int64_t bytes, void* dst) const;
+  std::string write(int64_t offset, int64_t bytes, const void* src) const;
+
+  // Bytes of the file the page cache holds now (mincore over a read-only mapping); -1 when the
+  // kernel does not say.
+  int64_t resident_bytes() const;
+  // Bytes the file occupies on the device (st_blocks), what `du` reports.
+  int64_t allocated_bytes() const;
+
+ private:
+  void close_file();
+  std::string path_;
+  int64_t bytes_ = 0;
+  int fd_ = -1;
+};
+
+// Measured sequential bandwidth of the device under `dir`, the page cache dropped as above.
+struct DiskBandwidth {
+  double write_mb_s = 0.0, read_mb_s = 0.0;
+  int64_t probe_bytes = 0;
+};
+// Writes and reads back a scratch file of `bytes` in chunks of `chunk` bytes (then removes it).
+DiskBandwidth offload_probe_bandwidth(const std::string& dir, int64_t bytes, int64_t chunk);
+
+}  // namespace ledgerlm
