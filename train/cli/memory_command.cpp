@@ -17,6 +17,7 @@
 #include "train/ledger/memory_plan.h"
 #include "train/ledger/plan_layers.h"
 #include "train/ledger/tensor_states.h"
+#include "train/offload/offload_backend.h"
 #include "train/step/placement.h"
 #include "train/step/precision_plan.h"
 
@@ -39,6 +40,7 @@ int64_t layers_flag(double layers) {
 void apply_short_flags(MemoryCommand& cmd) {
   RunConfig& r = cmd.run;
   if (given(cmd, "--optim")) r.optim.name = cmd.optim;
+  if (given(cmd, "--offload")) r.optim.offload = cmd.offload;
   if (given(cmd, "--param-dtype")) r.precision.params = cmd.param_dtype;
   if (given(cmd, "--grad-dtype")) r.precision.grads = cmd.grad_dtype;
   if (given(cmd, "--master")) r.precision.master = cmd.master;
@@ -73,6 +75,8 @@ CLI::App* memory_command_add(CLI::App& app, MemoryCommand* cmd) {
   sub->add_option("--seq", cmd->seq, "sequence length T (activations)");
   sub->add_option("--vocab", cmd->vocab, "vocabulary size (logits; default 50257 with --params)");
   sub->add_option("--optim", cmd->optim, "sgd | adamw | lamb | lars | adafactor | adamw8bit");
+  sub->add_option("--offload", cmd->offload,
+                  "none | host | disk: where the master and optimizer state live (optim.offload)");
   sub->add_option("--param-dtype", cmd->param_dtype,
                   "compute copy of the weights: fp32 | bf16 | fp16");
   sub->add_option("--grad-dtype", cmd->grad_dtype, "gradients: fp32 | bf16 | fp16");
@@ -168,6 +172,11 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
   in.recompute = recompute_parse(r.model.recompute);
   in.threads = threads;
   in.data_bytes = -1;
+  if (r.optim.offload == "disk") {  // the largest tensor: the token embedding or an MLP weight
+    const int64_t C = in.shapes.n_embd;
+    in.offload_staging = offload_staging_bytes(
+        r.optim, in.shapes.known() ? std::max(in.shapes.padded_vocab * C, 4 * C * C) : 0);
+  }
   return in;
 }
 

@@ -19,7 +19,7 @@ struct MemoryCommand {
   double params = 0;  // --params N: a model of N parameters without a parameter table
   double layers = 0;  // --layers: also as 1e8
   int64_t hidden = 0, heads = 0, seq = 0, vocab = 0;
-  std::string optim, param_dtype, grad_dtype, master, recompute;
+  std::string optim, offload, param_dtype, grad_dtype, master, recompute;
   int64_t world = 1, zero = 0, micro_batch = 0, accum = 0, threads = 0;
   bool json = false;
   bool tensors = false;  // --tensors: the placement table of one rank instead of the ledger

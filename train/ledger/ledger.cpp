@@ -175,10 +175,83 @@ struct RunLedger::Impl {
   MemoryPlan plan;
   int world = 1, rank = 0;
   int64_t rss_at_ledger = -1, hwm_at_ledger = -1;
+  DiskBandwidth disk;  // optim.offload = disk: the device's measured bandwidth
 };
 
+namespace {
+
+// optim.offload = disk: per tag, the files' bytes (their size and what the device allocated for
+// them) and the bytes the page cache holds, against the planner's disk components.
+struct DiskRow {
+  MemTag tag = MemTag::kOther;
+  int64_t predicted = 0, bytes = 0, allocated = 0, resident = 0;
+};
+
+std::vector<DiskRow> disk_rows(const MemoryPlan& plan, const OffloadPager& pager) {
+  std::vector<DiskRow> rows;
+  auto row_of = [&](MemTag tag) -> DiskRow& {
+    for (DiskRow& r : rows)
+      if (r.tag == tag) return r;
+    rows.push_back({tag, 0, 0, 0, 0});
+    return rows.back();
+  };
+  for (const PlanComponent& c : plan.components)
+    if (c.location == "disk") row_of(c.tag).predicted += c.per_rank_bytes;
+  for (const OffloadRegionInfo& r : pager.regions()) {
+    DiskRow& row = row_of(r.tag);
+    row.bytes += r.bytes;
+    row.allocated += r.allocated;
+    row.resident += std::max<int64_t>(r.resident, 0);
+  }
+  return rows;
+}
+
+nlohmann::json disk_json(const MemoryPlan& plan, const OffloadPager& pager) {
+  nlohmann::json disk = nlohmann::json::object();
+  for (const DiskRow& r : disk_rows(plan, pager))
+    disk[mem_tag_name(r.tag)] = {
+        {"location", "disk"},       {"bytes", r.bytes},
+        {"allocated", r.allocated}, {"page_cached", r.resident},
+        {"predicted", r.predicted}, {"error", rel_error(r.predicted, r.bytes)}};
+  const OffloadStats st = pager.stats();
+  disk["io"] = {{"bytes_read", st.bytes_read}, {"bytes_written", st.bytes_written},
+                {"read_s", st.read_s},         {"write_s", st.write_s},
+                {"stall_s", st.stall_s},       {"hits", st.hits},
+                {"misses", st.misses},         {"prefetched", st.prefetched}};
+  return disk;
+}
+
+std::string disk_format(const MemoryPlan& plan, const OffloadPager& pager) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-16s %14s %14s %14s %9s %12s\n", "on disk (MB)", "file",
+                "allocated", "predicted", "error", "page cache");
+  out += line;
+  int64_t cached = 0;
+  for (const DiskRow& r : disk_rows(plan, pager)) {
+    const double e = rel_error(r.predicted, r.bytes);
+    char err[32] = "-";
+    if (std::isfinite(e)) std::snprintf(err, sizeof err, "%+.2f%%", 100.0 * e);
+    std::snprintf(line, sizeof line, "%-16s %14.3f %14.3f %14.3f %9s %12.3f\n", mem_tag_name(r.tag),
+                  r.bytes / kBytesPerMB, r.allocated / kBytesPerMB, r.predicted / kBytesPerMB, err,
+                  r.resident / kBytesPerMB);
+    out += line;
+    cached += r.resident;
+  }
+  const OffloadStats st = pager.stats();
+  std::snprintf(line, sizeof line,
+                "offload I/O: %.1f MB read in %.2fs, %.1f MB written in %.2fs; the step waited "
+                "%.2fs; %.3f MB of the files in the page cache now\n",
+                st.bytes_read / kBytesPerMB, st.read_s, st.bytes_written / kBytesPerMB, st.write_s,
+                st.stall_s, cached / kBytesPerMB);
+  out += line;
+  return out;
+}
+
+}  // namespace
+
 RunLedger::RunLedger(const RunConfig& config, ModelState& state, int world, int rank)
-    : impl_(new Impl{&state, {}, world, rank}) {
+    : impl_(new Impl{&state, {}, world, rank, -1, -1, {}}) {
   // The planner predicts the run from the config alone (its own formulas over the parameter
   // table); the trainer's allocations are what the tracker measures.
   const PlanInput in = plan_input_from_config(config, world, state.backend().num_threads(),
@@ -187,7 +260,17 @@ RunLedger::RunLedger(const RunConfig& config, ModelState& state, int world, int 
   ledger_check_optimizer(impl_->plan, state.optimizer().state_components(), rank);
   ledger_check_tensor_states(impl_->plan.input, state.placement(), state.optimizer().state_views(),
                              state.table());
+  if (const OffloadPager* pager = state.offload_pager()) {
+    // The device's own figures, for the step-time prediction: a probe of up to 64 MiB (the
+    // state's size when smaller, at least 8 MiB) in pieces of the backend's staging size.
+    const int64_t probe = std::clamp<int64_t>(impl_->plan.disk_per_rank, 8 << 20, 64 << 20);
+    impl_->disk = offload_probe_bandwidth(pager->dir(), probe, pager->staging_bytes() / 4);
+  }
   process_rss_bytes(&impl_->rss_at_ledger, &impl_->hwm_at_ledger);
+}
+
+DiskBandwidth RunLedger::disk_bandwidth() const {
+  return impl_->disk;
 }
 
 RunLedger::~RunLedger() {
@@ -211,18 +294,40 @@ std::string RunLedger::describe_tensors() const {
 
 void RunLedger::print_prediction() const {
   std::printf("%s", memory_plan_format(impl_->plan).c_str());
+  const OffloadPager* pager = impl_->state->offload_pager();
+  if (pager == nullptr) return;
+  const DiskBandwidth& d = impl_->disk;
+  const double mb = impl_->plan.disk_per_rank / kBytesPerMB;
+  // One read and one write of every byte on disk per step; the read-ahead and the write-behind
+  // overlap them with each other and with the update, so the I/O alone bounds the step below.
+  const double io_ms = 1e3 * (mb / d.read_mb_s + mb / d.write_mb_s);
+  std::printf(
+      "offload: %.3f MB per rank in %s; staging %.1f MB of RAM; device measured (%.0f MiB "
+      "probe, page cache dropped): write %.0f MB/s, read %.0f MB/s; reading and writing the state "
+      "once per step takes %.1f ms at that bandwidth\n",
+      mb, pager->dir().c_str(), pager->staging_bytes() / kBytesPerMB,
+      static_cast<double>(d.probe_bytes) / (1 << 20), d.write_mb_s, d.read_mb_s, io_ms);
 }
 
 void RunLedger::add_measured(nlohmann::json* record) const {
   MemoryTracker& tracker = impl_->state->backend().tracker();
   const LedgerReconcile rec = ledger_reconcile(tracker, ledger_process_start_rss());
   (*record)["mem"] = ledger_measured_json(impl_->plan, tracker, rec);
+  (*record)["mem"]["process"]["rss_anon"] = process_rss_anon_bytes();
+  if (const OffloadPager* pager = impl_->state->offload_pager())
+    (*record)["mem"]["disk"] = disk_json(impl_->plan, *pager);
 }
 
 void RunLedger::finish(const std::string& run_dir) const {
   MemoryTracker& tracker = impl_->state->backend().tracker();
   const LedgerReconcile rec = ledger_reconcile(tracker, ledger_process_start_rss());
   std::printf("%s", ledger_format_comparison(impl_->plan, tracker, rec).c_str());
+  const OffloadPager* pager = impl_->state->offload_pager();
+  if (pager != nullptr) {
+    std::printf("%s", disk_format(impl_->plan, *pager).c_str());
+    std::printf("process: RssAnon %.3f MB (predicted in-memory peak %.3f MB)\n",
+                process_rss_anon_bytes() / kBytesPerMB, impl_->plan.per_rank_peak / kBytesPerMB);
+  }
   nlohmann::json j;
   j["format"] = "ledgerlm-ledger";
   // Version 2: component rows carry group, trainable and location (memory_plan.h).
@@ -234,6 +339,13 @@ void RunLedger::finish(const std::string& run_dir) const {
   j["measured"]["process"]["rss_start"] = ledger_process_start_rss();
   j["measured"]["process"]["rss_at_ledger_start"] = impl_->rss_at_ledger;
   j["measured"]["process"]["hwm_at_ledger_start"] = impl_->hwm_at_ledger;
+  j["measured"]["process"]["rss_anon"] = process_rss_anon_bytes();
+  if (pager != nullptr) {
+    j["measured"]["disk"] = disk_json(impl_->plan, *pager);
+    j["measured"]["disk"]["bandwidth"] = {{"write_mb_s", impl_->disk.write_mb_s},
+                                          {"read_mb_s", impl_->disk.read_mb_s},
+                                          {"probe_bytes", impl_->disk.probe_bytes}};
+  }
   // Checkpoint sizes: the prediction and, where the trainer wrote it, the weights file's size.
   nlohmann::json ck = {{"predicted_weights_only_bytes", impl_->plan.ckpt_weights_bytes},
                        {"predicted_full_state_bytes", impl_->plan.ckpt_full_bytes}};

@@ -14,6 +14,7 @@
 #include "model/base/memory.h"
 #include "train/config/run_config.h"
 #include "train/ledger/memory_plan.h"
+#include "train/offload/offload_file.h"
 #include "train/step/model_state.h"
 
 namespace ledgerlm {
@@ -81,6 +82,8 @@ class RunLedger {
   // Prints measured vs predicted and writes RUN_DIR/ledger.json (both).
   void finish(const std::string& run_dir) const;
   const MemoryPlan& plan() const;
+  // optim.offload = disk: the offload device's bandwidth measured at start (zeros otherwise).
+  DiskBandwidth disk_bandwidth() const;
 
  private:
   struct Impl;

@@ -24,6 +24,7 @@
 #include "model/backend/cpu_facts.h"
 #include "model/base/check.h"
 #include "optim/muon_plan.h"
+#include "train/offload/offload_backend.h"
 #include "train/step/placement.h"
 #include "train/step/precision_plan.h"
 
@@ -302,7 +303,7 @@ double PlanComponent::bytes_per_param() const {
 int64_t MemoryPlan::per_rank_for_tag(MemTag tag) const {
   int64_t sum = 0;
   for (const auto& c : components)
-    if (c.tag == tag) sum += c.per_rank_bytes;
+    if (c.tag == tag && c.location != "disk") sum += c.per_rank_bytes;
   return sum;
 }
 
@@ -497,11 +498,20 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
   else
     plan.notes.push_back("data: the loader's token shards are not included (no prepared data)");
 
+  if (x.optim.offload == "disk") {
+    // The master and the parameter-shaped states live in files; RAM holds the staging arena.
+    for (auto& c : plan.components)
+      if (c.model_state && offload_tag_paged(c.tag)) c.location = "disk";
+    b.add("offload.staging", MemTag::kOffloadStaging, "-", x.offload_staging, false, false, false);
+  }
   for (const auto& c : plan.components) {
     if (c.model_state) plan.model_state_bytes += c.total_bytes;
     if (c.model_state) plan.model_state_per_rank += c.per_rank_bytes;
     if (c.optimizer) plan.optimizer_bytes += c.total_bytes;
-    plan.per_rank_peak += c.per_rank_bytes;
+    if (c.location == "disk")
+      plan.disk_per_rank += c.per_rank_bytes;
+    else
+      plan.per_rank_peak += c.per_rank_bytes;
   }
   plan.global_batch = x.world * x.micro_batch * x.accum;
   plan.ckpt_weights_bytes = x.num_params * static_cast<int64_t>(dtype_size(x.params));
@@ -630,6 +640,11 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.threads = threads;
   in.bf16_matmul = cfg.precision.matmul == "bf16";
   in.data_bytes = data_bytes;
+  if (cfg.optim.offload == "disk") {
+    int64_t largest = 0;
+    for (const ParamInfo& p : table.params) largest = std::max(largest, p.numel);
+    in.offload_staging = offload_staging_bytes(cfg.optim, largest);
+  }
   return in;
 }
 
@@ -680,9 +695,9 @@ std::string memory_plan_format(const MemoryPlan& plan) {
   for (const auto& c : plan.components) {
     char bpp[32] = "-";
     if (c.model_state) std::snprintf(bpp, sizeof bpp, "%.3f", c.bytes_per_param());
-    emit("%-20s %-6s %12s %14.3f %14.3f%s\n", c.name.c_str(), c.dtype.c_str(), bpp,
+    emit("%-20s %-6s %12s %14.3f %14.3f%s%s\n", c.name.c_str(), c.dtype.c_str(), bpp,
          static_cast<double>(c.total_bytes) / unit, static_cast<double>(c.per_rank_bytes) / unit,
-         c.sharded ? "  (sharded)" : "");
+         c.sharded ? "  (sharded)" : "", c.location == "disk" ? "  (disk)" : "");
   }
   const double n = static_cast<double>(x.num_params);
   // Per parameter of the whole model (trained and frozen): what fine-tuning costs per weight.
@@ -694,7 +709,11 @@ std::string memory_plan_format(const MemoryPlan& plan) {
          plan.optimizer_bytes / n_all, plan.optimizer_bytes / unit,
          100.0 * static_cast<double>(plan.optimizer_bytes) /
              static_cast<double>(plan.model_state_bytes));
-  emit("%-27s %12s %14s %14.3f\n", "predicted peak per rank", "", "", plan.per_rank_peak / unit);
+  emit("%-27s %12s %14s %14.3f%s\n", "predicted peak per rank", "", "", plan.per_rank_peak / unit,
+       plan.disk_per_rank > 0 ? "  (in memory)" : "");
+  if (plan.disk_per_rank > 0)
+    emit("%-27s %12s %14s %14.3f  (files under optim.offload_dir)\n", "on disk per rank", "", "",
+         plan.disk_per_rank / unit);
   emit("checkpoint: weights only %s (%s), full training state %s (%.2f bytes/param)\n",
        format_bytes(plan.ckpt_weights_bytes).c_str(), dtype_name(x.params),
        format_bytes(plan.ckpt_full_bytes).c_str(), static_cast<double>(plan.ckpt_full_bytes) / n);
@@ -738,6 +757,8 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
           {"optimizer_bytes", plan.optimizer_bytes},
           {"optimizer_fraction", ms > 0 ? static_cast<double>(plan.optimizer_bytes) / ms : 0.0},
           {"per_rank_peak_bytes", plan.per_rank_peak},
+          {"disk_per_rank_bytes", plan.disk_per_rank},
+          {"offload", x.optim.offload},
           {"checkpoint",
            {{"weights_only_bytes", plan.ckpt_weights_bytes}, {"full_bytes", plan.ckpt_full_bytes}}},
           {"notes", plan.notes}};

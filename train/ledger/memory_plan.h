@@ -87,6 +87,8 @@ struct PlanInput {
   bool bf16_matmul = false;   // precision.matmul = bf16 (packed or rounded GEMM operands)
   bool cpu_workspace = true;  // include the CPU backend's scratch buffers
   int64_t data_bytes = -1;    // tokens held in memory by the loader (-1: unknown)
+  // optim.offload = disk: the RAM arena the state streams through (offload_staging_bytes).
+  int64_t offload_staging = 0;
 };
 
 struct PlanComponent {
@@ -115,7 +117,8 @@ struct MemoryPlan {
   int64_t model_state_bytes = 0;  // one full copy of params+grads+master+states
   int64_t optimizer_bytes = 0;    // master + optimizer states (full copy)
   int64_t model_state_per_rank = 0;
-  int64_t per_rank_peak = 0;       // every component is resident together
+  int64_t per_rank_peak = 0;       // every component in memory (not on disk) together
+  int64_t disk_per_rank = 0;       // components in files (optim.offload = disk)
   int64_t global_batch = 0;        // world x micro_batch x accum sequences
   int64_t ckpt_weights_bytes = 0;  // weights only, in the compute dtype
   int64_t ckpt_full_bytes = 0;     // weights + fp32 master + optimizer states

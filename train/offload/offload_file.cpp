@@ -28,8 +28,12 @@ std::string settle(int fd, int64_t offset, int64_t bytes, bool written) {
                                  SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
                                      SYNC_FILE_RANGE_WAIT_AFTER) != 0)
     return text_of(errno);
-  // Advice only: a failure leaves pages cached, which resident_bytes() would show.
-  (void)posix_fadvise(fd, offset, bytes, POSIX_FADV_DONTNEED);
+  // Whole pages, rounded outwards: the kernel keeps a partially covered page, and the
+  // neighbouring bytes of a page are on the device as well (every write is synced before the
+  // next). Advice only: a failure leaves pages cached, which resident_bytes() would show.
+  const int64_t page = 4096;
+  const int64_t lo = offset / page * page, hi = (offset + bytes + page - 1) / page * page;
+  (void)posix_fadvise(fd, lo, hi - lo, POSIX_FADV_DONTNEED);
   return "";
 }
 
@@ -38,6 +42,9 @@ std::string settle(int fd, int64_t offset, int64_t bytes, bool written) {
 OffloadFile::OffloadFile(const std::string& path, int64_t bytes) : path_(path), bytes_(bytes) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   LLM_REQUIRE(fd_ >= 0, "optim.offload = disk: cannot create '", path, "': ", errno_text());
+  // No read-ahead: the kernel would pull neighbouring pages into the cache, where nothing drops
+  // them (the pager reads ahead itself, into its own staging).
+  (void)posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);
   if (bytes > 0) {
     const int rc = posix_fallocate(fd_, 0, bytes);
     if (rc != 0) {

@@ -263,10 +263,41 @@ class TrainLoop {
                 {"skipped_steps", ls_.skipped}};
     // Whole-tensor optimizer work's all-to-alls (Muon under ZeRO): bytes this rank sent.
     if (r.exchange_bytes > 0) rec["exchange_bytes"] = r.exchange_bytes;
+    if (const OffloadPager* pager = state_.offload_pager()) add_offload(pager->stats(), &rec);
     const bool progress = step % cfg_.train.log_interval == 0 || step == 1 || last;
     if (progress) add_memory(&rec);
     log_write(rec);
     if (progress && run_.lead()) print_progress(r, tps, step_s, total_steps);
+  }
+
+  // optim.offload = disk: this step's bytes moved and the wait for them; the I/O time the
+  // measured bandwidth predicts for those bytes, beside the measured optimizer step.
+  void add_offload(const OffloadStats& now, json* rec) {
+    const DiskBandwidth bw = ledger_.disk_bandwidth();
+    const int64_t read = now.bytes_read - offload_last_.bytes_read;
+    const int64_t written = now.bytes_written - offload_last_.bytes_written;
+    const double predicted_ms =
+        bw.read_mb_s > 0 && bw.write_mb_s > 0
+            ? 1e3 * (read / 1e6 / bw.read_mb_s + written / 1e6 / bw.write_mb_s)
+            : 0.0;
+    (*rec)["offload_read_bytes"] = read;
+    (*rec)["offload_written_bytes"] = written;
+    (*rec)["offload_stall_ms"] = 1e3 * (now.stall_s - offload_last_.stall_s);
+    (*rec)["offload_io_predicted_ms"] = predicted_ms;
+    offload_read_sum_ += read;
+    offload_written_sum_ += written;
+    offload_predicted_ms_sum_ += predicted_ms;
+    offload_last_ = now;
+  }
+
+  void print_offload_summary() {
+    if (state_.offload_pager() == nullptr || job_steps_ == 0) return;
+    const double n = static_cast<double>(job_steps_);
+    std::printf(
+        "offload: per step %.3f MB read and %.3f MB written; at the measured bandwidth that I/O "
+        "takes %.1f ms; the optimizer step took %.1f ms (means over %lld steps)\n",
+        offload_read_sum_ / n / 1e6, offload_written_sum_ / n / 1e6, offload_predicted_ms_sum_ / n,
+        optim_ms_sum_ / n, static_cast<long long>(job_steps_));
   }
 
   void print_progress(const StepResult& r, double tps, double step_s, int64_t total_steps) {
@@ -458,6 +489,7 @@ class TrainLoop {
     if (!run_.lead()) return 0;
     write_summary(summary);
     ledger_.finish(run_.run_dir);
+    print_offload_summary();
     char val[96] = "no evaluation";
     if (!val_starts_.empty())
       std::snprintf(val, sizeof val, "best val loss %.4f, bpb %.4f", ls_.best_val, ls_.best_bpb);
@@ -481,6 +513,9 @@ class TrainLoop {
   std::unique_ptr<TensorBoardLog> tb_;       // rank 0's, unless train.tensorboard = false
   double last_loss_ = NAN, last_bpb_ = NAN;  // of this job's last step and evaluation
   double optim_ms_sum_ = 0.0;                // over this job's steps (rank 0's optimizer time)
+  OffloadStats offload_last_;                // the pager's figures at the previous step
+  int64_t offload_read_sum_ = 0, offload_written_sum_ = 0;
+  double offload_predicted_ms_sum_ = 0.0;
   int64_t job_steps_ = 0;
   int64_t trained_step_ = 0, trained_tokens_ = 0;  // after the last step whose update completed
   double tokens_per_byte_ = 0.0;
