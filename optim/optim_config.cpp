@@ -70,8 +70,10 @@ void OptimConfig::validate() const {
   require_nonneg(grad_clip, "optim.grad_clip");
   LLM_REQUIRE(one_of(offload, {"none", "host", "disk"}),
               "optim.offload: expected none, host or disk (got '", offload, "')");
-  LLM_REQUIRE(offload_staging_mb >= 1 && offload_staging_mb <= (int64_t{1} << 20),
-              "optim.offload_staging_mb: expected 1..1048576 (got ", offload_staging_mb, ")");
+  LLM_REQUIRE(std::isfinite(offload_staging_mb) && offload_staging_mb >= 0.0625 &&
+                  offload_staging_mb <= 1048576.0,
+              "optim.offload_staging_mb: expected 0.0625..1048576 MiB (got ", offload_staging_mb,
+              ")");
   require_beta(lion_beta1, "optim.lion_beta1");
   require_beta(lion_beta2, "optim.lion_beta2");
   LLM_REQUIRE(std::isfinite(sf_weight_lr_power) && sf_weight_lr_power >= 0.0,

@@ -137,7 +137,7 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
           "disk (files, streamed)");
   LLM_KEY("optim", c.optim, offload_dir, S,
           "optim.offload = disk: directory of the state files (empty: RUN_DIR/offload)");
-  LLM_KEY("optim", c.optim, offload_staging_mb, I,
+  LLM_KEY("optim", c.optim, offload_staging_mb, F,
           "optim.offload = disk: RAM staging arena in MiB (raised to what LAMB, LARS and "
           "Adafactor need for one whole tensor)");
 

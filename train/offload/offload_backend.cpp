@@ -39,7 +39,7 @@ int64_t offload_whole_tensor_bytes(const OptimConfig& optim, int64_t largest_num
 }
 
 int64_t offload_staging_bytes(const OptimConfig& optim, int64_t largest_numel) {
-  const int64_t asked = optim.offload_staging_mb << 20;
+  const int64_t asked = static_cast<int64_t>(optim.offload_staging_mb * 1048576.0);
   return std::max(asked, 2 * offload_whole_tensor_bytes(optim, largest_numel));
 }
 
@@ -226,8 +226,9 @@ void OffloadBackend::stage(OptimOp* op, Staged* staged) {
     if (t->empty() || !pager_.contains(t->data)) return;
     const int64_t bytes = count * static_cast<int64_t>(dtype_size(t->dtype));
     const auto access = dirty ? OffloadPager::Access::kReadWrite : OffloadPager::Access::kRead;
-    staged->ranges.push_back({t->data, bytes, dirty});
-    t->data = pager_.acquire(t->data, bytes, access);
+    void* at = pager_.acquire(t->data, bytes, access);
+    staged->ranges.push_back({t->data, bytes, dirty});  // only once acquired: unstage releases it
+    t->data = at;
   };
   take(&op->w, op->n, w_dirty);
   take(&op->g, op->n, false);
@@ -279,7 +280,8 @@ void OffloadBackend::optimizer_ops(const OptimOp* ops, int64_t count) {
   try {
     for (int64_t i = 0; i < count; ++i) {
       for (OptimOp piece : pieces_of(ops[i])) {
-        const int64_t b = piece.n * paged_bytes_per_element(piece);
+        // Its arena bytes: each range starts on a 64-byte line.
+        const int64_t b = piece.n * paged_bytes_per_element(piece) + 64 * 7;
         if (bytes > 0 && bytes + b > chunk_bytes_) run_batch();
         Staged& s = staged.emplace_back();
         stage(&piece, &s);

@@ -16,7 +16,9 @@ namespace ledgerlm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kAlign = 4096;  // staged ranges start on a page: vector loads and DMA alike
+// Staged ranges start on a cache line (what the vector kernels want); files are read and written
+// at exact byte ranges, so nothing larger is needed, and small tensors (biases, norms) pack.
+constexpr int64_t kAlign = 64;
 
 int64_t round_up(int64_t v, int64_t a) {
   return (v + a - 1) / a * a;
@@ -276,9 +278,9 @@ void* OffloadPager::acquire(const void* addr, int64_t bytes, Access access) {
     drop_overlaps(lock, region, off, bytes);
     const int64_t need = round_up(bytes, kAlign);
     const int64_t at = arena_alloc(lock, need, true, true);
-    LLM_REQUIRE(at >= 0, "optim.offload_staging_mb: the staging arena (", arena_bytes_ >> 20,
-                " MiB) cannot hold the ranges one optimizer kernel needs together (", need >> 20,
-                " MiB more for ", r.name, "); raise optim.offload_staging_mb");
+    LLM_REQUIRE(at >= 0, "optim.offload_staging_mb: the staging arena (", arena_bytes_,
+                " bytes) cannot hold the ranges one optimizer kernel needs together (", need,
+                " bytes more for ", r.name, "); raise optim.offload_staging_mb");
     id = new_entry(region, off, bytes, at, need);
     if (access != Access::kWrite) queue(id, false);
   }
@@ -299,7 +301,7 @@ void OffloadPager::release(const void* addr, int64_t bytes, bool dirty) {
   LLM_ASSERT(region >= 0, "offload: release outside the paged buffers");
   const int64_t off = static_cast<const char*>(addr) - regions_[static_cast<size_t>(region)].base;
   const int id = find_exact(region, off, bytes);
-  LLM_ASSERT(id >= 0, "offload: release of a range not acquired");
+  LLM_ASSERT(id >= 0, "offload: release of a range not acquired (", regions_[static_cast<size_t>(region)].name, " at ", off, ", ", bytes, " bytes)");
   Entry& e = entries_[static_cast<size_t>(id)];
   LLM_ASSERT(e.pins > 0, "offload: release without acquire");
   --e.pins;
