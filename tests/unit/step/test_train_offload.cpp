@@ -115,10 +115,11 @@ TEST_P(TrainOffload, DiskIsBitIdenticalToNone) {
   // Every byte in the files is read at least once per step (the state does not fit the arena:
   // nothing stays staged from one step to the next), and AdamW's streams through the arena
   // more than three times per step.
-  if (paged.file_bytes > paged.arena)  // (Adafactor's few vector statistics stay staged)
+  if (paged.file_bytes > paged.arena) {  // (Adafactor's few vector statistics stay staged)
     EXPECT_GE(paged.io.bytes_read, steps * paged.file_bytes)
         << "read " << paged.io.bytes_read << " bytes in " << steps << " steps of "
         << paged.file_bytes << " bytes in files through a " << paged.arena << "-byte arena";
+  }
   if (std::string(c.optim) == "adamw") {
     EXPECT_GE(paged.file_bytes, 3 * paged.arena);
   }
