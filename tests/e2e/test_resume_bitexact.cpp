@@ -165,6 +165,13 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"lora_bf16_dropout",
                    " --optim.name adamw --optim.lr 1e-2 --lora.rank 4 --lora.dropout 0.1"
                    " --lora.targets qkv,attn_proj,mlp_fc,mlp_proj --precision.params bf16"},
+        // The master and the state in files (optim.offload = disk, a 64 KiB arena): the
+        // checkpoint streams them from disk, the resume writes them back there.
+        ResumeCase{"offload_disk_bf16",
+                   " --optim.name adamw --precision.params bf16 --optim.offload disk"
+                   " --optim.offload_staging_mb 0.0625"},
+        ResumeCase{"offload_disk_lamb",
+                   " --optim.name lamb --optim.offload disk --optim.offload_staging_mb 0.0625"},
         ResumeCase{"adamw_bf16_matmul_bf16",
                    " --optim.name adamw --precision.params bf16 --precision.matmul bf16"},
         // m and v stored as bf16: the checkpoint holds their exact bits (BF16 tensors).
