@@ -72,21 +72,22 @@ struct OffloadBackend::Staged {
   std::vector<Range> ranges;
 };
 
-OffloadBackend::OffloadBackend(Backend& inner, OffloadPager& pager)
-    : ForwardingBackend(inner), pager_(pager) {
+OffloadBackend::OffloadBackend(Backend& inner, OffloadPager* pager, MemoryTracker& tracker)
+    : ForwardingBackend(inner), pager_(pager), tracker_(tracker) {
   LLM_REQUIRE(inner.memory_space() == MemSpace::kHost,
               "optim.offload = disk: the optimizer's backend must address host memory");
   // A quarter of the arena per piece: the piece in use, its write-behind and the read-ahead of
   // the next ones fit together.
-  chunk_bytes_ = std::max<int64_t>(pager.staging_bytes() / 4, 4096);
+  chunk_bytes_ = pager != nullptr ? std::max<int64_t>(pager->staging_bytes() / 4, 4096) : 0;
 }
 
 OffloadBackend::~OffloadBackend() = default;
 
 Buffer OffloadBackend::allocate(MemTag tag, size_t bytes) {
-  if (!offload_tag_paged(tag) || bytes == 0) return ForwardingBackend::allocate(tag, bytes);
+  if (pager_ == nullptr || !offload_tag_paged(tag) || bytes == 0)
+    return Buffer(&tracker_, tag, bytes);  // host memory
   auto& a = allocators_[tag];
-  if (!a) a = std::make_unique<PagedAllocator>(pager_, tag);
+  if (!a) a = std::make_unique<PagedAllocator>(*pager_, tag);
   // No tracker: the bytes are in a file, which the ledger measures by its size.
   return Buffer(a.get(), nullptr, tag, bytes);
 }
@@ -101,24 +102,24 @@ void OffloadBackend::in_pieces(int64_t n, int64_t paged_bytes_per_element, Fn&& 
 }
 
 void OffloadBackend::copy_from_host(Tensor dst, const void* src, int64_t n) {
-  if (!pager_.contains(dst.data)) return ForwardingBackend::copy_from_host(dst, src, n);
+  if (!paged(dst.data)) return ForwardingBackend::copy_from_host(dst, src, n);
   const int64_t es = static_cast<int64_t>(dtype_size(dst.dtype));
   in_pieces(n, es, [&](int64_t b, int64_t k) {
     const Tensor d = dst.offset(b);
-    void* staged = pager_.acquire(d.data, k * es, OffloadPager::Access::kWrite);
+    void* staged = pager_->acquire(d.data, k * es, OffloadPager::Access::kWrite);
     inner().copy_from_host(Tensor(staged, dst.dtype), static_cast<const char*>(src) + b * es, k);
-    pager_.release(d.data, k * es, true);
+    pager_->release(d.data, k * es, true);
   });
 }
 
 void OffloadBackend::copy_to_host(void* dst, Tensor src, int64_t n) {
-  if (!pager_.contains(src.data)) return ForwardingBackend::copy_to_host(dst, src, n);
+  if (!paged(src.data)) return ForwardingBackend::copy_to_host(dst, src, n);
   const int64_t es = static_cast<int64_t>(dtype_size(src.dtype));
   in_pieces(n, es, [&](int64_t b, int64_t k) {
     const Tensor s = src.offset(b);
-    void* staged = pager_.acquire(s.data, k * es, OffloadPager::Access::kRead);
+    void* staged = pager_->acquire(s.data, k * es, OffloadPager::Access::kRead);
     inner().copy_to_host(static_cast<char*>(dst) + b * es, Tensor(staged, src.dtype), k);
-    pager_.release(s.data, k * es, false);
+    pager_->release(s.data, k * es, false);
   });
 }
 
@@ -127,31 +128,31 @@ void OffloadBackend::copy(Tensor dst, Tensor src, int64_t n) {
 }
 
 void OffloadBackend::zero(Tensor t, int64_t n) {
-  if (!pager_.contains(t.data)) return ForwardingBackend::zero(t, n);
+  if (!paged(t.data)) return ForwardingBackend::zero(t, n);
   const int64_t es = static_cast<int64_t>(dtype_size(t.dtype));
   in_pieces(n, es, [&](int64_t b, int64_t k) {
     const Tensor d = t.offset(b);
-    void* staged = pager_.acquire(d.data, k * es, OffloadPager::Access::kWrite);
+    void* staged = pager_->acquire(d.data, k * es, OffloadPager::Access::kWrite);
     inner().zero(Tensor(staged, t.dtype), k);
-    pager_.release(d.data, k * es, true);
+    pager_->release(d.data, k * es, true);
   });
 }
 
 void OffloadBackend::convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, uint64_t seed,
                              uint64_t stream_offset) {
-  const bool pd = pager_.contains(dst.data), ps = pager_.contains(src.data);
+  const bool pd = paged(dst.data), ps = paged(src.data);
   if (!pd && !ps) return ForwardingBackend::convert(dst, src, n, rounding, seed, stream_offset);
   const int64_t ed = static_cast<int64_t>(dtype_size(dst.dtype));
   const int64_t es = static_cast<int64_t>(dtype_size(src.dtype));
   in_pieces(n, (pd ? ed : 0) + (ps ? es : 0), [&](int64_t b, int64_t k) {
     const Tensor d = dst.offset(b), s = src.offset(b);
     Tensor sd = d, ss = s;
-    if (ps) ss.data = pager_.acquire(s.data, k * es, OffloadPager::Access::kRead);
-    if (pd) sd.data = pager_.acquire(d.data, k * ed, OffloadPager::Access::kWrite);
+    if (ps) ss.data = pager_->acquire(s.data, k * es, OffloadPager::Access::kRead);
+    if (pd) sd.data = pager_->acquire(d.data, k * ed, OffloadPager::Access::kWrite);
     // Stochastic rounding draws by element position: the piece keeps its elements' positions.
     inner().convert(sd, ss, k, rounding, seed, stream_offset + static_cast<uint64_t>(b));
-    if (pd) pager_.release(d.data, k * ed, true);
-    if (ps) pager_.release(s.data, k * es, false);
+    if (pd) pager_->release(d.data, k * ed, true);
+    if (ps) pager_->release(s.data, k * es, false);
   });
 }
 
@@ -189,10 +190,10 @@ int64_t blocks_of(const OptimOp& op) {
 int64_t OffloadBackend::paged_bytes_per_element(const OptimOp& op) const {
   int64_t b = 0;
   for (const Tensor* t : {&op.w, &op.g, &op.s1, &op.s2, &op.s3, &op.out})
-    if (!t->empty() && pager_.contains(t->data)) b += static_cast<int64_t>(dtype_size(t->dtype));
+    if (!t->empty() && paged(t->data)) b += static_cast<int64_t>(dtype_size(t->dtype));
   if (op.kind == OptimOpKind::kAdamW8bit && op.block > 0)
     for (const Tensor* t : {&op.a1, &op.a2})
-      if (!t->empty() && pager_.contains(t->data)) b += 4 / op.block + 1;
+      if (!t->empty() && paged(t->data)) b += 4 / op.block + 1;
   return b;
 }
 
@@ -223,10 +224,10 @@ void OffloadBackend::stage(OptimOp* op, Staged* staged) {
   const bool w_dirty = !reads_weights_only(op->kind);
   const bool s_dirty = !reads_states_only(op->kind);
   const auto take = [&](Tensor* t, int64_t count, bool dirty) {
-    if (t->empty() || !pager_.contains(t->data)) return;
+    if (t->empty() || !paged(t->data)) return;
     const int64_t bytes = count * static_cast<int64_t>(dtype_size(t->dtype));
     const auto access = dirty ? OffloadPager::Access::kReadWrite : OffloadPager::Access::kRead;
-    void* at = pager_.acquire(t->data, bytes, access);
+    void* at = pager_->acquire(t->data, bytes, access);
     staged->ranges.push_back({t->data, bytes, dirty});  // only once acquired: unstage releases it
     t->data = at;
   };
@@ -243,7 +244,7 @@ void OffloadBackend::stage(OptimOp* op, Staged* staged) {
 }
 
 void OffloadBackend::unstage(const Staged& staged) {
-  for (const Staged::Range& r : staged.ranges) pager_.release(r.addr, r.bytes, r.dirty);
+  for (const Staged::Range& r : staged.ranges) pager_->release(r.addr, r.bytes, r.dirty);
 }
 
 void OffloadBackend::optimizer_op(const OptimOp& op, double* sums) {

@@ -39,12 +39,16 @@ int64_t offload_staging_bytes(const OptimConfig& optim, int64_t largest_numel);
 class OffloadBackend : public ForwardingBackend {
  public:
   // `inner` must address host memory (the CPU backend, or the host backend of a device run).
-  OffloadBackend(Backend& inner, OffloadPager& pager);
+  // With a pager, the state tags' buffers are paged; without one (optim.offload = host) every
+  // buffer is host memory. Either way allocations are accounted to `tracker` (the run's).
+  OffloadBackend(Backend& inner, OffloadPager* pager, MemoryTracker& tracker);
   ~OffloadBackend() override;
 
-  OffloadPager& pager() { return pager_; }
   // Paged memory is not addressable by host code: the trainer streams it (checkpoint pieces).
-  MemSpace memory_space() const override { return MemSpace::kDevice; }
+  MemSpace memory_space() const override {
+    return pager_ != nullptr ? MemSpace::kDevice : MemSpace::kHost;
+  }
+  MemoryTracker& tracker() override { return tracker_; }
   Buffer allocate(MemTag tag, size_t bytes) override;
 
   void copy_from_host(Tensor dst, const void* src, int64_t n) override;
@@ -69,7 +73,10 @@ class OffloadBackend : public ForwardingBackend {
   std::vector<OptimOp> pieces_of(const OptimOp& op) const;
   int64_t paged_bytes_per_element(const OptimOp& op) const;
 
-  OffloadPager& pager_;
+  bool paged(const void* p) const { return pager_ != nullptr && pager_->contains(p); }
+
+  OffloadPager* pager_;
+  MemoryTracker& tracker_;
   int64_t chunk_bytes_ = 0;
   std::map<MemTag, std::unique_ptr<PagedAllocator>> allocators_;
 };

@@ -301,7 +301,8 @@ void OffloadPager::release(const void* addr, int64_t bytes, bool dirty) {
   LLM_ASSERT(region >= 0, "offload: release outside the paged buffers");
   const int64_t off = static_cast<const char*>(addr) - regions_[static_cast<size_t>(region)].base;
   const int id = find_exact(region, off, bytes);
-  LLM_ASSERT(id >= 0, "offload: release of a range not acquired (", regions_[static_cast<size_t>(region)].name, " at ", off, ", ", bytes, " bytes)");
+  LLM_ASSERT(id >= 0, "offload: release of a range not acquired (",
+             regions_[static_cast<size_t>(region)].name, " at ", off, ", ", bytes, " bytes)");
   Entry& e = entries_[static_cast<size_t>(id)];
   LLM_ASSERT(e.pins > 0, "offload: release without acquire");
   --e.pins;

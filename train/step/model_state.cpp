@@ -55,6 +55,60 @@ std::string offload_start_dir(const RunConfig& config) {
 
 }  // namespace
 
+// optim.offload: the fp32 master and the optimizer state move to the host backend's memory
+// (a device backend: ZeRO-Offload's data flow, the step on the CPU with the CPU backend's
+// kernels) and, for disk, on into files behind the pager.
+void ModelState::start_offload() {
+  const std::string& mode = config_.optim.offload;
+  if (mode == "none") return;
+  const bool device = backend_.memory_space() == MemSpace::kDevice;
+  LLM_REQUIRE(mode != "host" || device, "optim.offload = host: the ", backend_.name(),
+              " backend's weights are already in host memory (nothing to offload from); "
+              "optim.offload = disk moves the master and the optimizer state to files");
+  Backend* host = &backend_;
+  if (device) {
+    host_backend_ = backend_create_cpu(std::max(1, backend_.num_threads()));
+    host = host_backend_.get();
+    // What crosses the bus: the reduced gradients down, the updated weights (compute dtype) up.
+    host_grads_ = Buffer(&backend_.tracker(), MemTag::kOffloadStaging,
+                         static_cast<size_t>(placement_.grads_length) * dtype_size(plan_.grads));
+    host_compute_ =
+        Buffer(&backend_.tracker(), MemTag::kOffloadStaging,
+               static_cast<size_t>(placement_.compute_length) * dtype_size(plan_.params));
+  }
+  if (mode == "disk") {
+    int64_t largest = 0;
+    for (const ParamInfo& p : table_.params) largest = std::max(largest, p.numel);
+    pager_ = std::make_unique<OffloadPager>(
+        offload_start_dir(config_), "rank" + std::to_string(comm_->rank()),
+        offload_staging_bytes(config_.optim, largest), &backend_.tracker());
+  }
+  offload_backend_ = std::make_unique<OffloadBackend>(*host, pager_.get(), backend_.tracker());
+}
+
+Tensor ModelState::optimizer_compute() const {
+  return host_backend_ ? Tensor(host_compute_.data(), plan_.params) : params();
+}
+
+void ModelState::upload_compute_copy() {
+  if (!host_backend_) return;
+  // This rank's updated parts (its master spans), at their compute-copy positions.
+  const int64_t es = static_cast<int64_t>(dtype_size(plan_.params));
+  for (const UnitPlacement& up : placement_.units) {
+    const int64_t at = up.compute.at_of(up.master.begin);
+    backend_.copy_from_host(params().offset(at), host_compute_.as<char>() + at * es,
+                            up.master.count);
+  }
+}
+
+void ModelState::download_gradients() {
+  if (!host_backend_) return;
+  const int64_t es = static_cast<int64_t>(dtype_size(plan_.grads));
+  for (const UnitPlacement& up : placement_.units)
+    backend_.copy_to_host(host_grads_.as<char>() + up.grads.at * es, grads().offset(up.grads.at),
+                          up.grads.count);
+}
+
 void ModelState::offload_settle() {
   if (pager_) pager_->relocate(offload_dir_for_run(config_));
 }
@@ -82,18 +136,7 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   grads_ = alloc(backend_, MemTag::kGrads, placement_.grads_length, plan_.grads);
   // 16-bit weights get an fp32 master; with master = none an fp32 scratch view of this rank's
   // part of the compute copy; fp32 weights are their own master (placement_.master_is_compute).
-  if (config_.optim.offload == "disk") {
-    LLM_REQUIRE(backend_.memory_space() == MemSpace::kHost, "optim.offload = disk on the ",
-                backend_.name(),
-                " backend: not supported yet (the optimizer step runs on the "
-                "host); use optim.offload = none");
-    int64_t largest = 0;
-    for (const ParamInfo& p : table_.params) largest = std::max(largest, p.numel);
-    pager_ = std::make_unique<OffloadPager>(
-        offload_start_dir(config_), "rank" + std::to_string(comm_->rank()),
-        offload_staging_bytes(config_.optim, largest), &backend_.tracker());
-    offload_backend_ = std::make_unique<OffloadBackend>(backend_, *pager_);
-  }
+  start_offload();
   if (plan_.separate_master)
     master_ = alloc(state_backend(), MemTag::kMaster, placement_.master_length, DType::kF32);
   if (plan_.master_none)
@@ -107,7 +150,8 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   optim_->init(table_, placement_.optimizer_shard(), state_backend());
   std::vector<Location> state_where;
   for (const StateComponent& c : optim_->state_components())
-    state_where.push_back(c.host                                             ? Location::kHost
+    state_where.push_back(c.host || (host_backend_ && !(pager_ && offload_tag_paged(c.tag)))
+                              ? Location::kHost
                           : pager_ && !c.scratch && offload_tag_paged(c.tag) ? Location::kDisk
                                                                              : Location::kDevice);
   for (TensorPlacement& tp : placement_.tensors)
@@ -187,9 +231,11 @@ void ModelState::write_compute_copy(int64_t step, Rounding rounding) {
       static_cast<uint64_t>(step) * static_cast<uint64_t>(table_.logical_total);
   for (const UnitPlacement& up : placement_.units) {
     const Span& m = up.master;
-    state_backend().convert(params().offset(up.compute.at_of(m.begin)), src.offset(m.at), m.count,
-                            rounding, seed, step_base + static_cast<uint64_t>(up.logical_begin));
+    state_backend().convert(optimizer_compute().offset(up.compute.at_of(m.begin)), src.offset(m.at),
+                            m.count, rounding, seed,
+                            step_base + static_cast<uint64_t>(up.logical_begin));
   }
+  upload_compute_copy();
 }
 
 double ModelState::all_gather_compute_copy() {
@@ -221,7 +267,7 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
     if (stage_ >= 1 && world() > 1)
       info.reduce = [this](double* v, int count) { comm_->all_reduce_sum(v, count); };
     info.total_steps = schedule_length_;
-    info.compute = params();
+    info.compute = optimizer_compute();
     if (world() > 1)
       info.exchange = [this](Tensor send, const std::vector<int64_t>& sc, Tensor recv,
                              const std::vector<int64_t>& rc) { exchange(send, sc, recv, rc); };
@@ -229,10 +275,14 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
     exchange_bytes_ = 0;
     if (plan_.master_none) widen_compute_copy();
     if (pager_) pager_->step_begin();  // the requests of a step: the next one reads ahead by them
-    optim_->step(master(), grads(), info);
+    download_gradients();
+    optim_->step(master(), host_backend_ ? Tensor(host_grads_.data(), plan_.grads) : grads(), info);
     // The optimizer either leaves the compute copy to the trainer (rounded from the master) or
     // wrote its training weights there itself (this rank's parts of them).
-    if (!optim_->writes_compute_copy()) write_compute_copy(step, plan_.rounding);
+    if (!optim_->writes_compute_copy())
+      write_compute_copy(step, plan_.rounding);
+    else
+      upload_compute_copy();
     if (pager_) pager_->step_end();
     const double gather_ms = all_gather_compute_copy();
     stats.comm_ms += gather_ms + exchange_ms_;
@@ -260,8 +310,10 @@ void ModelState::use_eval_weights(bool eval) {
   eval_weights_ = eval;
   if (eval)
     write_compute_copy(0, Rounding::kNearest);  // x, rounded to nearest
-  else
-    optim_->write_training_weights(master(), params());
+  else {
+    optim_->write_training_weights(master(), optimizer_compute());
+    upload_compute_copy();
+  }
   all_gather_compute_copy();
   if (zero_units_) zero_units_->invalidate();
 }

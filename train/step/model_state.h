@@ -89,6 +89,9 @@ class ModelState {
   // optim.offload = disk the offload backend whose buffers live in files. Every op on them goes
   // through it.
   Backend& state_backend() { return offload_backend_ ? *offload_backend_ : backend_; }
+  // True when the optimizer runs on a host backend apart from a device compute backend
+  // (optim.offload = host or disk on a device).
+  bool optimizer_on_host() const { return host_backend_ != nullptr; }
   // The pager of optim.offload = disk (nullptr otherwise).
   OffloadPager* offload_pager() { return pager_.get(); }
   // Moves the offload files into the run directory once it exists (offload_dir_for_run).
@@ -185,8 +188,18 @@ class ModelState {
   PrecisionPlan plan_;
   int stage_ = 0;
   ShardLayout layout_;
-  PlacementTable placement_;             // where every tensor's buffers are on this rank
-  std::unique_ptr<OffloadPager> pager_;  // optim.offload = disk
+  PlacementTable placement_;  // where every tensor's buffers are on this rank
+  void start_offload();
+  // The compute copy the optimizer and the master's rounding write: the device's own, or its
+  // host image when the optimizer runs on the host (then uploaded by upload_compute_copy).
+  Tensor optimizer_compute() const;
+  void upload_compute_copy();
+  // The reduced gradients the optimizer reads, device to host (optimizer on the host).
+  void download_gradients();
+
+  std::unique_ptr<Backend> host_backend_;            // the optimizer's, beside a device backend
+  Buffer host_grads_, host_compute_;                 // what crosses the bus, in host memory
+  std::unique_ptr<OffloadPager> pager_;              // optim.offload = disk
   std::unique_ptr<OffloadBackend> offload_backend_;  // over backend_, with pager_
   Buffer params_, grads_, master_, master_scratch_, staging_f32_;
   Buffer frozen_;  // frozen weights (compute dtype, whole): MemTag::kParams

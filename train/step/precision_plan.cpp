@@ -21,8 +21,14 @@ PrecisionPlan precision_plan(const RunConfig& c) {
               "precision.master = none: optim.name = ", c.optim.name,
               " keeps its result x in the fp32 master apart from the weights it trains at; set "
               "precision.master = fp32");
-  // An optimizer that trains off its master needs both copies, even with fp32 params.
-  plan.separate_master = !plan.master_none && (plan.params != DType::kF32 || off_master);
+  LLM_REQUIRE(!(plan.master_none && c.optim.offload != "none"),
+              "precision.master = none: optim.offload = ", c.optim.offload,
+              " moves the fp32 master off the compute device, so it needs one; set "
+              "precision.master = fp32");
+  // An optimizer that trains off its master needs both copies, even with fp32 params; so does
+  // offload (the master moves off the device, the weights the model uses stay).
+  plan.separate_master = !plan.master_none && (plan.params != DType::kF32 || off_master ||
+                                               c.optim.offload != "none");
   LLM_REQUIRE(!(plan.master_none && plan.params == DType::kF32),
               "precision.master = none needs precision.params bf16 or fp16 (fp32 params are "
               "their own master)");
