@@ -215,6 +215,7 @@ nlohmann::json disk_json(const MemoryPlan& plan, const OffloadPager& pager) {
         {"predicted", r.predicted}, {"error", rel_error(r.predicted, r.bytes)}};
   const OffloadStats st = pager.stats();
   disk["io"] = {{"bytes_read", st.bytes_read}, {"bytes_written", st.bytes_written},
+                {"reads", st.reads},           {"writes", st.writes},
                 {"read_s", st.read_s},         {"write_s", st.write_s},
                 {"stall_s", st.stall_s},       {"hits", st.hits},
                 {"misses", st.misses},         {"prefetched", st.prefetched}};

@@ -231,15 +231,22 @@ void OffloadBackend::stage(OptimOp* op, Staged* staged) {
     staged->ranges.push_back({t->data, bytes, dirty});  // only once acquired: unstage releases it
     t->data = at;
   };
-  take(&op->w, op->n, w_dirty);
-  take(&op->g, op->n, false);
-  take(&op->s1, op->n, s_dirty);
-  take(&op->s2, op->n, s_dirty);
-  take(&op->s3, op->n, s_dirty);
-  take(&op->out, op->n, true);
-  if (op->kind == OptimOpKind::kAdamW8bit) {
-    take(&op->a1, blocks_of(*op), true);
-    take(&op->a2, blocks_of(*op), true);
+  try {
+    take(&op->w, op->n, w_dirty);
+    take(&op->g, op->n, false);
+    take(&op->s1, op->n, s_dirty);
+    take(&op->s2, op->n, s_dirty);
+    take(&op->s3, op->n, s_dirty);
+    take(&op->out, op->n, true);
+    if (op->kind == OptimOpKind::kAdamW8bit) {
+      take(&op->a1, blocks_of(*op), true);
+      take(&op->a2, blocks_of(*op), true);
+    }
+  } catch (...) {  // an I/O failure: let go of what was taken (nothing was changed)
+    for (Staged::Range& r : staged->ranges) r.dirty = false;
+    unstage(*staged);
+    staged->ranges.clear();
+    throw;
   }
 }
 

@@ -101,8 +101,8 @@ void OffloadPager::remove_region(void* base) {
        it != region_map_[static_cast<size_t>(id)].end();) {
     const int e = it->second;
     ++it;
+    // (A range may still be pinned when a step was abandoned by an error: the buffer goes.)
     done_.wait(lock, [&] { return entries_[static_cast<size_t>(e)].state == State::kReady; });
-    LLM_ASSERT(entries_[static_cast<size_t>(e)].pins == 0, "remove_region: a range is in use");
     free_entry(e);
   }
   Region& r = regions_[static_cast<size_t>(id)];

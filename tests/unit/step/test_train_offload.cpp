@@ -48,9 +48,12 @@ Snapshot train(const RunConfig& cfg, int steps) {
   }
   Snapshot r;
   Backend& sb = state.state_backend();
-  r.master = host_copy(sb, state.master(), DType::kF32, state.placement().master_length);
   r.params = host_copy(*backend, state.params().data, state.plan().params,
                        state.placement().compute_length);
+  // fp32 weights without offload are their own master; offload keeps a separate one (it moves).
+  r.master = state.placement().master_is_compute
+                 ? r.params
+                 : host_copy(sb, state.master(), DType::kF32, state.placement().master_length);
   for (const StateView& v : state.optimizer().state_views()) {
     std::vector<uint8_t> bytes =
         v.host ? std::vector<uint8_t>(static_cast<const uint8_t*>(v.data),
