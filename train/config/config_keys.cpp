@@ -133,7 +133,7 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("optim", c.optim, min_lr_ratio, F, "LR floor as a fraction of optim.lr");
   LLM_KEY("optim", c.optim, grad_clip, F, "clip gradients to this global norm (0: off)");
   LLM_KEY("optim", c.optim, offload, S,
-          "master and optimizer state: none | host (device runs: pinned host memory, CPU step) | "
+          "master and optimizer state: none | host (device runs: host memory, CPU step) | "
           "disk (files, streamed)");
   LLM_KEY("optim", c.optim, offload_dir, S,
           "optim.offload = disk: directory of the state files (empty: RUN_DIR/offload)");
