@@ -504,12 +504,28 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
       if (c.model_state && offload_tag_paged(c.tag)) c.location = "disk";
     b.add("offload.staging", MemTag::kOffloadStaging, "-", x.offload_staging, false, false, false);
   }
+  if (x.optim.offload == "host") {
+    // A device run: the master and the states in host memory, with host images of the reduced
+    // gradients (down) and of the compute copy (up).
+    for (auto& c : plan.components)
+      if (c.model_state && offload_tag_paged(c.tag)) c.location = "host";
+    int64_t images = 0;
+    for (const auto& c : plan.components)
+      if (c.tag == MemTag::kParams && c.trainable != "frozen")
+        images += c.per_rank_bytes;
+      else if (c.tag == MemTag::kGrads)
+        images += c.per_rank_bytes;
+    b.add("offload.host", MemTag::kOffloadStaging, "-", images, false, false, false);
+    plan.components.back().location = "host";
+  }
   for (const auto& c : plan.components) {
     if (c.model_state) plan.model_state_bytes += c.total_bytes;
     if (c.model_state) plan.model_state_per_rank += c.per_rank_bytes;
     if (c.optimizer) plan.optimizer_bytes += c.total_bytes;
     if (c.location == "disk")
       plan.disk_per_rank += c.per_rank_bytes;
+    else if (c.location == "host")
+      plan.host_per_rank += c.per_rank_bytes;
     else
       plan.per_rank_peak += c.per_rank_bytes;
   }
@@ -697,7 +713,10 @@ std::string memory_plan_format(const MemoryPlan& plan) {
     if (c.model_state) std::snprintf(bpp, sizeof bpp, "%.3f", c.bytes_per_param());
     emit("%-20s %-6s %12s %14.3f %14.3f%s%s\n", c.name.c_str(), c.dtype.c_str(), bpp,
          static_cast<double>(c.total_bytes) / unit, static_cast<double>(c.per_rank_bytes) / unit,
-         c.sharded ? "  (sharded)" : "", c.location == "disk" ? "  (disk)" : "");
+         c.sharded ? "  (sharded)" : "",
+         c.location == "disk"   ? "  (disk)"
+         : c.location == "host" ? "  (host)"
+                                : "");
   }
   const double n = static_cast<double>(x.num_params);
   // Per parameter of the whole model (trained and frozen): what fine-tuning costs per weight.
@@ -710,7 +729,10 @@ std::string memory_plan_format(const MemoryPlan& plan) {
          100.0 * static_cast<double>(plan.optimizer_bytes) /
              static_cast<double>(plan.model_state_bytes));
   emit("%-27s %12s %14s %14.3f%s\n", "predicted peak per rank", "", "", plan.per_rank_peak / unit,
-       plan.disk_per_rank > 0 ? "  (in memory)" : "");
+       plan.disk_per_rank > 0 || plan.host_per_rank > 0 ? "  (compute device)" : "");
+  if (plan.host_per_rank > 0)
+    emit("%-27s %12s %14s %14.3f  (host memory beside the device)\n", "in host memory per rank", "",
+         "", plan.host_per_rank / unit);
   if (plan.disk_per_rank > 0)
     emit("%-27s %12s %14s %14.3f  (files under optim.offload_dir)\n", "on disk per rank", "", "",
          plan.disk_per_rank / unit);
@@ -758,6 +780,7 @@ nlohmann::json memory_plan_json(const MemoryPlan& plan) {
           {"optimizer_fraction", ms > 0 ? static_cast<double>(plan.optimizer_bytes) / ms : 0.0},
           {"per_rank_peak_bytes", plan.per_rank_peak},
           {"disk_per_rank_bytes", plan.disk_per_rank},
+          {"host_per_rank_bytes", plan.host_per_rank},
           {"offload", x.optim.offload},
           {"checkpoint",
            {{"weights_only_bytes", plan.ckpt_weights_bytes}, {"full_bytes", plan.ckpt_full_bytes}}},

@@ -119,6 +119,7 @@ struct MemoryPlan {
   int64_t model_state_per_rank = 0;
   int64_t per_rank_peak = 0;       // every component in memory (not on disk) together
   int64_t disk_per_rank = 0;       // components in files (optim.offload = disk)
+  int64_t host_per_rank = 0;       // in host memory beside a device (optim.offload = host)
   int64_t global_batch = 0;        // world x micro_batch x accum sequences
   int64_t ckpt_weights_bytes = 0;  // weights only, in the compute dtype
   int64_t ckpt_full_bytes = 0;     // weights + fp32 master + optimizer states
