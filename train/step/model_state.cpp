@@ -298,7 +298,9 @@ StepStats ModelState::optimizer_step(int64_t step, double lr) {
 void ModelState::exchange(Tensor send, const std::vector<int64_t>& send_counts, Tensor recv,
                           const std::vector<int64_t>& recv_counts) {
   const auto t0 = Clock::now();
-  comm_->all_to_all_v(backend_, send, send_counts, recv, recv_counts);
+  // The optimizer's buffers: host memory when it runs on the host beside a device.
+  comm_->all_to_all_v(host_backend_ ? *host_backend_ : backend_, send, send_counts, recv,
+                      recv_counts);
   exchange_ms_ += ms_since(t0);
   for (size_t r = 0; r < send_counts.size(); ++r)
     if (static_cast<int>(r) != layout_.rank)
