@@ -170,6 +170,34 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       ->expected(1, -1);
   compare->add_flag("--json", compare_cmd.json, "print one JSON object");
 
+  auto* study = app.add_subcommand(
+      "study", "a study as a file: plan its runs, run them, report their statistics");
+  study->require_subcommand(1);
+  StudyPlanCommand study_plan_cmd;
+  auto* study_plan_app =
+      study->add_subcommand("plan", "expand STUDY.toml into DIR/manifest.json (one entry a run)");
+  study_plan_app->add_option("study", study_plan_cmd.study_file, "the study file (TOML)")
+      ->required();
+  study_plan_app->add_option("--out", study_plan_cmd.out_dir, "the study directory")->required();
+  StudyRunCommand study_run_cmd;
+  auto* study_run_app =
+      study->add_subcommand("run", "train the manifest's unfinished runs into DIR/runs/");
+  study_run_app->add_option("dir", study_run_cmd.dir, "the study directory")->required();
+  study_run_app->add_option("-j,--jobs", study_run_cmd.jobs, "runs at a time (cores / N each)")
+      ->capture_default_str();
+  study_run_app->add_flag("--print-commands", study_run_cmd.print_commands,
+                          "print one `ledgerlm train` line per unfinished run; run nothing");
+  StudyReportCommand study_report_cmd;
+  auto* study_report_app = study->add_subcommand(
+      "report", "DIR/REPORT.md and PNGs from the finished runs (scripts/study_report.py)");
+  study_report_app->add_option("dir", study_report_cmd.dir, "the study directory")->required();
+  study_report_app
+      ->add_option("--python", study_report_cmd.python,
+                   "the Python with numpy, scipy and matplotlib")
+      ->capture_default_str();
+  study_report_app->add_option("--script", study_report_cmd.script,
+                               "the report program (default: scripts/study_report.py)");
+
   // A command word that is no command (a typo: `ledgerlm trian`, `ledgerlm --help stdy`) is named
   // with the nearest one, instead of CLI11's "A subcommand is required" (or, with --help, the
   // main help and exit 0). The main app takes no option with a value, so the first word that
@@ -235,6 +263,9 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
     if (*export_app) return command_export(export_cmd);
     if (*import_app) return command_import(import_cmd);
     if (*compare) return command_compare(compare_cmd);
+    if (*study_plan_app) return command_study_plan(study_plan_cmd);
+    if (*study_run_app) return command_study_run(study_run_cmd);
+    if (*study_report_app) return command_study_report(study_report_cmd);
     if (*eval) return command_eval(eval_cmd);
     if (*sample) return command_sample(sample_cmd);
     if (*bench) {

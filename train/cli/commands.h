@@ -75,4 +75,25 @@ struct CompareCommand {
 };
 int command_compare(const CompareCommand& cmd);
 
+// `study plan | run | report` (study_command.cpp, study_plan.h).
+struct StudyPlanCommand {
+  std::string study_file;
+  std::string out_dir;
+};
+int command_study_plan(const StudyPlanCommand& cmd);
+
+struct StudyRunCommand {
+  std::string dir;
+  int64_t jobs = 1;             // runs at a time; each gets cores / jobs threads
+  bool print_commands = false;  // print the unfinished runs' `ledgerlm train` lines, run nothing
+};
+int command_study_run(const StudyRunCommand& cmd);
+
+struct StudyReportCommand {
+  std::string dir;
+  std::string python = "python3";
+  std::string script;  // "": scripts/study_report.py found beside the binary
+};
+int command_study_report(const StudyReportCommand& cmd);
+
 }  // namespace ledgerlm

@@ -1,0 +1,178 @@
+// Study files expanded into manifests (train/cli/study_plan.h): run names from the axis values,
+// per-optimizer grids over the axes, LR sweeps at factor 2 and their widening, the same manifest
+// from the same file, the runs already planned kept when the file grows, and one clear error for
+// bad input. study_sweep_edge decides where a sweep widens.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_util.h"
+#include "train/cli/study_plan.h"
+
+namespace ledgerlm {
+namespace {
+
+using json = nlohmann::json;
+using testing::error_of;
+
+std::string write_study(const std::string& text) {
+  static int counter = 0;
+  static const std::string dir = testing::make_temp_dir("ledgerlm_study_plan_");
+  const std::string path = dir + "/study" + std::to_string(counter++) + ".toml";
+  EXPECT_TRUE(testing::write_file(path, text));
+  return path;
+}
+
+std::vector<std::string> names(const json& manifest) {
+  std::vector<std::string> out;
+  for (const json& r : manifest["runs"]) out.push_back(r["name"]);
+  return out;
+}
+
+const char* kTwoOptimizers = R"(
+baseline = "adamw"
+[base]
+"train.max_steps" = 5
+[axes]
+"optim.name" = ["adamw", "lion"]
+"train.seed" = [1, 2]
+"optim.lr" = [3e-3, 0.01]
+"optim.weight_decay" = 0.1
+[grid.lion]
+"optim.lr" = [1e-4]
+"optim.weight_decay" = [1.0, 3]
+)";
+
+TEST(StudyPlan, NamesOverridesAndGridsAreTheAxisValues) {
+  const json m = study_plan(write_study(kTwoOptimizers), json());
+  const std::vector<std::string> want = {"adamw_lr0.003_seed1",
+                                         "adamw_lr0.003_seed2",
+                                         "adamw_lr0.01_seed1",
+                                         "adamw_lr0.01_seed2",
+                                         "lion_lr1e-04_weight_decay1.0_seed1",
+                                         "lion_lr1e-04_weight_decay1.0_seed2",
+                                         "lion_lr1e-04_weight_decay3.0_seed1",
+                                         "lion_lr1e-04_weight_decay3.0_seed2"};
+  EXPECT_EQ(names(m), want);
+  EXPECT_EQ(m["baseline"], "adamw");
+  const json& first = m["runs"][0]["overrides"];
+  EXPECT_EQ(first["train.max_steps"], "5");
+  EXPECT_EQ(first["optim.weight_decay"], "0.1");  // a scalar in [axes]: fixed, not in the name
+  EXPECT_EQ(first["optim.name"], "adamw");
+  const json& lion = m["runs"][7]["overrides"];
+  EXPECT_EQ(lion["optim.lr"], "1e-04");          // the shortest exact text of 1e-4
+  EXPECT_EQ(lion["optim.weight_decay"], "3.0");  // 3 and 3.0 are one value
+  EXPECT_EQ(m["runs"][7]["axes"]["train.seed"], "2");
+}
+
+TEST(StudyPlan, SameFileSameManifest) {
+  const std::string path = write_study(kTwoOptimizers);
+  EXPECT_EQ(study_plan(path, json()).dump(), study_plan(path, json()).dump());
+  // Re-planning onto its own manifest changes nothing either.
+  const json m = study_plan(path, json());
+  EXPECT_EQ(study_plan(path, m).dump(), m.dump());
+}
+
+TEST(StudyPlan, ExtendedFileKeepsThePlannedRuns) {
+  const json before = study_plan(write_study(kTwoOptimizers), json());
+  std::string grown = kTwoOptimizers;
+  grown.replace(grown.find("[1, 2]"), 6, "[1, 2, 3]");
+  const json after = study_plan(write_study(grown), before);
+  ASSERT_EQ(after["runs"].size(), 12u);
+  for (size_t i = 0; i < before["runs"].size(); ++i)
+    EXPECT_EQ(after["runs"][i], before["runs"][i]) << "run " << i << " moved or changed";
+  EXPECT_EQ(after["runs"][8]["name"], "adamw_lr0.003_seed3");
+  // A run whose settings changed under the same name is refused.
+  std::string changed = kTwoOptimizers;
+  changed.replace(changed.find("= 5"), 3, "= 6");
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study(changed), before);
+            }).find("run 'adamw_lr0.003_seed1' is planned with other settings"),
+            std::string::npos);
+}
+
+TEST(StudyPlan, BatchAxisSetsWorldMicroAndAccum) {
+  const json m = study_plan(write_study(R"(
+[axes]
+batch = ["1x16x1", "2x4x2"]
+)"),
+                            json());
+  EXPECT_EQ(names(m), (std::vector<std::string>{"b1x16x1", "b2x4x2"}));
+  EXPECT_EQ(m["runs"][1]["world"], 2);
+  EXPECT_EQ(m["runs"][1]["overrides"]["train.micro_batch"], "4");
+  EXPECT_EQ(m["runs"][1]["overrides"]["train.accum"], "2");
+  EXPECT_FALSE(m["runs"][1]["overrides"].contains("batch"));
+}
+
+TEST(StudyPlan, SweepIsFactorTwoAroundTheCentreAndWidensFromThePreviousManifest) {
+  const std::string path = write_study(R"(
+[axes]
+"optim.name" = ["adamw"]
+lr = "sweep"
+lr_center = 1e-3
+lr_points = 5
+)");
+  json m = study_plan(path, json());
+  EXPECT_EQ(names(m), (std::vector<std::string>{"adamw_lr0.00025", "adamw_lr5e-04", "adamw_lr0.001",
+                                                "adamw_lr0.002", "adamw_lr0.004"}));
+  EXPECT_EQ(m["runs"][0]["sweep"]["exponent"], -2);
+  EXPECT_EQ(m["sweeps"]["adamw"]["max_points"], 9);  // lr_points + 4 by default
+  m["sweeps"]["adamw"]["high"] = 1;                  // what `study run` records at the top edge
+  const json wider = study_plan(path, m);
+  ASSERT_EQ(wider["runs"].size(), 6u);
+  EXPECT_EQ(wider["runs"][5]["name"], "adamw_lr0.008");
+  EXPECT_EQ(wider["runs"][5]["sweep"]["exponent"], 3);
+}
+
+TEST(StudyPlan, BadInputIsOneLineNamingIt) {
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[axes]\n\"optim.lrr\" = [1]\n"), json());
+            }).find("'optim.lrr' is no config key"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[axes]\nlr = \"sweep\"\n"), json());
+            }).find("needs lr_center"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[axes]\nlr = \"sweep\"\nlr_center = 1e-3\n"
+                                     "lr_points = 3\n"),
+                         json());
+            }).find("lr_points: expected >= 5"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[axes]\nbatch = [\"2x8\"]\n"), json());
+            }).find("expected WORLDxMICROxACCUM"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[axes]\n\"optim.name\" = [\"sgd\"]\n[grid.lion]\n"
+                                     "lr = [1e-4]\n"),
+                         json());
+            }).find("'lion' is not a value of the optim.name axis"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("axes = 3\nfoo = 1\n"), json());
+            }).find("unknown key 'foo'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { study_plan("/nonexistent/study.toml", json()); }).find("not found"),
+            std::string::npos);
+}
+
+TEST(StudySweepEdge, BestAtAnEdgeWidensThatEdge) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(study_sweep_edge({{-2, 3.0}, {-1, 3.1}, {0, 3.2}, {1, 3.3}, {2, 3.4}}), -1);
+  EXPECT_EQ(study_sweep_edge({{-2, 3.4}, {-1, 3.3}, {0, 3.2}, {1, 3.1}, {2, 3.0}}), 1);
+  EXPECT_EQ(study_sweep_edge({{-2, 3.4}, {-1, 3.3}, {0, 3.0}, {1, 3.1}, {2, 3.2}}), 0);
+  // A diverged top LR (non-finite) never wins: the best finite point is inside.
+  EXPECT_EQ(study_sweep_edge({{-2, 3.4}, {-1, 3.3}, {0, 3.2}, {1, 3.1}, {2, nan}}), 0);
+  EXPECT_EQ(study_sweep_edge({{-2, 3.4}, {-1, 3.3}, {0, 3.2}, {1, 3.1}, {2, inf}}), 0);
+  EXPECT_EQ(study_sweep_edge({{0, 3.0}, {1, 3.1}}), 0);  // too few points for an edge
+}
+
+}  // namespace
+}  // namespace ledgerlm

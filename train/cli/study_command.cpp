@@ -1,0 +1,400 @@
+// `ledgerlm study plan | run | report`: a study directory made from a study file (study_plan.h).
+// `run` trains the manifest's unfinished runs, each through `ledgerlm train` spawned from this
+// same binary (so the run lock, resume and summary are the trainer's own), -j N at a time with
+// the cores shared among them; a Ctrl-C stops every run at a checkpoint and a later `run`
+// continues. A finished run is then evaluated on the whole val split (study_eval.json), since its
+// summary's val loss covers only train.eval_windows windows. LR sweeps are widened by one point
+// at an edge that holds the best loss, up to lr_max_points. `report` hands the directory to
+// scripts/study_report.py.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/base/atomic_file.h"
+#include "model/base/check.h"
+#include "train/cli/commands.h"
+#include "train/cli/study_plan.h"
+#include "train/run/run_summary.h"
+
+extern char** environ;
+
+namespace ledgerlm {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_stop_signal(int) {
+  g_stop = 1;
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("ledgerlm") : p.string();
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_-./=:,+") == std::string::npos)
+    return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// finished | failed | pending: a run's state from its summary.json.
+std::string run_state(const std::string& run_dir) {
+  if (!fs::exists(run_dir + "/summary.json")) return "pending";
+  const json s = run_summary_read(run_dir);
+  const std::string status = s.is_object() ? s.value("status", std::string()) : std::string();
+  if (status == "finished") return "finished";
+  // A run that failed after its start (a non-finite loss: an LR too high) fails again the same
+  // way; it is reported, not retried.
+  if (status == "failed") return "failed";
+  return "pending";
+}
+
+// The `ledgerlm train` command of one run.
+std::vector<std::string> train_argv(const json& manifest, const json& run,
+                                    const std::string& study_dir, int64_t threads) {
+  // Absolute paths: a printed command works from any directory (xargs, a job array).
+  const std::string dir = fs::absolute(study_dir).lexically_normal().string();
+  const std::string name = run["name"];
+  const std::string run_dir = dir + "/runs/" + name;
+  const int64_t world = run.value("world", 1);
+  std::vector<std::string> argv;
+  if (world > 1) argv = {"mpirun", "-np", std::to_string(world)};
+  argv.push_back(self_exe());
+  argv.push_back("train");
+  if (!manifest.value("config", std::string()).empty()) {
+    argv.push_back("--config");
+    argv.push_back(manifest["config"]);
+  }
+  for (const auto& [key, value] : run["overrides"].items()) {
+    argv.push_back("--" + key);
+    argv.push_back(value.get<std::string>());
+  }
+  argv.insert(argv.end(), {"--train.out_dir", dir + "/runs", "--train.name", name});
+  if (!run["overrides"].contains("train.threads")) {
+    argv.push_back("--train.threads");
+    argv.push_back(std::to_string(std::max<int64_t>(1, threads / world)));
+  }
+  // Continue where an interrupted run stopped; a run with a log but no checkpoint (killed before
+  // its first save) starts over.
+  const bool has_ckpt = fs::is_directory(run_dir + "/ckpt") && !fs::is_empty(run_dir + "/ckpt");
+  if (has_ckpt) {
+    argv.insert(argv.end(), {"--resume", "auto"});
+  } else if (fs::exists(run_dir)) {
+    argv.insert(argv.end(), {"--train.overwrite", "true"});
+  }
+  return argv;
+}
+
+// Starts ARGV in its own process group (a terminal's Ctrl-C reaches `study run` alone, which
+// passes one SIGINT on: a second would abort a run mid-save), output appended to LOG.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  LLM_REQUIRE(rc == 0, "study: cannot start ", argv[0], ": ", std::strerror(rc));
+  return pid;
+}
+
+// Reads the whole-split val loss from an eval log ("loss X nats/token"); NaN when absent.
+double eval_loss_from_log(const std::string& log) {
+  std::ifstream in(log);
+  std::string line;
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  static const std::regex re(R"(^loss ([0-9.eE+-]+) nats/token)");
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_search(line, m, re)) loss = std::stod(m[1]);
+  return loss;
+}
+
+// One slot of -j N: a run training, then its whole-split evaluation.
+struct Job {
+  pid_t pid = 0;
+  std::string name;
+  bool evaluating = false;
+};
+
+std::vector<std::string> eval_argv(const std::string& run_dir, int64_t threads) {
+  return {self_exe(),      "eval", "--run",     run_dir,
+          "--max-windows", "0",    "--threads", std::to_string(threads),
+          "--device",      "cpu"};
+}
+
+// The final loss a sweep compares: the whole-split val loss when evaluated, else the summary's.
+double run_loss(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/study_eval.json");
+  if (in) {
+    const json e = json::parse(in, nullptr, false);
+    if (e.is_object() && e["full_val_loss"].is_number()) return e["full_val_loss"];
+  }
+  const json s = run_summary_read(run_dir);
+  if (s.is_object() && s["final_val_loss"].is_number()) return s["final_val_loss"];
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+// Runs every unfinished run of the manifest; false when stopped by a signal.
+bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int64_t threads) {
+  std::vector<std::pair<std::string, bool>> todo;  // name, needs training (else only the eval)
+  std::map<std::string, json> by_name;
+  for (const json& r : manifest["runs"]) {
+    const std::string name = r["name"];
+    by_name[name] = r;
+    const std::string state = run_state(dir + "/runs/" + name);
+    if (state == "pending") todo.push_back({name, true});
+    if (state == "finished" && !fs::exists(dir + "/runs/" + name + "/study_eval.json"))
+      todo.push_back({name, false});
+  }
+  if (todo.empty()) return true;
+  std::printf("study %s: %zu run(s) to do, %lld at a time, %lld thread(s) each\n", dir.c_str(),
+              todo.size(), static_cast<long long>(jobs), static_cast<long long>(threads));
+  std::fflush(stdout);
+  std::vector<Job> running;
+  size_t next = 0;
+  bool forwarded = false;
+  auto start_eval = [&](Job& job) {
+    const std::string run_dir = dir + "/runs/" + job.name;
+    job.evaluating = true;
+    job.pid = spawn(eval_argv(run_dir, threads), dir + "/runs/" + job.name + ".eval.log");
+  };
+  while (next < todo.size() || !running.empty()) {
+    if (g_stop && !forwarded) {
+      for (const Job& j : running) kill(j.pid, SIGINT);
+      forwarded = true;
+      std::printf(
+          "study: stopping: each run saves a checkpoint; `ledgerlm study run %s` "
+          "continues\n",
+          dir.c_str());
+      std::fflush(stdout);
+    }
+    while (!g_stop && next < todo.size() && static_cast<int64_t>(running.size()) < jobs) {
+      Job job;
+      job.name = todo[next].first;
+      const std::string run_dir = dir + "/runs/" + job.name;
+      if (todo[next].second) {
+        std::printf("study: train %s\n", job.name.c_str());
+        job.pid = spawn(train_argv(manifest, by_name[job.name], dir, threads),
+                        dir + "/runs/" + job.name + ".log");
+      } else {
+        start_eval(job);
+      }
+      std::fflush(stdout);
+      running.push_back(job);
+      ++next;
+    }
+    if (running.empty()) break;
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      LLM_REQUIRE(errno == EINTR, "study: waitpid: ", errno_text());
+      continue;  // a signal: forward it above
+    }
+    auto it =
+        std::find_if(running.begin(), running.end(), [&](const Job& j) { return j.pid == pid; });
+    if (it == running.end()) continue;
+    Job job = *it;
+    running.erase(it);
+    const std::string run_dir = dir + "/runs/" + job.name;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (job.evaluating) {
+      const double loss = eval_loss_from_log(run_dir + ".eval.log");
+      if (ok && std::isfinite(loss)) {
+        write_file_atomic(run_dir + "/study_eval.json",
+                          json({{"full_val_loss", loss}, {"split", "val"}}).dump(2) + "\n");
+      } else if (!g_stop) {
+        std::printf("study: evaluating %s failed (see %s.eval.log)\n", job.name.c_str(),
+                    run_dir.c_str());
+      }
+      continue;
+    }
+    const std::string state = run_state(run_dir);
+    if (state == "finished" && !g_stop) {
+      start_eval(job);
+      running.push_back(job);
+      continue;
+    }
+    if (state == "finished") continue;  // evaluated by the next `study run`
+    if (!g_stop || state == "failed")
+      std::printf("study: run %s %s (see %s.log)\n", job.name.c_str(),
+                  state == "failed" ? "failed" : "did not finish", run_dir.c_str());
+    std::fflush(stdout);
+  }
+  return !g_stop;
+}
+
+// Widens each LR sweep whose best point is at an edge by one point there (within its
+// lr_max_points); true when the manifest gained runs.
+bool extend_sweeps(json* manifest, const std::string& dir) {
+  bool changed = false;
+  for (auto& [scope, sweep] : (*manifest)["sweeps"].items()) {
+    std::map<int, std::vector<double>> losses;
+    for (const json& r : (*manifest)["runs"]) {
+      if (!r.contains("sweep") || r["sweep"]["scope"] != scope) continue;
+      const std::string run_dir = dir + "/runs/" + r["name"].get<std::string>();
+      const std::string state = run_state(run_dir);
+      const double loss =
+          state == "finished" ? run_loss(run_dir) : std::numeric_limits<double>::infinity();
+      losses[r["sweep"]["exponent"].get<int>()].push_back(loss);
+    }
+    std::map<int, double> mean;
+    for (const auto& [e, v] : losses) {
+      double sum = 0;
+      for (double x : v) sum += std::isfinite(x) ? x : std::numeric_limits<double>::infinity();
+      mean[e] = sum / static_cast<double>(v.size());
+    }
+    const int edge = study_sweep_edge(mean);
+    if (edge == 0) continue;
+    const int points =
+        sweep["points"].get<int>() + sweep["low"].get<int>() + sweep["high"].get<int>();
+    const char* side = edge < 0 ? "low" : "high";
+    if (points >= sweep["max_points"].get<int>()) {
+      std::printf(
+          "study: sweep %s: the best LR is at its %s edge, but lr_max_points (%d) is "
+          "reached\n",
+          scope.c_str(), side, points);
+      continue;
+    }
+    sweep[side] = sweep[side].get<int>() + 1;
+    const double center = sweep["center"];
+    std::printf("study: sweep %s: the best LR is at its %s edge; adding LR %g\n", scope.c_str(),
+                side,
+                std::ldexp(center, edge < 0 ? mean.begin()->first - 1 : mean.rbegin()->first + 1));
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace
+
+int command_study_plan(const StudyPlanCommand& cmd) {
+  json previous;
+  if (fs::exists(cmd.out_dir + "/manifest.json")) previous = study_manifest_read(cmd.out_dir);
+  const json manifest = study_plan(cmd.study_file, previous);
+  study_manifest_write(cmd.out_dir, manifest);
+  const size_t before = previous.is_object() ? previous["runs"].size() : 0;
+  std::printf("study %s: %zu run(s) (%zu new) in %s/manifest.json\n",
+              manifest["name"].get<std::string>().c_str(), manifest["runs"].size(),
+              manifest["runs"].size() - before, cmd.out_dir.c_str());
+  return 0;
+}
+
+int command_study_run(const StudyRunCommand& cmd) {
+  LLM_REQUIRE(cmd.jobs >= 1, "study run: -j expects >= 1 (got ", cmd.jobs, ")");
+  json manifest = study_manifest_read(cmd.dir);
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads = std::max<int64_t>(1, cores / cmd.jobs);
+  if (cmd.print_commands) {
+    for (const json& r : manifest["runs"]) {
+      if (run_state(cmd.dir + "/runs/" + r["name"].get<std::string>()) != "pending") continue;
+      std::string line;
+      for (const std::string& a : train_argv(manifest, r, cmd.dir, threads))
+        line += (line.empty() ? "" : " ") + shell_quote(a);
+      std::printf("%s\n", line.c_str());
+    }
+    return 0;
+  }
+  fs::create_directories(cmd.dir + "/runs");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: waitpid returns so the signal is passed on at once
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  bool done = false;
+  while (true) {
+    if (!run_pending(manifest, cmd.dir, cmd.jobs, threads)) break;
+    if (manifest["sweeps"].empty() || !extend_sweeps(&manifest, cmd.dir)) {
+      done = true;
+      break;
+    }
+    const std::string study = manifest["study"];
+    LLM_REQUIRE(fs::exists(study), "study run: the study file ", study,
+                " is gone: cannot widen its LR sweep");
+    manifest = study_plan(study, manifest);
+    study_manifest_write(cmd.dir, manifest);
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (!done) {
+    std::printf("study %s: stopped; run `ledgerlm study run %s` to continue\n", cmd.dir.c_str(),
+                cmd.dir.c_str());
+    return 130;
+  }
+  int finished = 0, failed = 0;
+  for (const json& r : manifest["runs"]) {
+    const std::string state = run_state(cmd.dir + "/runs/" + r["name"].get<std::string>());
+    finished += state == "finished";
+    failed += state != "finished";
+  }
+  std::printf("study %s: %d run(s) finished, %d failed or unfinished\n", cmd.dir.c_str(), finished,
+              failed);
+  return 0;
+}
+
+int command_study_report(const StudyReportCommand& cmd) {
+  study_manifest_read(cmd.dir);  // a clear error before Python starts
+  std::string script = cmd.script;
+  if (script.empty()) {
+    const fs::path exe_dir = fs::path(self_exe()).parent_path();
+    for (const fs::path& p :
+         {exe_dir / "../scripts/study_report.py", exe_dir / "scripts/study_report.py",
+          exe_dir / "../share/ledgerlm/study_report.py"})
+      if (fs::exists(p)) {
+        script = p.lexically_normal().string();
+        break;
+      }
+    LLM_REQUIRE(!script.empty(), "study report: scripts/study_report.py not found beside ",
+                exe_dir.string(), " (pass --script PATH)");
+  }
+  std::vector<std::string> argv = {cmd.python, script, cmd.dir};
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ);
+  LLM_REQUIRE(rc == 0, "study report: cannot start ", cmd.python, ": ", std::strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,427 @@
+// Study files expanded into run manifests (see study_plan.h).
+#include "train/cli/study_plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "model/base/atomic_file.h"
+#include "model/base/check.h"
+#include "train/config/config_keys.h"
+
+namespace ledgerlm {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kBatchAxis = "batch";  // WORLDxMICROxACCUM
+constexpr const char* kOptimAxis = "optim.name";
+constexpr const char* kLrKey = "optim.lr";
+constexpr const char* kSeedAxis = "train.seed";
+
+std::string line_of(const toml::node& node) {
+  return node.source().begin.line > 0 ? error_message(" (line ", node.source().begin.line, ")")
+                                      : std::string();
+}
+
+// A TOML scalar as the text a --section.key flag takes.
+std::string scalar_text(const toml::node& node, const std::string& where) {
+  if (const auto* s = node.as_string()) return s->get();
+  if (const auto* i = node.as_integer()) return std::to_string(i->get());
+  if (const auto* b = node.as_boolean()) return b->get() ? "true" : "false";
+  if (const auto* f = node.as_floating_point()) {
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof buf, f->get());
+    return std::string(buf, res.ptr);
+  }
+  fail(error_message(where, ": expected a string, number or boolean", line_of(node)));
+}
+
+// Checks KEY = TEXT against the key registry and returns the value's canonical text (numbers in
+// their shortest exact form, so 3e-3 and 0.003 name the same run).
+std::string canonical_value(const std::string& key, const std::string& text,
+                            const std::string& where) {
+  RunConfig cfg;
+  for (const ConfigKey& k : config_keys(cfg)) {
+    if (k.full() != key) continue;
+    config_set(k, text, where);
+    if (k.type == KeyType::kString) return *static_cast<std::string*>(k.field);
+    return config_value_text(k);
+  }
+  fail(error_message(where, ": '", key, "' is no config key (see ledgerlm train --help)"));
+}
+
+// WORLDxMICROxACCUM, each a positive integer.
+std::vector<int64_t> parse_batch(const std::string& text, const std::string& where) {
+  std::vector<int64_t> parts;
+  std::stringstream ss(text);
+  std::string piece;
+  while (std::getline(ss, piece, 'x')) {
+    int64_t v = 0;
+    const auto res = std::from_chars(piece.data(), piece.data() + piece.size(), v);
+    if (res.ec != std::errc() || res.ptr != piece.data() + piece.size() || v < 1) parts.clear();
+    if (res.ec != std::errc() || res.ptr != piece.data() + piece.size() || v < 1) break;
+    parts.push_back(v);
+  }
+  LLM_REQUIRE(parts.size() == 3, where, ": batch '", text,
+              "': expected WORLDxMICROxACCUM, three positive integers such as 2x8x1");
+  return parts;
+}
+
+// One axis: a key and its values (canonical text), or an LR sweep.
+struct Axis {
+  std::vector<std::string> values;
+  bool sweep = false;
+};
+
+struct Sweep {
+  double center = 0.0;
+  int64_t points = 5;
+  int64_t max_points = 9;
+};
+
+// The axes of one table ([axes] or [grid.OPT]): arrays are axes, scalars fixed overrides, nested
+// tables dotted keys; lr_center / lr_points / lr_max_points describe an "optim.lr" = "sweep".
+struct AxisTable {
+  std::map<std::string, Axis> axes;
+  std::map<std::string, std::string> fixed;
+  std::optional<Sweep> sweep;
+};
+
+void read_axis_table(const toml::table& table, const std::string& prefix, const std::string& where,
+                     AxisTable* out, std::map<std::string, const toml::node*>* sweep_params) {
+  for (const auto& [k, node] : table) {
+    // A bare `lr` is optim.lr (the sweep's short form: lr = "sweep", lr_center = ...).
+    std::string key = prefix + std::string(k.str());
+    if (key == "lr") key = kLrKey;
+    const std::string at = where + "." + key;
+    if (prefix.empty() && (key == "lr_center" || key == "lr_points" || key == "lr_max_points")) {
+      (*sweep_params)[key] = &node;
+    } else if (const auto* sub = node.as_table()) {
+      read_axis_table(*sub, key + ".", where, out, sweep_params);
+    } else if (const auto* arr = node.as_array()) {
+      LLM_REQUIRE(!arr->empty(), at, ": expected at least one value", line_of(node));
+      Axis axis;
+      for (const auto& v : *arr) {
+        const std::string text = scalar_text(v, at);
+        if (key == kBatchAxis) parse_batch(text, at);
+        axis.values.push_back(key == kBatchAxis ? text : canonical_value(key, text, at));
+      }
+      std::set<std::string> seen(axis.values.begin(), axis.values.end());
+      LLM_REQUIRE(seen.size() == axis.values.size(), at, ": a value appears twice", line_of(node));
+      out->axes[key] = axis;
+    } else if (key == kLrKey && node.is_string() && node.as_string()->get() == "sweep") {
+      out->axes[key] = Axis{{}, true};
+    } else {
+      const std::string text = scalar_text(node, at);
+      if (key == kBatchAxis) {
+        parse_batch(text, at);
+        out->fixed[key] = text;
+      } else {
+        out->fixed[key] = canonical_value(key, text, at);
+      }
+    }
+  }
+}
+
+AxisTable axis_table(const toml::table& table, const std::string& where) {
+  AxisTable out;
+  std::map<std::string, const toml::node*> params;
+  read_axis_table(table, "", where, &out, &params);
+  const bool is_sweep = out.axes.count(kLrKey) && out.axes[kLrKey].sweep;
+  if (!is_sweep) {
+    LLM_REQUIRE(params.empty(), where, ": ", params.empty() ? "" : params.begin()->first,
+                " belongs to an LR sweep (\"optim.lr\" = \"sweep\" in the same table)");
+    return out;
+  }
+  Sweep s;
+  LLM_REQUIRE(params.count("lr_center"), where,
+              ": \"optim.lr\" = \"sweep\" needs lr_center (the LR the sweep is centred on)");
+  const toml::node& c = *params["lr_center"];
+  LLM_REQUIRE(c.is_number(), where, ".lr_center: expected a number > 0", line_of(c));
+  s.center =
+      c.is_integer() ? static_cast<double>(c.as_integer()->get()) : c.as_floating_point()->get();
+  LLM_REQUIRE(s.center > 0 && std::isfinite(s.center), where, ".lr_center: expected > 0");
+  auto int_param = [&](const char* name, int64_t fallback) {
+    if (!params.count(name)) return fallback;
+    const toml::node& n = *params[name];
+    LLM_REQUIRE(n.is_integer(), where, ".", name, ": expected an integer", line_of(n));
+    return n.as_integer()->get();
+  };
+  s.points = int_param("lr_points", 5);
+  LLM_REQUIRE(s.points >= 5, where, ".lr_points: expected >= 5 (got ", s.points, ")");
+  s.max_points = int_param("lr_max_points", s.points + 4);
+  LLM_REQUIRE(s.max_points >= s.points, where, ".lr_max_points: expected >= lr_points (", s.points,
+              "), got ", s.max_points);
+  out.sweep = s;
+  return out;
+}
+
+// Flattens a [base] table into dotted keys with canonical values.
+void read_base(const toml::table& table, const std::string& prefix,
+               std::map<std::string, std::string>* out) {
+  for (const auto& [k, node] : table) {
+    const std::string key = prefix + std::string(k.str());
+    if (const auto* sub = node.as_table())
+      read_base(*sub, key + ".", out);
+    else
+      (*out)[key] = canonical_value(key, scalar_text(node, "base." + key), "base." + key);
+  }
+}
+
+// The short form of an axis key in run names: "lr" for optim.lr, unless another axis ends alike.
+std::string name_part(const std::string& key, const std::string& value,
+                      const std::vector<std::string>& all_keys) {
+  if (key == kOptimAxis) return value;
+  if (key == kBatchAxis) return "b" + value;
+  auto tail = [](const std::string& k) { return k.substr(k.rfind('.') + 1); };
+  int same = 0;
+  for (const std::string& k : all_keys) same += tail(k) == tail(key);
+  std::string label = same > 1 ? key : tail(key);
+  for (char& ch : label)
+    if (ch == '.') ch = '-';
+  return label + value;
+}
+
+std::string filesystem_safe(std::string name) {
+  for (char& ch : name) {
+    const bool ok =
+        std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_';
+    if (!ok) ch = '-';
+  }
+  return name;
+}
+
+std::string lr_text(double center, int exponent, const std::string& where) {
+  return canonical_value(
+      kLrKey,
+      [&] {
+        char buf[64];
+        const auto res = std::to_chars(buf, buf + sizeof buf, std::ldexp(center, exponent));
+        return std::string(buf, res.ptr);
+      }(),
+      where);
+}
+
+}  // namespace
+
+int study_sweep_edge(const std::map<int, double>& loss_by_exponent) {
+  if (loss_by_exponent.size() < 3) return 0;
+  const std::pair<const int, double>* best = nullptr;
+  for (const auto& p : loss_by_exponent)
+    if (std::isfinite(p.second) && (!best || p.second < best->second)) best = &p;
+  if (!best) return 0;
+  if (best->first == loss_by_exponent.begin()->first) return -1;
+  if (best->first == loss_by_exponent.rbegin()->first) return 1;
+  return 0;
+}
+
+json study_plan(const std::string& study_path, const json& previous) {
+  LLM_REQUIRE(fs::is_regular_file(study_path), "study file '", study_path, "' not found");
+  toml::table doc;
+  try {
+    doc = toml::parse_file(study_path);
+  } catch (const toml::parse_error& e) {
+    fail(error_message(study_path, ": ", e.description(), " (line ", e.source().begin.line, ")"));
+  }
+  const std::string origin = study_path;
+  static const std::set<std::string> known = {"name", "config", "baseline", "base", "axes", "grid"};
+  for (const auto& [k, node] : doc)
+    LLM_REQUIRE(known.count(std::string(k.str())), origin, ": unknown key '", k.str(), "'",
+                line_of(node), " (expected name, config, baseline, [base], [axes], [grid.OPT])");
+
+  json manifest = {{"format", 1},
+                   {"study", fs::absolute(study_path).lexically_normal().string()},
+                   {"name", doc["name"].value_or(fs::path(study_path).stem().string())},
+                   {"config", ""},
+                   {"baseline", nullptr}};
+  if (const auto* c = doc["config"].as_string()) {
+    fs::path cfg = c->get();
+    if (cfg.is_relative()) cfg = fs::absolute(study_path).parent_path() / cfg;
+    LLM_REQUIRE(fs::is_regular_file(cfg), origin, ": config '", c->get(), "' not found (",
+                cfg.lexically_normal().string(), ")");
+    manifest["config"] = cfg.lexically_normal().string();
+  } else {
+    LLM_REQUIRE(!doc.contains("config"), origin, ": config: expected a file path string");
+  }
+  if (const auto* b = doc["baseline"].as_string()) manifest["baseline"] = b->get();
+
+  std::map<std::string, std::string> base;
+  if (const auto* t = doc["base"].as_table()) read_base(*t, "", &base);
+  AxisTable axes;
+  if (const auto* t = doc["axes"].as_table()) axes = axis_table(*t, origin + ": axes");
+  std::map<std::string, AxisTable> grids;
+  if (const auto* t = doc["grid"].as_table()) {
+    for (const auto& [k, node] : *t) {
+      const std::string opt(k.str());
+      LLM_REQUIRE(node.is_table(), origin, ": grid.", opt, ": expected a table", line_of(node));
+      grids[opt] = axis_table(*node.as_table(), origin + ": grid." + opt);
+    }
+  }
+  const bool by_optimizer = axes.axes.count(kOptimAxis) > 0;
+  for (const auto& [opt, g] : grids) {
+    const auto& opts = by_optimizer ? axes.axes[kOptimAxis].values : std::vector<std::string>{};
+    LLM_REQUIRE(std::find(opts.begin(), opts.end(), opt) != opts.end(), origin, ": grid.", opt,
+                ": '", opt, "' is not a value of the optim.name axis");
+    LLM_REQUIRE(!g.axes.count(kOptimAxis) && !g.fixed.count(kOptimAxis), origin, ": grid.", opt,
+                ": optim.name is set by the grid's name");
+  }
+
+  const json prev_sweeps =
+      previous.is_object() && previous.contains("sweeps") ? previous["sweeps"] : json::object();
+  json sweeps = json::object();
+  json runs = json::array();
+  std::set<std::string> names;
+  const std::vector<std::string> optimizers =
+      by_optimizer ? axes.axes[kOptimAxis].values : std::vector<std::string>{""};
+  for (const std::string& opt : optimizers) {
+    // This optimizer's axes: the study's, with its grid's entries over them.
+    AxisTable mine = axes;
+    if (by_optimizer) mine.axes[kOptimAxis] = Axis{{opt}, false};
+    if (grids.count(opt)) {
+      const AxisTable& g = grids[opt];
+      for (const auto& [k, a] : g.axes) {
+        mine.axes[k] = a;
+        mine.fixed.erase(k);
+      }
+      for (const auto& [k, v] : g.fixed) {
+        mine.fixed[k] = v;
+        mine.axes.erase(k);
+      }
+      if (g.sweep) mine.sweep = g.sweep;
+    }
+    const std::string scope = by_optimizer ? opt : "*";
+    std::map<std::string, int> exponent_of;  // an LR's text -> its exponent in the sweep
+    if (mine.axes.count(kLrKey) && mine.axes[kLrKey].sweep) {
+      const Sweep& s = *mine.sweep;
+      const int low = prev_sweeps.contains(scope) ? prev_sweeps[scope].value("low", 0) : 0;
+      const int high = prev_sweeps.contains(scope) ? prev_sweeps[scope].value("high", 0) : 0;
+      const int lo = -static_cast<int>((s.points - 1) / 2) - low;
+      const int hi = static_cast<int>(s.points / 2) + high;
+      std::vector<std::string> values;
+      for (int e = lo; e <= hi; ++e) {
+        values.push_back(lr_text(s.center, e, origin + ": sweep"));
+        exponent_of[values.back()] = e;
+      }
+      mine.axes[kLrKey].values = values;
+      sweeps[scope] = {{"center", s.center},
+                       {"points", s.points},
+                       {"max_points", s.max_points},
+                       {"low", low},
+                       {"high", high}};
+    }
+    // Axis order (names and the product): the optimizer first, the seed last, the rest sorted;
+    // the first key varies slowest.
+    std::vector<std::string> keys;
+    for (const auto& [k, a] : mine.axes) keys.push_back(k);
+    auto rank = [](const std::string& k) { return k == kOptimAxis ? 0 : k == kSeedAxis ? 2 : 1; };
+    std::stable_sort(keys.begin(), keys.end(),
+                     [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+    std::vector<size_t> at(keys.size(), 0);
+    for (bool more = true; more;) {
+      json entry = {{"world", 1}};
+      std::map<std::string, std::string> overrides = base;
+      for (const auto& [k, v] : mine.fixed) overrides[k] = v;
+      json axis_values = json::object();
+      std::string name;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const std::string& v = mine.axes[keys[i]].values[at[i]];
+        axis_values[keys[i]] = v;
+        name += (name.empty() ? "" : "_") + name_part(keys[i], v, keys);
+        overrides[keys[i]] = v;
+      }
+      if (overrides.count(kBatchAxis)) {
+        const auto b = parse_batch(overrides[kBatchAxis], origin + ": batch");
+        entry["world"] = b[0];
+        overrides["train.micro_batch"] = std::to_string(b[1]);
+        overrides["train.accum"] = std::to_string(b[2]);
+        overrides.erase(kBatchAxis);
+      }
+      if (name.empty()) name = "run";
+      name = filesystem_safe(name);
+      LLM_REQUIRE(names.insert(name).second, origin, ": two runs would both be named '", name,
+                  "' (axis values that differ only in characters a file name cannot hold)");
+      entry["name"] = name;
+      entry["axes"] = axis_values;
+      entry["overrides"] = overrides;
+      if (!exponent_of.empty())
+        entry["sweep"] = {{"scope", scope}, {"exponent", exponent_of[overrides[kLrKey]]}};
+      runs.push_back(entry);
+      // Next combination: the last key varies fastest.
+      more = false;
+      for (size_t i = keys.size(); i-- > 0;) {
+        if (++at[i] < mine.axes[keys[i]].values.size()) {
+          more = true;
+          break;
+        }
+        at[i] = 0;
+      }
+    }
+  }
+
+  // Merge with what was planned before: its runs first, unchanged.
+  json merged = json::array();
+  std::map<std::string, json> planned;
+  for (const json& r : runs) planned[r["name"].get<std::string>()] = r;
+  std::set<std::string> kept;
+  if (previous.is_object()) {
+    LLM_REQUIRE(previous.value("config", std::string()) == manifest["config"], origin,
+                ": the base config is now '", manifest["config"].get<std::string>(),
+                "', the study directory's manifest was planned with '",
+                previous.value("config", std::string()), "' (plan into a new directory)");
+    for (const json& r : previous["runs"]) {
+      const std::string name = r["name"];
+      if (planned.count(name))
+        LLM_REQUIRE(
+            planned[name]["overrides"] == r["overrides"] && planned[name]["world"] == r["world"],
+            origin, ": run '", name,
+            "' is planned with other settings than before (plan into a new directory, "
+            "or keep its settings)");
+      merged.push_back(r);
+      kept.insert(name);
+    }
+    for (const auto& [scope, s] : previous["sweeps"].items())
+      if (!sweeps.contains(scope)) sweeps[scope] = s;
+  }
+  for (const json& r : runs)
+    if (!kept.count(r["name"].get<std::string>())) merged.push_back(r);
+  manifest["sweeps"] = sweeps;
+  manifest["runs"] = merged;
+  return manifest;
+}
+
+json study_manifest_read(const std::string& dir) {
+  const std::string path = dir + "/manifest.json";
+  std::ifstream in(path);
+  LLM_REQUIRE(in, "study '", dir,
+              "': no manifest.json (plan it first: ledgerlm study plan "
+              "STUDY.toml --out ",
+              dir, ")");
+  json m;
+  try {
+    m = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(error_message(path, ": not JSON (", e.what(), ")"));
+  }
+  LLM_REQUIRE(
+      m.is_object() && m.value("format", 0) == 1 && m.contains("runs") && m["runs"].is_array(),
+      path, ": not a study manifest (format 1 with runs)");
+  return m;
+}
+
+void study_manifest_write(const std::string& dir, const json& manifest) {
+  fs::create_directories(dir);
+  write_file_atomic(dir + "/manifest.json", manifest.dump(2) + "\n");
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,31 @@
+// A study as a file: a base config plus axes of config keys, expanded into a manifest of runs
+// (`ledgerlm study plan`). Each run has a deterministic, filesystem-safe name made from its axis
+// values and the full set of key overrides it trains with; planning the same file again gives the
+// same manifest, and re-planning an extended file keeps the runs already planned. An LR axis may be
+// a sweep (factor 2 around a centre) that `study run` widens at an edge (study_sweep_edge).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ledgerlm {
+
+// Expands STUDY_PATH into a manifest. `previous` is the manifest already in the study directory
+// (null when none): its runs stay, in their order, new ones follow, and its sweeps' extensions
+// ("low"/"high" points added by `study run`) are kept. A run of the same name whose overrides
+// changed is an error naming it (its results would no longer match its settings).
+nlohmann::json study_plan(const std::string& study_path, const nlohmann::json& previous);
+
+// Where a sweep's best point lies: -1 at the lowest LR, +1 at the highest, 0 inside (or fewer
+// than 3 points, where no edge means anything). `loss_by_exponent` maps each point's exponent
+// (LR = centre x 2^exponent) to its loss; non-finite losses (a run that diverged) never win.
+int study_sweep_edge(const std::map<int, double>& loss_by_exponent);
+
+// Reads DIR/manifest.json (an error naming it when missing or not a study manifest).
+nlohmann::json study_manifest_read(const std::string& dir);
+// Writes DIR/manifest.json atomically.
+void study_manifest_write(const std::string& dir, const nlohmann::json& manifest);
+
+}  // namespace ledgerlm
