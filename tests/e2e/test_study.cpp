@@ -1,0 +1,188 @@
+// `ledgerlm study`: a study of 2 optimizers x 2 LRs x 2 seeds (tiny model, a few dozen steps)
+// planned, its `study run` stopped by SIGINT mid-way and run again, against the same study run
+// without a stop: the same manifest and bit-identical final losses (a stopped run saves a
+// checkpoint and resumes from it exactly; the order of operations is the same by construction).
+// --print-commands lists the unfinished runs' `ledgerlm train` lines; an LR sweep whose best
+// point is at its top edge gains a point there and stops at lr_max_points; `study report` writes
+// REPORT.md from the finished runs. About 10 s on 2 cores.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_util.h"
+
+extern char** environ;
+
+namespace ledgerlm {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::CommandResult;
+using testing::read_file;
+using testing::run_command;
+using testing::write_file;
+
+class Study : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = testing::make_temp_dir("ledgerlm_study_");
+    ASSERT_FALSE(root_.empty());
+    std::string text;
+    for (int i = 0; text.size() < 40000; ++i)
+      text += "in the beginning was the word, and the word was " + std::to_string(i % 31) + ".\n";
+    ASSERT_TRUE(write_file(root_ + "/corpus.txt", text));
+    const CommandResult r = run_command(testing::ledgerlm_binary() + " prepare --input " + root_ +
+                                        "/corpus.txt --out " + root_ + "/data --tokenizer bytes");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+
+  // The study file: the tiny config, 2 optimizers with their own LRs, 2 seeds.
+  static std::string study_file(int steps) {
+    const std::string path = root_ + "/study" + std::to_string(steps) + ".toml";
+    write_file(path, "name = \"tiny\"\nconfig = \"" + testing::source_dir() +
+                         "/configs/tiny_test.toml\"\nbaseline = \"adamw_lr0.003\"\n"
+                         "[base]\n\"data.dir\" = \"" +
+                         root_ + "/data\"\n\"train.max_steps\" = " + std::to_string(steps) +
+                         "\n\"train.eval_interval\" = 10\n\"optim.warmup_steps\" = 2\n"
+                         "[axes]\n\"optim.name\" = [\"adamw\", \"sgd\"]\n"
+                         "\"train.seed\" = [1, 2]\n\"optim.lr\" = [3e-3, 1e-2]\n"
+                         "[grid.sgd]\n\"optim.lr\" = [0.1, 0.3]\n");
+    return path;
+  }
+
+  static CommandResult study(const std::string& args) {
+    return run_command(testing::ledgerlm_binary() + " study " + args);
+  }
+
+  static json summary(const std::string& dir, const std::string& name) {
+    return json::parse(read_file(dir + "/runs/" + name + "/summary.json"));
+  }
+
+  static std::string root_;
+};
+
+std::string Study::root_;
+
+TEST_F(Study, StoppedAndResumedEqualsUninterrupted) {
+  const std::string file = study_file(40);
+  const std::string a = root_ + "/interrupted", b = root_ + "/straight";
+  ASSERT_EQ(study("plan " + file + " --out " + a).exit_code, 0);
+  const CommandResult plan_b = study("plan " + file + " --out " + b);
+  ASSERT_EQ(plan_b.exit_code, 0) << plan_b.output;
+  EXPECT_NE(plan_b.output.find("8 run(s) (8 new)"), std::string::npos) << plan_b.output;
+  const json manifest = json::parse(read_file(a + "/manifest.json"));
+  ASSERT_EQ(manifest["runs"].size(), 8u);
+
+  // Stop the study while its third run trains (two at a time: the last ones never start). Every
+  // `study run` here takes -j 2, so every run trains on the same number of threads (a different
+  // count sums in another order: not bit-identical).
+  const std::string third = manifest["runs"][2]["name"];
+  const std::string bin = testing::ledgerlm_binary(), log = root_ + "/interrupted.log";
+  std::vector<std::string> argv = {bin, "study", "run", a, "-j", "2"};
+  std::vector<char*> args;
+  for (std::string& s : argv) args.push_back(s.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, bin.c_str(), &actions, nullptr, args.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(a + "/runs/" + third + "/metrics.jsonl") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130) << read_file(log);
+  EXPECT_NE(read_file(log).find("stopped; run `ledgerlm study run"), std::string::npos);
+  const std::string last = manifest["runs"][7]["name"];
+  EXPECT_FALSE(fs::exists(a + "/runs/" + last + "/summary.json")) << "the stop came too late";
+
+  // What is left, as commands: the unfinished runs only, each a `ledgerlm train` line.
+  const CommandResult cmds = study("run " + a + " --print-commands");
+  ASSERT_EQ(cmds.exit_code, 0) << cmds.output;
+  EXPECT_NE(cmds.output.find(" train --config "), std::string::npos) << cmds.output;
+  EXPECT_NE(cmds.output.find("--train.name " + last), std::string::npos) << cmds.output;
+  EXPECT_EQ(cmds.output.find("--train.name " + std::string(manifest["runs"][0]["name"]) + " "),
+            std::string::npos)
+      << "a finished run is listed: " << cmds.output;
+
+  const CommandResult resumed = study("run " + a + " -j 2");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const CommandResult straight = study("run " + b + " -j 2");
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  EXPECT_NE(straight.output.find("8 run(s) finished, 0 failed"), std::string::npos);
+  EXPECT_EQ(read_file(a + "/manifest.json"), read_file(b + "/manifest.json"));
+  for (const json& r : manifest["runs"]) {
+    const std::string name = r["name"];
+    const json sa = summary(a, name), sb = summary(b, name);
+    EXPECT_EQ(sa["status"], "finished") << name;
+    EXPECT_EQ(sa["steps"], 40) << name;
+    EXPECT_EQ(sa["final_loss"], sb["final_loss"]) << name;
+    EXPECT_EQ(sa["final_val_loss"], sb["final_val_loss"]) << name;
+    const json ea = json::parse(read_file(a + "/runs/" + name + "/study_eval.json"));
+    const json eb = json::parse(read_file(b + "/runs/" + name + "/study_eval.json"));
+    EXPECT_EQ(ea, eb) << name;
+    EXPECT_TRUE(ea["full_val_loss"].is_number()) << name;
+  }
+  // Nothing is left to do: a new `study run` trains nothing and prints no command.
+  EXPECT_EQ(study("run " + a + " --print-commands").output, "");
+  EXPECT_EQ(study("run " + a).output.find("study: train"), std::string::npos);
+}
+
+TEST_F(Study, SweepWidensAtItsBestEdgeUpToItsLimit) {
+  // Five steps from LRs far below AdamW's best: each higher LR lowers the loss, so the best
+  // point stays at the top edge and the sweep grows there until lr_max_points (6).
+  const std::string file = root_ + "/sweep.toml";
+  write_file(file, "config = \"" + testing::source_dir() +
+                       "/configs/tiny_test.toml\"\n[base]\n\"data.dir\" = \"" + root_ +
+                       "/data\"\n\"train.max_steps\" = 5\n\"train.eval_interval\" = 5\n"
+                       "\"optim.warmup_steps\" = 1\n[axes]\n\"optim.name\" = [\"adamw\"]\n"
+                       "lr = \"sweep\"\nlr_center = 1e-5\nlr_points = 5\nlr_max_points = 6\n");
+  const std::string dir = root_ + "/sweep";
+  ASSERT_EQ(study("plan " + file + " --out " + dir).exit_code, 0);
+  const CommandResult r = study("run " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("best LR is at its high edge; adding LR 8e-05"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("lr_max_points (6) is reached"), std::string::npos) << r.output;
+  const json m = json::parse(read_file(dir + "/manifest.json"));
+  ASSERT_EQ(m["runs"].size(), 6u);
+  EXPECT_EQ(m["runs"][5]["name"], "adamw_lr8e-05");
+  EXPECT_EQ(m["sweeps"]["adamw"]["high"], 1);
+  EXPECT_EQ(summary(dir, "adamw_lr8e-05")["status"], "finished");
+  // Planning the file again keeps the widened sweep.
+  ASSERT_EQ(study("plan " + file + " --out " + dir).exit_code, 0);
+  EXPECT_EQ(json::parse(read_file(dir + "/manifest.json")), m);
+}
+
+TEST_F(Study, BadInputIsOneLine) {
+  const CommandResult no_manifest = study("run " + root_ + "/nothing_here");
+  EXPECT_NE(no_manifest.exit_code, 0);
+  EXPECT_NE(no_manifest.output.find("no manifest.json (plan it first"), std::string::npos)
+      << no_manifest.output;
+  const CommandResult no_file = study("plan " + root_ + "/missing.toml --out " + root_ + "/m");
+  EXPECT_NE(no_file.exit_code, 0);
+  EXPECT_NE(no_file.output.find("study file '"), std::string::npos) << no_file.output;
+  EXPECT_FALSE(fs::exists(root_ + "/m/manifest.json"));
+}
+
+}  // namespace
+}  // namespace ledgerlm
