@@ -142,6 +142,19 @@ TEST_F(Study, StoppedAndResumedEqualsUninterrupted) {
     EXPECT_EQ(ea, eb) << name;
     EXPECT_TRUE(ea["full_val_loss"].is_number()) << name;
   }
+  // The report: every run finished, an interval per arm, the comparison with the baseline.
+  const CommandResult rep = study("report " + a);
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  const std::string md = read_file(a + "/REPORT.md");
+  EXPECT_NE(md.find("from 8 of 8 planned runs"), std::string::npos) << md;
+  EXPECT_NE(md.find("whole val split"), std::string::npos) << md;
+  EXPECT_NE(md.find("| sgd_lr0.3 | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("arm minus `adamw_lr0.003`"), std::string::npos) << md;
+  EXPECT_TRUE(md.find("**Winner: ") != std::string::npos ||
+              md.find("**No winner at this n**") != std::string::npos)
+      << md;
+  EXPECT_TRUE(fs::exists(a + "/lr_sensitivity.png"));
+
   // Nothing is left to do: a new `study run` trains nothing and prints no command.
   EXPECT_EQ(study("run " + a + " --print-commands").output, "");
   EXPECT_EQ(study("run " + a).output.find("study: train"), std::string::npos);

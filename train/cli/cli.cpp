@@ -191,10 +191,10 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   auto* study_report_app = study->add_subcommand(
       "report", "DIR/REPORT.md and PNGs from the finished runs (scripts/study_report.py)");
   study_report_app->add_option("dir", study_report_cmd.dir, "the study directory")->required();
-  study_report_app
-      ->add_option("--python", study_report_cmd.python,
-                   "the Python with numpy, scipy and matplotlib")
-      ->capture_default_str();
+  study_report_app->add_option(
+      "--python", study_report_cmd.python,
+      "the Python with numpy, scipy and matplotlib (default: $LEDGERLM_PYTHON, "
+      "else /usr/bin/python3)");
   study_report_app->add_option("--script", study_report_cmd.script,
                                "the report program (default: scripts/study_report.py)");
 

@@ -91,7 +91,7 @@ int command_study_run(const StudyRunCommand& cmd);
 
 struct StudyReportCommand {
   std::string dir;
-  std::string python = "python3";
+  std::string python;  // "": $LEDGERLM_PYTHON, else /usr/bin/python3 (Debian's, with scipy)
   std::string script;  // "": scripts/study_report.py found beside the binary
 };
 int command_study_report(const StudyReportCommand& cmd);

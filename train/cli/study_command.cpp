@@ -17,6 +17,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -384,13 +385,18 @@ int command_study_report(const StudyReportCommand& cmd) {
     LLM_REQUIRE(!script.empty(), "study report: scripts/study_report.py not found beside ",
                 exe_dir.string(), " (pass --script PATH)");
   }
-  std::vector<std::string> argv = {cmd.python, script, cmd.dir};
+  std::string python = cmd.python;
+  if (python.empty()) {
+    const char* env = std::getenv("LEDGERLM_PYTHON");
+    python = env && *env ? env : fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  }
+  std::vector<std::string> argv = {python, script, cmd.dir};
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ);
-  LLM_REQUIRE(rc == 0, "study report: cannot start ", cmd.python, ": ", std::strerror(rc));
+  LLM_REQUIRE(rc == 0, "study report: cannot start ", python, ": ", std::strerror(rc));
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
