@@ -4,7 +4,8 @@
 // checkpoint and resumes from it exactly; the order of operations is the same by construction).
 // --print-commands lists the unfinished runs' `ledgerlm train` lines; an LR sweep whose best
 // point is at its top edge gains a point there and stops at lr_max_points; `study report` writes
-// REPORT.md from the finished runs. About 10 s on 2 cores.
+// REPORT.md from the finished runs; configs/studies/optimizers_smoke.toml runs end to end. About
+// 5 s on 2 cores.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -184,6 +185,32 @@ TEST_F(Study, SweepWidensAtItsBestEdgeUpToItsLimit) {
   // Planning the file again keeps the widened sweep.
   ASSERT_EQ(study("plan " + file + " --out " + dir).exit_code, 0);
   EXPECT_EQ(json::parse(read_file(dir + "/manifest.json")), m);
+}
+
+// configs/studies/optimizers_smoke.toml as CI runs it: on this test's corpus (its data.dir line
+// replaced), planned, run, reported. About 3 s.
+TEST_F(Study, OptimizersSmokeStudyRunsAndReports) {
+  std::string text = read_file(testing::source_dir() + "/configs/studies/optimizers_smoke.toml");
+  const size_t at = text.find("\"data.dir\" = \"data_out/kjv\"");
+  ASSERT_NE(at, std::string::npos) << "the smoke study no longer sets data.dir as expected";
+  text.replace(at, std::string("\"data.dir\" = \"data_out/kjv\"").size(),
+               "\"data.dir\" = \"" + root_ + "/data\"");
+  text.replace(text.find("../tiny_test.toml"), std::string("../tiny_test.toml").size(),
+               testing::source_dir() + "/configs/tiny_test.toml");
+  const std::string file = root_ + "/optimizers_smoke.toml", dir = root_ + "/smoke";
+  ASSERT_TRUE(write_file(file, text));
+  const CommandResult plan = study("plan " + file + " --out " + dir);
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("12 run(s)"), std::string::npos) << plan.output;
+  const CommandResult run = study("run " + dir + " -j 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("12 run(s) finished, 0 failed"), std::string::npos) << run.output;
+  const CommandResult rep = study("report " + dir);
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  const std::string md = read_file(dir + "/REPORT.md");
+  EXPECT_NE(md.find("# Study optimizers_smoke"), std::string::npos) << md;
+  EXPECT_NE(md.find("arm minus `adamw_lr0.01`"), std::string::npos) << md;
+  EXPECT_NE(md.find("| lion_lr0.003 | 2 |"), std::string::npos) << md;
 }
 
 TEST_F(Study, BadInputIsOneLine) {
