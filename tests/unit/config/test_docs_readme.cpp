@@ -29,7 +29,7 @@ TEST(Readme, ListsEveryConfigKeyInItsSection) {
 TEST(Readme, ListsEverySubcommand) {
   std::string readme = testing::read_file(testing::source_dir() + "/README.md");
   for (const char* cmd : {"prepare", "train", "eval", "sample", "bench", "config", "memory",
-                          "export", "import", "compare"})
+                          "export", "import", "compare", "study"})
     EXPECT_NE(readme.find(std::string("`ledgerlm ") + cmd), std::string::npos) << cmd;
 }
 
