@@ -8,9 +8,11 @@ run, or per group of runs (seeds of one configuration) drawn as their mean with 
 RUN is [LABEL=]PATH: a run directory, a metrics.jsonl file, or a directory of runs (every
 subdirectory holding a metrics.jsonl, labelled by its name). Without LABEL a run is labelled by
 its directory's name. --x is tokens, step, wall_s or train_s. --smooth N averages each curve over
-a moving window of N points (train loss is noisy). --band: runs that share a label are one curve,
-their mean, with the band between the lowest and highest run at each point (the curves must share
-their x values: seeds of one configuration do). Records without the metric (e.g. evaluations when
+a moving window of N points (train loss is noisy; val_* metrics, a few evaluations each a mean
+already, are never smoothed). --band: runs that share a label are one curve, their mean, with the
+band between the lowest and highest run at each step they share (x: the runs' mean x at that
+step, so seeds band against wall_s too). An evaluation record takes the train_s of its step, so
+val loss can be drawn against train_s. Records without the metric (e.g. evaluations when
 plotting loss) and the final summary are skipped, and so is a last line cut by a kill (with a
 note). --out's folder is created when missing.
 
@@ -61,15 +63,33 @@ def read_records(path):
     return out
 
 
-def series(records, metric, x_key="tokens"):
-    """(xs, ys) of a metric over the records that carry both it and x (summary excluded)."""
-    xs, ys = [], []
+def series(records, metric, x_key="tokens", with_steps=False):
+    """(xs, ys) of a metric over the records that carry it (summary excluded); with_steps: also
+    each point's step. An evaluation record has no train_s: it takes the train_s of the training
+    record of its step (evaluations happen after a step, outside the training seconds), so val
+    loss can be drawn against the training time too."""
+    xs, ys, steps = [], [], []
+    last_x = {}  # step -> x of the last record of that step that had it
     for rec in records:
-        if rec.get("summary") or rec.get(metric) is None or rec.get(x_key) is None:
+        if rec.get("summary"):
             continue
-        xs.append(rec[x_key])
+        x = rec.get(x_key)
+        if x is None:
+            x = last_x.get(rec.get("step"))
+        elif rec.get("step") is not None:
+            last_x[rec["step"]] = x
+        if rec.get(metric) is None or x is None:
+            continue
+        xs.append(x)
         ys.append(rec[metric])
-    return xs, ys
+        steps.append(rec.get("step"))
+    return (xs, ys, steps) if with_steps else (xs, ys)
+
+
+def is_sparse(metric):
+    """Evaluation metrics (val_*) come every eval_interval steps: a few points, each a mean over
+    many windows already. A moving average over them would mix evaluations far apart."""
+    return metric.startswith("val_")
 
 
 def smooth(ys, window):
@@ -109,12 +129,16 @@ def expand_runs(items):
 
 
 def group_curves(curves):
-    """[(xs, ys)] of one group -> (xs, mean, lo, hi) over the x values every curve has."""
-    common = set(curves[0][0])
-    for xs, _ in curves[1:]:
-        common &= set(xs)
-    xs = sorted(common)
-    cols = [[dict(zip(cx, cy))[x] for cx, cy in curves] for x in xs]
+    """[(xs, ys, steps)] of one group -> (xs, mean, lo, hi) over the steps every curve has, x the
+    curves' mean x at that step: seeds share their tokens and steps, but not their seconds
+    (wall_s, train_s), which would leave no x in common."""
+    common = set(curves[0][2])
+    for _, _, steps in curves[1:]:
+        common &= set(steps)
+    common.discard(None)
+    keys = sorted(common)
+    xs = [sum(dict(zip(st, cx))[k] for cx, _, st in curves) / len(curves) for k in keys]
+    cols = [[dict(zip(st, cy))[k] for _, cy, st in curves] for k in keys]
     return xs, [sum(c) / len(c) for c in cols], [min(c) for c in cols], [max(c) for c in cols]
 
 
@@ -123,10 +147,12 @@ def draw(ax, runs, metric, x_key="tokens", band=False, window=1):
     groups = {}
     for label, src in runs:
         recs = read_records(src) if isinstance(src, str) else src
-        xs, ys = series(recs, metric, x_key)
+        xs, ys, steps = series(recs, metric, x_key, with_steps=True)
         if not xs:
             sys.exit(f"plot: {label}: no records with both '{x_key}' and '{metric}'")
-        groups.setdefault(label if band else f"{label}#{len(groups)}", []).append((xs, ys))
+        groups.setdefault(label if band else f"{label}#{len(groups)}", []).append((xs, ys, steps))
+    if is_sparse(metric):
+        window = 1
     for i, (key, curves) in enumerate(groups.items()):
         label = key if band else key.rsplit("#", 1)[0]
         ls, mk = STYLES[i % len(STYLES)]
@@ -138,7 +164,7 @@ def draw(ax, runs, metric, x_key="tokens", band=False, window=1):
             ax.fill_between(xs, smooth(lo, window), smooth(hi, window), alpha=0.2,
                             color=line.get_color(), linewidth=0)
         else:
-            xs, ys = curves[0]
+            xs, ys, _ = curves[0]
             ax.plot(xs, smooth(ys, window), linestyle=ls, linewidth=1.6, label=label, **marker)
     ax.set_xlabel(x_key)
     ax.set_ylabel(metric)
