@@ -4,8 +4,8 @@
 // checkpoint and resumes from it exactly; the order of operations is the same by construction).
 // --print-commands lists the unfinished runs' `ledgerlm train` lines; an LR sweep whose best
 // point is at its top edge gains a point there and stops at lr_max_points; `study report` writes
-// REPORT.md from the finished runs; configs/studies/optimizers_smoke.toml runs end to end. About
-// 5 s on 2 cores.
+// REPORT.md from the finished runs; configs/studies/optimizers_smoke.toml runs end to end, and
+// `compare --tsv` tabulates two of its runs. About 10 s on 2 cores.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,8 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -211,6 +213,35 @@ TEST_F(Study, OptimizersSmokeStudyRunsAndReports) {
   EXPECT_NE(md.find("# Study optimizers_smoke"), std::string::npos) << md;
   EXPECT_NE(md.find("arm minus `adamw_lr0.01`"), std::string::npos) << md;
   EXPECT_NE(md.find("| lion_lr0.003 | 2 |"), std::string::npos) << md;
+
+  // `compare --tsv`: a header, then one row per run, the keys that differ and the summary's
+  // figures as summary.json holds them (the same text: JSON numbers printed back exactly).
+  const std::string r1 = dir + "/runs/adamw_lr0.01_seed1", r2 = dir + "/runs/lion_lr0.003_seed2";
+  const CommandResult tsv =
+      run_command(testing::ledgerlm_binary() + " compare --tsv " + r1 + " " + r2 + " 2>&1");
+  ASSERT_EQ(tsv.exit_code, 0) << tsv.output;
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(tsv.output);
+  for (std::string line; std::getline(lines, line);) {
+    rows.emplace_back();
+    std::istringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, '\t');) rows.back().push_back(cell);
+  }
+  ASSERT_EQ(rows.size(), 3u) << tsv.output;
+  auto column = [&](const std::string& name) {
+    const auto it = std::find(rows[0].begin(), rows[0].end(), name);
+    return it == rows[0].end() ? -1 : static_cast<int>(it - rows[0].begin());
+  };
+  for (const char* key : {"optim.lr", "optim.name", "optim.weight_decay", "train.seed"})
+    EXPECT_GE(column(key), 0) << key << " is not a column: " << tsv.output;
+  EXPECT_EQ(column("train.max_steps"), -1) << "a key that does not differ: " << tsv.output;
+  ASSERT_GE(column("final_val_loss"), 0) << tsv.output;
+  EXPECT_EQ(rows[1].size(), rows[0].size());
+  EXPECT_EQ(rows[1][0], "adamw_lr0.01_seed1");
+  EXPECT_EQ(rows[2][column("optim.name")], "lion");
+  EXPECT_EQ(rows[1][column("status")], "finished");
+  EXPECT_EQ(rows[2][column("final_val_loss")],
+            json::parse(read_file(r2 + "/summary.json"))["final_val_loss"].dump());
 }
 
 TEST_F(Study, BadInputIsOneLine) {

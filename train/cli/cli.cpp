@@ -169,6 +169,9 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       ->required()
       ->expected(1, -1);
   compare->add_flag("--json", compare_cmd.json, "print one JSON object");
+  compare->add_flag("--tsv", compare_cmd.tsv,
+                    "one tab-separated row per run: the keys that differ, then the summary's "
+                    "figures");
 
   auto* study = app.add_subcommand(
       "study", "a study as a file: plan its runs, run them, report their statistics");

@@ -72,6 +72,7 @@ int command_import(const ImportCommand& cmd);
 struct CompareCommand {
   std::vector<std::string> run_dirs;
   bool json = false;  // one JSON object instead of the tables
+  bool tsv = false;   // one row per run: the keys that differ, then the summary's figures
 };
 int command_compare(const CompareCommand& cmd);
 

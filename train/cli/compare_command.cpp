@@ -1,7 +1,8 @@
 // `ledgerlm compare RUN_DIR ...`: the runs' summaries side by side (from each run's
 // summary.json) and the config keys whose values differ between them (from each run's
 // config.toml, read by the same loader as resume, so a default a file left out still counts).
-// `--json` prints the same as one JSON object for scripts.
+// `--json` prints the same as one JSON object for scripts; `--tsv` one row per run (the keys that
+// differ, then the summary's figures), for a spreadsheet or pandas.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -153,6 +154,48 @@ void set_labels(std::vector<ComparedRun>* runs) {
   }
 }
 
+// A TSV cell: tabs and line breaks would split the row, so they become spaces; a missing value is
+// empty.
+std::string tsv_cell(std::string text) {
+  for (char& c : text)
+    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  return text;
+}
+
+std::string summary_cell(const json& summary, const char* field) {
+  if (!summary.is_object() || !summary.contains(field) || summary[field].is_null()) return "";
+  const json& v = summary[field];
+  return tsv_cell(v.is_string() ? v.get<std::string>() : v.dump());
+}
+
+void print_tsv(const std::vector<ComparedRun>& runs, const std::vector<std::string>& differ) {
+  static const char* const kFields[] = {"status",        "steps",        "tokens",
+                                        "global_batch",  "train_s",      "mean_tokens_per_s",
+                                        "mean_optim_ms", "final_loss",   "final_val_loss",
+                                        "best_val_loss", "best_val_bpb", "params"};
+  std::vector<std::string> cells = {"run", "dir"};
+  cells.insert(cells.end(), differ.begin(), differ.end());
+  cells.insert(cells.end(), std::begin(kFields), std::end(kFields));
+  auto print_row = [](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i > 0) line.push_back('\t');
+      line.append(row[i]);
+    }
+    std::printf("%s\n", line.c_str());
+  };
+  print_row(cells);
+  for (const ComparedRun& r : runs) {
+    cells = {tsv_cell(r.label), tsv_cell(r.dir)};
+    for (const std::string& key : differ) cells.push_back(tsv_cell(r.config.at(key)));
+    for (const char* f : kFields)
+      cells.push_back(std::string(f) == "status" && r.summary.is_null()
+                          ? std::string("no summary")
+                          : summary_cell(r.summary, f));
+    print_row(cells);
+  }
+}
+
 }  // namespace
 
 int command_compare(const CompareCommand& cmd) {
@@ -167,6 +210,11 @@ int command_compare(const CompareCommand& cmd) {
   }
   set_labels(&runs);
   const std::vector<std::string> differ = differing_keys(runs);
+  LLM_REQUIRE(!(cmd.json && cmd.tsv), "compare: --json and --tsv: expected one of them");
+  if (cmd.tsv) {
+    print_tsv(runs, differ);
+    return 0;
+  }
   if (cmd.json) {
     json out = {{"runs", json::array()}, {"config_differs", json::object()}};
     for (const ComparedRun& r : runs)
