@@ -150,6 +150,7 @@ struct Job {
   pid_t pid = 0;
   std::string name;
   bool evaluating = false;
+  int64_t world = 1;
 };
 
 std::vector<std::string> eval_argv(const std::string& run_dir, int64_t threads) {
@@ -196,7 +197,9 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
   };
   while (next < todo.size() || !running.empty()) {
     if (g_stop && !forwarded) {
-      for (const Job& j : running) kill(j.pid, SIGINT);
+      // One SIGINT stops a run at a checkpoint; mpirun passes SIGUSR1 on to every rank (its own
+      // SIGINT handling kills the ranks about a second later: stop_signal.h).
+      for (const Job& j : running) kill(j.pid, j.world > 1 && !j.evaluating ? SIGUSR1 : SIGINT);
       forwarded = true;
       std::printf(
           "study: stopping: each run saves a checkpoint; `ledgerlm study run %s` "
@@ -210,6 +213,7 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
       const std::string run_dir = dir + "/runs/" + job.name;
       if (todo[next].second) {
         std::printf("study: train %s\n", job.name.c_str());
+        job.world = by_name[job.name].value("world", int64_t{1});
         job.pid = spawn(train_argv(manifest, by_name[job.name], dir, threads),
                         dir + "/runs/" + job.name + ".log");
       } else {
