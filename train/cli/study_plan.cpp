@@ -69,8 +69,10 @@ std::vector<int64_t> parse_batch(const std::string& text, const std::string& whe
   while (std::getline(ss, piece, 'x')) {
     int64_t v = 0;
     const auto res = std::from_chars(piece.data(), piece.data() + piece.size(), v);
-    if (res.ec != std::errc() || res.ptr != piece.data() + piece.size() || v < 1) parts.clear();
-    if (res.ec != std::errc() || res.ptr != piece.data() + piece.size() || v < 1) break;
+    if (res.ec != std::errc() || res.ptr != piece.data() + piece.size() || v < 1) {
+      parts.clear();  // not a positive integer: refused below
+      break;
+    }
     parts.push_back(v);
   }
   LLM_REQUIRE(parts.size() == 3, where, ": batch '", text,
