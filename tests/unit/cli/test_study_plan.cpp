@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -160,6 +161,30 @@ TEST(StudyPlan, BadInputIsOneLineNamingIt) {
             std::string::npos);
   EXPECT_NE(error_of([] { study_plan("/nonexistent/study.toml", json()); }).find("not found"),
             std::string::npos);
+}
+
+// Every study file shipped in configs/studies/ plans, and its baseline is one of its arms (a run
+// name without its seed part), so the report can compare against it.
+TEST(StudyPlan, ShippedStudiesPlanAndNameAnArmAsBaseline) {
+  int files = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(testing::source_dir() + "/configs/studies")) {
+    if (entry.path().extension() != ".toml") continue;
+    ++files;
+    const json m = study_plan(entry.path().string(), json());
+    ASSERT_FALSE(m["runs"].empty()) << entry.path();
+    const std::string baseline = m["baseline"];
+    bool found = false;
+    for (const json& r : m["runs"]) {
+      const std::string name = r["name"];
+      const std::string seed = "_seed" + r["axes"].value("train.seed", std::string("?"));
+      found |= name.size() > seed.size() &&
+               name.compare(name.size() - seed.size(), seed.size(), seed) == 0 &&
+               name.substr(0, name.size() - seed.size()) == baseline;
+    }
+    EXPECT_TRUE(found) << entry.path() << ": baseline '" << baseline << "' is no arm";
+  }
+  EXPECT_GE(files, 3);
 }
 
 TEST(StudySweepEdge, BestAtAnEdgeWidensThatEdge) {
