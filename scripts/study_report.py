@@ -321,7 +321,9 @@ def report(study_dir, alpha=ALPHA):
 
     png = lr_plot(manifest.get("name", study.name), arms, runs_by_arm, study / "lr_sensitivity.png")
     if png:
-        lines += ["## LR sensitivity", "", f"![final val loss vs LR]({png})", ""]
+        lines += ["## LR sensitivity", "", f"![final val loss vs LR]({png})", "",
+                  "Runs kept out (above) are not drawn: an LR whose runs all failed has no "
+                  "point.", ""]
 
     lines += ["## Runs", "", "| run | status | steps | tokens | params | final val loss |",
               "|---|---|---|---|---|---|"]
