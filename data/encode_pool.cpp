@@ -22,8 +22,10 @@ EncodePool::EncodePool(const Tokenizer& tok, int threads, bool check_utf8)
 
 EncodePool::~EncodePool() {
   {
+    // Chunks nobody will take (an error ended the pass) are dropped, not encoded.
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    queue_.clear();
   }
   job_ready_.notify_all();
   for (auto& t : workers_) t.join();
