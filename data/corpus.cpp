@@ -30,7 +30,9 @@ constexpr size_t kScanBlock = size_t{64} << 10;
 
 // The last (backward) or first offset in [lo, hi] holding '\n', or UINT64_MAX; reads in blocks.
 uint64_t find_newline(const ReadAt& read, uint64_t lo, uint64_t hi, bool backward) {
-  std::vector<char> buf(kScanBlock);
+  if (hi < lo) return UINT64_MAX;
+  // No bigger than the range: a corpus of many small files scans a few bytes per file.
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(kScanBlock, hi - lo + 1)));
   if (backward) {
     uint64_t end = hi + 1;  // scan [lo, end) from the top
     while (end > lo) {
@@ -87,7 +89,7 @@ CorpusFiles::CorpusFiles(std::vector<std::string> inputs) : inputs_(std::move(in
 
 void CorpusFiles::push_directory(const std::string& dir) {
   Level level;
-  std::vector<std::pair<std::string, std::pair<std::string, bool>>> keyed;  // sort key, entry
+  level.dir = dir;
   std::error_code ec;
   fs::directory_iterator it(dir, fs::directory_options::none, ec), end;
   LLM_REQUIRE(!ec, "--input ", listing_, ": cannot list directory ", dir, " (", ec.message(), ")");
@@ -103,12 +105,11 @@ void CorpusFiles::push_directory(const std::string& dir) {
     if (!is_dir && !it->is_regular_file(type_ec)) continue;
     // Sorting the names of directories with a '/' after them orders the walk as sorting the
     // full paths would: "a/x" comes after "a.txt" ('/' > '.') and before "a0".
-    keyed.push_back({is_dir ? name + "/" : name, {it->path().string(), is_dir}});
+    if (is_dir) name += '/';
+    level.names.push_back(std::move(name));
   }
   LLM_REQUIRE(!ec, "--input ", listing_, ": cannot list directory ", dir, " (", ec.message(), ")");
-  std::sort(keyed.begin(), keyed.end());
-  level.entries.reserve(keyed.size());
-  for (auto& k : keyed) level.entries.push_back(std::move(k.second));
+  std::sort(level.names.begin(), level.names.end());
   stack_.push_back(std::move(level));
 }
 
@@ -116,17 +117,21 @@ bool CorpusFiles::next(std::string* path) {
   while (true) {
     while (!stack_.empty()) {
       Level& top = stack_.back();
-      if (top.next == top.entries.size()) {
+      if (top.next == top.names.size()) {
         stack_.pop_back();
         continue;
       }
-      auto& [entry, is_dir] = top.entries[top.next++];
+      std::string& name = top.names[top.next++];
+      const bool is_dir = name.back() == '/';
+      if (is_dir) name.pop_back();
+      // As a directory listing names its entries: the directory as given, then the name.
+      std::string full = (fs::path(top.dir) / name).string();
+      std::string().swap(name);  // walked: its memory is not needed any more
       if (!is_dir) {
-        *path = std::move(entry);
+        *path = std::move(full);
         return true;
       }
-      const std::string dir = std::move(entry);
-      push_directory(dir);
+      push_directory(full);
     }
     if (input_ == inputs_.size()) return false;
     const std::string& input = inputs_[input_++];

@@ -39,7 +39,7 @@ void EncodePool::submit(EncodeJob job) {
   job_ready_.notify_one();
 }
 
-std::vector<int32_t> EncodePool::take() {
+EncodedJob EncodePool::take() {
   LLM_ASSERT(taken_ < submitted_, "EncodePool::take with nothing submitted");
   std::unique_lock<std::mutex> lock(mu_);
   job_done_.wait(lock, [&] { return done_.count(taken_) > 0; });
@@ -49,7 +49,7 @@ std::vector<int32_t> EncodePool::take() {
   ++taken_;
   lock.unlock();
   if (d.error) std::rethrow_exception(d.error);
-  return std::move(d.tokens);
+  return std::move(d.encoded);
 }
 
 void EncodePool::work() {
@@ -66,15 +66,21 @@ void EncodePool::work() {
     Done d;
     try {
       const EncodeJob& job = item.second;
-      size_t bad = 0;
-      LLM_REQUIRE(!check_utf8_ || utf8_is_valid(job.text, &bad), "--input ", job.source,
-                  ": not valid UTF-8 text (bad byte at offset ", job.offset + bad,
-                  "); use --tokenizer bytes for binary data");
-      d.tokens.reserve(job.text.size() / 3 + 16);
-      encoder->encode(job.text, &d.tokens);
+      d.encoded.tokens.reserve(job.text.size() / 3 + 16);
+      size_t begin = 0;
+      for (const EncodeJob::Chunk& c : job.chunks) {
+        const std::string_view text = std::string_view(job.text).substr(begin, c.end - begin);
+        size_t bad = 0;
+        LLM_REQUIRE(!check_utf8_ || utf8_is_valid(text, &bad), "--input ", c.source,
+                    ": not valid UTF-8 text (bad byte at offset ", c.offset + bad,
+                    "); use --tokenizer bytes for binary data");
+        encoder->encode(text, &d.encoded.tokens);
+        d.encoded.ends.push_back(d.encoded.tokens.size());
+        begin = c.end;
+      }
     } catch (...) {
       d.error = std::current_exception();
-      d.tokens.clear();
+      d.encoded = {};
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

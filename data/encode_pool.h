@@ -1,7 +1,9 @@
 // Threads that encode text chunks for `prepare`, handing the tokens back in the order the chunks
-// were submitted: one TokenEncoder per thread (its own caches), a bounded number of chunks in
+// were submitted: one TokenEncoder per thread (its own caches), a bounded number of jobs in
 // flight (the caller takes the oldest result before submitting more), so memory stays bounded
-// and the output is the same whatever the number of threads.
+// and the output is the same whatever the number of threads. A job holds one or more chunks,
+// each encoded on its own: a corpus of many small files is handed over in jobs of many chunks
+// rather than one thread handoff per file.
 #pragma once
 
 #include <condition_variable>
@@ -19,9 +21,18 @@
 namespace ledgerlm {
 
 struct EncodeJob {
-  std::string text;
-  std::string source;   // the input file, for errors
-  uint64_t offset = 0;  // offset of text[0] in the file, for errors
+  struct Chunk {
+    size_t end = 0;       // the chunk is text[previous chunk's end, end)
+    std::string source;   // the input file, for errors
+    uint64_t offset = 0;  // offset of the chunk's first byte in the file, for errors
+  };
+  std::string text;  // the chunks, one after the other
+  std::vector<Chunk> chunks;
+};
+
+struct EncodedJob {
+  std::vector<int32_t> tokens;  // every chunk's ids, one after the other
+  std::vector<size_t> ends;     // chunk i's ids are tokens[ends[i - 1], ends[i])
 };
 
 class EncodePool {
@@ -34,16 +45,16 @@ class EncodePool {
   EncodePool& operator=(const EncodePool&) = delete;
 
   void submit(EncodeJob job);
-  // The tokens of the oldest submitted chunk not taken yet, waiting for them; rethrows the
-  // Error its encoding raised.
-  std::vector<int32_t> take();
-  // Chunks submitted and not taken yet.
+  // The ids of the oldest submitted job not taken yet, waiting for them; rethrows the Error its
+  // encoding raised.
+  EncodedJob take();
+  // Jobs submitted and not taken yet.
   size_t pending() const { return submitted_ - taken_; }
   int threads() const { return static_cast<int>(workers_.size()); }
 
  private:
   struct Done {
-    std::vector<int32_t> tokens;
+    EncodedJob encoded;
     std::exception_ptr error;
   };
   void work();

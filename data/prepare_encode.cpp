@@ -20,6 +20,9 @@ namespace ledgerlm {
 namespace {
 
 constexpr size_t kReadBytes = size_t{1} << 20;
+// Chunks are handed to the threads in jobs of at least this much text (or the chunks left at the
+// end): one thread handoff per small file would cost more than encoding it.
+constexpr size_t kJobBytes = size_t{64} << 10;
 
 // One document read front to back exactly once: a sliding window of its bytes, each byte fed to
 // SHA-256 as it is read.
@@ -76,7 +79,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Submits chunks, and writes finished ones to their shard in order.
+// Submits chunks in jobs, and writes finished ones to their shard in order.
 class ShardFeeder {
  public:
   ShardFeeder(const Tokenizer& tok, int threads, const std::string& dir, bool check_utf8)
@@ -86,18 +89,20 @@ class ShardFeeder {
         val_((fs::path(dir) / "val.bin").string(), tok.vocab_size()),
         max_in_flight_(2 * static_cast<size_t>(threads) + 2) {}
 
-  // Encodes bytes [begin, end) of a part of `split` (0 train, 1 val), `last` if it ends the part.
+  // Adds a chunk of a part of `split` (0 train, 1 val), `last` if it ends the part.
   void submit(int split, std::string_view text, const std::string& source, uint64_t offset,
               bool last) {
-    while (pool_.pending() >= max_in_flight_) write_one();
-    pool_.submit({std::string(text), source, offset});
-    pending_.push_back({split, last});
+    job_.text += text;
+    job_.chunks.push_back({job_.text.size(), source, offset});
+    job_places_.push_back({split, last});
     DataSplitInfo& info = split == 0 ? train_info : val_info;
     info.bytes += static_cast<int64_t>(text.size());
     if (last) info.documents += 1;
+    if (job_.text.size() >= kJobBytes) flush();
   }
 
   void finish() {
+    flush();
     while (pool_.pending() > 0) write_one();
     train_.finish();
     val_.finish();
@@ -109,22 +114,38 @@ class ShardFeeder {
   DataSplitInfo train_info, val_info;
 
  private:
-  struct Pending {
+  struct Place {
     int split;
     bool last;
   };
+  void flush() {
+    if (job_.chunks.empty()) return;
+    while (pool_.pending() >= max_in_flight_) write_one();
+    pool_.submit(std::move(job_));
+    pending_.push_back(std::move(job_places_));
+    job_ = {};
+    job_places_.clear();
+  }
   void write_one() {
-    std::vector<int32_t> tokens = pool_.take();
-    const Pending p = pending_.front();
+    const EncodedJob done = pool_.take();
+    const std::vector<Place> places = std::move(pending_.front());
     pending_.pop_front();
-    if (p.last) tokens.push_back(tok_.eot_id());
-    (p.split == 0 ? train_ : val_).append(tokens);
+    const int32_t eot = tok_.eot_id();
+    size_t begin = 0;
+    for (size_t i = 0; i < places.size(); ++i) {
+      ShardWriter& shard = places[i].split == 0 ? train_ : val_;
+      shard.append(std::span<const int32_t>(done.tokens).subspan(begin, done.ends[i] - begin));
+      if (places[i].last) shard.append(std::span<const int32_t>(&eot, 1));
+      begin = done.ends[i];
+    }
   }
 
   const Tokenizer& tok_;
   EncodePool pool_;
   ShardWriter train_, val_;
-  std::deque<Pending> pending_;
+  EncodeJob job_;                  // chunks not submitted yet
+  std::vector<Place> job_places_;  // where each of them goes
+  std::deque<std::vector<Place>> pending_;
   const size_t max_in_flight_;
 };
 

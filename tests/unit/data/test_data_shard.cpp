@@ -3,6 +3,7 @@
 // remedy), sha256 against the FIPS 180-4 test vectors, and the per-document train/val split point.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -231,6 +232,33 @@ TEST(Sha256, KnownVectors) {
     left -= n;
   }
   EXPECT_EQ(h.hex_digest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+// The walk lists a directory's files in the order of sorting their full paths (what prepare did
+// when it listed everything first), though it sorts one directory at a time: "a/x" after "a.txt"
+// ('/' > '.'), before "a0"; hidden names skipped at every level; links to files read, links to
+// directories not followed.
+TEST(CorpusFiles, SameOrderAsSortingTheFullPaths) {
+  TempDir tmp;
+  const std::string root = tmp.file("c");
+  for (const char* dir : {"a", "a/b", "a-b", "b", ".hidden", "z/.git"})
+    fs::create_directories(root + "/" + dir);
+  for (const char* f : {"a.txt", "a/x.txt", "a/b/y", "a/b.txt", "a0.txt", "a-b/q", "a-b.txt", "b/c",
+                        "B", ".hidden/h", "z/.git/g", "z/.dot", "z/w"})
+    testing::write_file(root + "/" + f, "t");
+  fs::create_directory_symlink(root + "/a", root + "/link_dir");
+  fs::create_symlink(root + "/a.txt", root + "/link_file");
+  std::vector<std::string> expected;
+  for (const char* f : {"B", "a-b.txt", "a-b/q", "a.txt", "a/b.txt", "a/b/y", "a/x.txt", "a0.txt",
+                        "b/c", "link_file", "z/w"})
+    expected.push_back(root + "/" + f);
+  std::vector<std::string> sorted = expected;
+  std::sort(sorted.begin(), sorted.end());
+  ASSERT_EQ(sorted, expected);  // the list above is in sorted order
+  EXPECT_EQ(corpus_list_files({root}), expected);
+  EXPECT_EQ(corpus_list_files({root + "/"})[0], root + "/B");  // a trailing slash kept as given
+  EXPECT_EQ(corpus_list_files({root + "/a.txt", "-"}),
+            (std::vector<std::string>{root + "/a.txt", "-"}));
 }
 
 TEST(CorpusSplit, CutsAtTheNearestLineStart) {
