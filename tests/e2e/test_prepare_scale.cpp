@@ -223,7 +223,7 @@ TEST_F(PrepareScale, PeakMemoryIsBoundedNotProportional) {
   }
   ASSERT_GE(fs::file_size(big), 80'000'000u);
   // The bound: the binary and its libraries (~20 MiB), the read window (~3 MiB), and at 2
-  // threads 6 chunks in flight of 1 MiB of text and up to 4 MiB of ids (~30 MiB); 96 MiB leaves
+  // threads 6 jobs in flight of ~1 MiB of text and up to 4 MiB of ids (~30 MiB); 96 MiB leaves
   // room for the allocator, and is still far below the corpus (before: 77x the corpus).
   constexpr long kBoundKiB = 96 * 1024;
   for (const std::string& tok : {std::string("bytes"), "hf:" + hf()}) {
