@@ -9,7 +9,7 @@
 //   - a format-1 data directory (what ledgerlm wrote before shard checksums) gets one line saying
 //     to re-run prepare, and prepare with --tokenizer from:OLD on the same input gives it the same
 //     tokens.
-// About 10 s on 2 cores (the 80 MB corpus 4 s of it); about 40 s under AddressSanitizer, which
+// About 10 s on 2 cores (the 80 MB corpus 4 s of it); about 25 s under AddressSanitizer, which
 // skips the memory test.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
