@@ -10,8 +10,8 @@
 #include <map>
 #include <vector>
 
-#include "model/base/crc32c.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 
 namespace ledgerlm {
 namespace {

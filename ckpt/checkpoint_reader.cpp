@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "ckpt/checkpoint.h"
-#include "model/base/crc32c.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 
 namespace ledgerlm {
 

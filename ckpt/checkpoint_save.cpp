@@ -14,9 +14,9 @@
 #include <functional>
 
 #include "ckpt/checkpoint.h"
-#include "model/base/crc32c.h"
 #include "ckpt/checkpoint_layout.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 
 namespace ledgerlm {
 

@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/base/crc32c.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 
 namespace ledgerlm {
 

@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
-#include "model/base/crc32c.h"
 #include "ckpt/safetensors.h"
+#include "model/base/crc32c.h"
 #include "tests/support/resume_test_support.h"
 #include "tests/support/safetensors_test_support.h"
 #include "tests/support/test_util.h"

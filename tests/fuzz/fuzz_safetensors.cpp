@@ -21,9 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "model/base/crc32c.h"
 #include "ckpt/safetensors.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

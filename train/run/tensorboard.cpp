@@ -11,8 +11,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "model/base/crc32c.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 #include "train/run/run_dir.h"
 
 namespace ledgerlm {

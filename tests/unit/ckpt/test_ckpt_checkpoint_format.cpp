@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
-#include "model/base/crc32c.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "model/base/crc32c.h"
 #include "ckpt/hf_export.h"
 #include "ckpt/safetensors.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 #include "tests/support/safetensors_test_support.h"
 #include "tests/support/test_util.h"
 
