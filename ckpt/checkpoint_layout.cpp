@@ -10,8 +10,8 @@
 #include <map>
 #include <vector>
 
-#include "ckpt/checkpoint_crc.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 
 namespace ledgerlm {
 namespace {
@@ -116,7 +116,7 @@ uint32_t ckpt_file_write_piece(int fd, const std::string& path, const CkptFileLa
   if (piece.data != nullptr) {
     const size_t bytes = static_cast<size_t>(piece.count * es);
     pwrite_all(fd, piece.data, bytes, at, path);
-    return ckpt_crc32c(piece.data, bytes);
+    return crc32c(piece.data, bytes);
   }
   LLM_ASSERT(piece.read, "piece ", piece.name, " has neither data nor a reader");
   const int64_t chunk = std::max<int64_t>(1, chunk_bytes / es);
@@ -127,7 +127,7 @@ uint32_t ckpt_file_write_piece(int fd, const std::string& path, const CkptFileLa
     const size_t bytes = static_cast<size_t>(n * es);
     piece.read(done, n, buffer.data());
     pwrite_all(fd, buffer.data(), bytes, at + done * es, path);
-    crc = ckpt_crc32c(buffer.data(), bytes, crc);
+    crc = crc32c(buffer.data(), bytes, crc);
   }
   return crc;
 }

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "ckpt/checkpoint.h"
-#include "ckpt/checkpoint_crc.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 
 namespace ledgerlm {
 
@@ -55,7 +55,7 @@ uint32_t parse_crc(const json& p, const std::string& where) {
   const json& v = member(p, "crc", where);
   const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
   uint32_t crc = 0;
-  LLM_REQUIRE(ckpt_crc_parse(s, &crc), where, ": malformed crc '", s, "'");
+  LLM_REQUIRE(crc32c_parse(s, &crc), where, ": malformed crc '", s, "'");
   return crc;
 }
 
@@ -251,10 +251,10 @@ void CheckpointReader::read_checked(const DataFile& f, const SafeTensorInfo& inf
     // The CRC covers the whole piece, so read all of it even when only a part is needed.
     piece_bytes.resize(static_cast<size_t>(p.count * es));
     f.file->read_elements(info, p.begin, p.count, piece_bytes.data());
-    const uint32_t crc = ckpt_crc32c(piece_bytes.data(), piece_bytes.size());
+    const uint32_t crc = crc32c(piece_bytes.data(), piece_bytes.size());
     LLM_REQUIRE(crc == p.crc, "checkpoint file '", f.path, "': tensor '", info.name, "' elements [",
-                p.begin, ", ", p.begin + p.count, ") fail their checksum (", ckpt_crc_text(crc),
-                ", meta.json records ", ckpt_crc_text(p.crc), "): the file is corrupted");
+                p.begin, ", ", p.begin + p.count, ") fail their checksum (", crc32c_text(crc),
+                ", meta.json records ", crc32c_text(p.crc), "): the file is corrupted");
     std::memcpy(static_cast<char*>(dst) + (lo - begin) * es,
                 piece_bytes.data() + (lo - p.begin) * es, static_cast<size_t>((hi - lo) * es));
   }
@@ -318,7 +318,7 @@ std::string checkpoint_meta_checksum(const nlohmann::json& meta) {
   if (copy.is_object()) copy.erase(kCheckpointMetaChecksumKey);
   // Parsed JSON holds valid UTF-8 only; replace guards hand-built records all the same.
   const std::string text = copy.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return ckpt_crc_text(ckpt_crc32c(text.data(), text.size()));
+  return crc32c_text(crc32c(text.data(), text.size()));
 }
 
 void CheckpointReader::verify_all() const {

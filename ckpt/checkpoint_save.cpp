@@ -14,9 +14,9 @@
 #include <functional>
 
 #include "ckpt/checkpoint.h"
-#include "ckpt/checkpoint_crc.h"
 #include "ckpt/checkpoint_layout.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 
 namespace ledgerlm {
 
@@ -157,7 +157,7 @@ nlohmann::json write_pieces(const fs::path& tmp, const std::vector<CkptFileLayou
         if (p.file != layout.stem) continue;
         const uint32_t crc = ckpt_file_write_piece(fd, path, layout, p, chunk_bytes);
         records[fname][p.name].push_back(
-            {{"rank", rank}, {"begin", p.begin}, {"count", p.count}, {"crc", ckpt_crc_text(crc)}});
+            {{"rank", rank}, {"begin", p.begin}, {"count", p.count}, {"crc", crc32c_text(crc)}});
         *data_bytes += p.count * static_cast<int64_t>(dtype_size(p.dtype));
       }
       LLM_REQUIRE(::fsync(fd) == 0, "cannot fsync '", path, "': ", std::strerror(errno));

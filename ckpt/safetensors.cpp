@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ckpt/checkpoint_crc.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 
 namespace ledgerlm {
 
@@ -150,7 +150,7 @@ std::string SafeTensorsWriter::header_json() const {
                            {"shape", e.info.shape},
                            {"data_offsets", {e.info.offset, e.info.offset + e.info.bytes}}};
     metadata[kSafetensorsChecksumPrefix + e.info.name] =
-        ckpt_crc_text(ckpt_crc32c(e.data, static_cast<size_t>(e.info.bytes)));
+        crc32c_text(crc32c(e.data, static_cast<size_t>(e.info.bytes)));
   }
   if (!metadata.empty()) header[kMetadataKey] = metadata;
   return header.dump();
@@ -272,7 +272,7 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
     LLM_REQUIRE(it != f.index_.end(), where, ": __metadata__ has a checksum for tensor '", name,
                 "', which the file does not hold: the file is damaged");
     SafeTensorInfo& t = f.tensors_[it->second];
-    LLM_REQUIRE(ckpt_crc_parse(value, &t.crc32c), where, ": tensor '", name, "': checksum '", value,
+    LLM_REQUIRE(crc32c_parse(value, &t.crc32c), where, ": tensor '", name, "': checksum '", value,
                 "' is not 'crc32c:' and 8 hex digits: the file is damaged");
     t.has_checksum = true;
     ++checksums;
@@ -334,10 +334,10 @@ void SafeTensorsFile::read_bytes(int64_t file_offset, int64_t bytes, void* dst,
 
 void SafeTensorsFile::verify(const SafeTensorInfo& info, const void* data) const {
   if (!info.has_checksum) return;
-  const uint32_t crc = ckpt_crc32c(data, static_cast<size_t>(info.bytes));
+  const uint32_t crc = crc32c(data, static_cast<size_t>(info.bytes));
   LLM_REQUIRE(crc == info.crc32c, "safetensors file '", path_, "': tensor '", info.name,
-              "' fails its checksum (", ckpt_crc_text(crc), ", the header records ",
-              ckpt_crc_text(info.crc32c),
+              "' fails its checksum (", crc32c_text(crc), ", the header records ",
+              crc32c_text(info.crc32c),
               "): the file is damaged (or was edited by a tool that kept ledgerlm's checksum.* "
               "metadata)");
 }

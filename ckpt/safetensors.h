@@ -10,7 +10,7 @@
 //
 // Checksums. Every file SafeTensorsWriter writes (a run's model.safetensors, an imported run's,
 // an HF or PEFT export) records the CRC-32C of each tensor's bytes in `__metadata__`, one string
-// per tensor: "checksum.NAME": "crc32c:0123abcd" (the text form of checkpoint_crc.h). Per tensor,
+// per tensor: "checksum.NAME": "crc32c:0123abcd" (the text form of crc32c.h). Per tensor,
 // not one for the whole data section, so that a mismatch names the tensor and a reader that reads
 // some tensors only (a LoRA export reads the adapters) verifies what it reads and no more; the
 // tensors tile the data section, so together they cover every data byte. Being metadata, they

@@ -1,11 +1,16 @@
-// Corpus listing/reading and the per-document train/val split (see corpus.h).
+// Corpus files in order, reading them, and the per-document train/val split (see corpus.h).
 #include "data/corpus.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "model/base/check.h"
 
@@ -14,95 +19,203 @@ namespace fs = std::filesystem;
 namespace ledgerlm {
 namespace {
 
-bool is_hidden(const fs::path& p) {
-  std::string name = p.filename().string();
+bool is_hidden(const std::string& name) {
   return !name.empty() && name[0] == '.';
+}
+
+// Reads up to n bytes at an offset (fewer only at the end).
+using ReadAt = std::function<size_t(uint64_t offset, char* buf, size_t n)>;
+
+constexpr size_t kScanBlock = size_t{64} << 10;
+
+// The last (backward) or first offset in [lo, hi] holding '\n', or UINT64_MAX; reads in blocks.
+uint64_t find_newline(const ReadAt& read, uint64_t lo, uint64_t hi, bool backward) {
+  if (hi < lo) return UINT64_MAX;
+  // No bigger than the range: a corpus of many small files scans a few bytes per file.
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(kScanBlock, hi - lo + 1)));
+  if (backward) {
+    uint64_t end = hi + 1;  // scan [lo, end) from the top
+    while (end > lo) {
+      const uint64_t begin = end - std::min<uint64_t>(kScanBlock, end - lo);
+      const size_t got = read(begin, buf.data(), static_cast<size_t>(end - begin));
+      for (size_t i = got; i > 0; --i)
+        if (buf[i - 1] == '\n') return begin + i - 1;
+      end = begin;
+    }
+  } else {
+    for (uint64_t begin = lo; begin <= hi;) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(kScanBlock, hi - begin + 1));
+      const size_t got = read(begin, buf.data(), want);
+      const void* nl = std::memchr(buf.data(), '\n', got);
+      if (nl != nullptr) return begin + (static_cast<const char*>(nl) - buf.data());
+      if (got < want) break;
+      begin += got;
+    }
+  }
+  return UINT64_MAX;
+}
+
+uint64_t split_point(uint64_t n, double val_fraction, const ReadAt& read) {
+  if (n == 0 || val_fraction <= 0.0) return n;
+  const uint64_t want_val =
+      static_cast<uint64_t>(std::llround(static_cast<double>(n) * val_fraction));
+  if (want_val == 0) return n;
+  const uint64_t cut = want_val >= n ? 0 : n - want_val;
+  const uint64_t tolerance = std::max<uint64_t>(want_val / 4, 1);
+
+  // Nearest line start p (byte p-1 is '\n') with 0 < p < n, on either side of the cut, no
+  // further than the tolerance.
+  uint64_t best = UINT64_MAX;
+  if (cut > 0) {
+    const uint64_t lo = cut - 1 >= tolerance ? cut - 1 - tolerance : 0;
+    const uint64_t nl = find_newline(read, lo, cut - 1, true);
+    if (nl != UINT64_MAX && nl + 1 < n) best = nl + 1;
+  }
+  const uint64_t nl = find_newline(read, cut, std::min(cut + tolerance - 1, n - 1), false);
+  if (nl != UINT64_MAX && nl + 1 < n && (best == UINT64_MAX || nl + 1 - cut < cut - best))
+    best = nl + 1;
+  if (best != UINT64_MAX) return best;
+
+  // No line boundary close enough: cut inside the line, but never inside a UTF-8 character.
+  uint64_t p = cut;
+  char c = 0;
+  while (p > 0 && read(p, &c, 1) == 1 && (static_cast<unsigned char>(c) & 0xC0) == 0x80) --p;
+  return p;
 }
 
 }  // namespace
 
-std::vector<std::string> corpus_list_files(const std::vector<std::string>& inputs) {
-  std::vector<std::string> files;
-  for (const auto& input : inputs) {
+CorpusFiles::CorpusFiles(std::vector<std::string> inputs) : inputs_(std::move(inputs)) {}
+
+void CorpusFiles::push_directory(const std::string& dir) {
+  Level level;
+  level.dir = dir;
+  std::error_code ec;
+  fs::directory_iterator it(dir, fs::directory_options::none, ec), end;
+  LLM_REQUIRE(!ec, "--input ", listing_, ": cannot list directory ", dir, " (", ec.message(), ")");
+  for (; it != end; it.increment(ec)) {
+    LLM_REQUIRE(!ec, "--input ", listing_, ": cannot list directory ", dir, " (", ec.message(),
+                ")");
+    std::string name = it->path().filename().string();
+    if (is_hidden(name)) continue;
+    std::error_code type_ec;
+    // A real directory is walked; a symbolic link to one is not (as a recursive listing that
+    // does not follow links); a regular file, or a link to one, is read.
+    const bool is_dir = it->is_directory(type_ec) && !it->is_symlink(type_ec);
+    if (!is_dir && !it->is_regular_file(type_ec)) continue;
+    // Sorting the names of directories with a '/' after them orders the walk as sorting the
+    // full paths would: "a/x" comes after "a.txt" ('/' > '.') and before "a0".
+    if (is_dir) name += '/';
+    level.names.push_back(std::move(name));
+  }
+  LLM_REQUIRE(!ec, "--input ", listing_, ": cannot list directory ", dir, " (", ec.message(), ")");
+  std::sort(level.names.begin(), level.names.end());
+  stack_.push_back(std::move(level));
+}
+
+bool CorpusFiles::next(std::string* path) {
+  while (true) {
+    while (!stack_.empty()) {
+      Level& top = stack_.back();
+      if (top.next == top.names.size()) {
+        stack_.pop_back();
+        continue;
+      }
+      std::string& name = top.names[top.next++];
+      const bool is_dir = name.back() == '/';
+      if (is_dir) name.pop_back();
+      // As a directory listing names its entries: the directory as given, then the name.
+      std::string full = (fs::path(top.dir) / name).string();
+      std::string().swap(name);  // walked: its memory is not needed any more
+      if (!is_dir) {
+        *path = std::move(full);
+        return true;
+      }
+      push_directory(full);
+    }
+    if (input_ == inputs_.size()) return false;
+    const std::string& input = inputs_[input_++];
     if (input == "-") {
-      files.push_back(input);
-      continue;
+      *path = input;
+      return true;
     }
     std::error_code ec;
     fs::file_status st = fs::status(input, ec);
     LLM_REQUIRE(!ec && fs::exists(st), "--input ", input, ": no such file or directory");
     if (fs::is_directory(st)) {
-      std::vector<std::string> found;
-      fs::recursive_directory_iterator it(input, fs::directory_options::none, ec), end;
-      LLM_REQUIRE(!ec, "--input ", input, ": cannot list directory (", ec.message(), ")");
-      for (; it != end; it.increment(ec)) {
-        LLM_REQUIRE(!ec, "--input ", input, ": cannot list directory (", ec.message(), ")");
-        if (is_hidden(it->path())) {
-          if (it->is_directory()) it.disable_recursion_pending();
-          continue;
-        }
-        if (it->is_regular_file()) found.push_back(it->path().string());
-      }
-      LLM_REQUIRE(!ec, "--input ", input, ": cannot list directory (", ec.message(), ")");
-      std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
-    } else {
-      LLM_REQUIRE(fs::is_regular_file(st), "--input ", input, ": not a regular file or directory");
-      files.push_back(input);
+      listing_ = input;
+      push_directory(input);
+      continue;
     }
+    LLM_REQUIRE(fs::is_regular_file(st), "--input ", input, ": not a regular file or directory");
+    *path = input;
+    return true;
   }
-  return files;
 }
 
-std::vector<Document> corpus_read(const std::vector<std::string>& files,
-                                  std::istream& stdin_stream) {
-  std::vector<Document> docs;
-  docs.reserve(files.size());
-  for (const auto& path : files) {
-    Document d;
-    d.source = path;
-    std::ostringstream buf;
-    if (path == "-") {
-      buf << stdin_stream.rdbuf();
-      LLM_REQUIRE(!stdin_stream.bad(), "--input -: error reading standard input");
-    } else {
-      std::ifstream f(path, std::ios::binary);
-      LLM_REQUIRE(f, "--input ", path, ": cannot open for reading (permissions?)");
-      // An empty file makes operator<< set failbit on `buf`; only a read error on `f` matters.
-      if (f.peek() != std::ifstream::traits_type::eof()) buf << f.rdbuf();
-      LLM_REQUIRE(!f.bad(), "--input ", path, ": read error");
-    }
-    d.text = buf.str();
-    docs.push_back(std::move(d));
+std::vector<std::string> corpus_list_files(const std::vector<std::string>& inputs) {
+  CorpusFiles files(inputs);
+  std::vector<std::string> out;
+  std::string path;
+  while (files.next(&path)) out.push_back(path);
+  return out;
+}
+
+InputFile::InputFile(const std::string& path, const std::string& name) : name_(name) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  LLM_REQUIRE(fd_ >= 0, "--input ", name, ": cannot open for reading (", std::strerror(errno), ")");
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fail(error_message("--input ", name, ": cannot stat (", std::strerror(err), ")"));
   }
-  return docs;
+  size_ = static_cast<uint64_t>(st.st_size);
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+size_t InputFile::read_at(uint64_t offset, char* buf, size_t n) const {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd_, buf + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    LLM_REQUIRE(got >= 0, "--input ", name_, ": read error (", std::strerror(errno), ")");
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
+void corpus_spool_stdin(std::istream& in, const std::string& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  LLM_REQUIRE(out, "cannot create ", path, " (to hold standard input)");
+  std::vector<char> buf(size_t{1} << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    out.write(buf.data(), in.gcount());
+  }
+  LLM_REQUIRE(!in.bad(), "--input -: error reading standard input");
+  out.close();
+  LLM_REQUIRE(out, "error while writing ", path, " (disk full?)");
 }
 
 size_t corpus_split_point(std::string_view text, double val_fraction) {
-  const size_t n = text.size();
-  if (n == 0 || val_fraction <= 0.0) return n;
-  const size_t want_val = static_cast<size_t>(std::llround(static_cast<double>(n) * val_fraction));
-  if (want_val == 0) return n;
-  const size_t cut = want_val >= n ? 0 : n - want_val;
-  const size_t tolerance = std::max<size_t>(want_val / 4, 1);
+  return static_cast<size_t>(
+      split_point(text.size(), val_fraction, [&](uint64_t offset, char* buf, size_t n) {
+        if (offset >= text.size()) return size_t{0};
+        const size_t got = std::min<size_t>(n, text.size() - offset);
+        std::memcpy(buf, text.data() + offset, got);
+        return got;
+      }));
+}
 
-  // Nearest line start p (text[p-1] == '\n') with 0 < p < n, on either side of the cut.
-  size_t best = std::string_view::npos;
-  if (cut > 0) {
-    size_t nl = text.rfind('\n', cut - 1);
-    if (nl != std::string_view::npos && nl + 1 < n && cut - (nl + 1) <= tolerance) best = nl + 1;
-  }
-  size_t nl = text.find('\n', cut);
-  if (nl != std::string_view::npos && nl + 1 < n && nl + 1 - cut <= tolerance &&
-      (best == std::string_view::npos || nl + 1 - cut < cut - best)) {
-    best = nl + 1;
-  }
-  if (best != std::string_view::npos) return best;
-
-  // No line boundary close enough: cut inside the line, but never inside a UTF-8 character.
-  size_t p = cut;
-  while (p > 0 && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
-  return p;
+uint64_t corpus_split_point(const InputFile& file, double val_fraction) {
+  return split_point(file.size(), val_fraction, [&](uint64_t offset, char* buf, size_t n) {
+    return file.read_at(offset, buf, n);
+  });
 }
 
 }  // namespace ledgerlm

@@ -1,33 +1,79 @@
-// Reading a raw text corpus and splitting each document into train and val parts.
-// A document is one input file (or all of stdin for "-").
+// The raw text corpus of `prepare`: its files, read in bounded memory, and the per-document
+// train/val split. A document is one input file (or all of stdin for "-", which prepare first
+// copies to a file in its temporary output directory so it can be read like any other).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ledgerlm {
 
-struct Document {
-  std::string source;  // path as found, or "-" for stdin
-  std::string text;
+// The --input values expanded into the files to read, one at a time, in order: a file as is, a
+// directory as all regular files below it sorted by path (entries whose name starts with '.' are
+// skipped, so .git and editor droppings stay out; symbolic links to files are read, those to
+// directories are not followed), "-" as itself. The order is that of sorting the full paths as
+// byte strings; it is produced by walking the tree depth first with each directory's entries
+// sorted, so memory holds the entries of the directories on the current path, never the whole
+// listing (a directory of a million files: its million names, about 40 bytes each plus the
+// names' length past 15 bytes).
+class CorpusFiles {
+ public:
+  explicit CorpusFiles(std::vector<std::string> inputs);
+  // The next file; false when there are no more. Throws Error for an input that does not exist
+  // or a directory that cannot be listed.
+  bool next(std::string* path);
+
+ private:
+  struct Level {
+    std::string dir;
+    // Names in order, a directory's with a '/' after it (which also sorts them right).
+    std::vector<std::string> names;
+    size_t next = 0;
+  };
+  void push_directory(const std::string& dir);
+
+  std::vector<std::string> inputs_;
+  size_t input_ = 0;
+  std::string listing_;  // the --input value being listed, for errors
+  std::vector<Level> stack_;
 };
 
-// Expands --input values into the list of files to read, in order: a file as is, a directory as
-// all regular files below it sorted by path (entries whose name starts with '.' are skipped, so
-// .git and editor droppings stay out), "-" as itself. Throws Error for a path that does not exist.
+// All of CorpusFiles at once (tests).
 std::vector<std::string> corpus_list_files(const std::vector<std::string>& inputs);
 
-// Reads every listed file ("-" reads `stdin_stream`). Throws Error naming an unreadable file.
-std::vector<Document> corpus_read(const std::vector<std::string>& files,
-                                  std::istream& stdin_stream);
+// A source file opened for reading. `name` is how errors and meta.json call it (the path as found,
+// or "-" for stdin's copy at `path`).
+class InputFile {
+ public:
+  InputFile(const std::string& path, const std::string& name);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  uint64_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+  // Reads up to n bytes at `offset` (fewer only at the end of the file). Throws Error naming
+  // the file on a read error.
+  size_t read_at(uint64_t offset, char* buf, size_t n) const;
 
-// Byte offset where the val part of `text` begins: the last `val_fraction` of the bytes, moved to
+ private:
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::string name_;
+};
+
+// Copies `in` (standard input) to the file `path`; throws Error on a read or write error.
+void corpus_spool_stdin(std::istream& in, const std::string& path);
+
+// Byte offset where the val part of a text begins: the last `val_fraction` of the bytes, moved to
 // the nearest line start when one lies within a quarter of the val length of the exact cut, and
-// otherwise to a UTF-8 character boundary. Returns text.size() (no val) when val_fraction is 0 or
-// the val part would round to zero bytes.
+// otherwise to a UTF-8 character boundary. Returns the size (no val) when val_fraction is 0 or the
+// val part would round to zero bytes. The file form reads only the bytes around the cut.
 size_t corpus_split_point(std::string_view text, double val_fraction);
+uint64_t corpus_split_point(const InputFile& file, double val_fraction);
 
 }  // namespace ledgerlm

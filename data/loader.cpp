@@ -123,6 +123,18 @@ void DataLoader::batch_at(int64_t step, int64_t micro, int32_t* inputs, int32_t*
   }
 }
 
+void DataLoader::read_first(int64_t step, int64_t val_seq, int64_t val_max) const {
+  std::vector<int32_t> inputs(static_cast<size_t>(config_.micro_batch * config_.seq));
+  std::vector<int32_t> targets(inputs.size());
+  for (int64_t micro = 0; micro < config_.accum; ++micro)
+    batch_at(step, micro, inputs.data(), targets.data());
+  if (val_max <= 0) return;
+  inputs.resize(static_cast<size_t>(val_seq));
+  targets.resize(inputs.size());
+  for (int64_t start : val_windows(val_seq, val_max))
+    val_window_fill(start, val_seq, inputs.data(), targets.data());
+}
+
 std::vector<int64_t> DataLoader::val_windows(int64_t seq, int64_t max_windows) const {
   LLM_REQUIRE(seq >= 1, "val windows: seq ", seq, " must be >= 1");
   const int64_t n = val_.size();

@@ -73,6 +73,11 @@ class DataLoader {
   void val_window_fill(int64_t start, int64_t seq, int32_t* inputs, int32_t* targets) const {
     window_fill(val_, start, seq, inputs, targets);
   }
+  // Reads what a run starting at `step` reads first: this rank's windows of that step and, when
+  // val_max > 0, the val windows of (val_seq, val_max). The shards' blocks are verified on first
+  // read (shard.h), so damage there is reported before a run creates anything, rather than at
+  // its first step.
+  void read_first(int64_t step, int64_t val_seq, int64_t val_max) const;
 
  private:
   void init();

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -37,6 +38,14 @@ MappedFile::MappedFile(const std::string& path) {
   } else {
     ::close(fd);
   }
+}
+
+void MappedFile::will_need(size_t offset, size_t bytes) const {
+  if (data_ == nullptr || offset >= size_) return;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page;
+  const size_t end = std::min(size_, offset + bytes);
+  ::madvise(static_cast<char*>(data_) + begin, end - begin, MADV_WILLNEED);
 }
 
 MappedFile::~MappedFile() {

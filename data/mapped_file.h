@@ -21,6 +21,9 @@ class MappedFile {
 
   const char* data() const { return static_cast<const char*>(data_); }
   size_t size() const { return size_; }
+  // Asks the kernel to read [offset, offset + bytes) ahead: the mapping is advised MADV_RANDOM
+  // (windows), so a reader about to scan a whole range (a checksum block) says so.
+  void will_need(size_t offset, size_t bytes) const;
 
  private:
   void release();

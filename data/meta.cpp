@@ -64,12 +64,14 @@ DataSplitInfo split_from_json(const json& obj, const std::string& name, const st
 
 }  // namespace
 
+std::string meta_source_line(const DataSource& s) {
+  return json{{"path", s.path}, {"bytes", s.bytes}, {"sha256", s.sha256}}.dump() + "\n";
+}
+
 void meta_write(const std::string& path, const DataMeta& meta) {
-  json sources = json::array();
-  for (const auto& s : meta.sources) {
-    sources.push_back({{"path", s.path}, {"bytes", s.bytes}, {"sha256", s.sha256}});
-  }
-  json j = {{"format_version", meta.format_version},
+  json sources = {
+      {"files", meta.sources.files}, {"bytes", meta.sources.bytes}, {"list", kSourcesFile}};
+  json j = {{"format_version", kDataFormatVersion},
             {"tokenizer", meta.tokenizer},
             {"vocab_size", meta.vocab_size},
             {"eot_id", meta.eot_id},
@@ -99,8 +101,9 @@ DataMeta meta_read(const std::string& dir) {
   LLM_REQUIRE(j.is_object(), file, ": expected a JSON object");
   DataMeta m;
   m.format_version = get_key<int>(j, "format_version", file);
-  LLM_REQUIRE(m.format_version == kDataFormatVersion, file, ": format_version ", m.format_version,
-              " is not supported (expected ", kDataFormatVersion, ")");
+  LLM_REQUIRE(m.format_version == 1 || m.format_version == kDataFormatVersion, file,
+              ": format_version ", m.format_version, " is not supported (expected 1 or ",
+              kDataFormatVersion, ")");
   m.tokenizer = get_key<std::string>(j, "tokenizer", file);
   LLM_REQUIRE(m.tokenizer == "bpe" || m.tokenizer == "bytes" || m.tokenizer == "hf-bpe", file,
               ": tokenizer '", m.tokenizer, "' is unknown (expected bpe, bytes or hf-bpe)");
@@ -114,14 +117,22 @@ DataMeta meta_read(const std::string& dir) {
   m.seed = get_key<uint64_t>(j, "seed", file);
   m.train = split_from_json(j, "train", file);
   m.val = split_from_json(j, "val", file);
-  LLM_REQUIRE(j.contains("sources") && j.at("sources").is_array(), file,
-              ": missing array 'sources'");
-  for (const auto& s : j.at("sources")) {
-    DataSource src;
-    src.path = get_key<std::string>(s, "path", file + " sources[]");
-    src.bytes = get_key<int64_t>(s, "bytes", file + " sources[]");
-    src.sha256 = get_key<std::string>(s, "sha256", file + " sources[]");
-    m.sources.push_back(std::move(src));
+  if (m.format_version == 1) {
+    LLM_REQUIRE(j.contains("sources") && j.at("sources").is_array(), file,
+                ": missing array 'sources'");
+    for (const auto& s : j.at("sources")) {
+      get_key<std::string>(s, "path", file + " sources[]");
+      get_key<std::string>(s, "sha256", file + " sources[]");
+      m.sources.files += 1;
+      m.sources.bytes += get_key<int64_t>(s, "bytes", file + " sources[]");
+    }
+  } else {
+    LLM_REQUIRE(j.contains("sources") && j.at("sources").is_object(), file,
+                ": missing object 'sources'");
+    m.sources.files = get_key<int64_t>(j.at("sources"), "files", file + " sources");
+    m.sources.bytes = get_key<int64_t>(j.at("sources"), "bytes", file + " sources");
+    LLM_REQUIRE(m.sources.files >= 0 && m.sources.bytes >= 0, file,
+                ": negative count in 'sources'");
   }
   return m;
 }

@@ -1,6 +1,12 @@
 // meta.json of a prepared data directory: which tokenizer, vocab size, eot id, token and byte
-// counts per split (bytes of UTF-8 text, for bits-per-byte), and the source files with their
-// sha256. Written by data_prepare(), read by the loader, the tokenizer factory and the trainer.
+// counts per split (bytes of UTF-8 text, for bits-per-byte), and how many source files (bytes)
+// it was made from. Written by data_prepare(), read by the loader, the tokenizer factory and the
+// trainer. The source files themselves, each with its sha256, are listed in sources.jsonl next to
+// it, one JSON object per line, so that a corpus of millions of files keeps meta.json small.
+//
+// Format 2 (written now); format 1 (an inline "sources" array of those objects, token shards
+// without checksums) is still read, so that `prepare --tokenizer from:DIR` can reuse an older
+// directory's tokenizer when rebuilding it.
 #pragma once
 
 #include <cstdint>
@@ -9,13 +15,22 @@
 
 namespace ledgerlm {
 
-inline constexpr int kDataFormatVersion = 1;
+inline constexpr int kDataFormatVersion = 2;
+inline constexpr const char* kSourcesFile = "sources.jsonl";
 
 struct DataSource {
   std::string path;  // as given on the command line (or found under a directory); "-" is stdin
   int64_t bytes = 0;
   std::string sha256;
 };
+
+struct DataSourcesInfo {
+  int64_t files = 0;
+  int64_t bytes = 0;
+};
+
+// One line of sources.jsonl (with its newline).
+std::string meta_source_line(const DataSource& source);
 
 struct DataSplitInfo {
   int64_t tokens = 0;     // tokens in the shard, including one eot per document part
@@ -33,7 +48,7 @@ struct DataMeta {
   uint64_t seed = 0;
   DataSplitInfo train;
   DataSplitInfo val;
-  std::vector<DataSource> sources;
+  DataSourcesInfo sources;
 };
 
 // Writes `meta` as pretty JSON to `path` (plain write: callers build in a temp directory).

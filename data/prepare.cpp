@@ -1,10 +1,12 @@
-// data_prepare(): read, split, train/choose the tokenizer, encode, write, publish atomically.
+// data_prepare(): check the options and the output, choose or train the tokenizer (on a bounded
+// sample), run the encoding pass (prepare_encode.h), write meta.json, publish atomically.
 #include "data/prepare.h"
 
 #include <fcntl.h>
 #include <stdio.h>  // renameat2
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -14,8 +16,10 @@
 #include <iostream>
 #include <memory>
 
+#include "data/bpe_sample.h"
 #include "data/corpus.h"
-#include "data/sha256.h"
+#include "data/encode_pool.h"
+#include "data/prepare_encode.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/base/check.h"
@@ -89,6 +93,11 @@ void PrepareOptions::validate() const {
     LLM_REQUIRE(vocab_size >= 260 && vocab_size <= (int64_t{1} << 30), "--vocab-size ", vocab_size,
                 " is out of range for bpe (expected 260 .. 2^30)");
   }
+  LLM_REQUIRE(threads >= 0 && threads <= 4096, "--threads ", threads,
+              " is out of range (expected 0 for every core, or 1 .. 4096)");
+  LLM_REQUIRE(bpe_sample_bytes > 0, "--bpe-sample-mb must be > 0");
+  LLM_REQUIRE(chunk_bytes >= 1 && chunk_bytes <= (uint64_t{1} << 30), "chunk size ", chunk_bytes,
+              " is out of range (expected 1 .. 2^30 bytes)");
 }
 
 PrepareSummary data_prepare(const PrepareOptions& options) {
@@ -119,98 +128,11 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
     tok = tokenizer_load(data);
     say(error_message("reusing the ", tok->name(), " tokenizer of ", data, ", vocab ",
                       tok->vocab_size(), ", eot id ", tok->eot_id()));
-  }
-
-  // Read and fingerprint the corpus.
-  std::vector<std::string> files = corpus_list_files(options.inputs);
-  LLM_REQUIRE(!files.empty(), "--input: no files found in ", options.inputs.front(),
-              " (empty corpus)");
-  std::vector<Document> docs =
-      corpus_read(files, options.stdin_stream ? *options.stdin_stream : std::cin);
-  DataMeta meta;
-  int64_t total_bytes = 0;
-  for (const auto& d : docs) {
-    meta.sources.push_back({d.source, static_cast<int64_t>(d.text.size()), sha256_hex(d.text)});
-    total_bytes += static_cast<int64_t>(d.text.size());
-    if ((tok ? tok->name() : options.tokenizer) != "bytes") {
-      size_t bad = 0;
-      LLM_REQUIRE(utf8_is_valid(d.text, &bad), "--input ", d.source,
-                  ": not valid UTF-8 text (bad byte at offset ", bad,
-                  "); use --tokenizer bytes for binary data");
-    }
-  }
-  LLM_REQUIRE(total_bytes > 0, "--input: the corpus is empty (", files.size(),
-              " file(s), 0 bytes)");
-  say(error_message("read ", docs.size(), " document(s), ", total_bytes, " bytes"));
-
-  // Split every document: train = head, val = tail.
-  std::vector<std::string_view> train_parts, val_parts;
-  for (const auto& d : docs) {
-    std::string_view text = d.text;
-    size_t cut = corpus_split_point(text, options.val_fraction);
-    if (cut > 0) train_parts.push_back(text.substr(0, cut));
-    if (cut < text.size()) val_parts.push_back(text.substr(cut));
-  }
-  LLM_REQUIRE(!train_parts.empty(), "--input: no training text left after taking --val-fraction ",
-              options.val_fraction, " for validation");
-
-  // Tokenizer: bytes, or bpe trained on the train parts only (hf:SRC was read before the corpus).
-  if (options.tokenizer == "bytes") {
+  } else if (options.tokenizer == "bytes") {
     tok = tokenizer_make_bytes();
-  } else if (!tok) {
-    auto t = std::chrono::steady_clock::now();
-    say(error_message("training bpe tokenizer, vocab ", options.vocab_size));
-    tok = tokenizer_train_bpe(train_parts, options.vocab_size, options.seed);
-    char line[128];
-    std::snprintf(line, sizeof(line), "trained bpe tokenizer in %.1f s, vocab %lld",
-                  seconds_since(t), static_cast<long long>(tok->vocab_size()));
-    say(line);
   }
 
-  // Encode each split, one eot after every document part.
-  auto encode_split = [&](const std::vector<std::string_view>& parts, DataSplitInfo* info) {
-    std::vector<int32_t> tokens;
-    for (auto part : parts) {
-      std::vector<int32_t> ids = tok->encode(part);
-      tokens.insert(tokens.end(), ids.begin(), ids.end());
-      tokens.push_back(tok->eot_id());
-      info->bytes += static_cast<int64_t>(part.size());
-      info->documents += 1;
-    }
-    info->tokens = static_cast<int64_t>(tokens.size());
-    return tokens;
-  };
-  const auto t_encode = std::chrono::steady_clock::now();
-  std::vector<int32_t> train_tokens = encode_split(train_parts, &meta.train);
-  std::vector<int32_t> val_tokens = encode_split(val_parts, &meta.val);
-  {
-    // The encoder's speed, on one thread (scripts/bench/bench_tokenizer.sh reads this line).
-    const double s = seconds_since(t_encode);
-    const double mb = static_cast<double>(meta.train.bytes + meta.val.bytes) / 1e6;
-    char line[128];
-    std::snprintf(line, sizeof(line), "encoded %.2f MB in %.3f s (%.2f MB/s, 1 thread)", mb, s,
-                  s > 0 ? mb / s : 0.0);
-    say(line);
-  }
-  {
-    char line[192];
-    std::snprintf(line, sizeof(line),
-                  "train %lld tokens (%lld bytes, %.2f bytes/token), val %lld tokens (%lld bytes)",
-                  static_cast<long long>(meta.train.tokens),
-                  static_cast<long long>(meta.train.bytes),
-                  static_cast<double>(meta.train.bytes) / static_cast<double>(meta.train.tokens),
-                  static_cast<long long>(meta.val.tokens), static_cast<long long>(meta.val.bytes));
-    say(line);
-  }
-
-  meta.tokenizer = tok->name();
-  meta.vocab_size = tok->vocab_size();
-  meta.eot_id = tok->eot_id();
-  meta.token_width = shard_token_width(meta.vocab_size);
-  meta.val_fraction = options.val_fraction;
-  meta.seed = options.seed;
-
-  // Build everything in a sibling temp dir, then publish it with one rename.
+  // Everything is built in a sibling temp dir, then published with one rename.
   std::string templ = out + ".tmp-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
@@ -222,8 +144,95 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   mode_t mask = ::umask(0);
   ::umask(mask);
   ::chmod(tmp.c_str(), 0777 & ~mask);
-  shard_write((fs::path(tmp) / "train.bin").string(), train_tokens, meta.vocab_size);
-  shard_write((fs::path(tmp) / "val.bin").string(), val_tokens, meta.vocab_size);
+
+  // Standard input is copied to a file first, so that it is read like any other document.
+  std::string stdin_copy;
+  if (std::find(options.inputs.begin(), options.inputs.end(), "-") != options.inputs.end()) {
+    stdin_copy = (fs::path(tmp) / ".stdin").string();
+    corpus_spool_stdin(options.stdin_stream ? *options.stdin_stream : std::cin, stdin_copy);
+  }
+
+  // bpe: trained on the train parts only, at most bpe_sample_bytes of them.
+  if (!tok) {
+    int64_t files = 0, bytes = 0;
+    const DocumentWalk walk = [&](const TrainPartVisitor& visit) {
+      files = bytes = 0;
+      CorpusFiles corpus(options.inputs);
+      std::string path;
+      while (corpus.next(&path)) {
+        const InputFile file(prepare_open_path(path, stdin_copy), path);
+        files += 1;
+        bytes += static_cast<int64_t>(file.size());
+        visit(file, corpus_split_point(file, options.val_fraction));
+      }
+    };
+    const BpeSample sample = bpe_sample(walk, options.bpe_sample_bytes);
+    LLM_REQUIRE(files > 0, "--input: no files found in ", options.inputs.front(),
+                " (empty corpus)");
+    LLM_REQUIRE(bytes > 0, "--input: the corpus is empty (", files, " file(s), 0 bytes)");
+    LLM_REQUIRE(sample.train_bytes > 0,
+                "--input: no training text left after taking --val-fraction ", options.val_fraction,
+                " for validation");
+    auto t = std::chrono::steady_clock::now();
+    say(error_message("training bpe tokenizer, vocab ", options.vocab_size, ", on ",
+                      sample.whole ? "all " : "a sample of ", sample.text.size(), " bytes",
+                      sample.whole ? ""
+                                   : error_message(" of the ", sample.train_bytes,
+                                                   " bytes of training text (--bpe-sample-mb ",
+                                                   options.bpe_sample_bytes / 1'000'000, ")")));
+    tok = tokenizer_train_bpe(sample.parts, options.vocab_size, options.seed);
+    char line[128];
+    std::snprintf(line, sizeof(line), "trained bpe tokenizer in %.1f s, vocab %lld",
+                  seconds_since(t), static_cast<long long>(tok->vocab_size()));
+    say(line);
+  }
+
+  EncodePassOptions pass_options;
+  pass_options.inputs = options.inputs;
+  pass_options.val_fraction = options.val_fraction;
+  pass_options.threads = options.threads > 0 ? options.threads : encode_default_threads();
+  pass_options.chunk_bytes = options.chunk_bytes;
+  const EncodePassResult pass = prepare_encode_corpus(pass_options, *tok, stdin_copy, tmp);
+  LLM_REQUIRE(pass.sources.files > 0, "--input: no files found in ", options.inputs.front(),
+              " (empty corpus)");
+  LLM_REQUIRE(pass.sources.bytes > 0, "--input: the corpus is empty (", pass.sources.files,
+              " file(s), 0 bytes)");
+  LLM_REQUIRE(pass.train.documents > 0,
+              "--input: no training text left after taking --val-fraction ", options.val_fraction,
+              " for validation");
+  if (!stdin_copy.empty()) fs::remove(stdin_copy);
+
+  DataMeta meta;
+  meta.tokenizer = tok->name();
+  meta.vocab_size = tok->vocab_size();
+  meta.eot_id = tok->eot_id();
+  meta.token_width = shard_token_width(meta.vocab_size);
+  meta.val_fraction = options.val_fraction;
+  meta.seed = options.seed;
+  meta.train = pass.train;
+  meta.val = pass.val;
+  meta.sources = pass.sources;
+  {
+    const double mb = static_cast<double>(meta.train.bytes + meta.val.bytes) / 1e6;
+    char line[160];
+    std::snprintf(line, sizeof(line), "encoded %.2f MB in %.3f s (%.2f MB/s, %d thread%s)", mb,
+                  pass.seconds, pass.seconds > 0 ? mb / pass.seconds : 0.0, pass.threads,
+                  pass.threads == 1 ? "" : "s");
+    say(line);
+  }
+  {
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "%lld document(s), train %lld tokens (%lld bytes, %.2f bytes/token), val %lld "
+                  "tokens (%lld bytes)",
+                  static_cast<long long>(meta.sources.files),
+                  static_cast<long long>(meta.train.tokens),
+                  static_cast<long long>(meta.train.bytes),
+                  static_cast<double>(meta.train.bytes) / static_cast<double>(meta.train.tokens),
+                  static_cast<long long>(meta.val.tokens), static_cast<long long>(meta.val.bytes));
+    say(line);
+  }
+
   tok->save(tmp);
   meta_write((fs::path(tmp) / "meta.json").string(), meta);
   publish_dir(tmp, out);
@@ -233,6 +242,8 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   summary.out_dir = out;
   summary.meta = meta;
   summary.seconds = seconds_since(t0);
+  summary.encode_seconds = pass.seconds;
+  summary.threads = pass.threads;
   char line[128];
   std::snprintf(line, sizeof(line), "wrote %s in %.1f s", out.c_str(), summary.seconds);
   say(line);

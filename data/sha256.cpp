@@ -1,114 +1,44 @@
-// SHA-256 (FIPS 180-4): a straightforward block-at-a-time implementation. Speed is not critical
-// (it hashes each source file once during `prepare`), clarity is.
+// SHA-256 through OpenSSL's EVP digest interface (see sha256.h).
 #include "data/sha256.h"
 
-#include <cstring>
+#include <openssl/evp.h>
 
 #include "model/base/check.h"
 
 namespace ledgerlm {
-namespace {
 
-constexpr std::array<uint32_t, 64> kRound = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+struct Sha256::Context {
+  EVP_MD_CTX* md = nullptr;
+  ~Context() { EVP_MD_CTX_free(md); }
+};
 
-inline uint32_t rotr(uint32_t x, int n) {
-  return (x >> n) | (x << (32 - n));
+Sha256::Sha256() : ctx_(std::make_unique<Context>()) {
+  ctx_->md = EVP_MD_CTX_new();
+  LLM_ASSERT(ctx_->md != nullptr && EVP_DigestInit_ex(ctx_->md, EVP_sha256(), nullptr) == 1,
+             "OpenSSL: cannot start a SHA-256 digest");
 }
 
-}  // namespace
-
-Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-             0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
-
-void Sha256::compress(const uint8_t* block) {
-  std::array<uint32_t, 64> w;
-  for (int i = 0; i < 16; ++i) {
-    w[i] = (uint32_t{block[4 * i]} << 24) | (uint32_t{block[4 * i + 1]} << 16) |
-           (uint32_t{block[4 * i + 2]} << 8) | uint32_t{block[4 * i + 3]};
-  }
-  for (int i = 16; i < 64; ++i) {
-    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
-  for (int i = 0; i < 64; ++i) {
-    uint32_t s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
-    uint32_t ch = (e & f) ^ (~e & g);
-    uint32_t t1 = h + s1 + ch + kRound[i] + w[i];
-    uint32_t s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
-    uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-    uint32_t t2 = s0 + maj;
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
-}
+Sha256::~Sha256() = default;
 
 void Sha256::update(std::string_view bytes) {
   LLM_ASSERT(!finished_, "Sha256::update after hex_digest");
-  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-  size_t n = bytes.size();
-  total_bytes_ += n;
-  // Top up a partial block first, then hash whole blocks straight from the input.
-  if (block_len_ > 0) {
-    size_t take = std::min(n, 64 - block_len_);
-    std::memcpy(block_.data() + block_len_, p, take);
-    block_len_ += take;
-    p += take;
-    n -= take;
-    if (block_len_ < 64) return;
-    compress(block_.data());
-    block_len_ = 0;
-  }
-  for (; n >= 64; p += 64, n -= 64) compress(p);
-  std::memcpy(block_.data(), p, n);
-  block_len_ = n;
+  LLM_ASSERT(EVP_DigestUpdate(ctx_->md, bytes.data(), bytes.size()) == 1,
+             "OpenSSL: SHA-256 update failed");
 }
 
 std::string Sha256::hex_digest() {
   LLM_ASSERT(!finished_, "Sha256::hex_digest called twice");
-  // Padding: 0x80, zeros up to 56 mod 64, then the message length in bits, big-endian.
-  uint64_t bit_len = total_bytes_ * 8;
-  block_[block_len_++] = 0x80;
-  if (block_len_ > 56) {
-    std::memset(block_.data() + block_len_, 0, 64 - block_len_);
-    compress(block_.data());
-    block_len_ = 0;
-  }
-  std::memset(block_.data() + block_len_, 0, 56 - block_len_);
-  for (int i = 0; i < 8; ++i) block_[56 + i] = static_cast<uint8_t>(bit_len >> (56 - 8 * i));
-  compress(block_.data());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  LLM_ASSERT(EVP_DigestFinal_ex(ctx_->md, digest, &len) == 1 && len == 32,
+             "OpenSSL: SHA-256 final failed");
   finished_ = true;
-
   static const char* kHex = "0123456789abcdef";
   std::string out;
   out.reserve(64);
-  for (uint32_t word : state_) {
-    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(word >> shift) & 0xf]);
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 0xf]);
   }
   return out;
 }

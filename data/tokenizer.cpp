@@ -9,14 +9,32 @@
 namespace ledgerlm {
 namespace {
 
+void bytes_encode(std::string_view text, std::vector<int32_t>* out) {
+  const size_t at = out->size();
+  out->resize(at + text.size());
+  for (size_t i = 0; i < text.size(); ++i) (*out)[at + i] = static_cast<unsigned char>(text[i]);
+}
+
+class BytesEncoder final : public TokenEncoder {
+ public:
+  void encode(std::string_view text, std::vector<int32_t>* out) override {
+    bytes_encode(text, out);
+  }
+};
+
 // Byte b -> id b; id 256 is end-of-text. No training, nothing to save.
 class BytesTokenizer final : public Tokenizer {
  public:
   std::vector<int32_t> encode(std::string_view text) const override {
-    std::vector<int32_t> ids(text.size());
-    for (size_t i = 0; i < text.size(); ++i) ids[i] = static_cast<unsigned char>(text[i]);
+    std::vector<int32_t> ids;
+    bytes_encode(text, &ids);
     return ids;
   }
+  std::unique_ptr<TokenEncoder> make_encoder() const override {
+    return std::make_unique<BytesEncoder>();
+  }
+  bool safe_cut(std::string_view, size_t) const override { return true; }
+  size_t cut_context() const override { return 0; }
   std::string decode(std::span<const int32_t> ids) const override {
     std::string out;
     out.reserve(ids.size());

@@ -21,11 +21,36 @@ namespace ledgerlm {
 // How decode() renders the end-of-text token, and the name of the sentencepiece control symbol.
 inline constexpr const char* kEotText = "<|endoftext|>";
 
+// One thread's encoder, made by Tokenizer::make_encoder: the same ids as Tokenizer::encode, with
+// working state of its own (hf-bpe: its piece cache), so that `prepare` encodes on every core
+// without sharing anything. bpe and hf-bpe need valid UTF-8: the caller checks it first (prepare
+// names the file and offset of a bad byte).
+class TokenEncoder {
+ public:
+  virtual ~TokenEncoder() = default;
+  // Appends the ids of `text` to *out.
+  virtual void encode(std::string_view text, std::vector<int32_t>* out) = 0;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   // Token ids for `text`. Throws Error if the bpe tokenizer gets invalid UTF-8.
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  virtual std::unique_ptr<TokenEncoder> make_encoder() const = 0;
+  // Whether byte offset p (0 < p < text.size()) of a text is a safe place to cut it for encoding:
+  // encode(text) == encode(text[0, p)) followed by encode(text[p, end)), for any bytes beyond the
+  // cut_context() bytes on either side of p that the answer reads. `text` is a window of the
+  // document part being encoded that holds those bytes on both sides, or reaches the part's
+  // edge. The rules, per tokenizer:
+  //   bytes   everywhere;
+  //   bpe     after "\n", before "\n", and before a space that follows a non-space (sentencepiece
+  //           starts a word there: no piece spans it);
+  //   hf-bpe  before ASCII white space that follows a non-white-space character (GPT-2's
+  //           pre-tokenizer always ends a piece there), when no added token (<|endoftext|>) could
+  //           match across p.
+  virtual bool safe_cut(std::string_view text, size_t p) const = 0;
+  virtual size_t cut_context() const = 0;
   // Text for `ids`; eot ids are rendered as kEotText. Throws Error on an id outside the vocab.
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual int64_t vocab_size() const = 0;

@@ -9,7 +9,15 @@
 //   3. each piece is a run of bytes; starting from one token per byte, the adjacent pair with the
 //      lowest merge rank is merged (leftmost first among equal ranks) until no pair merges.
 // Step 3 is the slow one and text repeats its words, so the ids of each piece up to 256 bytes are
-// kept in a cache for the tokenizer's lifetime.
+// kept in a cache: the tokenizer's own for encode(), one per encoder (make_encoder) for the
+// threads of `prepare`.
+//
+// Safe cuts (Tokenizer::safe_cut): every piece of step 2 is a run of one class (letters, numbers,
+// other symbols) with at most one space in front, a contraction, or white space; so a piece always
+// ends where white space follows a non-white-space character, and the splitter, which keeps no
+// state but its position, finds the same pieces on either side when the text is cut there. An
+// added token matched across the cut would be split by it, so a cut that any added token's text
+// spans is not safe.
 // Decoding concatenates the bytes each id stands for (added tokens: their text), so
 // decode(encode(t)) == t for any valid UTF-8 t.
 #include <algorithm>
@@ -21,6 +29,7 @@
 #include "data/hf_bpe_files.h"
 #include "data/pretokenize_gpt2.h"
 #include "data/tokenizer.h"
+#include "data/unicode_classes.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -29,8 +38,11 @@ namespace {
 // Pieces longer than this are encoded every time: they rarely repeat, and caching them would let
 // one long line of CJK (a single piece) or digits fill memory.
 constexpr size_t kMaxCachedPiece = 256;
-// The cache is emptied when it holds this many ids (about 64 MiB of ids plus the keys).
+// The tokenizer's own cache is emptied when it holds this many ids (about 64 MiB of ids plus the
+// keys); an encoder's when it holds this many pieces (about 20 MiB with their keys and ids), so
+// that `prepare` stays in bounded memory on every core.
 constexpr size_t kMaxCachedIds = size_t{1} << 24;
+constexpr size_t kMaxEncoderPieces = size_t{1} << 18;
 
 struct StringHash {
   using is_transparent = void;
@@ -44,6 +56,7 @@ struct WordCache {
   };
   std::unordered_map<std::string, Span, StringHash, std::equal_to<>> spans;
   std::vector<int32_t> ids;
+  size_t max_pieces = SIZE_MAX;
 };
 
 // The working memory of one BPE merge loop, reused across pieces of one encode() call.
@@ -62,6 +75,41 @@ struct MergeScratch {
   std::vector<Symbol> symbols;
   std::vector<Candidate> heap;
 };
+
+class HfBpeTokenizer;
+
+class HfBpeEncoder final : public TokenEncoder {
+ public:
+  explicit HfBpeEncoder(const HfBpeTokenizer& tok) : tok_(tok) {
+    cache_.max_pieces = kMaxEncoderPieces;
+  }
+  void encode(std::string_view text, std::vector<int32_t>* out) override;
+
+ private:
+  const HfBpeTokenizer& tok_;
+  WordCache cache_;
+  MergeScratch scratch_;
+};
+
+// GPT-2's white space (the splitter's \s) at the code point that ends just before p, read
+// backwards from p over at most 4 bytes of valid UTF-8.
+bool white_space_before(std::string_view text, size_t p) {
+  size_t start = p - 1;
+  while (start > 0 && p - start < 4 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80)
+    --start;
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data()) + start;
+  const size_t len = p - start;
+  uint32_t cp = s[0];
+  if (len == 2) cp = ((s[0] & 0x1Fu) << 6) | (s[1] & 0x3Fu);
+  if (len == 3) cp = ((s[0] & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
+  if (len == 4)
+    cp = ((s[0] & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) | (s[3] & 0x3Fu);
+  return unicode_class(cp) == UnicodeClass::kSpace;
+}
+
+bool ascii_white_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
 
 class HfBpeTokenizer final : public Tokenizer {
  public:
@@ -82,7 +130,10 @@ class HfBpeTokenizer final : public Tokenizer {
     std::sort(added_.begin(), added_.end(), [](const HfAddedToken& a, const HfAddedToken& b) {
       return a.content.size() > b.content.size();  // the longest match is tried first
     });
-    for (const auto& a : added_) added_first_[static_cast<unsigned char>(a.content[0])] = true;
+    for (const auto& a : added_) {
+      added_first_[static_cast<unsigned char>(a.content[0])] = true;
+      max_added_ = std::max(max_added_, a.content.size());
+    }
   }
 
   std::vector<int32_t> encode(std::string_view text) const override {
@@ -97,6 +148,30 @@ class HfBpeTokenizer final : public Tokenizer {
     WordCache local;
     WordCache& cache = lock.owns_lock() ? cache_ : local;
     MergeScratch scratch;
+    encode_valid(text, cache, scratch, &out);
+    return out;
+  }
+
+  std::unique_ptr<TokenEncoder> make_encoder() const override {
+    return std::make_unique<HfBpeEncoder>(*this);
+  }
+
+  bool safe_cut(std::string_view text, size_t p) const override {
+    if (p == 0 || p >= text.size()) return true;
+    if (!ascii_white_space(text[p]) || white_space_before(text, p)) return false;
+    for (const auto& a : added_) {
+      const size_t n = a.content.size();
+      for (size_t s = p >= n - 1 ? p - (n - 1) : 0; s < p; ++s)
+        if (text.compare(s, n, a.content) == 0) return false;
+    }
+    return true;
+  }
+  // The code point before p (4 bytes) and any added token's text around p.
+  size_t cut_context() const override { return std::max<size_t>(4, max_added_); }
+
+  // encode() of valid UTF-8 with the given cache and scratch, appending to *out.
+  void encode_valid(std::string_view text, WordCache& cache, MergeScratch& scratch,
+                    std::vector<int32_t>* out) const {
     size_t segment = 0;
     for (size_t i = 0; i < text.size();) {
       const HfAddedToken* hit =
@@ -105,13 +180,12 @@ class HfBpeTokenizer final : public Tokenizer {
         ++i;
         continue;
       }
-      encode_segment(text.substr(segment, i - segment), cache, scratch, &out);
-      out.push_back(hit->id);
+      encode_segment(text.substr(segment, i - segment), cache, scratch, out);
+      out->push_back(hit->id);
       i += hit->content.size();
       segment = i;
     }
-    encode_segment(text.substr(segment), cache, scratch, &out);
-    return out;
+    encode_segment(text.substr(segment), cache, scratch, out);
   }
 
   std::string decode(std::span<const int32_t> ids) const override {
@@ -174,7 +248,7 @@ class HfBpeTokenizer final : public Tokenizer {
       }
       const size_t before = out->size();
       merge_piece(piece, scratch, out);
-      if (cache.ids.size() > kMaxCachedIds) {
+      if (cache.ids.size() > kMaxCachedIds || cache.spans.size() >= cache.max_pieces) {
         cache.spans.clear();
         cache.ids.clear();
       }
@@ -234,9 +308,14 @@ class HfBpeTokenizer final : public Tokenizer {
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> whole_;  // ignore_merges
   std::vector<HfAddedToken> added_;                                              // longest first
   bool added_first_[256] = {};  // bytes an added token can start with
+  size_t max_added_ = 0;        // the longest added token's length in bytes
   mutable std::mutex cache_mu_;
   mutable WordCache cache_;
 };
+
+void HfBpeEncoder::encode(std::string_view text, std::vector<int32_t>* out) {
+  tok_.encode_valid(text, cache_, scratch_, out);
+}
 
 }  // namespace
 

@@ -6,7 +6,9 @@
 #   scripts/prepare_default.sh        -> data_out/kjv.txt and data_out/kjv/{train,val}.bin, ...
 #
 # Idempotent: an existing data_out/kjv.txt of the expected size is reused, and an existing
-# data_out/kjv/meta.json means there is nothing to do. Environment:
+# data_out/kjv/meta.json means there is nothing to do (unless its token shards are of format 1,
+# without checksums: then it is rebuilt with its own tokenizer, giving the same tokens).
+# Environment:
 #   LEDGERLM_BIN       the ledgerlm binary (default: build/ledgerlm)
 #   LEDGERLM_DATA_OUT  output directory (default: data_out in the repository root)
 set -euo pipefail
@@ -19,11 +21,19 @@ text="$out/kjv.txt"
 data="$out/kjv"
 expected_bytes=4137850
 
+old_format=0
 if [[ -f "$data/meta.json" ]]; then
-  echo "prepare_default: $data already prepared (remove it to rebuild)"
-  exit 0
+  # Token shards of format 1 (no checksums, written before ledgerlm had them) are refused by
+  # train: rebuilt from the same text with the same tokenizer, which gives the same tokens.
+  if [[ "$(od -An -tu4 -j8 -N4 "$data/train.bin" 2>/dev/null | tr -d ' ')" == 1 ]]; then
+    echo "prepare_default: $data has token shards without checksums (format 1): rebuilding it"
+    old_format=1
+  else
+    echo "prepare_default: $data already prepared (remove it to rebuild)"
+    exit 0
+  fi
 fi
-if [[ -e "$data" ]]; then
+if [[ -e "$data" && $old_format == 0 ]]; then
   echo "prepare_default: error: $data exists but has no meta.json; remove it and rerun" >&2
   exit 1
 fi
@@ -55,5 +65,12 @@ fi
 if [[ ! -x "$bin" ]]; then
   echo "prepare_default: error: ledgerlm binary $bin not found (build it, or set LEDGERLM_BIN)" >&2
   exit 1
+fi
+if (( old_format )); then
+  rm -rf "$data.rebuild"
+  "$bin" prepare --input "$text" --tokenizer "from:$data" --val-fraction 0.1 --out "$data.rebuild"
+  rm -rf "$data"
+  mv "$data.rebuild" "$data"
+  exit 0
 fi
 "$bin" prepare --input "$text" --vocab-size 4096 --val-fraction 0.1 --out "$data"

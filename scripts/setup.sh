@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev libtomlplusplus-dev
   libsentencepiece-dev libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
-  libgtest-dev python3 python3-torch python3-numpy python3-scipy python3-matplotlib python3-protobuf bible-kjv
+  libgtest-dev libssl-dev python3 python3-torch python3-numpy python3-scipy python3-matplotlib python3-protobuf bible-kjv
   xz-utils bzip2 clang libclang-rt-14-dev ccache)  # clang + libFuzzer: scripts/fuzz.sh; python3-protobuf: the tests' TensorBoard reader
 missing=()
 for p in "${packages[@]}"; do

@@ -3,8 +3,9 @@
 # same text and the same tokenizer, in one run:
 #   1. trains a GPT-2-style byte-level BPE (vocabulary BENCH_VOCAB + <|endoftext|>) on the text
 #      with the tokenizers library;
-#   2. ledgerlm: `ledgerlm prepare --tokenizer hf:DIR --val-fraction 0`, whose "encoded ... MB/s"
-#      line times the encoder alone (one thread, a fresh process and word cache each time);
+#   2. ledgerlm: `ledgerlm prepare --tokenizer hf:DIR --val-fraction 0 --threads 1`, whose
+#      "encoded ... MB/s" line times the encoding pass (reading, SHA-256, encoding and writing
+#      the shard; one encoding thread, a fresh process and word cache each time);
 #   3. tokenizers: Tokenizer.encode(text) on one thread (RAYON_NUM_THREADS=1), and
 #      encode_batch(lines) on one thread and on every core, a freshly loaded tokenizer each time;
 #   4. checks that both gave the same ids for the whole text.
@@ -67,7 +68,7 @@ PY
 best_ours=0
 for ((i = 0; i < repeats; ++i)); do
   line=$("$bin" prepare --input "$text" --out "$work/out$i" --tokenizer "hf:$work/tok" \
-    --val-fraction 0 | grep "prepare: encoded")
+    --val-fraction 0 --threads 1 | grep "prepare: encoded")
   rate=$(sed -E 's/.*\(([0-9.]+) MB\/s.*/\1/' <<<"$line")
   best_ours=$(awk -v a="$best_ours" -v b="$rate" 'BEGIN { print (b > a) ? b : a }')
 done
@@ -89,7 +90,7 @@ for _ in range(repeats):
     best = max(best, mb / (time.perf_counter() - t0))
 print(f"tokenizers encode, 1 thread:         {best:.2f} MB/s")
 with open(shard, "rb") as f:
-    magic, _version, width, count = struct.unpack("<8sIIQ", f.read(24))
+    magic, _version, width, count, _block, _crc = struct.unpack("<8sIIQII", f.read(32))
     ours = list(struct.unpack(f"<{count}{'H' if width == 2 else 'i'}", f.read(count * width)))
 eot = tok.token_to_id("<|endoftext|>")
 same = ours == ids + [eot]

@@ -5,8 +5,9 @@ unigram and of a bigram model counted on the train split, the floor any trained 
 The bigram is smoothed towards the unigram (a Dirichlet prior of weight ALPHA: p(b | a) =
 (c(a, b) + ALPHA * p(b)) / (c(a) + ALPHA)), the unigram add-one smoothed. ALPHA is chosen on a
 dev split held out of train (its last 10%) from a grid of powers of ~3, then the counts are
-redone on the whole train split: val is never used to choose it. Reads meta.json (token_width) and the token shards train.bin / val.bin (a 24-byte
-header — magic "LLMTOKS1", version, width, token count — then little-endian token ids).
+redone on the whole train split: val is never used to choose it. Reads meta.json (token_width) and the token shards train.bin / val.bin (format 2: a 32-byte
+header — magic "LLMTOKS1", version, width, token count, checksum block size, header CRC — then
+little-endian token ids, then the checksum table, see data/shard.h).
 
 Usage: scripts/exp/bigram_baseline.py DATA_DIR [--alpha 1.0] [--json]
 """
@@ -23,9 +24,13 @@ def load(data: Path, split: str, width: int) -> np.ndarray:
     raw = (data / f"{split}.bin").read_bytes()
     if raw[:8] != b"LLMTOKS1":
         sys.exit(f"bigram_baseline: error: {data / split}.bin is not a ledgerlm token shard")
+    version = int.from_bytes(raw[8:12], "little")
+    if version != 2:
+        sys.exit(f"bigram_baseline: error: {data / split}.bin is format {version} (expected 2; "
+                 "re-run ledgerlm prepare)")
     count = int.from_bytes(raw[16:24], "little")
     dtype = {2: np.uint16, 4: np.uint32}[width]
-    return np.frombuffer(raw[24:], dtype=dtype, count=count).astype(np.int64)
+    return np.frombuffer(raw[32:], dtype=dtype, count=count).astype(np.int64)
 
 
 def main() -> int:

@@ -186,13 +186,14 @@ TEST_F(CliInputs, BadDataRefusedBeforeCreatingTheRun) {
   expect_one_line_error(cmd, {"meta.json", "vocab_size 300"});
   EXPECT_FALSE(fs::exists(out + "/r"));
   ASSERT_TRUE(write_file(data + "/meta.json", meta));
-  // A token outside the vocabulary deep in train.bin: found when the loader reads the shard.
+  // A token changed deep in train.bin (to one outside the vocabulary): its block fails its
+  // checksum when the start reads the first step's windows, before the run directory is made.
   const std::string shard = read_file(data + "/train.bin");
   std::string damaged = shard;
   damaged[damaged.size() - 10] = '\xff';
   damaged[damaged.size() - 9] = '\x7f';
   ASSERT_TRUE(write_file(data + "/train.bin", damaged));
-  expect_one_line_error(cmd, {"train.bin", "outside the vocab"});
+  expect_one_line_error(cmd, {"train.bin", "MiB block 0 of 1", "fails its CRC-32C checksum"});
   EXPECT_FALSE(fs::exists(out + "/r"));
   ASSERT_TRUE(write_file(data + "/train.bin", shard));
   CommandResult r = ledgerlm(cmd);

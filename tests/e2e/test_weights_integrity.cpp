@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
-#include "ckpt/checkpoint_crc.h"
 #include "ckpt/safetensors.h"
+#include "model/base/crc32c.h"
 #include "tests/support/resume_test_support.h"
 #include "tests/support/safetensors_test_support.h"
 #include "tests/support/test_util.h"
@@ -206,7 +206,7 @@ TEST_F(WeightsIntegrity, NonFiniteWeightsAreRefused) {
   ASSERT_EQ(pieces.size(), 1u);
   const testing::RawSafetensors raw = testing::raw_safetensors_read(model);
   const int64_t begin = raw.header["block.1.attn.proj.weight"]["data_offsets"][0];
-  pieces[0]["crc"] = ckpt_crc_text(ckpt_crc32c(raw.data.data() + begin, 32 * 32 * 4));
+  pieces[0]["crc"] = crc32c_text(crc32c(raw.data.data() + begin, 32 * 32 * 4));
   meta[kCheckpointMetaChecksumKey] = checkpoint_meta_checksum(meta);
   ASSERT_TRUE(testing::write_file(ckpt + "/meta.json", meta.dump(1)));
   expect_init_from_refused(

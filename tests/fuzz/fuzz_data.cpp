@@ -1,10 +1,12 @@
 // Fuzz target: a prepared data directory as `ledgerlm train` checks it (data/data_check.h) —
-// meta.json (types, ranges, the tokenizer it names, vocab and eot) and the headers of both token
-// shards against it — and then both shards loaded with every token checked against the vocab
-// (data/shard.h). An input packs meta.json, train.bin and val.bin separated by
-// fuzz::kPartSeparator. The bpe tokenizer's model file is not part of it (sentencepiece is not
-// instrumented; tests/unit/data/test_data_tokenizer_damaged.cpp feeds it damaged models instead).
-// Accepted: the directory passed every check and both shards loaded.
+// meta.json (types, ranges, the tokenizer it names, vocab and eot; format 1 and 2) and the headers
+// of both token shards against it: magic, version, width, count, checksum block size, the
+// checksum table and the CRC over header and table — and then both shards loaded and every block
+// read, each verified against its CRC-32C and every token against the vocab (data/shard.h). An
+// input packs meta.json, train.bin and val.bin separated by fuzz::kPartSeparator. The bpe
+// tokenizer's model file is not part of it (sentencepiece is not instrumented;
+// tests/unit/data/test_data_tokenizer_damaged.cpp feeds it damaged models instead). Accepted: the
+// directory passed every check and every block of both shards verified.
 #include <cstdint>
 #include <string>
 
@@ -32,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const char* shard : {"train.bin", "val.bin"}) {
       TokenArray tokens = shard_load(scratch.dir() + "/" + shard, nullptr, checked.meta.vocab_size);
       if (tokens.size() > 0) tokens.at(tokens.size() - 1);
+      tokens.verify_all();
     }
     stats.accept();
   } catch (const Error&) {

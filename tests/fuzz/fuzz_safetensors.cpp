@@ -21,9 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "ckpt/checkpoint_crc.h"
 #include "ckpt/safetensors.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {
@@ -73,7 +73,7 @@ void check_checksum_property(const fuzz::Scratch& scratch, const SafeTensorsFile
       if (!e.empty()) violated("the intact rewrite is refused: " + e);
       if (got != bytes[static_cast<size_t>(&orig - tensors.data())])
         violated("tensor '" + t.name + "' reads back other bytes");
-      if (ckpt_crc32c(got.data(), got.size()) != t.crc32c)
+      if (crc32c(got.data(), got.size()) != t.crc32c)
         violated("tensor '" + t.name + "' has a checksum that is not its CRC-32C");
       data_bytes += t.bytes;
     }
@@ -142,6 +142,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Rejected with a message: the expected outcome for damaged input.
     return 0;
   }
-  check_checksum_property(scratch, *opened, bytes, ckpt_crc32c(data, size));
+  check_checksum_property(scratch, *opened, bytes, crc32c(data, size));
   return 0;
 }

@@ -165,11 +165,19 @@ void data_seeds(const std::string& out) {
   meta.seed = 1234;
   meta.train = {257, 256, 1};
   meta.val = {40, 39, 1};
-  meta.sources = {{"corpus.txt", 295, std::string(64, 'a')}};
+  meta.sources = {1, 295};
   meta_write(tmp + "/meta.json", meta);
   put(out, "bytes_data",
       fuzz::join_parts(
           {slurp(tmp + "/meta.json"), slurp(tmp + "/train.bin"), slurp(tmp + "/val.bin")}));
+  // The same tokens in 16-byte checksum blocks: tables of 33 and 5 CRCs in a small input.
+  shard_write(tmp + "/train.bin", train, 257, 16);
+  shard_write(tmp + "/val.bin", val, 257, 16);
+  put(out, "bytes_data_small_blocks",
+      fuzz::join_parts(
+          {slurp(tmp + "/meta.json"), slurp(tmp + "/train.bin"), slurp(tmp + "/val.bin")}));
+  shard_write(tmp + "/train.bin", train, 257);
+  shard_write(tmp + "/val.bin", val, 257);
   std::vector<int32_t> none;
   shard_write(tmp + "/val.bin", none, 257);
   meta.val = {0, 0, 0};

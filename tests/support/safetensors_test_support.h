@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ckpt/checkpoint_crc.h"
+#include "model/base/crc32c.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm::testing {
@@ -87,7 +87,7 @@ inline void set_f32_element(const std::string& path, const std::string& name, in
   if (fix_checksum && raw.header.contains("__metadata__") &&
       raw.header["__metadata__"].contains(key))
     raw.header["__metadata__"][key] =
-        ckpt_crc_text(ckpt_crc32c(raw.data.data() + begin, static_cast<size_t>(end - begin)));
+        crc32c_text(crc32c(raw.data.data() + begin, static_cast<size_t>(end - begin)));
   raw_safetensors_write(path, raw);
 }
 

@@ -82,6 +82,22 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       ->add_option("--val-fraction", prep.val_fraction, "last fraction of each document held out")
       ->capture_default_str();
   prepare->add_option("--seed", prep.seed, "tokenizer training seed")->capture_default_str();
+  prepare
+      ->add_option("--threads", prep.threads,
+                   "encoding threads (0: every core this process may use); the tokens are the "
+                   "same for any number")
+      ->capture_default_str();
+  uint64_t prep_sample_mb = kDefaultBpeSampleBytes / 1'000'000;
+  prepare
+      ->add_option("--bpe-sample-mb", prep_sample_mb,
+                   "bpe: train the tokenizer on at most this many MB (10^6 bytes) of the training "
+                   "text, in windows spread evenly over it (all of it when it is smaller)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  // Tests only: the chunk size of the parallel encoder (it never changes the tokens).
+  prepare->add_option("--chunk-bytes", prep.chunk_bytes)
+      ->group("")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
 
   TrainCommand train_cmd;
   auto* train =
@@ -245,6 +261,7 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   try {
     if (*prepare) {
       prep.inputs = {prep_input};
+      prep.bpe_sample_bytes = prep_sample_mb * 1'000'000;
       data_prepare(prep);
       return 0;
     }

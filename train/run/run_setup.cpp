@@ -100,8 +100,8 @@ std::optional<CheckpointReader> open_resume(TrainRun& run, const TrainRequest& c
   return ckpt;
 }
 
-// Backend, admission (memory_admission.h), data loader (it maps both shards and checks every
-// token) and model state: memory only, nothing on disk changes.
+// Backend, admission (memory_admission.h), data loader (it maps both shards after checking their
+// headers and checksum tables) and model state: memory only, nothing on disk changes.
 void build_state(TrainRun& run, Comm& comm) {
   const RunConfig& cfg = run.cfg;
   BackendOptions bo;
@@ -269,6 +269,13 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   comm_agree(comm, [&] { build_state(run, comm); });
   load_start(run, cmd, ckpt ? &*ckpt : nullptr);
   run.state->model().plan(cfg.train.micro_batch, cfg.train.seq_len);
+  // The token blocks the first step and the first evaluation read are verified now (a shard's
+  // blocks are checked on first read): a damaged shard there is refused before the run
+  // directory changes; damage elsewhere is reported when a later step reaches it.
+  comm_agree(comm, [&] {
+    run.loader->read_first(run.loop.step, cfg.train.seq_len,
+                           run.meta.val.tokens > 0 ? cfg.train.eval_windows : 0);
+  });
 
   // Only now does the run directory change. A directory this start made is removed again if the
   // start fails, but only once its lock is ours (another job may have taken it in between).

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "ckpt/checkpoint_crc.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 #include "train/run/run_dir.h"
 
 namespace ledgerlm {
@@ -128,10 +128,10 @@ int64_t truncate_file(const std::string& path, int64_t step) {
     uint64_t len = 0;
     if (left >= 16) std::memcpy(&len, s.data() + pos, 8);
     const bool head_ok =
-        left >= 16 && read_u32(s.data() + pos + 8) == tb_masked_crc(ckpt_crc32c(s.data() + pos, 8));
+        left >= 16 && read_u32(s.data() + pos + 8) == tb_masked_crc(crc32c(s.data() + pos, 8));
     const bool body_ok =
         head_ok && len <= left - 16 &&
-        read_u32(s.data() + pos + 12 + len) == tb_masked_crc(ckpt_crc32c(s.data() + pos + 12, len));
+        read_u32(s.data() + pos + 12 + len) == tb_masked_crc(crc32c(s.data() + pos + 12, len));
     int64_t rec_step = 0;
     if (!body_ok || !event_step(std::string_view(s).substr(pos + 12, len), &rec_step)) {
       broken = 1;
@@ -203,9 +203,9 @@ std::string tb_frame(std::string_view data) {
   std::string out;
   const uint64_t len = data.size();
   put_le(&out, len);
-  put_le(&out, tb_masked_crc(ckpt_crc32c(out.data(), 8)));
+  put_le(&out, tb_masked_crc(crc32c(out.data(), 8)));
   out.append(data);
-  put_le(&out, tb_masked_crc(ckpt_crc32c(data.data(), data.size())));
+  put_le(&out, tb_masked_crc(crc32c(data.data(), data.size())));
   return out;
 }
 

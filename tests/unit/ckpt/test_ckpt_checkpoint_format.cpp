@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
-#include "ckpt/checkpoint_crc.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -62,10 +62,10 @@ TEST(CkptFormat, Crc32cKnownAnswer) {
   // RFC 3720 (iSCSI) test vector: CRC-32C of 32 zero bytes is 0x8a9136aa; of "123456789"
   // 0xe3069283.
   std::vector<uint8_t> zeros(32, 0);
-  EXPECT_EQ(ckpt_crc32c(zeros.data(), zeros.size()), 0x8a9136aau);
-  EXPECT_EQ(ckpt_crc32c("123456789", 9), 0xe3069283u);
+  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8a9136aau);
+  EXPECT_EQ(crc32c("123456789", 9), 0xe3069283u);
   // Incremental = one shot.
-  EXPECT_EQ(ckpt_crc32c("6789", 4, ckpt_crc32c("12345", 5)), 0xe3069283u);
+  EXPECT_EQ(crc32c("6789", 4, crc32c("12345", 5)), 0xe3069283u);
 }
 
 TEST(CkptFormat, RoundTripAndResharding) {

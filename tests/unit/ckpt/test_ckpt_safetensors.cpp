@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/checkpoint_crc.h"
 #include "ckpt/hf_export.h"
 #include "ckpt/safetensors.h"
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 #include "tests/support/safetensors_test_support.h"
 #include "tests/support/test_util.h"
 
@@ -252,8 +252,8 @@ TEST(Safetensors, ChecksumsAreWrittenAndVerified) {
     const SafeTensorsFile f = SafeTensorsFile::open(path);
     EXPECT_EQ(f.metadata().at("format"), "pt");
     EXPECT_EQ(f.metadata().at("checksum.a.f32"),
-              ckpt_crc_text(ckpt_crc32c(s.f32.data(), s.f32.size() * sizeof(float))));
-    EXPECT_EQ(f.metadata().at("checksum.h.empty"), ckpt_crc_text(ckpt_crc32c(nullptr, 0)));
+              crc32c_text(crc32c(s.f32.data(), s.f32.size() * sizeof(float))));
+    EXPECT_EQ(f.metadata().at("checksum.h.empty"), crc32c_text(crc32c(nullptr, 0)));
     for (const SafeTensorInfo& t : f.tensors()) {
       EXPECT_TRUE(t.has_checksum) << t.name;
       std::vector<char> buf(static_cast<size_t>(t.bytes));

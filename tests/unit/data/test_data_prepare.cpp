@@ -68,6 +68,15 @@ std::string decode_shard(const Tokenizer& tok, const std::string& path) {
   return tok.decode(ids);
 }
 
+// DIR/sources.jsonl, one object per line.
+std::vector<nlohmann::json> read_sources(const std::string& dir) {
+  std::istringstream in(testing::read_file(dir + "/sources.jsonl"));
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
 template <class Fn>
 std::string error_of(Fn fn) {
   try {
@@ -104,27 +113,33 @@ TEST(Prepare, BpeEndToEndOnADirectory) {
   for (const auto& e : fs::directory_iterator(tmp.file("out")))
     files.push_back(e.path().filename());
   std::sort(files.begin(), files.end());
-  EXPECT_EQ(files,
-            (std::vector<std::string>{"meta.json", "tokenizer.model", "train.bin", "val.bin"}));
+  EXPECT_EQ(files, (std::vector<std::string>{"meta.json", "sources.jsonl", "tokenizer.model",
+                                             "train.bin", "val.bin"}));
 
   // meta.json, read as plain JSON (the documented format), not through meta_read.
   nlohmann::json meta = nlohmann::json::parse(testing::read_file(tmp.file("out/meta.json")));
   auto tok = tokenizer_load(tmp.file("out"));
-  EXPECT_EQ(meta["format_version"], 1);
+  EXPECT_EQ(meta["format_version"], 2);
   EXPECT_EQ(meta["tokenizer"], "bpe");
   EXPECT_EQ(meta["vocab_size"], tok->vocab_size());
   EXPECT_LE(tok->vocab_size(), 400);
   EXPECT_EQ(meta["eot_id"], tok->eot_id());
   EXPECT_EQ(meta["token_width"], 2);
   EXPECT_EQ(meta["val_fraction"], 0.1);
-  ASSERT_EQ(meta["sources"].size(), 3u);  // sorted by path, recursive, hidden file skipped
+  // The sources: counted in meta.json, listed in sources.jsonl (sorted by path, recursive,
+  // hidden file skipped), one JSON object per line.
+  const std::vector<nlohmann::json> sources = read_sources(tmp.file("out"));
+  ASSERT_EQ(sources.size(), 3u);
   int64_t total_bytes = 0;
   for (size_t i = 0; i < docs.size(); ++i) {
-    EXPECT_EQ(meta["sources"][i]["path"], docs[i].first);
-    EXPECT_EQ(meta["sources"][i]["bytes"], docs[i].second.size());
-    EXPECT_EQ(meta["sources"][i]["sha256"], sha256_hex(docs[i].second));
+    EXPECT_EQ(sources[i]["path"], docs[i].first);
+    EXPECT_EQ(sources[i]["bytes"], docs[i].second.size());
+    EXPECT_EQ(sources[i]["sha256"], sha256_hex(docs[i].second));
     total_bytes += static_cast<int64_t>(docs[i].second.size());
   }
+  EXPECT_EQ(meta["sources"]["files"], 3);
+  EXPECT_EQ(meta["sources"]["bytes"], total_bytes);
+  EXPECT_EQ(meta["sources"]["list"], "sources.jsonl");
 
   // Shards decode to the documents: train part + val part == document, val a suffix (and thus
   // never seen in training), about 10% of each document, cut at a line start.
@@ -174,9 +189,15 @@ TEST(Prepare, BytesFromStdin) {
   EXPECT_EQ(meta.tokenizer, "bytes");
   EXPECT_EQ(meta.vocab_size, 257);
   EXPECT_EQ(meta.eot_id, 256);
-  ASSERT_EQ(meta.sources.size(), 1u);
-  EXPECT_EQ(meta.sources[0].path, "-");
-  EXPECT_EQ(meta.sources[0].sha256, sha256_hex(text));
+  EXPECT_EQ(meta.sources.files, 1);
+  EXPECT_EQ(meta.sources.bytes, static_cast<int64_t>(text.size()));
+  const std::vector<nlohmann::json> sources = read_sources(tmp.file("out"));
+  ASSERT_EQ(sources.size(), 1u);
+  EXPECT_EQ(sources[0]["path"], "-");
+  EXPECT_EQ(sources[0]["sha256"], sha256_hex(text));
+  // The copy of standard input is gone.
+  for (const auto& e : fs::directory_iterator(tmp.file("out")))
+    EXPECT_NE(e.path().filename(), ".stdin");
   // Bytes: one token per byte plus one eot per split.
   EXPECT_EQ(meta.train.tokens, meta.train.bytes + 1);
   EXPECT_EQ(meta.val.tokens, meta.val.bytes + 1);

@@ -89,8 +89,8 @@ TEST(PrepareHf, EndToEndFromTokenizerJson) {
   for (const auto& e : fs::directory_iterator(tmp.file("out")))
     files.push_back(e.path().filename());
   std::sort(files.begin(), files.end());
-  EXPECT_EQ(files,
-            (std::vector<std::string>{"meta.json", "tokenizer.json", "train.bin", "val.bin"}));
+  EXPECT_EQ(files, (std::vector<std::string>{"meta.json", "sources.jsonl", "tokenizer.json",
+                                             "train.bin", "val.bin"}));
   EXPECT_EQ(testing::read_file(tmp.file("out/tokenizer.json")), fixture_file("tokenizer.json"));
 
   const json meta = json::parse(testing::read_file(tmp.file("out/meta.json")));

@@ -1,5 +1,5 @@
-// CRC-32C with a hardware path (SSE4.2) and a byte-table fallback (see checkpoint_crc.h).
-#include "ckpt/checkpoint_crc.h"
+// CRC-32C with a hardware path (SSE4.2) and a byte-table fallback (see crc32c.h).
+#include "model/base/crc32c.h"
 
 #include <array>
 #include <cstdio>
@@ -56,7 +56,7 @@ bool have_hw() {
 
 }  // namespace
 
-uint32_t ckpt_crc32c(const void* data, size_t bytes, uint32_t crc) {
+uint32_t crc32c(const void* data, size_t bytes, uint32_t crc) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   crc = ~crc;
 #if defined(__x86_64__)
@@ -65,13 +65,13 @@ uint32_t ckpt_crc32c(const void* data, size_t bytes, uint32_t crc) {
   return ~crc_table(p, bytes, crc);
 }
 
-std::string ckpt_crc_text(uint32_t crc) {
+std::string crc32c_text(uint32_t crc) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "crc32c:%08x", crc);
   return buf;
 }
 
-bool ckpt_crc_parse(const std::string& text, uint32_t* crc) {
+bool crc32c_parse(const std::string& text, uint32_t* crc) {
   if (text.size() != 15 || text.rfind("crc32c:", 0) != 0 ||
       text.find_first_not_of("0123456789abcdefABCDEF", 7) != std::string::npos)
     return false;

@@ -1,0 +1,42 @@
+// The encoding pass of `prepare`: every document read once, in order, in bounded memory; split
+// into its train and val parts; each part cut into chunks (chunker.h) that the threads of an
+// EncodePool encode; the tokens appended, in document order, to train.bin and val.bin with one
+// eot after each part; each file's size and SHA-256 listed in sources.jsonl.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/meta.h"
+#include "data/tokenizer.h"
+
+namespace ledgerlm {
+
+// What the pass needs of PrepareOptions (prepare.h), resolved.
+struct EncodePassOptions {
+  std::vector<std::string> inputs;
+  double val_fraction = 0.1;
+  int threads = 1;
+  uint64_t chunk_bytes = 0;
+};
+
+struct EncodePassResult {
+  DataSplitInfo train, val;
+  DataSourcesInfo sources;
+  double seconds = 0.0;
+  int threads = 0;
+};
+
+// Writes DIR/train.bin, DIR/val.bin and DIR/sources.jsonl into `dir` (prepare's temporary
+// directory). "-" in the inputs is read from `stdin_copy`.
+EncodePassResult prepare_encode_corpus(const EncodePassOptions& options, const Tokenizer& tok,
+                                       const std::string& stdin_copy, const std::string& dir);
+
+// The file to open for an input path: `stdin_copy` for "-", the path itself otherwise.
+inline const std::string& prepare_open_path(const std::string& path,
+                                            const std::string& stdin_copy) {
+  return path == "-" ? stdin_copy : path;
+}
+
+}  // namespace ledgerlm
