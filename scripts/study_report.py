@@ -110,10 +110,14 @@ def unigram_loss(data_dir, cache={}):
         width, vocab = int(meta["token_width"]), int(meta["vocab_size"])
 
         def load(split):
+            # Token shard format 2 (data/shard.h): a 32-byte header (magic, version, width,
+            # token count at bytes 16-24, ...), the ids, then the checksum table.
             raw = (Path(data_dir) / f"{split}.bin").read_bytes()
+            if raw[:8] != b"LLMTOKS1" or int.from_bytes(raw[8:12], "little") != 2:
+                raise ValueError(f"{data_dir}/{split}.bin is not a format-2 token shard")
             count = int.from_bytes(raw[16:24], "little")
             dtype = {2: np.uint16, 4: np.uint32}[width]
-            return np.frombuffer(raw[24:], dtype=dtype, count=count).astype(np.int64)
+            return np.frombuffer(raw[32:], dtype=dtype, count=count).astype(np.int64)
 
         counts = np.bincount(load("train"), minlength=vocab).astype(float) + 1.0
         p = counts / counts.sum()

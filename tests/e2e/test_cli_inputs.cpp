@@ -129,10 +129,10 @@ TEST_F(CliInputs, PathsWithHashAndSpacesWorkEverywhere) {
 TEST_F(CliInputs, UnknownCommandNamedWithTheNearest) {
   expect_one_line_error("trian --config configs/tiny_test.toml",
                         {"'trian' is not a command; did you mean 'train'?", "commands: prepare"});
-  expect_one_line_error("study --help", {"'study' is not a command; see ledgerlm --help"});
+  expect_one_line_error("sweeep --help", {"'sweeep' is not a command; see ledgerlm --help"});
   expect_one_line_error("memroy --params 1e6", {"did you mean 'memory'?"});
   // --help before the word printed the main help with exit 0 as well.
-  expect_one_line_error("--help study", {"'study' is not a command; see ledgerlm --help"});
+  expect_one_line_error("--help sweeep", {"'sweeep' is not a command; see ledgerlm --help"});
   expect_one_line_error("--help-all trian", {"'trian' is not a command; did you mean 'train'?"});
   expect_one_line_error("-h memroy", {"did you mean 'memory'?"});
 }
