@@ -232,7 +232,8 @@ TEST_F(DistEquivalence, SameWorldAndStageTwiceIsBitwise) {
 
 // optim.offload = disk at world 2, ZeRO 1 and 3 (each rank streams its shard of the master and
 // the state through a 64 KiB arena): losses, weights and optimizer states bitwise equal to the
-// same world and stage without offload, for every optimizer (only where the bytes live differs).
+// same world and stage without offload, for every optimizer at stage 1 and six variants at
+// stage 3 (only where the bytes live differs).
 TEST_F(DistEquivalence, DiskOffloadIsBitwiseUnderZero) {
   LEDGERLM_REQUIRE_MPI();
   const std::string offload = " --optim.offload disk --optim.offload_staging_mb 0.0625";
@@ -241,6 +242,10 @@ TEST_F(DistEquivalence, DiskOffloadIsBitwiseUnderZero) {
   for (int stage : {1, 3})
     for (const Variant& v : variants()) {
       if (v.label == "accum" || v.label == "dropout" || v.label == "freeze") continue;
+      // Stage 3 (the compute copy sharded too) for a subset: the offload path is the same.
+      if (stage == 3 && v.label != "adamw" && v.label != "bf16" && v.label != "lamb" &&
+          v.label != "adamw8bit" && v.label != "muon_bf16" && v.label != "lora")
+        continue;
       Variant off = v;
       off.flags += offload;
       const std::string plain = name(2, stage, "plain_" + v.label);
