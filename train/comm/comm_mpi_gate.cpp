@@ -41,7 +41,7 @@ MpiGate::~MpiGate() {
       MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
       it = done ? pending_.erase(it) : std::next(it);
     }
-    PollBackoff::pause(PollBackoff::kMaxSleep);
+    PollBackoff::sleep(PollBackoff::kMaxSleep);
   }
   for (PendingSend& p : pending_) MPI_Request_free(&p.request);
   MPI_Comm_free(&comm_);
@@ -120,7 +120,7 @@ MpiGate::Census MpiGate::census(const std::function<bool()>& over, const CommWat
     bool all = true;
     for (uint64_t s : replies_) all = all && s != kNoReply;
     if (all || grace.tick() >= kCensusGrace) break;
-    PollBackoff::pause(PollBackoff::kMaxSleep);  // nothing hurries here: the longest sleep
+    PollBackoff::sleep(PollBackoff::kMaxSleep);  // nothing hurries here: the longest sleep
   }
   std::vector<int> silent;
   v->reporter = -1;  // the lowest rank that answered reports, so that the job says it once
@@ -146,7 +146,7 @@ std::string MpiGate::relay(const Verdict& v) {
   while (relay.tick() < kRelayWait) {
     const std::string handed = serve(true);
     if (!handed.empty()) return handed;
-    PollBackoff::pause(PollBackoff::kMaxSleep);
+    PollBackoff::sleep(PollBackoff::kMaxSleep);
   }
   return v.line;  // the reporter did not end the job: this rank does
 }

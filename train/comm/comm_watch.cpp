@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -149,12 +150,21 @@ std::string comm_rank_list(const std::vector<int>& ranks) {
 
 double PollBackoff::sleep_for(double waited_s) {
   if (waited_s < kSpinSeconds) return 0.0;
-  return std::clamp(waited_s / 8.0, kMinSleep, kMaxSleep);
+  return std::clamp(waited_s / kFraction, kMinSleep, kMaxSleep);
 }
 
 void PollBackoff::pause(double waited_s) {
   const double s = sleep_for(waited_s);
-  if (s > 0.0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+  if (s > 0.0) sleep(s);
+}
+
+void PollBackoff::sleep(double s) {
+  // Linux lets a sleep of a normal thread end up to its timer slack (50 us) late: as much as a
+  // short wait itself. The first sleep of a thread lowers its slack to 1 us, for good (that
+  // only makes the thread's other timed sleeps end closer to when they were asked to).
+  thread_local const bool precise = ::prctl(PR_SET_TIMERSLACK, 1000UL) == 0;
+  (void)precise;
+  std::this_thread::sleep_for(std::chrono::duration<double>(s));
 }
 
 Backstop::~Backstop() {

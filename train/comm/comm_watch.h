@@ -97,17 +97,21 @@ class CommWatch {
 std::string comm_rank_list(const std::vector<int>& ranks);
 
 // The sleeps between two polls of a wait: none while the wait is young (kSpinSeconds: ranks that
-// arrive together meet within microseconds), then one eighth of the time waited so far, at
-// least kMinSleep and at most kMaxSleep. A waiting rank thus uses a few percent of a core and
-// notices the last arrival at most about 1/8 of its wait, and never more than ~1 ms, late.
+// arrive nearly together, most waits of a balanced step, meet without a sleep's wake-up delay),
+// then 1/kFraction of the time waited so far, at least kMinSleep and at most kMaxSleep. A rank
+// that waits long thus polls 1000 times a second (a few percent of a core), and one that waits
+// for a few milliseconds notices the last arrival about 1/16 of its wait late.
 class PollBackoff {
  public:
-  static constexpr double kSpinSeconds = 50e-6;
+  static constexpr double kSpinSeconds = 100e-6;
+  static constexpr double kFraction = 16.0;
   static constexpr double kMinSleep = 20e-6;
   static constexpr double kMaxSleep = 1e-3;
   // The sleep after a wait of `waited_s` seconds so far (0: poll again at once).
   static double sleep_for(double waited_s);
   static void pause(double waited_s);
+  // A sleep of `s` seconds, as precise as the thread's timer slack allows (see pause()).
+  static void sleep(double s);
 };
 
 // A section the main thread spends blocked inside a collective, as the Backstop's thread sees it.

@@ -2,7 +2,7 @@
 //   - the timeout in effect is max(dist.timeout_s, 5 x the slowest measured phase); start-up is
 //     not measured; a new run forgets the previous one's phases;
 //   - the phase and the ranks are named in the job-ending lines;
-//   - a waiting rank spins 50 us, then sleeps 1/8 of its wait, between 20 us and 1 ms;
+//   - a waiting rank spins 100 us, then sleeps 1/16 of its wait, between 20 us and 1 ms;
 //   - time the process spends stopped does not count toward a wait;
 //   - the Backstop calls its hook while armed, and never after disarm() has returned.
 #include <gtest/gtest.h>
@@ -79,12 +79,12 @@ TEST(CommWatch, LinesNameThePhaseTheRanksAndTheRule) {
   EXPECT_EQ(comm_rank_list({4, 9}), "4 and 9");
 }
 
-TEST(PollBackoff, SpinsThenSleepsAnEighthOfTheWaitBetweenBounds) {
+TEST(PollBackoff, SpinsThenSleepsASixteenthOfTheWaitBetweenBounds) {
   EXPECT_EQ(PollBackoff::sleep_for(0.0), 0.0);
-  EXPECT_EQ(PollBackoff::sleep_for(49e-6), 0.0);
-  EXPECT_EQ(PollBackoff::sleep_for(50e-6), 20e-6);             // 1/8 would be 6 us: the floor
-  EXPECT_NEAR(PollBackoff::sleep_for(800e-6), 100e-6, 1e-15);  // 1/8
-  EXPECT_EQ(PollBackoff::sleep_for(8e-3), 1e-3);
+  EXPECT_EQ(PollBackoff::sleep_for(99e-6), 0.0);
+  EXPECT_EQ(PollBackoff::sleep_for(100e-6), 20e-6);            // 1/16 would be 6 us: the floor
+  EXPECT_NEAR(PollBackoff::sleep_for(1.6e-3), 100e-6, 1e-15);  // 1/16
+  EXPECT_EQ(PollBackoff::sleep_for(16e-3), 1e-3);
   EXPECT_EQ(PollBackoff::sleep_for(600.0), 1e-3);  // the cap: a waiter wakes 1000 times a second
 }
 
