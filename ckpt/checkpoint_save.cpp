@@ -94,6 +94,8 @@ struct SaveGroup {
     std::string failure;
     try {
       fn();
+    } catch (const JobError&) {
+      throw;  // a rank is gone: the others cannot agree with it
     } catch (const Error& e) {
       failure = e.what();
       if (failure.empty()) failure = "checkpoint save failed";
@@ -315,6 +317,9 @@ CkptSaveResult checkpoint_save(const std::string& root_dir, int64_t step,
       stage(options, "latest", save_index);
       point_latest(&dirs);
     });
+  } catch (const JobError&) {
+    if (lead) roll_back(dirs);
+    throw;  // the job ends: not a failure every rank agrees on
   } catch (const Error& e) {
     if (lead) roll_back(dirs);
     if (dirs.committed) throw;

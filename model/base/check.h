@@ -21,6 +21,15 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// An Error that ends a whole job of several ranks at once (a rank that stopped answering, a rank
+// that failed alone), its text already naming the ranks concerned. Code that catches Errors to
+// agree on them across ranks (comm_agree, the phases of a checkpoint save) lets it through:
+// agreeing needs every rank, and this error says that one is missing.
+class JobError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 inline void append_all(std::ostringstream&) {}
 template <class T, class... Rest>

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
@@ -56,6 +57,20 @@ std::string join_names(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
+}
+
+// An error on this rank alone, under mpirun: the others may be waiting for it in a collective.
+// Rank 0 reports it itself; another rank hands the line to rank 0, which records it in the run's
+// summary, reports it and ends the job; only if rank 0 does not (it is stalled too) does this
+// rank report it and end the job.
+[[noreturn]] void end_job_alone(Comm& comm, const char* what) {
+  const std::string line =
+      error_message("rank ", comm.rank(), ": ", what, " (ending every rank of the job)");
+  comm.hand_failure_to_lead(line);
+  std::fprintf(stderr, "ledgerlm: error: %s\n", line.c_str());
+  std::fflush(stderr);
+  comm.abort(1);
+  std::_Exit(1);  // not reached (abort() does not return; the compiler cannot see it)
 }
 
 }  // namespace
@@ -246,7 +261,9 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
 
   // `train` under mpirun: every rank runs this; the Comm connects them. An error every rank
   // raised together (AgreedError) is reported once, by rank 0; an error on some ranks only
-  // ends the whole job at once, so that no rank waits forever in a collective.
+  // ends the whole job at once, so that no rank waits forever in a collective: rank 0 reports
+  // it (and records it in the run's summary), a JobError is reported by the rank that raised it
+  // (it names the ranks concerned).
   std::unique_ptr<Comm> own_comm;
   Comm* comm = shared_comm;
   try {
@@ -268,6 +285,8 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
     if (*train) {
       for (int i = 0; i < argc; ++i)
         train_cmd.request.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "ledgerlm");
+      // Until this run's config is read, the collectives wait dist.timeout_s's default.
+      comm->watch().begin_run(DistConfig{}.timeout_s);
       comm_agree(*comm, [&] {
         config_apply(&train_cmd.config);
         train_cmd.request.explicit_keys = train_cmd.config.explicit_keys;
@@ -292,20 +311,17 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       config_apply(&bench_cmd.config);
       return command_bench(bench_cmd);
     }
+  } catch (const JobError& e) {
+    std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
+    std::fflush(stderr);
+    if (comm != nullptr && comm->world() > 1) comm->abort(1);
+    return 1;
   } catch (const AgreedError& e) {
     if (comm == nullptr || comm->rank() == 0)
       std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
     return 1;
-  } catch (const Error& e) {
-    if (comm != nullptr && comm->world() > 1) {
-      std::fprintf(stderr, "ledgerlm: error: rank %d: %s (ending every rank of the job)\n",
-                   comm->rank(), e.what());
-      std::fflush(stderr);
-      comm->abort(1);
-    }
-    std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
+    if (comm != nullptr && comm->world() > 1) end_job_alone(*comm, e.what());
     std::fprintf(stderr, "ledgerlm: error: %s\n", e.what());
     return 1;
   }

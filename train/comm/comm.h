@@ -10,7 +10,12 @@
 //
 // Every rank must call the collectives in the same order with the same sizes. An Error on some
 // ranks only must not leave the others waiting in a collective: code that can fail on one rank
-// runs inside comm_agree(), and a failure anywhere else aborts the whole job (Comm::abort).
+// runs inside comm_agree(), and a failure anywhere else ends the whole job (hand_failure_to_lead,
+// then Comm::abort).
+//
+// No collective waits forever: a rank that does not arrive within the watch's timeout
+// (comm_watch.h) ends the job with a JobError naming it, and waiting ranks sleep instead of
+// spinning.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +26,7 @@
 
 #include "model/backend/backend.h"
 #include "model/base/check.h"
+#include "train/comm/comm_watch.h"
 
 namespace ledgerlm {
 
@@ -65,6 +71,28 @@ class Comm {
   virtual void barrier() = 0;
   // Ends every rank of the job at once (after this rank printed why).
   [[noreturn]] virtual void abort(int exit_code) = 0;
+
+  // This rank failed alone (an Error outside comm_agree) with `line`, which names this rank. On
+  // a rank other than 0 the line goes to rank 0, whose next collective throws it as a JobError:
+  // rank 0 then records it (the run's summary.json) and ends the job. Returns when rank 0 did
+  // not end the job within the timeout (it is stalled too), or at once on rank 0 or with one
+  // rank; the caller then reports the line itself and calls abort().
+  virtual void hand_failure_to_lead(const std::string& line) { (void)line; }
+
+  // The timeout of the collectives and what the job is doing (named when a wait ends the job).
+  CommWatch& watch() { return watch_; }
+
+  // What to record when the job ends from the watchdog's thread (the main thread blocked in a
+  // collective); the main thread's own ends reach the caller as a JobError instead. Rank 0's
+  // trainer sets it to write the failed run's summary, and clears it (nullptr) when the run
+  // ends. It runs on that thread, while the main thread stays blocked.
+  void set_last_words(std::function<void(const std::string& reason)> fn) {
+    last_words_ = std::move(fn);
+  }
+
+ protected:
+  CommWatch watch_;
+  std::function<void(const std::string&)> last_words_;
 };
 
 // The single-process Comm: every collective is the identity.
@@ -79,7 +107,8 @@ const char* comm_build_backends();
 
 // Runs `fn` on every rank; if it throws an Error on any rank, every rank throws an AgreedError
 // naming the first failing rank and its message. The way to validate per-rank inputs (data,
-// checkpoint, config) without leaving healthy ranks waiting.
+// checkpoint, config) without leaving healthy ranks waiting. A JobError (a rank gone) passes
+// through unchanged.
 void comm_agree(Comm& comm, const std::function<void()>& fn);
 
 }  // namespace ledgerlm

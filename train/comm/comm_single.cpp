@@ -59,6 +59,8 @@ void comm_agree(Comm& comm, const std::function<void()>& fn) {
   std::string failure;
   try {
     fn();
+  } catch (const JobError&) {
+    throw;  // agreeing would wait for the rank that is gone
   } catch (const Error& e) {
     failure = e.what();
     if (failure.empty()) failure = "error";

@@ -160,6 +160,10 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("dist", c.dist, zero, I, "ZeRO stage 0..3");
   LLM_KEY("dist", c.dist, reshard_after_forward, B,
           "ZeRO-3: free gathered weights after forward (false: keep until the step)");
+  LLM_KEY("dist", c.dist, timeout_s, F,
+          "seconds a rank waits for the others at a collective before the job ends naming the "
+          "ranks that did not take part; in effect: max(this, 5 x the slowest step, evaluation "
+          "or save so far)");
 
   LLM_KEY("ckpt", c.ckpt, interval, I, "steps between full checkpoints (0: end only)");
   LLM_KEY("ckpt", c.ckpt, keep, I, "checkpoints kept");

@@ -70,6 +70,10 @@ struct DistConfig {
   // ZeRO-3: free a unit's gathered weights after its forward (true) or keep every unit gathered
   // from its forward until the optimizer step (false: less communication, stage-2 memory).
   bool reshard_after_forward = true;
+  // Seconds a rank waits at a collective for the others before the job ends, naming the ranks
+  // that did not arrive. The timeout in effect is max(timeout_s, 5 x the slowest training step,
+  // evaluation or save measured so far: train/comm/comm_watch.h), so slow steps never trip it.
+  double timeout_s = 600.0;
   void validate() const;
 };
 

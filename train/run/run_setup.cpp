@@ -247,6 +247,11 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
           cfg.optim.lr);
     check_command(cmd, cfg);
   });
+  static_assert(CommWatch::kFloorFactor == 5.0,
+                "the help of dist.timeout_s (config_keys.cpp) and README state the factor");
+  // From here the collectives wait this run's dist.timeout_s (a rank with another value is
+  // refused by the next check, which already waits with it).
+  comm.watch().begin_run(cfg.dist.timeout_s);
   check_same_config(comm, cfg);
   check_same_data(comm, cfg, run.meta);
   run.stage = zero_stage_effective(cfg, run.world);

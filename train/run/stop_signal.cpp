@@ -35,12 +35,13 @@ void on_signal(int sig) {
 
 }  // namespace
 
-void stop_signal_install(const std::string& resume_hint) {
+void stop_signal_install(const std::string& resume_hint, bool announce) {
   if (g_installed) return;
   std::string notice =
       "\nledgerlm: stop requested: finishing this step and saving a checkpoint (Ctrl-C again "
       "aborts without saving)\n";
   if (!resume_hint.empty()) notice += "ledgerlm: " + resume_hint + "\n";
+  if (!announce) notice.clear();
   g_notice_len = std::min(notice.size(), sizeof g_notice);
   std::memcpy(g_notice, notice.data(), g_notice_len);
   // The handler runs on a stack of its own: a signal frame pushed onto the interrupted code's

@@ -13,8 +13,10 @@ namespace ledgerlm {
 // Installs the handlers (idempotent). Call stop_signal_restore() to put the old ones back.
 // `resume_hint` (may be empty) is printed by the handler with its notice: under mpirun a
 // Ctrl-C kills the ranks about a second after SIGTERM, possibly before the save finishes, so
-// the notice itself says how to resume from the last complete checkpoint.
-void stop_signal_install(const std::string& resume_hint = "");
+// the notice itself says how to resume from the last complete checkpoint. Without `announce`
+// (ranks other than 0) the handler prints nothing: mpirun's SIGTERM to a rank it is ending
+// after another rank failed would otherwise announce a stop that will not happen.
+void stop_signal_install(const std::string& resume_hint = "", bool announce = true);
 void stop_signal_restore();
 // The signal that asked for a stop (0 if none).
 int stop_signal_pending();

@@ -10,6 +10,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model/backend/cpu_facts.h"
@@ -67,10 +68,17 @@ class TrainLoop {
             run_.run_dir.c_str(), static_cast<long long>(ls_.step));
       return 0;
     }
+    // A job that the watchdog ends from its thread (this rank blocked in a collective) records
+    // the failed run the same way.
+    comm().set_last_words([this](const std::string& reason) { end_failed(reason); });
+    struct Forget {
+      Comm& comm;
+      ~Forget() { comm.set_last_words(nullptr); }
+    } forget{comm()};
     try {
       return train();
     } catch (const std::exception& e) {
-      write_failed_summary(e.what());
+      end_failed(e.what());
       throw;
     }
   }
@@ -82,14 +90,16 @@ class TrainLoop {
     trained_step_ = ls_.step;
     t_start_ = t_loop_end_ = Clock::now();
     // Only rank 0 speaks; every rank honours the signal.
-    stop_signal_install(run_.lead() ? "if interrupted before the save completes, resume from the "
-                                      "last complete checkpoint with: " +
-                                          resume_command()
-                                    : "");
+    stop_signal_install(
+        "if interrupted before the save completes, resume from the last complete checkpoint "
+        "with: " +
+            resume_command(),
+        run_.lead());
     std::string stop_reason;
     while (!budget_spent(ls_.train_seconds)) {
       const int64_t step = ++ls_.step;
-      test_kill_hook(step);
+      comm().watch().begin(CommPhase::kTraining, step);
+      test_hooks(step);
       const int64_t total =
           schedule_total_steps(cfg_.train, run_.tokens_per_step(), step, ls_.train_seconds);
       const double lr = schedule_lr(cfg_.optim, step, total);
@@ -107,18 +117,20 @@ class TrainLoop {
       if ((cfg_.train.eval_interval > 0 && step % cfg_.train.eval_interval == 0) || last)
         run_eval(step);
       if (cfg_.train.save_interval > 0 && step % cfg_.train.save_interval == 0 && !last)
-        state_.save_weights(run_.run_dir + "/model.safetensors");
+        save_weights();
       if (cfg_.ckpt.interval > 0 && step % cfg_.ckpt.interval == 0 && !last) save_checkpoint();
       t_loop_end_ = Clock::now();
       if (!last) {
+        comm().watch().begin(CommPhase::kTraining, step);  // the step's stop check
         stop_reason = stop_agreed();
         if (!stop_reason.empty()) break;
       }
     }
     if (ls_.step == 0) run_eval(0);
     if (ls_.step > 0 && last_saved_ != ls_.step) save_checkpoint();
-    state_.save_weights(run_.run_dir + "/model.safetensors");
+    save_weights();
     stop_signal_restore();
+    comm().watch().begin(CommPhase::kFinish, ls_.step);
     return stop_reason.empty() ? finish() : finish_stopped(stop_reason);
   }
 
@@ -145,16 +157,26 @@ class TrainLoop {
     return run_.world > 1 ? "mpirun -np " + std::to_string(run_.world) + " " + base : base;
   }
 
-  // Test hook for the failure tests: LEDGERLM_TEST_KILL_AT="RANK:STEP" makes that rank kill
-  // itself with SIGKILL when it begins that step (a rank dying mid-run).
-  void test_kill_hook(int64_t step) const {
-    const char* at = std::getenv("LEDGERLM_TEST_KILL_AT");
-    if (at == nullptr) return;
-    int rank = -1;
-    long long kill_step = -1;
-    if (std::sscanf(at, "%d:%lld", &rank, &kill_step) == 2 && rank == run_.rank &&
-        kill_step == step)
-      ::raise(SIGKILL);
+  // Test hooks for the failure tests, each "RANK:STEP" for that rank when it begins that step:
+  // LEDGERLM_TEST_KILL_AT kills it with SIGKILL (a rank dying mid-run); LEDGERLM_TEST_FAIL_AT
+  // throws an Error on it alone; LEDGERLM_TEST_PAUSE_AT="RANK:STEP:SECONDS" makes it sleep that
+  // long (a slow rank).
+  void test_hooks(int64_t step) const {
+    auto at = [&](const char* var, double* seconds) {
+      const char* v = std::getenv(var);
+      int rank = -1;
+      long long at_step = -1;
+      if (v == nullptr) return false;
+      const int got = seconds ? std::sscanf(v, "%d:%lld:%lf", &rank, &at_step, seconds)
+                              : std::sscanf(v, "%d:%lld", &rank, &at_step);
+      return got == (seconds ? 3 : 2) && rank == run_.rank && at_step == step;
+    };
+    if (at("LEDGERLM_TEST_KILL_AT", nullptr)) ::raise(SIGKILL);
+    if (at("LEDGERLM_TEST_FAIL_AT", nullptr))
+      fail(error_message("test failure at step ", step, " (LEDGERLM_TEST_FAIL_AT)"));
+    double seconds = 0.0;
+    if (at("LEDGERLM_TEST_PAUSE_AT", &seconds))
+      std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   }
 
   // Every record goes to metrics.jsonl and, as scalars, to the TensorBoard event file.
@@ -186,6 +208,7 @@ class TrainLoop {
         "tokens per step\n",
         run_.world, static_cast<long long>(B), static_cast<long long>(A),
         static_cast<long long>(run_.world * B * A), static_cast<long long>(run_.tokens_per_step()));
+    if (run_.world > 1) std::printf("%s\n", comm().watch().rule_text().c_str());
     std::printf(
         "optimizer %s (impl %s), lr %g, schedule %s, precision params %s grads %s master %s, %d "
         "threads\n",
@@ -336,6 +359,7 @@ class TrainLoop {
 
   void run_eval(int64_t at_step) {
     if (val_starts_.empty()) return;
+    comm().watch().begin(CommPhase::kEvaluation, at_step);
     const auto t0 = Clock::now();
     state_.use_eval_weights(true);  // the weights the optimizer returns (Schedule-Free: x)
     EvalResult ev = evaluate_windows_ranks(
@@ -363,7 +387,13 @@ class TrainLoop {
     eval_s_ += seconds_since(t0);
   }
 
+  void save_weights() {
+    comm().watch().begin(CommPhase::kWeights, ls_.step);
+    state_.save_weights(run_.run_dir + "/model.safetensors");
+  }
+
   void save_checkpoint() {
+    comm().watch().begin(CommPhase::kCheckpoint, ls_.step);
     // The records up to this step are durable before the checkpoint that ends them.
     if (log_) log_->sync();
     if (tb_) tb_->sync();
@@ -439,6 +469,13 @@ class TrainLoop {
     if (log_) log_->sync();
     if (tb_) tb_->sync();
     run_summary_write(run_.run_dir, summary);
+  }
+
+  // The run failed: the signal that mpirun sends while it ends the job must not announce a
+  // stop with a checkpoint, and rank 0 records the failure.
+  void end_failed(const std::string& reason) noexcept {
+    stop_signal_restore();
+    write_failed_summary(reason);
   }
 
   // A run that fails after its start (diverged, too many fp16 skips, a write that failed) says

@@ -155,6 +155,33 @@ TEST(ConfigFlags, StrictTextParsing) {
   EXPECT_EQ(set("data.dir", "d a#t"), "");
 }
 
+// dist.timeout_s: seconds > 0 (0 or less would end every job at its first collective), its
+// help states the rule of the timeout in effect, and the resolved config records it.
+TEST(ConfigKeys, DistTimeoutIsPositiveSecondsWithItsRuleInTheHelp) {
+  DistConfig d;
+  EXPECT_EQ(d.timeout_s, 600.0);
+  EXPECT_EQ(error_of([&] { d.validate(); }), "");
+  for (double bad : {0.0, -5.0}) {
+    d.timeout_s = bad;
+    const std::string err = error_of([&] { d.validate(); });
+    EXPECT_EQ(err.rfind("dist.timeout_s: expected seconds > 0 (got ", 0), 0u) << err;
+  }
+  EXPECT_NE(load("[dist]\ntimeout_s = \"30\"\n"), "") << "a string is not seconds";
+  RunConfig c;
+  EXPECT_EQ(load("[dist]\ntimeout_s = 30\n", &c), "");
+  EXPECT_EQ(c.dist.timeout_s, 30.0);
+  std::string help;
+  for (const ConfigKey& k : config_keys(c))
+    if (k.full() == "dist.timeout_s") help = k.help;
+  EXPECT_NE(help.find("max(this, 5 x the slowest step, evaluation or save so far)"),
+            std::string::npos)
+      << help;
+  EXPECT_NE(config_to_toml(config_keys(c))
+                .find("[dist]\nzero = 0\nreshard_after_forward = "
+                      "true\ntimeout_s = 30.0\n"),
+            std::string::npos);
+}
+
 TEST(RunName, LettersDigitsDotUnderscoreDash) {
   auto refused = [](const std::string& name) {
     TrainConfig t;
