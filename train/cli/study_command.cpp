@@ -22,7 +22,6 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -138,10 +137,20 @@ double eval_loss_from_log(const std::string& log) {
   std::ifstream in(log);
   std::string line;
   double loss = std::numeric_limits<double>::quiet_NaN();
-  static const std::regex re(R"(^loss ([0-9.eE+-]+) nats/token)");
-  std::smatch m;
-  while (std::getline(in, line))
-    if (std::regex_search(line, m, re)) loss = std::stod(m[1]);
+  // A line "loss X nats/token ...": X is the number between the two words.
+  const std::string head = "loss ", tail = " nats/token";
+  while (std::getline(in, line)) {
+    if (line.rfind(head, 0) != 0) continue;
+    const size_t end = line.find(tail, head.size());
+    if (end == std::string::npos) continue;
+    try {
+      size_t used = 0;
+      const std::string number = line.substr(head.size(), end - head.size());
+      const double v = std::stod(number, &used);
+      if (used == number.size()) loss = v;
+    } catch (const std::exception&) {
+    }
+  }
   return loss;
 }
 
