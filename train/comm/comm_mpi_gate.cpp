@@ -27,9 +27,12 @@ std::string pack(const uint64_t* values, size_t count) {
 
 MpiGate::MpiGate(MPI_Comm world, const CommWatch& watch) : watch_(watch) {
   check(MPI_Comm_dup(world, &comm_), "communicator duplication");
+  check(MPI_Comm_dup(world, &gate_comm_), "communicator duplication");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(gate_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &world_);
+  arrival_ = std::make_unique<MpiArrival>(gate_comm_);
 }
 
 MpiGate::~MpiGate() {
@@ -44,18 +47,15 @@ MpiGate::~MpiGate() {
     PollBackoff::sleep(PollBackoff::kMaxSleep);
   }
   for (PendingSend& p : pending_) MPI_Request_free(&p.request);
+  arrival_.reset();
+  MPI_Comm_free(&gate_comm_);
   MPI_Comm_free(&comm_);
 }
 
 void MpiGate::arrive(const char* collective) {
   ++seq_;
-  MPI_Request gate = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(comm_, &gate), "barrier");
-  auto gate_done = [&] {
-    int done = 0;
-    check(MPI_Test(&gate, &done, MPI_STATUS_IGNORE), "barrier");
-    return done != 0;
-  };
+  arrival_->start(seq_);
+  auto gate_done = [&] { return arrival_->test(); };
   AwakeClock waited;
   double next_check = watch_.limit();
   int quiet = 0;  // censuses that found every rank here

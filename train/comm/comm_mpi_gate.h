@@ -1,9 +1,10 @@
 // The MPI side of the collective watchdog (comm_watch.h). Before each collective every rank
-// passes a gate, a non-blocking barrier on a duplicate of the job's communicator polled under
-// PollBackoff, so that a rank waiting for the others sleeps instead of spinning and can give up.
-// The collective itself then runs unchanged (the same blocking MPI call, hence the same reduction
-// algorithm and the same bits as without the gate), among ranks that have all arrived, while the
-// Backstop's thread watches it (MPI_THREAD_MULTIPLE: that thread calls MPI too).
+// passes a gate, a non-blocking barrier (comm_mpi_arrival.h) on a duplicate of the job's
+// communicator polled under PollBackoff, so that a rank waiting for the others sleeps instead of
+// spinning and can give up. The collective itself then runs unchanged (the same blocking MPI call,
+// hence the same reduction algorithm and the same bits as without the gate), among ranks that have
+// all arrived, while the Backstop's thread watches it (MPI_THREAD_MULTIPLE: that thread calls MPI
+// too).
 //
 // A rank waiting at a gate, or blocked in a collective for a while, answers "census" questions
 // on the duplicate communicator (which can never match the job's own traffic) with the number of
@@ -24,9 +25,11 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "train/comm/comm_mpi_arrival.h"
 #include "train/comm/comm_watch.h"
 
 namespace ledgerlm {
@@ -78,7 +81,9 @@ class MpiGate {
   // Hands `v` to its reporter unless that is this rank; returns the line this rank ends with.
   std::string relay(const Verdict& v);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;  // the duplicate: gates and census traffic only
+  MPI_Comm comm_ = MPI_COMM_NULL;       // a duplicate for census traffic
+  MPI_Comm gate_comm_ = MPI_COMM_NULL;  // another for the arrival barrier (its own tags)
+  std::unique_ptr<MpiArrival> arrival_;
   const CommWatch& watch_;
   int rank_ = 0, world_ = 1;
   // The main thread and the Backstop's hook never use these at the same time: the hook runs
