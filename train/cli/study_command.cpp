@@ -4,7 +4,10 @@
 // the cores shared among them; a Ctrl-C stops every run at a checkpoint and a later `run`
 // continues. A finished run is then evaluated on the whole val split (study_eval.json), since its
 // summary's val loss covers only train.eval_windows windows. LR sweeps are widened by one point
-// at an edge that holds the best loss, up to lr_max_points. `report` hands the directory to
+// at an edge that holds the best loss, up to lr_max_points. Once an arm's sweep is settled its
+// finals are planned (study_finals.h) and run; a final run is evaluated on the reported split
+// too (test when the data has one, see [finals] split). Wall-clock finals run alone, with every
+// core, and record the load average around them. `report` hands the directory to
 // scripts/study_report.py.
 #include <fcntl.h>
 #include <signal.h>
@@ -26,11 +29,13 @@
 #include <thread>
 #include <vector>
 
+#include <toml++/toml.h>
 #include <nlohmann/json.hpp>
 
 #include "model/base/atomic_file.h"
 #include "model/base/check.h"
 #include "train/cli/commands.h"
+#include "train/cli/study_finals.h"
 #include "train/cli/study_plan.h"
 #include "train/run/run_summary.h"
 
@@ -154,21 +159,57 @@ double eval_loss_from_log(const std::string& log) {
   return loss;
 }
 
-// One slot of -j N: a run training, then its whole-split evaluation.
+// One slot of -j N: a run training, then its whole-split evaluation(s).
 struct Job {
   pid_t pid = 0;
   std::string name;
-  bool evaluating = false;
+  enum Stage { kTrain, kEvalVal, kEvalTest } stage = kTrain;
   int64_t world = 1;
+  bool exclusive = false;  // a wall-clock run: nothing else runs beside its training
+  json loadavg_start;      // wall-clock runs: /proc/loadavg before the run
+  json loadavg_end;        // ... and after its training
+  double val_loss = std::numeric_limits<double>::quiet_NaN();
 };
 
-std::vector<std::string> eval_argv(const std::string& run_dir, int64_t threads) {
-  return {self_exe(),      "eval", "--run",     run_dir,
-          "--max-windows", "0",    "--threads", std::to_string(threads),
+std::vector<std::string> eval_argv(const std::string& run_dir, int64_t threads,
+                                   const std::string& split) {
+  return {self_exe(),      "eval",
+          "--run",         run_dir,
+          "--split",       split,
+          "--max-windows", "0",
+          "--threads",     std::to_string(threads),
           "--device",      "cpu"};
 }
 
+// The 1-, 5- and 15-minute load averages ([] when unreadable).
+json load_average() {
+  std::ifstream in("/proc/loadavg");
+  double a = 0, b = 0, c = 0;
+  if (!(in >> a >> b >> c)) return json::array();
+  return json::array({a, b, c});
+}
+
+// Whether a run's data directory (its config.toml's data.dir) has a test split.
+bool data_has_test_split(const std::string& run_dir) {
+  try {
+    const toml::table cfg = toml::parse_file(run_dir + "/config.toml");
+    const std::optional<std::string> data = cfg["data"]["dir"].value<std::string>();
+    return data && fs::exists(fs::path(*data) / "test.bin");
+  } catch (const toml::parse_error&) {
+    return false;
+  }
+}
+
+// The split a final run is reported on: "test" or "val" ("" for sweep runs: val only).
+std::string report_split(const json& manifest, const json& run, const std::string& run_dir) {
+  if (!run.contains("phase") || !manifest.contains("finals")) return "";
+  const std::string split = manifest["finals"].value("split", std::string("auto"));
+  if (split == "auto") return data_has_test_split(run_dir) ? "test" : "val";
+  return split;
+}
+
 // The final loss a sweep compares: the whole-split val loss when evaluated, else the summary's.
+// Final runs are compared by the report on their reported split; selection uses val only.
 double run_loss(const std::string& run_dir) {
   std::ifstream in(run_dir + "/study_eval.json");
   if (in) {
@@ -180,35 +221,82 @@ double run_loss(const std::string& run_dir) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-// Runs every unfinished run of the manifest; false when stopped by a signal.
+// Whether a finished run still lacks its evaluation(s).
+bool needs_eval(const json& manifest, const json& run, const std::string& run_dir) {
+  std::ifstream in(run_dir + "/study_eval.json");
+  if (!in) return true;
+  const json e = json::parse(in, nullptr, false);
+  if (!e.is_object() || !e["full_val_loss"].is_number()) return true;
+  return report_split(manifest, run, run_dir) == "test" && !e["full_test_loss"].is_number();
+}
+
+// Runs every unfinished run of the manifest; false when stopped by a signal. Wall-clock runs go
+// last and alone.
 bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int64_t threads) {
   std::vector<std::pair<std::string, bool>> todo;  // name, needs training (else only the eval)
+  std::vector<std::pair<std::string, bool>> wall_clock;
   std::map<std::string, json> by_name;
   for (const json& r : manifest["runs"]) {
     const std::string name = r["name"];
     by_name[name] = r;
-    const std::string state = run_state(dir + "/runs/" + name);
-    if (state == "pending") todo.push_back({name, true});
-    if (state == "finished" && !fs::exists(dir + "/runs/" + name + "/study_eval.json"))
-      todo.push_back({name, false});
+    const std::string run_dir = dir + "/runs/" + name;
+    const std::string state = run_state(run_dir);
+    auto& list = study_is_wall_clock(r) ? wall_clock : todo;
+    if (state == "pending") list.push_back({name, true});
+    if (state == "finished" && needs_eval(manifest, r, run_dir)) list.push_back({name, false});
   }
+  todo.insert(todo.end(), wall_clock.begin(), wall_clock.end());
   if (todo.empty()) return true;
-  std::printf("study %s: %zu run(s) to do, %lld at a time, %lld thread(s) each\n", dir.c_str(),
-              todo.size(), static_cast<long long>(jobs), static_cast<long long>(threads));
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  std::printf("study %s: %zu run(s) to do, %lld at a time, %lld thread(s) each%s\n", dir.c_str(),
+              todo.size(), static_cast<long long>(jobs), static_cast<long long>(threads),
+              wall_clock.empty() ? "" : " (wall-clock runs alone, with every core)");
   std::fflush(stdout);
   std::vector<Job> running;
   size_t next = 0;
   bool forwarded = false;
-  auto start_eval = [&](Job& job) {
+  auto start_eval = [&](Job& job, Job::Stage stage) {
     const std::string run_dir = dir + "/runs/" + job.name;
-    job.evaluating = true;
-    job.pid = spawn(eval_argv(run_dir, threads), dir + "/runs/" + job.name + ".eval.log");
+    job.stage = stage;
+    job.pid = spawn(eval_argv(run_dir, threads, stage == Job::kEvalTest ? "test" : "val"),
+                    run_dir + (stage == Job::kEvalTest ? ".eval_test.log" : ".eval.log"));
+  };
+  auto write_eval = [&](const Job& job) {
+    const std::string run_dir = dir + "/runs/" + job.name;
+    json e = {{"full_val_loss", job.val_loss}, {"split", "val"}};
+    if (job.stage == Job::kEvalTest) {
+      const double test = eval_loss_from_log(run_dir + ".eval_test.log");
+      if (!std::isfinite(test)) return false;
+      e["full_test_loss"] = test;
+      e["split"] = "test";
+    }
+    const json& run = by_name[job.name];
+    if (study_is_wall_clock(run)) {
+      // The load around the run, kept from an earlier study run when this one only evaluates.
+      json old;
+      std::ifstream in(run_dir + "/study_eval.json");
+      if (in) old = json::parse(in, nullptr, false);
+      e["seconds_asked"] = std::stod(run["overrides"]["train.max_seconds"].get<std::string>());
+      e["loadavg_start"] = job.loadavg_start.is_null() && old.is_object()
+                               ? old.value("loadavg_start", json())
+                               : job.loadavg_start;
+      e["loadavg_end"] = job.loadavg_end.is_null() && old.is_object()
+                             ? old.value("loadavg_end", json())
+                             : job.loadavg_end;
+    }
+    write_file_atomic(run_dir + "/study_eval.json", e.dump(2) + "\n");
+    return true;
+  };
+  auto exclusive_running = [&] {
+    return std::any_of(running.begin(), running.end(),
+                       [](const Job& j) { return j.exclusive && j.stage == Job::kTrain; });
   };
   while (next < todo.size() || !running.empty()) {
     if (g_stop && !forwarded) {
       // One SIGINT stops a run at a checkpoint; mpirun passes SIGUSR1 on to every rank (its own
       // SIGINT handling kills the ranks about a second later: stop_signal.h).
-      for (const Job& j : running) kill(j.pid, j.world > 1 && !j.evaluating ? SIGUSR1 : SIGINT);
+      for (const Job& j : running)
+        kill(j.pid, j.world > 1 && j.stage == Job::kTrain ? SIGUSR1 : SIGINT);
       forwarded = true;
       std::printf(
           "study: stopping: each run saves a checkpoint; `ledgerlm study run %s` "
@@ -216,17 +304,22 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
           dir.c_str());
       std::fflush(stdout);
     }
-    while (!g_stop && next < todo.size() && static_cast<int64_t>(running.size()) < jobs) {
+    while (!g_stop && next < todo.size() && static_cast<int64_t>(running.size()) < jobs &&
+           !exclusive_running()) {
       Job job;
       job.name = todo[next].first;
+      const json& run = by_name[job.name];
       const std::string run_dir = dir + "/runs/" + job.name;
       if (todo[next].second) {
+        job.exclusive = study_is_wall_clock(run);
+        if (job.exclusive && !running.empty()) break;  // waits for the machine to be free
         std::printf("study: train %s\n", job.name.c_str());
-        job.world = by_name[job.name].value("world", int64_t{1});
-        job.pid = spawn(train_argv(manifest, by_name[job.name], dir, threads),
-                        dir + "/runs/" + job.name + ".log");
+        job.world = run.value("world", int64_t{1});
+        if (job.exclusive) job.loadavg_start = load_average();
+        job.pid = spawn(train_argv(manifest, run, dir, job.exclusive ? cores : threads),
+                        run_dir + ".log");
       } else {
-        start_eval(job);
+        start_eval(job, Job::kEvalVal);
       }
       std::fflush(stdout);
       running.push_back(job);
@@ -246,20 +339,30 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
     running.erase(it);
     const std::string run_dir = dir + "/runs/" + job.name;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (job.evaluating) {
-      const double loss = eval_loss_from_log(run_dir + ".eval.log");
-      if (ok && std::isfinite(loss)) {
-        write_file_atomic(run_dir + "/study_eval.json",
-                          json({{"full_val_loss", loss}, {"split", "val"}}).dump(2) + "\n");
-      } else if (!g_stop) {
-        std::printf("study: evaluating %s failed (see %s.eval.log)\n", job.name.c_str(),
-                    run_dir.c_str());
+    if (job.stage != Job::kTrain) {
+      bool written = false;
+      if (job.stage == Job::kEvalVal) {
+        job.val_loss = eval_loss_from_log(run_dir + ".eval.log");
+        if (ok && std::isfinite(job.val_loss)) {
+          if (!g_stop && report_split(manifest, by_name[job.name], run_dir) == "test") {
+            start_eval(job, Job::kEvalTest);
+            running.push_back(job);
+            continue;
+          }
+          written = write_eval(job);
+        }
+      } else {
+        written = ok && write_eval(job);
       }
+      if (!written && !g_stop)
+        std::printf("study: evaluating %s failed (see %s.eval%s.log)\n", job.name.c_str(),
+                    run_dir.c_str(), job.stage == Job::kEvalTest ? "_test" : "");
       continue;
     }
+    if (job.exclusive) job.loadavg_end = load_average();
     const std::string state = run_state(run_dir);
     if (state == "finished" && !g_stop) {
-      start_eval(job);
+      start_eval(job, Job::kEvalVal);
       running.push_back(job);
       continue;
     }
@@ -270,6 +373,20 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
     std::fflush(stdout);
   }
   return !g_stop;
+}
+
+// What the finals' selection knows of a run: nullopt while pending or not yet evaluated, +inf
+// when it failed, else its final loss (the whole-split val loss when evaluated).
+StudyLossOf loss_in(const std::string& dir, bool need_eval) {
+  return [dir, need_eval](const std::string& name) -> std::optional<double> {
+    const std::string run_dir = dir + "/runs/" + name;
+    const std::string state = run_state(run_dir);
+    if (state == "failed") return std::numeric_limits<double>::infinity();
+    if (state != "finished") return std::nullopt;
+    if (need_eval && !fs::exists(run_dir + "/study_eval.json")) return std::nullopt;
+    const double loss = run_loss(run_dir);
+    return std::isfinite(loss) ? loss : std::numeric_limits<double>::infinity();
+  };
 }
 
 // Widens each LR sweep whose best point is at an edge by one point there (within its
@@ -334,6 +451,10 @@ int command_study_run(const StudyRunCommand& cmd) {
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t threads = std::max<int64_t>(1, cores / cmd.jobs);
   if (cmd.print_commands) {
+    // Finals whose sweep has finished elsewhere (selected on the summaries' windowed val loss
+    // when `study run` has not evaluated the runs on the whole split).
+    if (study_plan_finals(&manifest, loss_in(cmd.dir, false)))
+      study_manifest_write(cmd.dir, manifest);
     for (const json& r : manifest["runs"]) {
       if (run_state(cmd.dir + "/runs/" + r["name"].get<std::string>()) != "pending") continue;
       std::string line;
@@ -356,6 +477,17 @@ int command_study_run(const StudyRunCommand& cmd) {
   while (true) {
     if (!run_pending(manifest, cmd.dir, cmd.jobs, threads)) break;
     if (manifest["sweeps"].empty() || !extend_sweeps(&manifest, cmd.dir)) {
+      if (study_plan_finals(&manifest, loss_in(cmd.dir, true))) {
+        std::printf("study %s: finals planned:", cmd.dir.c_str());
+        for (const auto& [arm, a] : manifest["finals"]["arms"].items())
+          if (!a.value("wall_clock", false))
+            std::printf(" %s <- %s;", arm.c_str(),
+                        a["from"].is_string() ? a["from"].get<std::string>().c_str() : "none");
+        std::printf("\n");
+        std::fflush(stdout);
+        study_manifest_write(cmd.dir, manifest);
+        continue;
+      }
       done = true;
       break;
     }

@@ -181,9 +181,11 @@ void read_base(const toml::table& table, const std::string& prefix,
   }
 }
 
+}  // namespace
+
 // The short form of an axis key in run names: "lr" for optim.lr, unless another axis ends alike.
-std::string name_part(const std::string& key, const std::string& value,
-                      const std::vector<std::string>& all_keys) {
+std::string study_name_part(const std::string& key, const std::string& value,
+                            const std::vector<std::string>& all_keys) {
   if (key == kOptimAxis) return value;
   if (key == kBatchAxis) return "b" + value;
   auto tail = [](const std::string& k) { return k.substr(k.rfind('.') + 1); };
@@ -195,7 +197,7 @@ std::string name_part(const std::string& key, const std::string& value,
   return label + value;
 }
 
-std::string filesystem_safe(std::string name) {
+std::string study_filesystem_safe(std::string name) {
   for (char& ch : name) {
     const bool ok =
         std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_';
@@ -203,6 +205,8 @@ std::string filesystem_safe(std::string name) {
   }
   return name;
 }
+
+namespace {
 
 std::string lr_text(double center, int exponent, const std::string& where) {
   return canonical_value(
@@ -213,6 +217,114 @@ std::string lr_text(double center, int exponent, const std::string& where) {
         return std::string(buf, res.ptr);
       }(),
       where);
+}
+
+// A scalar of a [finals] table as a number (integers too).
+std::optional<double> number_of(const toml::node& node) {
+  if (const auto* i = node.as_integer()) return static_cast<double>(i->get());
+  if (const auto* f = node.as_floating_point()) return f->get();
+  return std::nullopt;
+}
+
+// [finals]: seeds (fresh, none of the train.seed axis), select (the axes that make an arm),
+// split, and an optional [finals.wall_clock] (seconds, from).
+json read_finals(const toml::table& table, const std::string& where, const AxisTable& axes,
+                 const std::map<std::string, AxisTable>& grids) {
+  static const std::set<std::string> known = {"seeds", "select", "split", "wall_clock"};
+  for (const auto& [k, node] : table)
+    LLM_REQUIRE(known.count(std::string(k.str())), where, ": unknown key '", k.str(), "'",
+                line_of(node), " (expected seeds, select, split, [finals.wall_clock])");
+  // Every key that is an axis somewhere (the study's or a grid's).
+  std::set<std::string> axis_keys;
+  for (const auto& [k, a] : axes.axes) axis_keys.insert(k);
+  for (const auto& [opt, g] : grids)
+    for (const auto& [k, a] : g.axes) axis_keys.insert(k);
+  if (!grids.empty()) axis_keys.insert(kOptimAxis);
+
+  json seeds = json::array();
+  std::set<int64_t> seen;
+  if (const auto* arr = table["seeds"].as_array()) {
+    for (const auto& v : *arr) {
+      const auto* i = v.as_integer();
+      LLM_REQUIRE(i && i->get() >= 0, where, ".seeds: expected integers >= 0", line_of(v));
+      LLM_REQUIRE(seen.insert(i->get()).second, where, ".seeds: ", i->get(), " appears twice");
+      seeds.push_back(i->get());
+    }
+  } else {
+    LLM_REQUIRE(!table.contains("seeds"), where, ".seeds: expected an array of integers");
+    for (int64_t s = 1001; s <= 1005; ++s) {
+      seeds.push_back(s);
+      seen.insert(s);
+    }
+  }
+  LLM_REQUIRE(seeds.size() >= 2, where,
+              ".seeds: expected at least 2 fresh seeds (a confidence interval needs two; a "
+              "report of record wants 3 or more)");
+  std::vector<std::string> sweep_seeds;
+  if (axes.axes.count(kSeedAxis)) sweep_seeds = axes.axes.at(kSeedAxis).values;
+  for (const auto& [opt, g] : grids)
+    if (g.axes.count(kSeedAxis))
+      sweep_seeds.insert(sweep_seeds.end(), g.axes.at(kSeedAxis).values.begin(),
+                         g.axes.at(kSeedAxis).values.end());
+  for (const std::string& s : sweep_seeds)
+    LLM_REQUIRE(!seen.count(std::stoll(s)), where, ".seeds: ", s,
+                " is a seed of the train.seed axis (finals need fresh seeds)");
+
+  json select = json::array();
+  if (const auto* arr = table["select"].as_array()) {
+    for (const auto& v : *arr) {
+      const auto* str = v.as_string();
+      LLM_REQUIRE(str, where, ".select: expected axis keys (strings)", line_of(v));
+      std::string key = str->get();
+      if (key == "lr") key = kLrKey;
+      LLM_REQUIRE(key != kSeedAxis && key != kLrKey, where, ".select: '", key,
+                  "' cannot make an arm (the finals choose it)");
+      LLM_REQUIRE(axis_keys.count(key), where, ".select: '", key, "' is no axis of the study");
+      select.push_back(key);
+    }
+  } else {
+    LLM_REQUIRE(!table.contains("select"), where, ".select: expected an array of axis keys");
+    if (axis_keys.count(kOptimAxis)) select.push_back(kOptimAxis);
+  }
+
+  const std::string split = table["split"].value_or(std::string("auto"));
+  LLM_REQUIRE(split == "auto" || split == "val" || split == "test", where,
+              ".split: expected auto, "
+              "val or test (got '",
+              split, "')");
+
+  json out = {{"seeds", seeds},
+              {"select", select},
+              {"split", split},
+              {"wall_clock_seconds", nullptr},
+              {"wall_clock_from", json::object()},
+              {"arms", json::object()}};
+  if (const auto* wc = table["wall_clock"].as_table()) {
+    static const std::set<std::string> wc_known = {"seconds", "from"};
+    for (const auto& [k, node] : *wc)
+      LLM_REQUIRE(wc_known.count(std::string(k.str())), where, ".wall_clock: unknown key '",
+                  k.str(), "'", line_of(node), " (expected seconds, from)");
+    const toml::node* seconds = (*wc)["seconds"].node();
+    const auto secs = seconds ? number_of(*seconds) : std::nullopt;
+    LLM_REQUIRE(secs && *secs > 0 && std::isfinite(*secs), where,
+                ".wall_clock.seconds: expected a number of seconds > 0");
+    out["wall_clock_seconds"] = *secs;
+    if (const auto* from = (*wc)["from"].as_table()) {
+      for (const auto& [k, node] : *from) {
+        const std::string key(k.str());
+        LLM_REQUIRE(std::find(select.begin(), select.end(), key) != select.end(), where,
+                    ".wall_clock.from: '", key, "' is not one of finals.select");
+        out["wall_clock_from"][key] =
+            canonical_value(key, scalar_text(node, where + ".wall_clock.from." + key),
+                            where + ".wall_clock.from." + key);
+      }
+    } else {
+      LLM_REQUIRE(!(*wc).contains("from"), where, ".wall_clock.from: expected a table");
+    }
+  } else {
+    LLM_REQUIRE(!table.contains("wall_clock"), where, ".wall_clock: expected a table");
+  }
+  return out;
 }
 
 }  // namespace
@@ -237,10 +349,12 @@ json study_plan(const std::string& study_path, const json& previous) {
     fail(error_message(study_path, ": ", e.description(), " (line ", e.source().begin.line, ")"));
   }
   const std::string origin = study_path;
-  static const std::set<std::string> known = {"name", "config", "baseline", "base", "axes", "grid"};
+  static const std::set<std::string> known = {"name", "config", "baseline", "base",
+                                              "axes", "grid",   "finals"};
   for (const auto& [k, node] : doc)
     LLM_REQUIRE(known.count(std::string(k.str())), origin, ": unknown key '", k.str(), "'",
-                line_of(node), " (expected name, config, baseline, [base], [axes], [grid.OPT])");
+                line_of(node),
+                " (expected name, config, baseline, [base], [axes], [grid.OPT], [finals])");
 
   json manifest = {{"format", 1},
                    {"study", fs::absolute(study_path).lexically_normal().string()},
@@ -339,7 +453,7 @@ json study_plan(const std::string& study_path, const json& previous) {
       for (size_t i = 0; i < keys.size(); ++i) {
         const std::string& v = mine.axes[keys[i]].values[at[i]];
         axis_values[keys[i]] = v;
-        name += (name.empty() ? "" : "_") + name_part(keys[i], v, keys);
+        name += (name.empty() ? "" : "_") + study_name_part(keys[i], v, keys);
         overrides[keys[i]] = v;
       }
       if (overrides.count(kBatchAxis)) {
@@ -350,7 +464,7 @@ json study_plan(const std::string& study_path, const json& previous) {
         overrides.erase(kBatchAxis);
       }
       if (name.empty()) name = "run";
-      name = filesystem_safe(name);
+      name = study_filesystem_safe(name);
       LLM_REQUIRE(names.insert(name).second, origin, ": two runs would both be named '", name,
                   "' (axis values that differ only in characters a file name cannot hold)");
       entry["name"] = name;
@@ -369,6 +483,14 @@ json study_plan(const std::string& study_path, const json& previous) {
         at[i] = 0;
       }
     }
+  }
+
+  if (const auto* t = doc["finals"].as_table()) {
+    manifest["finals"] = read_finals(*t, origin + ": finals", axes, grids);
+    if (previous.is_object() && previous.contains("finals") && previous["finals"].contains("arms"))
+      manifest["finals"]["arms"] = previous["finals"]["arms"];
+  } else {
+    LLM_REQUIRE(!doc.contains("finals"), origin, ": finals: expected a table ([finals])");
   }
 
   // Merge with what was planned before: its runs first, unchanged.

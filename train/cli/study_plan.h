@@ -7,6 +7,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,13 @@ nlohmann::json study_plan(const std::string& study_path, const nlohmann::json& p
 // than 3 points, where no edge means anything). `loss_by_exponent` maps each point's exponent
 // (LR = centre x 2^exponent) to its loss; non-finite losses (a run that diverged) never win.
 int study_sweep_edge(const std::map<int, double>& loss_by_exponent);
+
+// The part of a run name an axis value makes ("lr0.003", "seed1", "adamw", "b2x4x1"): the key's
+// last component, or the whole key (dots as dashes) when another of ALL_KEYS ends alike.
+std::string study_name_part(const std::string& key, const std::string& value,
+                            const std::vector<std::string>& all_keys);
+// NAME with every character a file name should not hold replaced by '-'.
+std::string study_filesystem_safe(std::string name);
 
 // Reads DIR/manifest.json (an error naming it when missing or not a study manifest).
 nlohmann::json study_manifest_read(const std::string& dir);

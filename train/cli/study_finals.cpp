@@ -1,0 +1,171 @@
+// The finals of a study (see study_finals.h).
+#include "train/cli/study_finals.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "train/cli/study_plan.h"
+
+namespace ledgerlm {
+using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kSeedAxis = "train.seed";
+
+// The axis keys of a run, in its manifest order.
+std::vector<std::string> axis_keys(const json& run) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : run["axes"].items()) keys.push_back(k);
+  return keys;
+}
+
+// The value of KEY for a run: its axis value, else the override it trains with ("" if neither).
+std::string value_of(const json& run, const std::string& key) {
+  if (run["axes"].contains(key)) return run["axes"][key];
+  if (run["overrides"].contains(key)) return run["overrides"][key];
+  return "";
+}
+
+// A setting: the run's name without the seed's part (the seed's part comes last).
+std::string setting_of(const json& run) {
+  const std::string name = run["name"];
+  if (!run["axes"].contains(kSeedAxis)) return name;
+  const std::string part =
+      study_filesystem_safe(study_name_part(kSeedAxis, run["axes"][kSeedAxis], axis_keys(run)));
+  if (name == part) return "run";
+  if (name.size() > part.size() + 1 &&
+      name.compare(name.size() - part.size(), part.size(), part) == 0)
+    return name.substr(0, name.size() - part.size() - 1);
+  return name;
+}
+
+std::string seconds_text(double seconds) {
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, seconds);
+  return std::string(buf, res.ptr);
+}
+
+struct Arm {
+  json axes = json::object();                               // select key -> value
+  std::map<std::string, std::vector<std::string>> runs_of;  // setting -> its runs
+  std::map<std::string, json> first_run;                    // setting -> one of its runs
+};
+
+}  // namespace
+
+bool study_is_wall_clock(const json& run) {
+  return run.value("wall_clock", false);
+}
+
+bool study_plan_finals(json* manifest, const StudyLossOf& loss_of) {
+  if (!manifest->contains("finals")) return false;
+  json& finals = (*manifest)["finals"];
+  std::vector<std::string> select;
+  for (const json& k : finals["select"]) select.push_back(k);
+
+  // The sweep runs by arm and setting.
+  std::map<std::string, Arm> arms;
+  for (const json& run : (*manifest)["runs"]) {
+    if (run.contains("phase")) continue;  // a final run
+    const std::vector<std::string> keys = axis_keys(run);
+    std::string arm;
+    json axes = json::object();
+    for (const std::string& key : select) {
+      const std::string value = value_of(run, key);
+      axes[key] = value;
+      if (!arm.empty()) arm.push_back('_');
+      arm.append(study_name_part(key, value, keys));
+    }
+    arm = study_filesystem_safe(arm.empty() ? "all" : arm);
+    Arm& a = arms[arm];
+    a.axes = axes;
+    const std::string setting = setting_of(run);
+    a.runs_of[setting].push_back(run["name"]);
+    if (!a.first_run.count(setting)) a.first_run[setting] = run;
+  }
+
+  bool added = false;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& [arm, a] : arms) {
+    if (finals["arms"].contains(arm)) continue;  // chosen before
+    std::map<std::string, double> mean;
+    bool known = true;
+    for (const auto& [setting, names] : a.runs_of) {
+      double sum = 0;
+      for (const std::string& name : names) {
+        const std::optional<double> loss = loss_of(name);
+        if (!loss) {
+          known = false;
+          break;
+        }
+        sum += std::isfinite(*loss) ? *loss : inf;
+      }
+      if (!known) break;
+      mean[setting] = sum / static_cast<double>(names.size());
+    }
+    if (!known) continue;  // wait for the arm's sweep
+    const std::string* best = nullptr;
+    for (const auto& [setting, m] : mean)
+      if (std::isfinite(m) && (!best || m < mean[*best])) best = &setting;
+    if (!best) {
+      finals["arms"][arm] = {{"from", nullptr},
+                             {"selection_loss", nullptr},
+                             {"settings", mean.size()},
+                             {"axes", a.axes},
+                             {"note", "every setting failed: no finals"}};
+      continue;
+    }
+    finals["arms"][arm] = {{"from", *best},
+                           {"selection_loss", mean[*best]},
+                           {"settings", mean.size()},
+                           {"axes", a.axes}};
+    const json& chosen = a.first_run.at(*best);
+    auto add_runs = [&](const std::string& final_arm, bool wall_clock) {
+      for (const json& seed : finals["seeds"]) {
+        const std::string seed_text = std::to_string(seed.get<int64_t>());
+        json run = chosen;
+        run.erase("sweep");
+        std::string name = "final_";
+        name.append(final_arm).append("_seed").append(seed_text);
+        run["name"] = study_filesystem_safe(name);
+        run["axes"][kSeedAxis] = seed_text;
+        run["overrides"][kSeedAxis] = seed_text;
+        run["phase"] = "final";
+        run["arm"] = final_arm;
+        run["from"] = *best;
+        if (wall_clock) {
+          // Zero, not absent: a budget of the base config file must not end the run early.
+          run["overrides"]["train.max_tokens"] = "0";
+          run["overrides"]["train.max_steps"] = "0";
+          run["overrides"]["train.max_seconds"] =
+              seconds_text(finals["wall_clock_seconds"].get<double>());
+          run["wall_clock"] = true;
+        }
+        (*manifest)["runs"].push_back(run);
+      }
+      added = true;
+    };
+    add_runs(arm, false);
+    if (finals["wall_clock_seconds"].is_number()) {
+      bool matches = true;
+      for (const auto& [k, v] : finals["wall_clock_from"].items())
+        matches = matches && a.axes.contains(k) && a.axes[k] == v;
+      if (matches) {
+        std::string wall_arm = arm;
+        wall_arm.append("_wall")
+            .append(seconds_text(finals["wall_clock_seconds"].get<double>()))
+            .append("s");
+        finals["arms"][wall_arm] = finals["arms"][arm];
+        finals["arms"][wall_arm]["wall_clock"] = true;
+        add_runs(wall_arm, true);
+      }
+    }
+  }
+  return added;
+}
+
+}  // namespace ledgerlm
