@@ -52,10 +52,18 @@ void on_stop_signal(int) {
   g_stop = 1;
 }
 
+// This binary, for the runs a study spawns. When it was replaced on disk while the study ran (a
+// rebuild, an upgrade) the link names the old file with " (deleted)": the new file at that path is
+// what a run then starts.
 std::string self_exe() {
   std::error_code ec;
-  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("ledgerlm") : p.string();
+  std::string p = fs::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return "ledgerlm";
+  const std::string deleted = " (deleted)";
+  if (p.size() > deleted.size() &&
+      p.compare(p.size() - deleted.size(), deleted.size(), deleted) == 0)
+    p.resize(p.size() - deleted.size());
+  return p;
 }
 
 std::string shell_quote(const std::string& s) {

@@ -25,6 +25,12 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kBatchAxis = "batch";  // WORLDxMICROxACCUM
+// Derived keys: the LR scaled from its value at lr_base_batch sequences to the run's global batch
+// (fixed: unchanged, linear: x G/G0, sqrt: x sqrt(G/G0)), and the warmup as a fraction of the
+// run's steps. They are study keys, not config keys: a run trains with what they derive.
+constexpr const char* kLrRule = "lr_rule";
+constexpr const char* kLrBaseBatch = "lr_base_batch";
+constexpr const char* kWarmupFraction = "warmup_fraction";
 constexpr const char* kOptimAxis = "optim.name";
 constexpr const char* kLrKey = "optim.lr";
 constexpr const char* kSeedAxis = "train.seed";
@@ -80,6 +86,37 @@ std::vector<int64_t> parse_batch(const std::string& text, const std::string& whe
   return parts;
 }
 
+bool is_study_key(const std::string& key) {
+  return key == kBatchAxis || key == kLrRule || key == kLrBaseBatch || key == kWarmupFraction;
+}
+
+// The canonical text of a study key's value (see kLrRule), or an error naming it.
+std::string study_key_value(const std::string& key, const std::string& text,
+                            const std::string& where) {
+  if (key == kBatchAxis) {
+    parse_batch(text, where);
+    return text;
+  }
+  if (key == kLrRule) {
+    LLM_REQUIRE(text == "fixed" || text == "linear" || text == "sqrt", where, ": '", text,
+                "': expected fixed, linear or sqrt");
+    return text;
+  }
+  double v = 0;
+  const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
+  const bool number = res.ec == std::errc() && res.ptr == text.data() + text.size();
+  if (key == kLrBaseBatch) {
+    LLM_REQUIRE(number && v >= 1 && v == std::floor(v) && v < 1e15, where, ": '", text,
+                "': expected a global batch in sequences (an integer >= 1)");
+    return std::to_string(static_cast<int64_t>(v));
+  }
+  LLM_REQUIRE(number && v >= 0 && v < 1, where, ": '", text,
+              "': expected a fraction of the run's steps in [0, 1)");
+  char buf[64];
+  const auto out = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, out.ptr);
+}
+
 // One axis: a key and its values (canonical text), or an LR sweep.
 struct Axis {
   std::vector<std::string> values;
@@ -116,8 +153,8 @@ void read_axis_table(const toml::table& table, const std::string& prefix, const 
       Axis axis;
       for (const auto& v : *arr) {
         const std::string text = scalar_text(v, at);
-        if (key == kBatchAxis) parse_batch(text, at);
-        axis.values.push_back(key == kBatchAxis ? text : canonical_value(key, text, at));
+        axis.values.push_back(is_study_key(key) ? study_key_value(key, text, at)
+                                                : canonical_value(key, text, at));
       }
       std::set<std::string> seen(axis.values.begin(), axis.values.end());
       LLM_REQUIRE(seen.size() == axis.values.size(), at, ": a value appears twice", line_of(node));
@@ -126,12 +163,8 @@ void read_axis_table(const toml::table& table, const std::string& prefix, const 
       out->axes[key] = Axis{{}, true};
     } else {
       const std::string text = scalar_text(node, at);
-      if (key == kBatchAxis) {
-        parse_batch(text, at);
-        out->fixed[key] = text;
-      } else {
-        out->fixed[key] = canonical_value(key, text, at);
-      }
+      out->fixed[key] =
+          is_study_key(key) ? study_key_value(key, text, at) : canonical_value(key, text, at);
     }
   }
 }
@@ -176,9 +209,59 @@ void read_base(const toml::table& table, const std::string& prefix,
     const std::string key = prefix + std::string(k.str());
     if (const auto* sub = node.as_table())
       read_base(*sub, key + ".", out);
+    else if (is_study_key(key))
+      (*out)[key] = study_key_value(key, scalar_text(node, "base." + key), "base." + key);
     else
       (*out)[key] = canonical_value(key, scalar_text(node, "base." + key), "base." + key);
   }
+}
+
+// Applies the derived keys (kLrRule, kWarmupFraction) of one run to its overrides, given its
+// world size; they leave the overrides (the trainer has no such keys).
+void derive_keys(std::map<std::string, std::string>* overrides, int64_t world,
+                 const std::string& where) {
+  auto& ov = *overrides;
+  const bool rule = ov.count(kLrRule) > 0, warmup = ov.count(kWarmupFraction) > 0;
+  if (!rule && !warmup) {
+    LLM_REQUIRE(!ov.count(kLrBaseBatch), where, ": ", kLrBaseBatch, " needs ", kLrRule);
+    return;
+  }
+  auto integer = [&](const char* key, int64_t fallback) -> int64_t {
+    return ov.count(key) ? std::stoll(ov[key]) : fallback;
+  };
+  LLM_REQUIRE(ov.count("train.micro_batch"), where, ": ", rule ? kLrRule : kWarmupFraction,
+              " needs the global batch in the study file (batch = \"WORLDxMICROxACCUM\", or "
+              "train.micro_batch)");
+  const int64_t global = world * integer("train.micro_batch", 1) * integer("train.accum", 1);
+  if (rule) {
+    LLM_REQUIRE(ov.count(kLrBaseBatch), where, ": ", kLrRule, " needs ", kLrBaseBatch,
+                " (the global batch at which optim.lr is given)");
+    LLM_REQUIRE(ov.count(kLrKey), where, ": ", kLrRule, " needs optim.lr (the LR at ", kLrBaseBatch,
+                ")");
+    const double ratio =
+        static_cast<double>(global) / static_cast<double>(std::stoll(ov[kLrBaseBatch]));
+    const double power = ov[kLrRule] == "linear" ? 1.0 : ov[kLrRule] == "sqrt" ? 0.5 : 0.0;
+    const double lr = std::stod(ov[kLrKey]) * std::pow(ratio, power);
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof buf, lr);
+    ov[kLrKey] = canonical_value(kLrKey, std::string(buf, res.ptr), where);
+  }
+  if (warmup) {
+    int64_t steps = integer("train.max_steps", 0);
+    if (steps == 0) {
+      LLM_REQUIRE(ov.count("train.max_tokens") && ov.count("train.seq_len"), where, ": ",
+                  kWarmupFraction,
+                  " needs the run's steps: train.max_steps, or train.max_tokens and train.seq_len");
+      const int64_t per_step = global * integer("train.seq_len", 1);
+      steps = (integer("train.max_tokens", 0) + per_step - 1) / per_step;
+    }
+    const double f = std::stod(ov[kWarmupFraction]);
+    ov["optim.warmup_steps"] =
+        std::to_string(static_cast<int64_t>(std::llround(f * static_cast<double>(steps))));
+  }
+  ov.erase(kLrRule);
+  ov.erase(kLrBaseBatch);
+  ov.erase(kWarmupFraction);
 }
 
 }  // namespace
@@ -188,6 +271,7 @@ std::string study_name_part(const std::string& key, const std::string& value,
                             const std::vector<std::string>& all_keys) {
   if (key == kOptimAxis) return value;
   if (key == kBatchAxis) return "b" + value;
+  if (key == kLrRule) return "lr-" + value;
   auto tail = [](const std::string& k) { return k.substr(k.rfind('.') + 1); };
   int same = 0;
   for (const std::string& k : all_keys) same += tail(k) == tail(key);
@@ -463,6 +547,7 @@ json study_plan(const std::string& study_path, const json& previous) {
         overrides["train.accum"] = std::to_string(b[2]);
         overrides.erase(kBatchAxis);
       }
+      derive_keys(&overrides, entry["world"].get<int64_t>(), origin + ": run " + name);
       if (name.empty()) name = "run";
       name = study_filesystem_safe(name);
       LLM_REQUIRE(names.insert(name).second, origin, ": two runs would both be named '", name,
@@ -471,7 +556,8 @@ json study_plan(const std::string& study_path, const json& previous) {
       entry["axes"] = axis_values;
       entry["overrides"] = overrides;
       if (!exponent_of.empty())
-        entry["sweep"] = {{"scope", scope}, {"exponent", exponent_of[overrides[kLrKey]]}};
+        entry["sweep"] = {{"scope", scope},
+                          {"exponent", exponent_of.at(axis_values[kLrKey].get<std::string>())}};
       runs.push_back(entry);
       // Next combination: the last key varies fastest.
       more = false;

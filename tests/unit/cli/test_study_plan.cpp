@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,66 @@ TEST(StudySweepEdge, BestAtAnEdgeWidensThatEdge) {
   EXPECT_EQ(study_sweep_edge({{-2, 3.4}, {-1, 3.3}, {0, 3.2}, {1, 3.1}, {2, nan}}), 0);
   EXPECT_EQ(study_sweep_edge({{-2, 3.4}, {-1, 3.3}, {0, 3.2}, {1, 3.1}, {2, inf}}), 0);
   EXPECT_EQ(study_sweep_edge({{0, 3.0}, {1, 3.1}}), 0);  // too few points for an edge
+}
+
+// lr_rule scales optim.lr from lr_base_batch sequences to the run's global batch (world x micro x
+// accum); warmup_fraction sets the warmup to that fraction of the run's steps. Neither reaches the
+// trainer as a key.
+TEST(StudyPlan, DerivedLrRuleAndWarmupFollowTheGlobalBatch) {
+  const json m = study_plan(write_study(R"(
+[base]
+"train.seq_len" = 64
+"train.max_tokens" = 65536
+"optim.lr" = 1e-3
+lr_base_batch = 8
+warmup_fraction = 0.1
+[axes]
+batch = ["1x8x1", "2x16x2"]
+lr_rule = ["fixed", "linear", "sqrt"]
+)"),
+                            json());
+  std::map<std::string, json> by_name;
+  for (const json& r : m["runs"]) by_name[r["name"]] = r;
+  ASSERT_EQ(by_name.size(), 6u);
+  // G = 8: every rule gives the base LR; 65536 / (8 x 64) = 128 steps, 10% = 12.8 -> 13.
+  for (const char* rule : {"fixed", "linear", "sqrt"}) {
+    const json& ov = by_name.at(std::string("b1x8x1_lr-") + rule)["overrides"];
+    EXPECT_EQ(ov["optim.lr"], "0.001") << rule;
+    EXPECT_EQ(ov["optim.warmup_steps"], "13") << rule;
+    EXPECT_FALSE(ov.contains("lr_rule") || ov.contains("warmup_fraction") ||
+                 ov.contains("lr_base_batch"));
+  }
+  // G = 2 x 16 x 2 = 64 = 8 x the base: linear x8, sqrt x sqrt(8); 16 steps, warmup 1.6 -> 2.
+  const json& lin = by_name.at("b2x16x2_lr-linear");
+  EXPECT_EQ(lin["world"], 2);
+  EXPECT_EQ(lin["overrides"]["optim.lr"], "0.008");
+  EXPECT_EQ(lin["overrides"]["optim.warmup_steps"], "2");
+  EXPECT_NEAR(std::stod(by_name.at("b2x16x2_lr-sqrt")["overrides"]["optim.lr"].get<std::string>()),
+              1e-3 * std::sqrt(8.0), 1e-15);
+  EXPECT_EQ(by_name.at("b2x16x2_lr-fixed")["overrides"]["optim.lr"], "0.001");
+
+  EXPECT_NE(error_of([] {
+              study_plan(
+                  write_study("[base]\n\"optim.lr\" = 1e-3\n[axes]\nlr_rule = [\"cubic\"]\n"),
+                  json());
+            }).find("expected fixed, linear or sqrt"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[base]\n\"optim.lr\" = 1e-3\nlr_base_batch = 8\n[axes]\n"
+                                     "lr_rule = [\"linear\"]\n"),
+                         json());
+            }).find("needs the global batch"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[base]\n\"optim.lr\" = 1e-3\n\"train.micro_batch\" = 8\n"
+                                     "[axes]\nlr_rule = [\"linear\"]\n"),
+                         json());
+            }).find("needs lr_base_batch"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[base]\nwarmup_fraction = 1.5\n"), json());
+            }).find("in [0, 1)"),
+            std::string::npos);
 }
 
 }  // namespace
