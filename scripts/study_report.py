@@ -438,6 +438,19 @@ def value_order(v):
         return (1, 0.0, str(v))
 
 
+def heatmap_grid(arms, kx, ky):
+    """(x values, y values, grid[y][x]): the lowest mean of the arms at each (kx, ky) pair, NaN
+    where none ran."""
+    xs = sorted({a["axes"].get(kx) for a in arms}, key=value_order)
+    ys = sorted({a["axes"].get(ky) for a in arms}, key=value_order)
+    grid = np.full((len(ys), len(xs)), np.nan)
+    for a in arms:
+        x, y = xs.index(a["axes"].get(kx)), ys.index(a["axes"].get(ky))
+        if not a["mean"] >= grid[y, x]:  # NaN (empty) or a better value
+            grid[y, x] = a["mean"]
+    return xs, ys, grid
+
+
 def heatmaps(study, sweep_arms, out_dir):
     """Per optimizer and per pair of its swept axes (other than the seed): a PNG of the mean
     final val loss over the pair's values, the best over any other swept axis. [(png, caption)]."""
@@ -450,13 +463,7 @@ def heatmaps(study, sweep_arms, out_dir):
                        if k not in (SEED, OPTIM) and len({a["axes"].get(k) for a in arms}) > 1)
         for i, kx in enumerate(swept):
             for ky in swept[i + 1:]:
-                xs = sorted({a["axes"].get(kx) for a in arms}, key=value_order)
-                ys = sorted({a["axes"].get(ky) for a in arms}, key=value_order)
-                grid = np.full((len(ys), len(xs)), np.nan)
-                for a in arms:
-                    x, y = xs.index(a["axes"].get(kx)), ys.index(a["axes"].get(ky))
-                    if not a["mean"] >= grid[y, x]:  # NaN (empty) or a better value
-                        grid[y, x] = a["mean"]
+                xs, ys, grid = heatmap_grid(arms, kx, ky)
                 name = ngram_safe(f"heatmap_{opt}_{kx}_{ky}.png")
                 plt = pyplot()
                 fig, ax = plt.subplots(figsize=(1.2 * len(xs) + 2.5, 0.6 * len(ys) + 2), dpi=100)
