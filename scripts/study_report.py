@@ -166,8 +166,14 @@ def group_label(key):
 def finals_groups(final_arms, select, baseline):
     """final_arms: {arm: {"axes", "wall_clock"}}. {group key: {"arms": [...], "baseline": the arm
     whose optim.name is BASELINE or None}}."""
+    def order(arm):  # budgets by value (1e5 before 1e6 tokens), the wall-clock group last
+        info = final_arms[arm]
+        key = group_of(info["axes"], select, info["wall_clock"])
+        return (info["wall_clock"], [value_order(v) for _, v in key] if not info["wall_clock"]
+                else [], arm)
+
     groups = {}
-    for arm in sorted(final_arms):
+    for arm in sorted(final_arms, key=order):
         info = final_arms[arm]
         g = groups.setdefault(group_of(info["axes"], select, info["wall_clock"]),
                               {"arms": [], "baseline": None})
@@ -595,7 +601,8 @@ def header_lines(study, manifest, done, reported_split):
         if b:
             lines.append(f"- Floors on the {reported_split} split (counted on train): unigram "
                          f"{b['unigram']:.4f}, bigram {b['bigram']:.4f} (smoothed towards the "
-                         f"unigram, prior weight {b['alpha']:g} chosen on train's last 10%), "
+                         f"unigram, prior weight {b['alpha']:g} chosen on train's last 10%, 1 "
+                         f"when that tail is too short), "
                          f"ln V {b['ln_v']:.4f} nats/token.")
     budgets = {}
     for r in done:
@@ -610,7 +617,9 @@ def header_lines(study, manifest, done, reported_split):
     if budgets:
         lines += ["", "| phase | budget | runs | tokens (mean) | params | tokens per parameter | "
                   "epochs |", "|---|---|---|---|---|---|---|"]
-        for (phase, budget), rs in sorted(budgets.items()):
+        for (phase, budget), rs in sorted(budgets.items(),
+                                          key=lambda kv: (kv[0][0], value_order(
+                                              kv[0][1].rsplit(" ", 1)[-1]), kv[0][1])):
             tokens = float(np.mean([r["summary"].get("tokens", 0) for r in rs]))
             params = float(np.mean([r["summary"].get("params", 0) for r in rs]))
             meta = read_meta(rs[0]["data"]) if rs[0]["data"] else None
@@ -759,16 +768,16 @@ def report(study_dir, alpha=ALPHA, cores=None):
              f"{manifest.get('config') or '(none: [base] keys only)'}.",
              f"- Commit: {version()}.",
              f"- CPU: {machine()}.",
-             ("- Loss compared: the final val loss over the whole val split (`ledgerlm eval`, "
+             (f"- Loss compared: the final loss over the whole split (`ledgerlm eval`, "
+              f"runs/NAME/study_eval.json): val for the sweep, which selects, {split} for the "
+              f"finals, which are reported." if full and finals else
+              "- Loss compared: the final val loss over the whole val split (`ledgerlm eval`, "
               "runs/NAME/study_eval.json)." if full else
               "- Loss compared: the summary's final val loss, over train.eval_windows val "
               "windows only (not the whole split: some runs have no study_eval.json; "
               "`ledgerlm study run` writes it)."),
              f"- Intervals: 95% Student t over seeds; comparisons Holm-corrected at alpha = "
              f"{alpha}."]
-    if finals:
-        lines.append(f"- Splits: the sweep selects on the full val split; the finals are "
-                     f"reported on the full {split} split.")
     lines += header_lines(study, manifest, done, split)
 
     val_floors = data_baselines(data, "val") if data else None

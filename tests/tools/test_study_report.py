@@ -326,7 +326,7 @@ def check_finals_report():
             "| final | train.max_tokens = 1000 | 6 | 1000 | 1000 | 1.00 | 250.000 |",
             "| final | wall clock 15.0 s | 6 | 1500 | 1000 | 1.50 | 375.000 |",
             "val = the last 10% of each document", "test = 5% of each document",
-            "the finals are reported on the full test split",
+            "val for the sweep, which selects, test for the finals, which are reported",
             "Floors on the test split (counted on train): unigram 0.8676, bigram 0.7520 "
             "(smoothed towards the unigram, prior weight 1",
             "ln V 0.6931",
@@ -339,7 +339,7 @@ def check_finals_report():
             "(0.004, `adamw_lr0.004_weight-decay0.1_max-tokens1000`) is the highest of its sweep",
             "![adamw: optim.lr x optim.weight_decay (best over train.max_tokens)](heatmap_adamw_",
             # Finals per group: lion - adamw, Holm within the group.
-            "### train.max_tokens = 1000", "### train.max_tokens = 2000", "### wall clock",
+            "### train.max_tokens = 1000\n", "### train.max_tokens = 2000\n", "### wall clock\n",
             "| lion_max-tokens1000 | 3 | -0.0467 | [-0.0610, -0.0323] | 0.005 | 0.005 | "
             "[-0.0610, -0.0323] at 95.00% |",
             "| lion_max-tokens2000 | 3 | -0.0467 | [-0.0610, -0.0323] | 0.005 | 0.005 |",
@@ -358,6 +358,10 @@ def check_finals_report():
         for want in wants:
             if want not in text:
                 failures.append(f"finals report lacks {want!r}")
+        at = [text.find(h) for h in ("### train.max_tokens = 1000", "### train.max_tokens = 2000",
+                                     "### wall clock")]
+        if sorted(at) != at:
+            failures.append(f"groups out of order (budgets by value, wall clock last): {at}")
         if "| lion_max-tokens1000 | 3 | -0.0467 | [-0.0610, -0.0323] | 0.005 | 0.010" in text:
             failures.append("Holm ran over both token groups together")
         for png in ("lr_sensitivity.png", "finals_val_curves.png",
