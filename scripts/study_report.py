@@ -4,15 +4,25 @@ runs that have finished so far.
 
 An arm is the runs that differ only by train.seed; its name is the run name without the seed.
 Per arm: mean final val loss with its 95% confidence interval (Student t over the seeds). Against
-the study's baseline arm (`baseline = "ARM"` in the study file): the paired-by-seed difference
-(arm minus baseline, on the seeds both have) with its t interval and a paired t test, the
-p-values Holm-corrected over the comparisons; each comparison's corrected interval is the t
-interval at the level Holm assigns to its rank (1 - alpha / (m - rank)). A winner is named only
-where a corrected comparison excludes 0, else "no winner at this n". Runs that failed (diverged),
-whose final loss rose above their initial loss, or that never beat the unigram baseline of their
-data are listed and kept out of the statistics. The loss compared is the final val loss over the
-whole val split (study_eval.json, written by `study run`), else the summary's windowed val loss
-(the report then says so).
+a baseline arm: the paired-by-seed difference (arm minus baseline, on the seeds both have) with
+its t interval and a paired t test, the p-values Holm-corrected over the comparisons; each
+comparison's corrected interval is the t interval at the level Holm assigns to its rank
+(1 - alpha / (m - rank)). A winner is named only where a corrected comparison excludes 0, else
+"no winner at this n". Runs that failed (diverged), whose final loss rose above their initial
+loss, or that never beat the unigram baseline of their data are listed and kept out of the
+statistics. The loss compared is the final loss over the whole held-out split (study_eval.json,
+written by `study run`), else the summary's windowed val loss (the report then says so).
+
+Studies without [finals]: the arms are the runs' settings and `baseline = "ARM"` names one.
+Studies with [finals] (manifest "finals", runs with "phase": "final"): the sweep runs select one
+setting per arm (lowest mean full-val loss; the selection section shows the choice, LR-edge notes
+and heatmaps), the finals retrain each chosen setting on fresh seeds and are compared on the
+reported split (test where the data has one), `baseline` then naming an optim.name: each group of
+arms sharing the select axes other than optim.name (one per token budget; the wall-clock arms
+form their own) is compared against its arm of that optimizer, Holm over the group. The finals'
+eval curves give tokens-to-target and speedups; their summaries the cost per optimizer. A
+wall-clock group names no winner when a run trained outside +-5% of the seconds asked or the
+machine was loaded at the start (mean 1-minute load average above cores - 0.5).
 
 Usage: scripts/study_report.py DIR [--alpha 0.05]
 """
@@ -29,7 +39,14 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ngram_baselines  # noqa: E402
+
 ALPHA = 0.05
+WALL_TOLERANCE = 0.05  # a wall-clock final must train within 5% of the seconds asked
+OPTIM = "optim.name"
+SEED = "train.seed"
+LR = "optim.lr"
 
 
 # ---- statistics (tests/tools/test_study_report.py checks them against hand-computed values) ----
@@ -99,54 +116,193 @@ def classify(status, initial_loss, final_loss, unigram):
     return "ok"
 
 
+# ---- finals: curves, groups, costs, the wall-clock rule (checked by hand in the tests) ----
+
+def mean_curve(curves):
+    """curves: per seed a list of (tokens, loss) eval points. The mean over seeds point by point
+    (seeds of one arm evaluate at the same steps), cut to the shortest curve: (tokens, losses)."""
+    curves = [c for c in curves if c]
+    if not curves:
+        return [], []
+    n = min(len(c) for c in curves)
+    tokens = [float(np.mean([c[i][0] for c in curves])) for i in range(n)]
+    losses = [float(np.mean([c[i][1] for c in curves])) for i in range(n)]
+    return tokens, losses
+
+
+def tokens_to_target(tokens, losses, target):
+    """The tokens at which the curve first reaches TARGET (loss <= target), linearly
+    interpolated between the eval points around the crossing; None if it never does."""
+    for i, (t, loss) in enumerate(zip(tokens, losses)):
+        if loss <= target:
+            if i == 0:
+                return float(t)
+            t0, l0 = tokens[i - 1], losses[i - 1]
+            return float(t0 + (l0 - target) * (t - t0) / (l0 - loss))
+    return None
+
+
+def speedup(baseline_tokens, arm_tokens):
+    """How many times fewer tokens the arm needs to reach the target; None if either did not."""
+    if baseline_tokens is None or not arm_tokens:
+        return None
+    return baseline_tokens / arm_tokens
+
+
+def group_of(axes, select, wall_clock):
+    """The comparison group of a final arm: the select axes other than optim.name, or all the
+    wall-clock arms together."""
+    if wall_clock:
+        return ("wall clock",)
+    return tuple((k, axes.get(k)) for k in select if k != OPTIM)
+
+
+def group_label(key):
+    if key == ("wall clock",):
+        return "wall clock"
+    return ", ".join(f"{k} = {v}" for k, v in key) or "all finals"
+
+
+def finals_groups(final_arms, select, baseline):
+    """final_arms: {arm: {"axes", "wall_clock"}}. {group key: {"arms": [...], "baseline": the arm
+    whose optim.name is BASELINE or None}}."""
+    def order(arm):  # budgets by value (1e5 before 1e6 tokens), the wall-clock group last
+        info = final_arms[arm]
+        key = group_of(info["axes"], select, info["wall_clock"])
+        return (info["wall_clock"], [value_order(v) for _, v in key] if not info["wall_clock"]
+                else [], arm)
+
+    groups = {}
+    for arm in sorted(final_arms, key=order):
+        info = final_arms[arm]
+        g = groups.setdefault(group_of(info["axes"], select, info["wall_clock"]),
+                              {"arms": [], "baseline": None})
+        g["arms"].append(arm)
+        if baseline is not None and info["axes"].get(OPTIM) == baseline:
+            g["baseline"] = arm
+    return groups
+
+
+def cost_rows(runs):
+    """Per optimizer (mean over its finished runs): optimizer ms per step, step ms
+    (train_s * 1000 / steps), the optimizer's share of the step, optimizer state bytes per
+    parameter (the mem components named optim.*, at their peak), peak tracked memory,
+    checkpoint and weights bytes, tokens/s."""
+    by_opt = {}
+    for r in runs:
+        s = r["summary"]
+        if r["status"] != "finished" or not s.get("steps") or not s.get("params"):
+            continue
+        mem = s.get("mem", {})
+        state = sum(v.get("peak", 0) for k, v in mem.items()
+                    if k.startswith("optim.") and isinstance(v, dict))
+        step_ms = s.get("train_s", 0) * 1000.0 / s["steps"]
+        optim_ms = s.get("mean_optim_ms")
+        by_opt.setdefault(r["axes"].get(OPTIM, "-"), []).append({
+            "optim_ms": optim_ms, "step_ms": step_ms,
+            "share": optim_ms / step_ms if optim_ms is not None and step_ms > 0 else None,
+            "state_per_param": state / s["params"],
+            "peak": mem.get("total", {}).get("peak"), "ckpt": s.get("ckpt_bytes"),
+            "weights": s.get("weights_bytes"), "tokens_per_s": s.get("mean_tokens_per_s")})
+    out = {}
+    for opt, rows in sorted(by_opt.items()):
+        out[opt] = {"runs": len(rows)}
+        for k in rows[0]:
+            vals = [row[k] for row in rows if row[k] is not None]
+            out[opt][k] = float(np.mean(vals)) if vals else None
+    return out
+
+
+def wall_clock_problems(runs, cores, seconds_default=None):
+    """Why a wall-clock group may not name a winner: runs that trained outside +-5% of the
+    seconds asked (train_s against study_eval.json's seconds_asked), or a loaded machine (the
+    mean 1-minute load average at the runs' start above CORES - 0.5). [] when fair."""
+    reasons, loads = [], []
+    for r in runs:
+        asked = r["eval"].get("seconds_asked", seconds_default)
+        got = r["summary"].get("train_s")
+        if asked is None or got is None:
+            reasons.append(f"{r['name']}: seconds asked or trained unknown")
+        elif abs(got - asked) > WALL_TOLERANCE * asked:
+            reasons.append(f"{r['name']} trained {got:.2f} s of {asked:g} s asked "
+                           f"({100 * (got / asked - 1):+.1f}%, outside +-5%)")
+        start = r["eval"].get("loadavg_start")
+        if start:
+            loads.append(float(start[0]))
+    if loads and np.mean(loads) > cores - 0.5:
+        reasons.append(f"the mean 1-minute load average at the start was {np.mean(loads):.2f}, "
+                       f"above {cores} cores - 0.5: the runs shared the CPUs")
+    return reasons
+
+
+def lr_edges(sweep_arms):
+    """sweep_arms: {setting: {"axes", "mean"}}. For each family of settings that differ only by
+    optim.lr (3 LRs or more): a note when its best LR is the lowest or highest one swept."""
+    families = {}
+    for name, a in sweep_arms.items():
+        if LR not in a["axes"]:
+            continue
+        key = tuple(sorted((k, v) for k, v in a["axes"].items() if k not in (LR, SEED)))
+        families.setdefault(key, []).append((float(a["axes"][LR]), a["mean"], name))
+    notes = []
+    for key, points in sorted(families.items()):
+        lrs = sorted(p[0] for p in points)
+        if len(lrs) < 3:
+            continue
+        best_lr, _, best = min(points, key=lambda p: p[1])
+        side = "lowest" if best_lr == lrs[0] else "highest" if best_lr == lrs[-1] else None
+        if side:
+            label = ", ".join(f"{k}={v}" for k, v in key) or "all runs"
+            notes.append(f"{label}: the best LR ({best_lr:g}, `{best}`) is the {side} of its "
+                         f"sweep ({lrs[0]:g} .. {lrs[-1]:g}); the optimum may lie beyond it.")
+    return notes
+
+
 # ---- reading the study ----
 
-def unigram_loss(data_dir, cache={}):
-    """The val loss (nats/token) of add-one unigram counts of the train split; None if unread."""
-    if data_dir in cache:
-        return cache[data_dir]
-    try:
-        meta = json.loads((Path(data_dir) / "meta.json").read_text())
-        width, vocab = int(meta["token_width"]), int(meta["vocab_size"])
+def data_baselines(data_dir, split="val", cache={}):
+    """ngram_baselines.baselines of DATA_DIR on SPLIT (unigram, bigram, ln V); None if unread."""
+    key = (str(data_dir), split)
+    if key not in cache:
+        try:
+            cache[key] = ngram_baselines.baselines(data_dir, split)
+        except (OSError, KeyError, ValueError):
+            cache[key] = None
+    return cache[key]
 
-        def load(split):
-            # Token shard format 2 (data/shard.h): a 32-byte header (magic, version, width,
-            # token count at bytes 16-24, ...), the ids, then the checksum table.
-            raw = (Path(data_dir) / f"{split}.bin").read_bytes()
-            if raw[:8] != b"LLMTOKS1" or int.from_bytes(raw[8:12], "little") != 2:
-                raise ValueError(f"{data_dir}/{split}.bin is not a format-2 token shard")
-            count = int.from_bytes(raw[16:24], "little")
-            dtype = {2: np.uint16, 4: np.uint32}[width]
-            return np.frombuffer(raw[32:], dtype=dtype, count=count).astype(np.int64)
 
-        counts = np.bincount(load("train"), minlength=vocab).astype(float) + 1.0
-        p = counts / counts.sum()
-        cache[data_dir] = float(-np.log(p[load("val")]).mean())
-    except (OSError, KeyError, ValueError):
-        cache[data_dir] = None
-    return cache[data_dir]
+def unigram_loss(data_dir, split="val"):
+    """The SPLIT loss (nats/token) of add-one unigram counts of the train split; None if unread."""
+    b = data_baselines(data_dir, split)
+    return b["unigram"] if b else None
 
 
 def read_run(study, entry):
     run_dir = Path(study) / "runs" / entry["name"]
     run = {"name": entry["name"], "axes": entry.get("axes", {}), "dir": run_dir,
-           "status": "pending", "summary": {}, "full": None, "initial": None, "data": None}
+           "phase": entry.get("phase", "sweep"), "arm": entry.get("arm"),
+           "from": entry.get("from"), "wall_clock": bool(entry.get("wall_clock")),
+           "status": "pending", "summary": {}, "eval": {}, "full": None, "initial": None,
+           "data": None, "curve": [], "ended": None}
     try:
         run["summary"] = json.loads((run_dir / "summary.json").read_text())
         run["status"] = run["summary"].get("status", "pending")
+        run["ended"] = (run_dir / "summary.json").stat().st_mtime
     except (OSError, ValueError):
         return run
     try:
-        run["full"] = json.loads((run_dir / "study_eval.json").read_text())["full_val_loss"]
+        run["eval"] = json.loads((run_dir / "study_eval.json").read_text())
+        run["full"] = run["eval"]["full_val_loss"]
     except (OSError, ValueError, KeyError):
         pass
     try:
         with open(run_dir / "metrics.jsonl") as f:
             for line in f:
                 rec = json.loads(line)
-                if "loss" in rec and "step" in rec:
+                if "loss" in rec and "step" in rec and run["initial"] is None:
                     run["initial"] = rec["loss"]
-                    break
+                if "val_loss" in rec and "tokens" in rec:
+                    run["curve"].append((float(rec["tokens"]), float(rec["val_loss"])))
         cfg = tomllib.loads((run_dir / "config.toml").read_text())
         run["data"] = cfg.get("data", {}).get("dir")
     except (OSError, ValueError):
@@ -154,8 +310,22 @@ def read_run(study, entry):
     return run
 
 
+def run_loss(run, full):
+    """(loss, split) compared for RUN: a final's test loss where its evaluation covered the test
+    split, else the full val loss; the summary's windowed val loss when not every run has a full
+    evaluation."""
+    if not full:
+        return run["summary"].get("final_val_loss"), "val"
+    if run["phase"] == "final" and run["eval"].get("split") == "test" \
+            and "full_test_loss" in run["eval"]:
+        return run["eval"]["full_test_loss"], "test"
+    return run["full"], "val"
+
+
 def arm_of(run):
-    seed = run["axes"].get("train.seed")
+    if run["phase"] == "final" and run["arm"]:
+        return run["arm"]
+    seed = run["axes"].get(SEED)
     name = run["name"]
     for suffix in (f"_seed{seed}", f"_train-seed{seed}"):
         if seed is not None and name.endswith(suffix):
@@ -163,6 +333,27 @@ def arm_of(run):
     if seed is not None and name in (f"seed{seed}", f"train-seed{seed}"):
         return "all"
     return name
+
+
+def arm_stats(runs_by_arm):
+    arms = {}
+    for arm, rs in runs_by_arm.items():
+        mean, low, high = t_interval([r["loss"] for r in rs])
+        tokens = np.mean([r["summary"].get("tokens", 0) for r in rs])
+        params = np.mean([r["summary"].get("params", 0) for r in rs])
+        arms[arm] = {"n": len(rs), "mean": mean, "low": low, "high": high,
+                     "axes": {k: v for k, v in rs[0]["axes"].items() if k != SEED},
+                     "wall_clock": rs[0]["wall_clock"],
+                     "tokens_per_param": tokens / params if params else None,
+                     "seeds": {r["axes"].get(SEED, r["name"]): r["loss"] for r in rs}}
+    return arms
+
+
+def read_meta(data_dir):
+    try:
+        return json.loads((Path(data_dir) / "meta.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def fmt(x, digits=4):
@@ -195,30 +386,46 @@ def version():
     return head + (" (with uncommitted changes)" if dirty else "")
 
 
-def lr_plot(study, arms, runs_by_arm, out):
-    """Final val loss vs LR, one line per optimizer (and other axes), a 95% CI band."""
+def pyplot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
+
+
+def baseline_lines(ax, base):
+    """Dashed unigram, bigram and ln V lines (BASE: data_baselines(...) or None)."""
+    if not base:
+        return
+    for key, label, style in (("unigram", "unigram", ":"), ("bigram", "bigram", "--"),
+                              ("ln_v", "ln V (uniform)", "-.")):
+        ax.axhline(base[key], color="gray", linestyle=style, linewidth=1,
+                   label=f"{label} {base[key]:.3f}")
+
+
+def lr_plot(study, arms, runs_by_arm, out, base=None):
+    """Final val loss vs LR, one line per optimizer (and other axes), a 95% CI band."""
     series = {}
     for arm, runs in runs_by_arm.items():
         axes = runs[0]["axes"]
-        if "optim.lr" not in axes:
+        if LR not in axes:
             continue
         label = ", ".join(f"{k}={v}" for k, v in sorted(axes.items())
-                          if k not in ("optim.lr", "train.seed")) or "runs"
-        series.setdefault(label, []).append((float(axes["optim.lr"]), arms[arm]))
+                          if k not in (LR, SEED)) or "runs"
+        series.setdefault(label, []).append((float(axes[LR]), arms[arm]))
     if not series:
         return None
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     for label, points in sorted(series.items()):
-        points.sort()
+        points.sort(key=lambda p: p[0])
         lrs = [p[0] for p in points]
         means = [p[1]["mean"] for p in points]
         ax.plot(lrs, means, marker="o", label=label)
         lo = [p[1]["low"] if p[1]["low"] is not None else p[1]["mean"] for p in points]
         hi = [p[1]["high"] if p[1]["high"] is not None else p[1]["mean"] for p in points]
         ax.fill_between(lrs, lo, hi, alpha=0.2)
+    baseline_lines(ax, base)
     ax.set_xscale("log")
     ax.set_xlabel("LR (optim.lr)")
     ax.set_ylabel("final val loss (mean, 95% CI over seeds)")
@@ -230,29 +437,329 @@ def lr_plot(study, arms, runs_by_arm, out):
     return out.name
 
 
-def report(study_dir, alpha=ALPHA):
+def value_order(v):
+    try:
+        return (0, float(v), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(v))
+
+
+def heatmap_grid(arms, kx, ky):
+    """(x values, y values, grid[y][x]): the lowest mean of the arms at each (kx, ky) pair, NaN
+    where none ran."""
+    xs = sorted({a["axes"].get(kx) for a in arms}, key=value_order)
+    ys = sorted({a["axes"].get(ky) for a in arms}, key=value_order)
+    grid = np.full((len(ys), len(xs)), np.nan)
+    for a in arms:
+        x, y = xs.index(a["axes"].get(kx)), ys.index(a["axes"].get(ky))
+        if not a["mean"] >= grid[y, x]:  # NaN (empty) or a better value
+            grid[y, x] = a["mean"]
+    return xs, ys, grid
+
+
+def heatmaps(study, sweep_arms, out_dir):
+    """Per optimizer and per pair of its swept axes (other than the seed): a PNG of the mean
+    final val loss over the pair's values, the best over any other swept axis. [(png, caption)]."""
+    by_opt = {}
+    for a in sweep_arms.values():
+        by_opt.setdefault(a["axes"].get(OPTIM, "all"), []).append(a)
+    out = []
+    for opt, arms in sorted(by_opt.items()):
+        swept = sorted(k for k in {k for a in arms for k in a["axes"]}
+                       if k not in (SEED, OPTIM) and len({a["axes"].get(k) for a in arms}) > 1)
+        for i, kx in enumerate(swept):
+            for ky in swept[i + 1:]:
+                xs, ys, grid = heatmap_grid(arms, kx, ky)
+                name = ngram_safe(f"heatmap_{opt}_{kx}_{ky}.png")
+                plt = pyplot()
+                fig, ax = plt.subplots(figsize=(1.2 * len(xs) + 2.5, 0.6 * len(ys) + 2), dpi=100)
+                im = ax.imshow(grid, cmap="viridis_r", aspect="auto")
+                for (y, x), v in np.ndenumerate(grid):
+                    if np.isfinite(v):
+                        ax.text(x, y, f"{v:.3f}", ha="center", va="center", fontsize=7,
+                                color="white")
+                ax.set_xticks(range(len(xs)), [str(v) for v in xs], fontsize=7)
+                ax.set_yticks(range(len(ys)), [str(v) for v in ys], fontsize=7)
+                ax.set_xlabel(kx)
+                ax.set_ylabel(ky)
+                ax.set_title(f"{study}: {opt}, mean final val loss", fontsize=9)
+                fig.colorbar(im, ax=ax)
+                fig.tight_layout()
+                fig.savefig(out_dir / name)
+                plt.close(fig)
+                others = [k for k in swept if k not in (kx, ky)]
+                out.append((name, f"{opt}: {kx} x {ky}" +
+                            (f" (best over {', '.join(others)})" if others else "")))
+    return out
+
+
+def ngram_safe(name):
+    return "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in name)
+
+
+def curves_plot(study, groups, curves, out, base=None):
+    """The finals' mean eval curve per arm (val loss vs tokens), one panel per group."""
+    keys = [k for k in groups if any(curves.get(a, ([], []))[0] for a in groups[k]["arms"])]
+    if not keys:
+        return None
+    plt = pyplot()
+    fig, axs = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), dpi=100, squeeze=False)
+    for ax, key in zip(axs[0], keys):
+        for arm in groups[key]["arms"]:
+            tokens, losses = curves.get(arm, ([], []))
+            if tokens:
+                ax.plot(tokens, losses, marker=".", label=arm)
+        baseline_lines(ax, base)
+        ax.set_xlabel("tokens")
+        ax.set_ylabel("val loss (eval windows, mean over seeds)")
+        ax.set_title(f"{study}: {group_label(key)}", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out.name
+
+
+# ---- the report ----
+
+def compare(arms, baseline, alpha=ALPHA):
+    """The paired comparisons of every arm of ARMS against BASELINE, Holm over the testable
+    ones: ({arm: paired_difference plus p_holm, corr_low, corr_high, level}, winner or None)."""
+    comps = {a: paired_difference(arms[a]["seeds"], arms[baseline]["seeds"])
+             for a in sorted(arms) if a != baseline}
+    testable = {a: c for a, c in comps.items() if c["p"] is not None}
+    names = sorted(testable)
+    adjusted, ranks = holm([testable[a]["p"] for a in names])
+    m = len(names)
+    for a, p_adj, rank in zip(names, adjusted, ranks):
+        level = 1 - alpha / (m - rank)
+        _, lo, hi = t_interval([arms[a]["seeds"][s] - arms[baseline]["seeds"][s]
+                                for s in testable[a]["seeds"]], level)
+        testable[a].update(p_holm=p_adj, corr_low=lo, corr_high=hi, level=level)
+    return comps, verdict(testable, baseline, alpha)
+
+
+def arms_table(arms, loss_label="mean final val loss"):
+    lines = [f"| arm | n | {loss_label} | 95% CI | tokens per parameter |", "|---|---|---|---|---|"]
+    for arm, a in sorted(arms.items(), key=lambda kv: kv[1]["mean"]):
+        ci = f"[{fmt(a['low'])}, {fmt(a['high'])}]" if a["low"] is not None else "(n < 2)"
+        lines.append(f"| {arm} | {a['n']} | {fmt(a['mean'])} | {ci} | "
+                     f"{fmt(a['tokens_per_param'], 2)} |")
+    return lines + [""]
+
+
+def comparison_lines(arms, baseline, alpha, veto=()):
+    """The paired table against BASELINE and the verdict; VETO: reasons that forbid a winner."""
+    comps, winner = compare(arms, baseline, alpha)
+    lines = [f"Paired by seed: arm minus `{baseline}` (negative: lower loss than the baseline).",
+             "", "| arm | pairs | mean difference | 95% CI | p | p (Holm) | corrected CI |",
+             "|---|---|---|---|---|---|---|"]
+    for a, c in comps.items():
+        ci = f"[{fmt(c['low'])}, {fmt(c['high'])}]" if c["low"] is not None else "(n < 2)"
+        corr = (f"[{fmt(c['corr_low'])}, {fmt(c['corr_high'])}] at "
+                f"{100 * c['level']:.2f}%" if "corr_low" in c else "-")
+        lines.append(f"| {a} | {c['n']} | {fmt(c['mean'])} | {ci} | {fmt(c['p'], 3)} | "
+                     f"{fmt(c.get('p_holm'), 3)} | {corr} |")
+    if veto:
+        lines += ["", f"**No winner named** (the statistics would say: "
+                  f"{'Winner: ' + winner if winner else 'no winner at this n'}), because:", ""]
+        lines += [f"- {why}" for why in veto]
+        return lines + [""], None
+    return lines + ["", f"**Winner: {winner}**" if winner else "**No winner at this n**", ""], winner
+
+
+def header_lines(study, manifest, done, reported_split):
+    """Run time, budgets (tokens per parameter, epochs), the splits and the n-gram floors."""
+    lines = []
+    walls = [r["summary"]["wall_s"] for r in done if r["summary"].get("wall_s") is not None]
+    if walls:
+        span = ""
+        ends = [(r["ended"], r["summary"]["wall_s"]) for r in done
+                if r["ended"] is not None and r["summary"].get("wall_s") is not None]
+        if ends:
+            first = min(e - w for e, w in ends)
+            span = (f", span {max(e for e, _ in ends) - first:.1f} s (first start to last end, "
+                    f"from the summaries' file times)")
+        lines.append(f"- Runs: {len(walls)} x {np.mean(walls):.1f} s mean wall time per run; "
+                     f"total {sum(walls):.1f} s of run wall time{span}.")
+    datas = sorted({r["data"] for r in done if r["data"]})
+    for d in datas:
+        meta = read_meta(d)
+        if not meta:
+            lines.append(f"- Data {d}: meta.json not readable (no split description or "
+                         f"baselines).")
+            continue
+        split_text = (f"val = the last {100 * meta.get('val_fraction', 0):g}% of each document "
+                      f"({meta.get('val', {}).get('tokens', '?')} tokens)")
+        if "test" in meta:
+            split_text += (f"; test = {100 * meta.get('test_fraction', 0):g}% of each document, "
+                           f"held out of train as val is ({meta['test'].get('tokens', '?')} "
+                           "tokens)")
+        lines.append(f"- Data {d} (vocab {meta.get('vocab_size')}, "
+                     f"{meta.get('train', {}).get('tokens', '?')} train tokens): {split_text}.")
+        b = data_baselines(d, reported_split)
+        if b:
+            lines.append(f"- Floors on the {reported_split} split (counted on train): unigram "
+                         f"{b['unigram']:.4f}, bigram {b['bigram']:.4f} (smoothed towards the "
+                         f"unigram, prior weight {b['alpha']:g} chosen on train's last 10%, 1 "
+                         f"when that tail is too short), "
+                         f"ln V {b['ln_v']:.4f} nats/token.")
+    budgets = {}
+    for r in done:
+        if r["status"] != "finished":
+            continue
+        if r["wall_clock"]:
+            budget = f"wall clock {r['eval'].get('seconds_asked', '?')} s"
+        else:
+            budget = f"train.max_tokens = {r['axes']['train.max_tokens']}" \
+                if "train.max_tokens" in r["axes"] else "as configured"
+        budgets.setdefault((r["phase"], budget), []).append(r)
+    if budgets:
+        lines += ["", "| phase | budget | runs | tokens (mean) | params | tokens per parameter | "
+                  "epochs |", "|---|---|---|---|---|---|---|"]
+        for (phase, budget), rs in sorted(budgets.items(),
+                                          key=lambda kv: (kv[0][0], value_order(
+                                              kv[0][1].rsplit(" ", 1)[-1]), kv[0][1])):
+            tokens = float(np.mean([r["summary"].get("tokens", 0) for r in rs]))
+            params = float(np.mean([r["summary"].get("params", 0) for r in rs]))
+            meta = read_meta(rs[0]["data"]) if rs[0]["data"] else None
+            train_tokens = (meta or {}).get("train", {}).get("tokens")
+            lines.append(f"| {phase} | {budget} | {len(rs)} | {tokens:.0f} | {params:.0f} | "
+                         f"{fmt(tokens / params if params else None, 2)} | "
+                         f"{fmt(tokens / train_tokens if train_tokens else None, 3)} |")
+    return lines + [""]
+
+
+def selection_lines(manifest, sweep_arms, study, base, runs_by_arm):
+    """The LR plot, the chosen settings, LR-edge notes and heatmaps of the sweep."""
+    lines = []
+    name = manifest.get("name", study.name)
+    png = lr_plot(name, sweep_arms, runs_by_arm, study / "lr_sensitivity.png", base)
+    if png:
+        lines += ["## LR sensitivity", "", f"![final val loss vs LR]({png})", "",
+                  "Runs kept out are not drawn: an LR whose runs all failed has no "
+                  "point. Grey lines: the unigram, bigram and ln V floors of the val split.", ""]
+    finals = manifest.get("finals")
+    if finals and finals.get("arms"):
+        lines += ["## Selection", "", "Each arm's setting: the lowest mean full-val loss of "
+                  "the sweep over its select axes (" + ", ".join(finals.get("select", [])) +
+                  "). Selection loss as the plan recorded it; the mean of that setting's kept "
+                  "sweep runs here beside it.", "",
+                  "| arm | chosen setting | selection loss | sweep mean here (n) | settings "
+                  "compared |", "|---|---|---|---|---|"]
+        for arm, a in sorted(finals["arms"].items()):
+            here = sweep_arms.get(a.get("from"))
+            lines.append(f"| {arm} | {a.get('from')} | {fmt(a.get('selection_loss'))} | "
+                         f"{fmt(here['mean']) + ' (' + str(here['n']) + ')' if here else '-'} | "
+                         f"{a.get('settings', '-')} |")
+        lines.append("")
+    edges = lr_edges(sweep_arms)
+    if edges:
+        lines += ["LR at the edge of its sweep:", ""] + [f"- {e}" for e in edges] + [""]
+    maps = heatmaps(name, sweep_arms, study)
+    if maps:
+        lines += ["## Heatmaps", "", "Mean final val loss of each setting over its seeds."]
+        for png, caption in maps:
+            lines += ["", f"{caption}:", "", f"![{caption}]({png})"]
+        lines.append("")
+    return lines
+
+
+def finals_lines(manifest, final_runs, final_arms, study, alpha, cores, base, split):
+    finals = manifest["finals"]
+    groups = finals_groups(final_arms, finals.get("select", []), manifest.get("baseline"))
+    lines = ["## Finals", "",
+             f"Each arm's chosen setting retrained on seeds {finals.get('seeds')}, compared on "
+             f"the full {split} split. Baseline: optim.name = `{manifest.get('baseline')}` "
+             "within each group of arms that share the select axes other than optim.name.", ""]
+    curves = {}
+    for arm in final_arms:
+        curves[arm] = mean_curve([r["curve"] for r in final_runs if r["arm"] == arm])
+    for key, g in groups.items():
+        arms = {a: final_arms[a] for a in g["arms"]}
+        lines += [f"### {group_label(key)}", ""] + arms_table(arms, f"mean final {split} loss")
+        veto = ()
+        if key == ("wall clock",):
+            wall_runs = [r for r in final_runs if r["wall_clock"] and r["status"] == "finished"]
+            lines += ["| run | seconds asked | trained (train_s) | off by | load 1/5/15 min at "
+                      "start | at end |", "|---|---|---|---|---|---|"]
+            for r in wall_runs:
+                asked = r["eval"].get("seconds_asked", finals.get("wall_clock_seconds"))
+                got = r["summary"].get("train_s")
+                off = f"{100 * (got / asked - 1):+.1f}%" if asked and got is not None else "-"
+                load = lambda k: "/".join(f"{x:.2f}" for x in r["eval"][k]) \
+                    if r["eval"].get(k) else "-"  # noqa: E731
+                lines.append(f"| {r['name']} | {fmt(asked, 2)} | {fmt(got, 2)} | {off} | "
+                             f"{load('loadavg_start')} | {load('loadavg_end')} |")
+            lines.append("")
+            veto = wall_clock_problems(wall_runs, cores, finals.get("wall_clock_seconds"))
+        if not g["baseline"]:
+            lines += [f"No arm of this group has optim.name = `{manifest.get('baseline')}` with "
+                      "kept runs: no comparisons.", ""]
+            continue
+        more, _ = comparison_lines(arms, g["baseline"], alpha, veto)
+        lines += more
+        base_tokens, base_losses = curves.get(g["baseline"], ([], []))
+        if base_losses:
+            target = base_losses[-1]
+            reach = {a: tokens_to_target(*curves[a], target) for a in g["arms"]}
+            lines += [f"Tokens to target: target = `{g['baseline']}`'s mean final eval-window val "
+                      f"loss {target:.4f}; the tokens at which each arm's mean eval curve first "
+                      "reaches it (linear between eval points); speedup = the baseline's tokens "
+                      "/ the arm's.", "", "| arm | tokens to target | speedup |", "|---|---|---|"]
+            for a in g["arms"]:
+                sp = speedup(reach[g["baseline"]], reach[a])
+                lines.append(f"| {a} | {'not reached' if reach[a] is None else f'{reach[a]:.0f}'}"
+                             f" | {'-' if sp is None else f'{sp:.2f}x'} |")
+            lines.append("")
+    png = curves_plot(manifest.get("name", study.name), groups, curves,
+                      study / "finals_val_curves.png", base)
+    if png:
+        lines += ["### Val loss vs tokens", "", f"![finals val loss vs tokens]({png})", "",
+                  "Mean over seeds of the eval lines of metrics.jsonl (train.eval_windows "
+                  "windows of val, not the whole split). Grey lines: unigram, bigram, ln V of "
+                  "val.", ""]
+    costs = cost_rows(final_runs)
+    if costs:
+        lines += ["## Cost per optimizer (finals)", "",
+                  "| optimizer | runs | optimizer ms/step | step ms | optimizer share | "
+                  "optimizer state bytes/param | peak tracked memory (bytes) | checkpoint bytes | "
+                  "weights bytes | tokens/s |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for opt, c in costs.items():
+            share = "-" if c["share"] is None else f"{100 * c['share']:.1f}%"
+            lines.append(f"| {opt} | {c['runs']} | {fmt(c['optim_ms'], 3)} | "
+                         f"{fmt(c['step_ms'], 3)} | {share} | {fmt(c['state_per_param'], 2)} | "
+                         f"{fmt(c['peak'], 0)} | {fmt(c['ckpt'], 0)} | {fmt(c['weights'], 0)} | "
+                         f"{fmt(c['tokens_per_s'], 0)} |")
+        lines.append("")
+    return lines
+
+
+def report(study_dir, alpha=ALPHA, cores=None):
+    cores = cores or os.cpu_count()
     study = Path(study_dir)
     manifest = json.loads((study / "manifest.json").read_text())
     runs = [read_run(study, e) for e in manifest["runs"]]
     done = [r for r in runs if r["status"] in ("finished", "failed")]
     full = bool(done) and all(r["full"] is not None for r in done if r["status"] == "finished")
     for r in done:
-        r["loss"] = r["full"] if full else r["summary"].get("final_val_loss")
-        unigram = unigram_loss(r["data"]) if r["data"] else None
+        r["loss"], r["split"] = run_loss(r, full)
+        unigram = unigram_loss(r["data"], r["split"]) if r["data"] else None
         r["unigram"] = unigram
         r["flag"] = classify(r["status"], r["initial"], r["loss"], unigram)
     good = [r for r in done if r["flag"] == "ok"]
-    runs_by_arm = {}
+    finals = manifest.get("finals")
+    runs_by_arm, final_by_arm = {}, {}
     for r in good:
-        runs_by_arm.setdefault(arm_of(r), []).append(r)
-    arms = {}
-    for arm, rs in runs_by_arm.items():
-        mean, low, high = t_interval([r["loss"] for r in rs])
-        tokens = np.mean([r["summary"].get("tokens", 0) for r in rs])
-        params = np.mean([r["summary"].get("params", 0) for r in rs])
-        arms[arm] = {"n": len(rs), "mean": mean, "low": low, "high": high,
-                     "tokens_per_param": tokens / params if params else None,
-                     "seeds": {r["axes"].get("train.seed", r["name"]): r["loss"] for r in rs}}
+        (final_by_arm if r["phase"] == "final" else runs_by_arm).setdefault(arm_of(r), []).append(r)
+    arms, final_arms = arm_stats(runs_by_arm), arm_stats(final_by_arm)
+    split = "val"
+    if finals:
+        split = finals.get("split") if finals.get("split") in ("val", "test") else \
+            next((r["split"] for r in done if r["phase"] == "final"), "val")
+        if not full:
+            split = "val"
+    data = next((r["data"] for r in done if r["data"]), None)
 
     lines = [f"# Study {manifest.get('name', study.name)}", "",
              f"- Written by scripts/study_report.py (`ledgerlm study report {study_dir}`) from "
@@ -261,54 +768,38 @@ def report(study_dir, alpha=ALPHA):
              f"{manifest.get('config') or '(none: [base] keys only)'}.",
              f"- Commit: {version()}.",
              f"- CPU: {machine()}.",
-             ("- Loss compared: the final val loss over the whole val split (`ledgerlm eval`, "
+             (f"- Loss compared: the final loss over the whole split (`ledgerlm eval`, "
+              f"runs/NAME/study_eval.json): val for the sweep, which selects, {split} for the "
+              f"finals, which are reported." if full and finals else
+              "- Loss compared: the final val loss over the whole val split (`ledgerlm eval`, "
               "runs/NAME/study_eval.json)." if full else
               "- Loss compared: the summary's final val loss, over train.eval_windows val "
               "windows only (not the whole split: some runs have no study_eval.json; "
               "`ledgerlm study run` writes it)."),
              f"- Intervals: 95% Student t over seeds; comparisons Holm-corrected at alpha = "
-             f"{alpha}.", ""]
+             f"{alpha}."]
+    lines += header_lines(study, manifest, done, split)
 
-    lines += ["## Arms", "", "| arm | n | mean final val loss | 95% CI | tokens per parameter |",
-              "|---|---|---|---|---|"]
-    for arm, a in sorted(arms.items(), key=lambda kv: kv[1]["mean"]):
-        ci = f"[{fmt(a['low'])}, {fmt(a['high'])}]" if a["low"] is not None else "(n < 2)"
-        lines.append(f"| {arm} | {a['n']} | {fmt(a['mean'])} | {ci} | "
-                     f"{fmt(a['tokens_per_param'], 2)} |")
-    lines.append("")
-
-    baseline = manifest.get("baseline")
-    lines += ["## Against the baseline", ""]
-    if not baseline:
-        lines += ["No baseline arm named (`baseline = \"ARM\"` in the study file): no "
-                  "comparisons.", ""]
-    elif baseline not in arms:
-        lines += [f"The baseline arm `{baseline}` has no kept runs (arms: "
-                  f"{', '.join(sorted(arms)) or 'none'}): no comparisons.", ""]
+    val_floors = data_baselines(data, "val") if data else None
+    selection = selection_lines(manifest, arms, study, val_floors, runs_by_arm)
+    if finals:
+        lines += ["## Sweep settings", ""] + arms_table(arms) + selection
     else:
-        comps = {a: paired_difference(arms[a]["seeds"], arms[baseline]["seeds"])
-                 for a in sorted(arms) if a != baseline}
-        testable = {a: c for a, c in comps.items() if c["p"] is not None}
-        names = sorted(testable)
-        adjusted, ranks = holm([testable[a]["p"] for a in names])
-        m = len(names)
-        for a, p_adj, rank in zip(names, adjusted, ranks):
-            level = 1 - alpha / (m - rank)
-            _, lo, hi = t_interval([arms[a]["seeds"][s] - arms[baseline]["seeds"][s]
-                                    for s in testable[a]["seeds"]], level)
-            testable[a].update(p_holm=p_adj, corr_low=lo, corr_high=hi, level=level)
-        lines += [f"Paired by seed: arm minus `{baseline}` (negative: lower loss than the "
-                  "baseline).", "",
-                  "| arm | pairs | mean difference | 95% CI | p | p (Holm) | corrected CI |",
-                  "|---|---|---|---|---|---|---|"]
-        for a, c in comps.items():
-            ci = f"[{fmt(c['low'])}, {fmt(c['high'])}]" if c["low"] is not None else "(n < 2)"
-            corr = (f"[{fmt(c['corr_low'])}, {fmt(c['corr_high'])}] at "
-                    f"{100 * c['level']:.2f}%" if "corr_low" in c else "-")
-            lines.append(f"| {a} | {c['n']} | {fmt(c['mean'])} | {ci} | {fmt(c['p'], 3)} | "
-                         f"{fmt(c.get('p_holm'), 3)} | {corr} |")
-        winner = verdict(testable, baseline, alpha)
-        lines += ["", f"**Winner: {winner}**" if winner else "**No winner at this n**", ""]
+        lines += ["## Arms", ""] + arms_table(arms)
+        baseline = manifest.get("baseline")
+        lines += ["## Against the baseline", ""]
+        if not baseline:
+            lines += ["No baseline arm named (`baseline = \"ARM\"` in the study file): no "
+                      "comparisons.", ""]
+        elif baseline not in arms:
+            lines += [f"The baseline arm `{baseline}` has no kept runs (arms: "
+                      f"{', '.join(sorted(arms)) or 'none'}): no comparisons.", ""]
+        else:
+            lines += comparison_lines(arms, baseline, alpha)[0]
+
+    if finals:
+        lines += finals_lines(manifest, [r for r in done if r["phase"] == "final"], final_arms,
+                              study, alpha, cores, val_floors, split)
 
     flagged = [r for r in done if r["flag"] != "ok"]
     lines += ["## Runs kept out", ""]
@@ -323,18 +814,15 @@ def report(study_dir, alpha=ALPHA):
         lines += ["", f"Not finished yet ({len(pending)}): {', '.join(pending)}."]
     lines.append("")
 
-    png = lr_plot(manifest.get("name", study.name), arms, runs_by_arm, study / "lr_sensitivity.png")
-    if png:
-        lines += ["## LR sensitivity", "", f"![final val loss vs LR]({png})", "",
-                  "Runs kept out (above) are not drawn: an LR whose runs all failed has no "
-                  "point.", ""]
-
-    lines += ["## Runs", "", "| run | status | steps | tokens | params | final val loss |",
-              "|---|---|---|---|---|---|"]
+    if not finals:
+        lines += selection
+    lines += ["## Runs", "", "| run | status | steps | tokens | params | final loss | split |",
+              "|---|---|---|---|---|---|---|"]
     for r in done:
         s = r["summary"]
         lines.append(f"| {r['name']} | {r['status']} | {s.get('steps', '-')} | "
-                     f"{s.get('tokens', '-')} | {s.get('params', '-')} | {fmt(r['loss'])} |")
+                     f"{s.get('tokens', '-')} | {s.get('params', '-')} | {fmt(r['loss'])} | "
+                     f"{r['split']} |")
     (study / "REPORT.md").write_text("\n".join(lines) + "\n")
     return study / "REPORT.md"
 

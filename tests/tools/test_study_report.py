@@ -3,7 +3,7 @@
 synthetic study directory (manifest, summaries, evaluations and logs written here, no training):
 the arms' intervals, the paired comparison with Holm's correction, the winner only where a
 corrected interval excludes 0, and unstable or failed runs kept out and listed. Run by ctest
-(StudyReportStatistics); takes about 2 s.
+(StudyReportStatistics); takes about 5 s.
 
 Hand computations (t quantiles: t(0.975, 3) = 3.182446305, t(0.975, 2) = 4.302652730):
 - [1, 2, 3, 4]: mean 2.5, sd sqrt(5/3) = 1.2909944, se 0.6454972, half 3.1824463 * 0.6454972
@@ -14,6 +14,27 @@ Hand computations (t quantiles: t(0.975, 3) = 3.182446305, t(0.975, 2) = 4.30265
   p = 1 - t / sqrt(2 + t^2) = 1 - 2.6186147 / 2.9760952 = 0.1201170.
 - Holm on p = [0.01, 0.04, 0.03] (m = 3): ranks 0, 2, 1; 3 * 0.01 = 0.03, 2 * 0.03 = 0.06,
   max(0.06, 1 * 0.04) = 0.06: adjusted [0.03, 0.06, 0.06].
+
+A study with [finals] (check_finals_report, a fake directory: a toy corpus, sweep runs, finals on
+three token-budget and wall-clock groups), by hand:
+- Data: V = 2, train [0 0 0 1], val [0 1 0], test [1 1 0]. Add-one unigram p = [4/6, 2/6]: on
+  test (2 ln 3 + ln 1.5) / 3 = 0.8675632, on val (2 ln 1.5 + ln 3) / 3 = 0.6365142. Bigram with
+  prior 1 (train's tail has no pair to choose it on): c(0,0) = 2, c(0,1) = 1, c(0) = 3, c(1) = 0;
+  p(1|1) = (0 + 1/3) / 1 = 1/3, p(0|1) = (0 + 2/3) / 1 = 2/3, p(1|0) = (1 + 1/3) / 4 = 1/3, so on
+  test (ln 3 + ln 1.5) / 2 = 0.7520387, on val the same pairs (0,1), (1,0): 0.7520387.
+  ln V = 0.6931472.
+- Finals losses on test between the val unigram (0.6365) and the test unigram (0.8676) for the
+  wall-clock arms: kept only if the floor is taken on the reported split.
+- Each group: lion - adamw = [-0.05, -0.04, -0.05]: mean -0.0466667, sd 0.0057735, se
+  0.0033333, t = -14, p = 1 - 14 / sqrt(198) = 0.0050633; one comparison per group, so Holm
+  leaves it at 0.005 (Holm over the two token groups together would give 0.010).
+- Tokens to target (group 1000): adamw's mean curve ends at 0.9 (the target, reached at its last
+  point, 1000 tokens); lion's passes 0.95 at 600 and 0.85 at 800: 600 + 0.05 * 200 / 0.1 = 700
+  tokens, speedup 1000 / 700 = 1.43x. Group 2000: lion's curve stays above 0.7: not reached.
+- Cost (lion, 9 runs): optimizer 1.0 ms, step 1.8 s * 1000 / 100 = 18 ms (wall runs 14.4 s / 800
+  steps = 18 ms), share 1 / 18 = 5.6%, state 4000 bytes / 1000 params = 4.00.
+- Wall clock: 15 s asked; 15.9 s is +6.0% (out), 15.7 s +4.7% (in), 14.2 s -5.3% (out), 14.3 s
+  -4.7% (in). Load: 2 cores, start loads 1.6 (mean above 1.5: out) or 1.4 (in).
 """
 import json
 import math
@@ -118,8 +139,258 @@ def check_report():
             failures.append(f"with one pair the report names a winner:\n{text}")
 
 
+# ---- a study with [finals] ----
+
+def write_shard(path, ids):
+    """Token shard format 2 as the reader wants it: magic, version 2, width 2, the count at bytes
+    16-24, then the ids (checksum fields and table left zero: the report does not read them)."""
+    head = b"LLMTOKS1" + (2).to_bytes(4, "little") + (2).to_bytes(4, "little")
+    head += len(ids).to_bytes(8, "little") + bytes(8)
+    path.write_bytes(head + b"".join(int(i).to_bytes(2, "little") for i in ids))
+
+
+def write_data(root):
+    data = root / "data"
+    data.mkdir()
+    splits = {"train": [0, 0, 0, 1], "val": [0, 1, 0], "test": [1, 1, 0]}
+    for split, ids in splits.items():
+        write_shard(data / f"{split}.bin", ids)
+    meta = {"vocab_size": 2, "token_width": 2, "val_fraction": 0.1, "test_fraction": 0.05}
+    meta.update({k: {"tokens": len(v), "bytes": len(v)} for k, v in splits.items()})
+    (data / "meta.json").write_text(json.dumps(meta))
+    return data
+
+
+def write_full_run(study, data, entry, summary, study_eval, curve=()):
+    d = study / "runs" / entry["name"]
+    d.mkdir(parents=True)
+    base = {"status": "finished", "steps": 100, "tokens": 1000, "params": 1000, "wall_s": 3.0,
+            "train_s": 1.0, "final_val_loss": study_eval["full_val_loss"]}
+    (d / "summary.json").write_text(json.dumps({**base, **summary}))
+    (d / "study_eval.json").write_text(json.dumps(study_eval))
+    lines = [{"step": 1, "loss": 5.0}] + [{"step": 10 * (i + 1), "tokens": t, "val_loss": v,
+                                           "wall_s": 0.1 * i} for i, (t, v) in enumerate(curve)]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (d / "config.toml").write_text(f'[data]\ndir = "{data}"\n')
+    return entry
+
+
+def finals_study(study, wall_train_s=(15.0, 15.0, 15.0), load=0.2):
+    """The fake study of the hand computations in the module comment; returns its directory."""
+    data = write_data(study)
+    runs, lrs = [], {"adamw": ["0.001", "0.002", "0.004"], "lion": ["0.0001", "0.0002", "0.0004"]}
+    best = {"adamw": 0.004, "lion": 0.0002}
+    for opt in ("adamw", "lion"):
+        for lr in lrs[opt]:
+            for wd in (["0", "0.1"] if opt == "adamw" else ["1"]):
+                for tokens in ("1000", "2000"):
+                    for seed in (1, 2):
+                        # 0.5 + 0.01 per octave from the best LR, +0.005 without decay, -0.02 at
+                        # the larger budget, +0.003 for lion, +0.001 per seed.
+                        loss = (0.5 + 0.01 * abs(math.log2(float(lr) / best[opt])) +
+                                (0.005 if wd == "0" else 0) - (0.02 if tokens == "2000" else 0) +
+                                (0.003 if opt == "lion" else 0) + 0.001 * seed)
+                        name = f"{opt}_lr{lr}_weight-decay{wd}_max-tokens{tokens}_seed{seed}"
+                        axes = {"optim.name": opt, "optim.lr": lr, "optim.weight_decay": wd,
+                                "train.max_tokens": tokens, "train.seed": str(seed)}
+                        runs.append(write_full_run(study, data, {"name": name, "axes": axes},
+                                                   {"tokens": int(tokens)},
+                                                   {"full_val_loss": loss, "split": "val"}))
+    arms, seeds = {}, [101, 102, 103]
+    test_loss = {("adamw", "1000"): [0.70, 0.72, 0.71], ("lion", "1000"): [0.65, 0.68, 0.66],
+                 ("adamw", "2000"): [0.60, 0.62, 0.61], ("lion", "2000"): [0.55, 0.58, 0.56],
+                 ("adamw", "wall"): [0.80, 0.82, 0.81], ("lion", "wall"): [0.75, 0.78, 0.76]}
+    curves = {("adamw", "1000"): [2.0, 1.5, 1.2, 1.0, 0.9], ("lion", "1000"): [1.8, 1.3, 0.95,
+                                                                              0.85, 0.8],
+              ("adamw", "2000"): [2.0, 1.4, 1.0, 0.8, 0.7], ("lion", "2000"): [2.1, 1.6, 1.2,
+                                                                              0.9, 0.75]}
+    cost = {"adamw": {"mean_optim_ms": 1.5, "optim.": ["optim.m", "optim.v"]},
+            "lion": {"mean_optim_ms": 1.0, "optim.": ["optim.m"]}}
+    for opt in ("adamw", "lion"):
+        wd = "0.1" if opt == "adamw" else "1"
+        for budget in ("1000", "2000", "wall"):
+            tokens = "1000" if budget == "wall" else budget
+            setting = f"{opt}_lr{best[opt]:g}_weight-decay{wd}_max-tokens{tokens}"
+            arm = f"{opt}_max-tokens{tokens}" + ("_wall15s" if budget == "wall" else "")
+            if budget != "wall":
+                arms[arm] = {"from": setting, "selection_loss": 0.5015 - (0.02 if tokens ==
+                             "2000" else 0) + (0.003 if opt == "lion" else 0), "settings": 9,
+                             "axes": {"optim.name": opt, "train.max_tokens": tokens}}
+            for k, seed in enumerate(seeds):
+                axes = {"optim.name": opt, "optim.lr": f"{best[opt]:g}", "optim.weight_decay": wd,
+                        "train.max_tokens": tokens, "train.seed": str(seed)}
+                entry = {"name": f"final_{arm}_seed{seed}", "axes": axes, "phase": "final",
+                         "arm": arm, "from": setting}
+                mem = {name: {"current": 4000, "peak": 4000, "predicted": 4000,
+                              "location": "host"} for name in cost[opt]["optim."]}
+                mem["params"] = {"current": 4000, "peak": 4000, "predicted": 4000,
+                                 "location": "host"}
+                mem["total"] = {"peak": 50000}
+                summary = {"tokens": int(tokens), "steps": 100, "train_s": 1.8 + (0.2 if opt ==
+                           "adamw" else 0) + 0.1 * (k - 1), "mean_optim_ms":
+                           cost[opt]["mean_optim_ms"], "mem": mem, "ckpt_bytes": 12000,
+                           "weights_bytes": 4000, "mean_tokens_per_s": 5000.0}
+                ev = {"full_val_loss": 0.5, "full_test_loss": test_loss[(opt, budget)][k],
+                      "split": "test"}
+                if budget == "wall":
+                    entry["wall_clock"] = True
+                    train_s = wall_train_s[k] if opt == "adamw" else 14.4
+                    summary.update(tokens=1500, steps=800, train_s=train_s)
+                    ev.update(seconds_asked=15.0, loadavg_start=[load, 0.3, 0.3],
+                              loadavg_end=[0.5, 0.4, 0.3])
+                curve = [(200.0 * (i + 1), v + 0.01 * (k - 1))
+                         for i, v in enumerate(curves.get((opt, budget), []))]
+                runs.append(write_full_run(study, data, entry, summary, ev, curve))
+    finals = {"seeds": seeds, "select": ["optim.name", "train.max_tokens"], "split": "test",
+              "wall_clock_seconds": 15.0, "arms": arms}
+    (study / "manifest.json").write_text(json.dumps(
+        {"format": 1, "name": "finals", "baseline": "adamw", "config": "", "runs": runs,
+         "finals": finals}))
+    return study
+
+
+def check_pieces():
+    # n-gram floors of the toy corpus (module comment).
+    with tempfile.TemporaryDirectory() as tmp:
+        data = write_data(Path(tmp))
+        for split, uni, bi in (("test", 0.8675632, 0.7520387), ("val", 0.6365142, 0.7520387)):
+            b = sr.ngram_baselines.baselines(data, split)
+            close(f"unigram on {split}", b["unigram"], uni)
+            close(f"bigram on {split}", b["bigram"], bi)
+            close(f"prior weight on {split}", b["alpha"], 1.0, 0)
+        close("ln V", b["ln_v"], 0.6931472)
+    # Tokens to target: between points, at the first point, never.
+    close("tokens to target", sr.tokens_to_target([200, 400, 600, 800, 1000],
+                                                  [1.8, 1.3, 0.95, 0.85, 0.8], 0.9), 700.0)
+    close("target at the first point", sr.tokens_to_target([200, 400], [0.5, 0.4], 0.9), 200.0)
+    if sr.tokens_to_target([200, 400], [2.0, 1.0], 0.9) is not None:
+        failures.append("a curve that stays above the target must give None")
+    close("speedup", sr.speedup(1000.0, 700.0), 1000 / 700)
+    if sr.speedup(None, 700.0) is not None or sr.speedup(1000.0, None) is not None:
+        failures.append("speedup without both crossings must be None")
+    # The mean curve: point by point over seeds, cut to the shortest.
+    tokens, losses = sr.mean_curve([[(100, 3.0), (200, 2.0), (300, 1.0)], [(110, 4.0), (220, 3.0)]])
+    if tokens != [105.0, 210.0] or losses != [3.5, 2.5]:
+        failures.append(f"mean curve {tokens} {losses}, want [105, 210] [3.5, 2.5]")
+    # Groups: one per budget, the wall-clock arms together, each with its adamw arm.
+    fa = {"a1": {"axes": {"optim.name": "adamw", "train.max_tokens": "1"}, "wall_clock": False},
+          "l1": {"axes": {"optim.name": "lion", "train.max_tokens": "1"}, "wall_clock": False},
+          "l2": {"axes": {"optim.name": "lion", "train.max_tokens": "2"}, "wall_clock": False},
+          "a2": {"axes": {"optim.name": "adamw", "train.max_tokens": "2"}, "wall_clock": False},
+          "aw": {"axes": {"optim.name": "adamw", "train.max_tokens": "1"}, "wall_clock": True},
+          "lw": {"axes": {"optim.name": "lion", "train.max_tokens": "2"}, "wall_clock": True}}
+    groups = sr.finals_groups(fa, ["optim.name", "train.max_tokens"], "adamw")
+    want = {(("train.max_tokens", "1"),): {"arms": ["a1", "l1"], "baseline": "a1"},
+            (("train.max_tokens", "2"),): {"arms": ["a2", "l2"], "baseline": "a2"},
+            ("wall clock",): {"arms": ["aw", "lw"], "baseline": "aw"}}
+    if groups != want:
+        failures.append(f"finals groups {groups}, want {want}")
+    # The wall-clock rule: +-5% of the seconds asked, the start load against the cores.
+    def wall(train_s, load):
+        return {"name": f"r{train_s}", "summary": {"train_s": train_s},
+                "eval": {"seconds_asked": 15.0, "loadavg_start": [load, 0, 0]}}
+    for train_s, load, problems in ((15.7, 1.4, 0), (14.3, 1.4, 0), (15.9, 1.4, 1),
+                                    (14.2, 1.4, 1), (15.0, 1.6, 1), (15.9, 1.6, 2)):
+        got = sr.wall_clock_problems([wall(15.0, load), wall(train_s, load)], cores=2)
+        if len(got) != problems:
+            failures.append(f"wall clock {train_s} s at load {load} on 2 cores: {got}, want "
+                            f"{problems} problem(s)")
+    # Cost: 8 bytes of optimizer state per parameter, step 20 ms of which 1.5 optimizer.
+    run = {"status": "finished", "axes": {"optim.name": "adamw"}, "summary": {
+        "steps": 100, "train_s": 2.0, "params": 1000, "mean_optim_ms": 1.5,
+        "mem": {"optim.m": {"peak": 4000}, "optim.v": {"peak": 4000}, "params": {"peak": 4000},
+                "total": {"peak": 50000}}, "ckpt_bytes": 12000, "weights_bytes": 4000,
+        "mean_tokens_per_s": 5000.0}}
+    c = sr.cost_rows([run, {**run, "summary": {**run["summary"], "train_s": 2.2}}])["adamw"]
+    for key, want in (("step_ms", 21.0), ("optim_ms", 1.5), ("share", (1.5 / 20 + 1.5 / 22) / 2),
+                      ("state_per_param", 8.0), ("peak", 50000), ("ckpt", 12000),
+                      ("weights", 4000), ("tokens_per_s", 5000.0)):
+        close(f"cost {key}", c[key], want)
+    # The heatmap's cell: the lowest mean over the other swept axes.
+    arms = {n: {"axes": {"optim.lr": lr, "optim.weight_decay": wd, "train.max_tokens": t},
+                "mean": m} for n, lr, wd, t, m in
+            (("a", "0.1", "0", "1", 3.0), ("b", "0.1", "0", "2", 2.0), ("c", "0.01", "0.1", "1", 1.0))}
+    xs, ys, grid = sr.heatmap_grid(list(arms.values()), "optim.lr", "optim.weight_decay")
+    if xs != ["0.01", "0.1"] or ys != ["0", "0.1"] or grid[0][1] != 2.0 or grid[1][0] != 1.0 \
+            or not math.isnan(grid[0][0]):
+        failures.append(f"heatmap grid {xs} {ys} {grid.tolist()}")
+
+
+def check_finals_report():
+    with tempfile.TemporaryDirectory() as tmp:
+        study = finals_study(Path(tmp))
+        text = sr.report(str(study), cores=2).read_text()
+        wants = [
+            # Header: 36 sweep + 18 final runs of 3 s; budgets; splits; floors on test.
+            "- Runs: 54 x 3.0 s mean wall time per run; total 162.0 s of run wall time",
+            "| final | train.max_tokens = 1000 | 6 | 1000 | 1000 | 1.00 | 250.000 |",
+            "| final | wall clock 15.0 s | 6 | 1500 | 1000 | 1.50 | 375.000 |",
+            "val = the last 10% of each document", "test = 5% of each document",
+            "val for the sweep, which selects, test for the finals, which are reported",
+            "Floors on the test split (counted on train): unigram 0.8676, bigram 0.7520 "
+            "(smoothed towards the unigram, prior weight 1",
+            "ln V 0.6931",
+            # Selection: the plan's loss beside the mean of the chosen setting's sweep runs.
+            "| adamw_max-tokens1000 | adamw_lr0.004_weight-decay0.1_max-tokens1000 | 0.5015 | "
+            "0.5015 (2) | 9 |",
+            "| lion_max-tokens2000 | lion_lr0.0002_weight-decay1_max-tokens2000 | 0.4845 | "
+            "0.4845 (2) | 9 |",
+            "optim.name=adamw, optim.weight_decay=0.1, train.max_tokens=1000: the best LR "
+            "(0.004, `adamw_lr0.004_weight-decay0.1_max-tokens1000`) is the highest of its sweep",
+            "![adamw: optim.lr x optim.weight_decay (best over train.max_tokens)](heatmap_adamw_",
+            # Finals per group: lion - adamw, Holm within the group.
+            "### train.max_tokens = 1000\n", "### train.max_tokens = 2000\n", "### wall clock\n",
+            "| lion_max-tokens1000 | 3 | -0.0467 | [-0.0610, -0.0323] | 0.005 | 0.005 | "
+            "[-0.0610, -0.0323] at 95.00% |",
+            "| lion_max-tokens2000 | 3 | -0.0467 | [-0.0610, -0.0323] | 0.005 | 0.005 |",
+            "**Winner: lion_max-tokens1000**", "**Winner: lion_max-tokens2000**",
+            "**Winner: lion_max-tokens1000_wall15s**",
+            "| adamw_max-tokens1000_wall15s | 3 | 0.8100 |",
+            # Tokens to target and speedup.
+            "target = `adamw_max-tokens1000`'s mean final eval-window val loss 0.9000",
+            "| lion_max-tokens1000 | 700 | 1.43x |", "| adamw_max-tokens1000 | 1000 | 1.00x |",
+            "| lion_max-tokens2000 | not reached | - |",
+            # Cost of lion: every final run at 18 ms a step.
+            "| lion | 9 | 1.000 | 18.000 | 5.6% | 4.00 | 50000 | 12000 | 4000 | 5000 |",
+            "| final_lion_max-tokens1000_wall15s_seed101 | 15.00 | 14.40 | -4.0% | "
+            "0.20/0.30/0.30 | 0.50/0.40/0.30 |",
+        ]
+        for want in wants:
+            if want not in text:
+                failures.append(f"finals report lacks {want!r}")
+        at = [text.find(h) for h in ("### train.max_tokens = 1000", "### train.max_tokens = 2000",
+                                     "### wall clock")]
+        if sorted(at) != at:
+            failures.append(f"groups out of order (budgets by value, wall clock last): {at}")
+        if "| lion_max-tokens1000 | 3 | -0.0467 | [-0.0610, -0.0323] | 0.005 | 0.010" in text:
+            failures.append("Holm ran over both token groups together")
+        for png in ("lr_sensitivity.png", "finals_val_curves.png",
+                    "heatmap_adamw_optim.lr_optim.weight_decay.png",
+                    "heatmap_lion_optim.lr_train.max_tokens.png"):
+            if not (study / png).is_file():
+                failures.append(f"finals report wrote no {png}")
+        if "Runs kept out\n\nNone." not in text.replace("## ", ""):
+            failures.append("finals on test between the val and test unigram must be kept")
+    # A wall-clock run 6% over the seconds asked: the statistics' winner is not named.
+    with tempfile.TemporaryDirectory() as tmp:
+        text = sr.report(str(finals_study(Path(tmp), (15.0, 15.9, 15.0))), cores=2).read_text()
+        for want in ["**No winner named** (the statistics would say: Winner: "
+                     "lion_max-tokens1000_wall15s), because:",
+                     "final_adamw_max-tokens1000_wall15s_seed102 trained 15.90 s of 15 s asked "
+                     "(+6.0%, outside +-5%)", "**Winner: lion_max-tokens2000**"]:
+            if want not in text:
+                failures.append(f"wall clock 15.9 s: report lacks {want!r}")
+    # A loaded machine (start load 1.6 > 2 cores - 0.5): no winner either.
+    with tempfile.TemporaryDirectory() as tmp:
+        text = sr.report(str(finals_study(Path(tmp), load=1.6)), cores=2).read_text()
+        if "the mean 1-minute load average at the start was 1.60, above 2 cores - 0.5" not in text:
+            failures.append("a loaded machine must veto the wall-clock winner")
+
+
 check_statistics()
 check_report()
+check_pieces()
+check_finals_report()
 for f in failures:
     print("FAIL:", f)
 print("study_report statistics:", "FAILED" if failures else "all checks passed")
