@@ -16,7 +16,9 @@
 
 #include "model/base/atomic_file.h"
 #include "model/base/check.h"
+#include "train/config/config_file.h"
 #include "train/config/config_keys.h"
+#include "train/config/run_config.h"
 
 namespace ledgerlm {
 namespace fs = std::filesystem;
@@ -411,6 +413,26 @@ json read_finals(const toml::table& table, const std::string& where, const AxisT
   return out;
 }
 
+// Checks that a run's config is one `ledgerlm train` accepts (the base config file, then its
+// overrides, then every section's validation), so that a bad combination (a schedule an optimizer
+// refuses, a key out of range) is one line at plan time naming the run, not a failed run later.
+// The vocabulary comes from the data at train time: a stand-in is used when the file leaves it 0.
+void validate_run(const std::string& config_file, const std::map<std::string, std::string>& ov,
+                  const std::string& where) {
+  RunConfig cfg;
+  const std::vector<ConfigKey> keys = config_keys(cfg);
+  try {
+    if (!config_file.empty()) config_load_file(config_file, keys);
+    for (const auto& [key, value] : ov)
+      for (const ConfigKey& k : keys)
+        if (k.full() == key) config_set(k, value, key);
+    if (cfg.model.vocab_size == 0) cfg.model.vocab_size = 256;
+    cfg.validate();
+  } catch (const Error& e) {
+    fail(error_message(where, ": ", e.what()));
+  }
+}
+
 }  // namespace
 
 int study_sweep_edge(const std::map<int, double>& loss_by_exponent) {
@@ -548,6 +570,7 @@ json study_plan(const std::string& study_path, const json& previous) {
         overrides.erase(kBatchAxis);
       }
       derive_keys(&overrides, entry["world"].get<int64_t>(), origin + ": run " + name);
+      validate_run(manifest["config"], overrides, origin + ": run " + name);
       if (name.empty()) name = "run";
       name = study_filesystem_safe(name);
       LLM_REQUIRE(names.insert(name).second, origin, ": two runs would both be named '", name,

@@ -144,7 +144,9 @@ TEST(StudyFinals, EveryFailedSettingMeansNoFinals) {
 }
 
 TEST(StudyFinals, WithoutFinalsNothingChanges) {
-  json m = study_plan(write_study("[axes]\n\"optim.lr\" = [1e-3, 2e-3]\n"), json());
+  json m = study_plan(
+      write_study("[base]\n\"train.max_steps\" = 5\n[axes]\n\"optim.lr\" = [1e-3, 2e-3]\n"),
+      json());
   const json before = m;
   EXPECT_FALSE(
       study_plan_finals(&m, [](const std::string&) { return std::optional<double>(1.0); }));
@@ -152,10 +154,10 @@ TEST(StudyFinals, WithoutFinalsNothingChanges) {
 }
 
 TEST(StudyFinals, DefaultsAreFiveSeedsSelectedByOptimizer) {
-  const json m = study_plan(
-      write_study("[axes]\n\"optim.name\" = [\"adamw\", \"lion\"]\n\"optim.lr\" = [1e-3, "
-                  "2e-3]\n[finals]\n"),
-      json());
+  const json m = study_plan(write_study("[base]\n\"train.max_steps\" = 5\n[axes]\n\"optim.name\" = "
+                                        "[\"adamw\", \"lion\"]\n\"optim.lr\" = [1e-3, "
+                                        "2e-3]\n[finals]\n"),
+                            json());
   EXPECT_EQ(m["finals"]["seeds"], json::array({1001, 1002, 1003, 1004, 1005}));
   EXPECT_EQ(m["finals"]["select"], json::array({"optim.name"}));
   EXPECT_TRUE(m["finals"]["wall_clock_seconds"].is_null());
@@ -163,7 +165,8 @@ TEST(StudyFinals, DefaultsAreFiveSeedsSelectedByOptimizer) {
 
 TEST(StudyFinals, BadFinalsAreOneLineNamingTheKey) {
   const std::string axes =
-      "[axes]\n\"optim.name\" = [\"adamw\"]\n\"train.seed\" = [1, 2]\n"
+      "[base]\n\"train.max_steps\" = 5\n[axes]\n\"optim.name\" = [\"adamw\"]\n\"train.seed\" = [1, "
+      "2]\n"
       "\"optim.lr\" = [1e-3, 2e-3]\n[finals]\n";
   auto error = [&](const std::string& finals) {
     return error_of([&] { study_plan(write_study(axes + finals), json()); });

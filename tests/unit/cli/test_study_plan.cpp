@@ -100,6 +100,8 @@ TEST(StudyPlan, ExtendedFileKeepsThePlannedRuns) {
 
 TEST(StudyPlan, BatchAxisSetsWorldMicroAndAccum) {
   const json m = study_plan(write_study(R"(
+[base]
+"train.max_steps" = 5
 [axes]
 batch = ["1x16x1", "2x4x2"]
 )"),
@@ -113,6 +115,8 @@ batch = ["1x16x1", "2x4x2"]
 
 TEST(StudyPlan, SweepIsFactorTwoAroundTheCentreAndWidensFromThePreviousManifest) {
   const std::string path = write_study(R"(
+[base]
+"train.max_steps" = 5
 [axes]
 "optim.name" = ["adamw"]
 lr = "sweep"
@@ -203,6 +207,20 @@ TEST(StudySweepEdge, BestAtAnEdgeWidensThatEdge) {
   EXPECT_EQ(study_sweep_edge({{-2, 3.4}, {-1, 3.3}, {0, 3.2}, {1, 3.1}, {2, nan}}), 0);
   EXPECT_EQ(study_sweep_edge({{-2, 3.4}, {-1, 3.3}, {0, 3.2}, {1, 3.1}, {2, inf}}), 0);
   EXPECT_EQ(study_sweep_edge({{0, 3.0}, {1, 3.1}}), 0);  // too few points for an edge
+}
+
+// A run whose config the trainer would refuse is one line at plan time, naming the run.
+TEST(StudyPlan, RunTheTrainerWouldRefuseIsRefusedAtPlanTime) {
+  const std::string err = error_of([] {
+    study_plan(write_study("[base]\n\"train.max_steps\" = 5\n\"optim.schedule\" = \"cosine\"\n"
+                           "[axes]\n\"optim.name\" = [\"adamw\", \"adamw_schedulefree\"]\n"),
+               json());
+  });
+  EXPECT_NE(err.find("run adamw_schedulefree: optim.schedule = cosine"), std::string::npos) << err;
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[axes]\n\"optim.lr\" = [1e-3]\n"), json());
+            }).find("set a budget"),
+            std::string::npos);
 }
 
 // lr_rule scales optim.lr from lr_base_batch sequences to the run's global batch (world x micro x
