@@ -49,6 +49,23 @@ std::string seconds_text(double seconds) {
   return std::string(buf, res.ptr);
 }
 
+// A wall-clock run has no length in steps; AdEMAMix warms its slow EMA over the run's length by
+// default (optim.ademamix_warmup = 0), so the wall-clock copy keeps the warmup the chosen
+// token-budget setting had: its steps, from the budget and the batch in its overrides.
+void pin_run_length(const json& chosen, json* run) {
+  const json& ov = chosen["overrides"];
+  if (ov.value("optim.name", std::string()) != "ademamix") return;
+  if (ov.contains("optim.ademamix_warmup") && ov["optim.ademamix_warmup"] != "0") return;
+  auto number = [&](const char* key, int64_t fallback) {
+    return ov.contains(key) ? std::stoll(ov[key].get<std::string>()) : fallback;
+  };
+  int64_t steps = number("train.max_steps", 0);
+  const int64_t per_step = chosen.value("world", int64_t{1}) * number("train.micro_batch", 0) *
+                           number("train.accum", 1) * number("train.seq_len", 0);
+  if (steps == 0 && per_step > 0) steps = (number("train.max_tokens", 0) + per_step - 1) / per_step;
+  if (steps > 0) (*run)["overrides"]["optim.ademamix_warmup"] = std::to_string(steps);
+}
+
 struct Arm {
   json axes = json::object();                               // select key -> value
   std::map<std::string, std::vector<std::string>> runs_of;  // setting -> its runs
@@ -144,7 +161,11 @@ bool study_plan_finals(json* manifest, const StudyLossOf& loss_of) {
           run["overrides"]["train.max_seconds"] =
               seconds_text(finals["wall_clock_seconds"].get<double>());
           run["wall_clock"] = true;
+          pin_run_length(chosen, &run);
         }
+        study_validate_run(manifest->value("config", std::string()),
+                           run["overrides"].get<std::map<std::string, std::string>>(),
+                           "study finals: run " + run["name"].get<std::string>());
         (*manifest)["runs"].push_back(run);
       }
       added = true;

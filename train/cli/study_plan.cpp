@@ -413,12 +413,14 @@ json read_finals(const toml::table& table, const std::string& where, const AxisT
   return out;
 }
 
+}  // namespace
+
 // Checks that a run's config is one `ledgerlm train` accepts (the base config file, then its
 // overrides, then every section's validation), so that a bad combination (a schedule an optimizer
 // refuses, a key out of range) is one line at plan time naming the run, not a failed run later.
 // The vocabulary comes from the data at train time: a stand-in is used when the file leaves it 0.
-void validate_run(const std::string& config_file, const std::map<std::string, std::string>& ov,
-                  const std::string& where) {
+void study_validate_run(const std::string& config_file,
+                        const std::map<std::string, std::string>& ov, const std::string& where) {
   RunConfig cfg;
   const std::vector<ConfigKey> keys = config_keys(cfg);
   try {
@@ -432,8 +434,6 @@ void validate_run(const std::string& config_file, const std::map<std::string, st
     fail(error_message(where, ": ", e.what()));
   }
 }
-
-}  // namespace
 
 int study_sweep_edge(const std::map<int, double>& loss_by_exponent) {
   if (loss_by_exponent.size() < 3) return 0;
@@ -570,7 +570,7 @@ json study_plan(const std::string& study_path, const json& previous) {
         overrides.erase(kBatchAxis);
       }
       derive_keys(&overrides, entry["world"].get<int64_t>(), origin + ": run " + name);
-      validate_run(manifest["config"], overrides, origin + ": run " + name);
+      study_validate_run(manifest["config"], overrides, origin + ": run " + name);
       if (name.empty()) name = "run";
       name = study_filesystem_safe(name);
       LLM_REQUIRE(names.insert(name).second, origin, ": two runs would both be named '", name,

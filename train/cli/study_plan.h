@@ -31,6 +31,12 @@ std::string study_name_part(const std::string& key, const std::string& value,
 // NAME with every character a file name should not hold replaced by '-'.
 std::string study_filesystem_safe(std::string name);
 
+// Refuses, in one line starting with WHERE, a run that `ledgerlm train` would refuse: the base
+// config file (empty: none) with OVERRIDES applied, every section validated.
+void study_validate_run(const std::string& config_file,
+                        const std::map<std::string, std::string>& overrides,
+                        const std::string& where);
+
 // Reads DIR/manifest.json (an error naming it when missing or not a study manifest).
 nlohmann::json study_manifest_read(const std::string& dir);
 // Writes DIR/manifest.json atomically.

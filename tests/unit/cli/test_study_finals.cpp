@@ -186,5 +186,34 @@ TEST(StudyFinals, BadFinalsAreOneLineNamingTheKey) {
             std::string::npos);
 }
 
+// A wall-clock AdEMAMix final keeps the warmup its token-budget setting had (its run length in
+// steps: 4096 tokens / (2 x 8 x 1 sequences of 64) = 4), since seconds give no length in steps.
+TEST(StudyFinals, WallClockAdemamixKeepsItsWarmupInSteps) {
+  json m = study_plan(write_study(R"(
+[base]
+"train.max_tokens" = 4096
+"train.seq_len" = 64
+"model.block_size" = 64
+batch = "2x8x1"
+[axes]
+"optim.name" = ["ademamix"]
+"optim.lr" = [1e-3, 2e-3]
+[finals]
+seeds = [5, 6]
+[finals.wall_clock]
+seconds = 2
+)"),
+                      json());
+  ASSERT_TRUE(study_plan_finals(&m, [](const std::string&) { return std::optional<double>(1.0); }));
+  int wall = 0;
+  for (const json& r : m["runs"]) {
+    if (!study_is_wall_clock(r)) continue;
+    ++wall;
+    EXPECT_EQ(r["overrides"]["optim.ademamix_warmup"], "4") << r["name"];
+    EXPECT_EQ(r["world"], 2);
+  }
+  EXPECT_EQ(wall, 2);
+}
+
 }  // namespace
 }  // namespace ledgerlm
