@@ -1,4 +1,4 @@
-// Corpus files in order, reading them, and the per-document train/val split (see corpus.h).
+// Corpus files in order, reading them, and the per-document train/val/test split (see corpus.h).
 #include "data/corpus.h"
 
 #include <fcntl.h>
@@ -55,24 +55,24 @@ uint64_t find_newline(const ReadAt& read, uint64_t lo, uint64_t hi, bool backwar
   return UINT64_MAX;
 }
 
-uint64_t split_point(uint64_t n, double val_fraction, const ReadAt& read) {
-  if (n == 0 || val_fraction <= 0.0) return n;
-  const uint64_t want_val =
-      static_cast<uint64_t>(std::llround(static_cast<double>(n) * val_fraction));
-  if (want_val == 0) return n;
-  const uint64_t cut = want_val >= n ? 0 : n - want_val;
-  const uint64_t tolerance = std::max<uint64_t>(want_val / 4, 1);
+// Where a held-out part of about `want` bytes ending at `end` (<= n) begins: the exact cut
+// end - want, moved to the nearest line start p with 0 < p < end within a quarter of `want` on
+// either side, else back to a UTF-8 character start. `end` when want is 0.
+uint64_t part_start(uint64_t end, uint64_t want, const ReadAt& read) {
+  if (want == 0 || end == 0) return end;
+  const uint64_t cut = want >= end ? 0 : end - want;
+  const uint64_t tolerance = std::max<uint64_t>(want / 4, 1);
 
-  // Nearest line start p (byte p-1 is '\n') with 0 < p < n, on either side of the cut, no
+  // Nearest line start p (byte p-1 is '\n') with 0 < p < end, on either side of the cut, no
   // further than the tolerance.
   uint64_t best = UINT64_MAX;
   if (cut > 0) {
     const uint64_t lo = cut - 1 >= tolerance ? cut - 1 - tolerance : 0;
     const uint64_t nl = find_newline(read, lo, cut - 1, true);
-    if (nl != UINT64_MAX && nl + 1 < n) best = nl + 1;
+    if (nl != UINT64_MAX && nl + 1 < end) best = nl + 1;
   }
-  const uint64_t nl = find_newline(read, cut, std::min(cut + tolerance - 1, n - 1), false);
-  if (nl != UINT64_MAX && nl + 1 < n && (best == UINT64_MAX || nl + 1 - cut < cut - best))
+  const uint64_t nl = find_newline(read, cut, std::min(cut + tolerance - 1, end - 1), false);
+  if (nl != UINT64_MAX && nl + 1 < end && (best == UINT64_MAX || nl + 1 - cut < cut - best))
     best = nl + 1;
   if (best != UINT64_MAX) return best;
 
@@ -81,6 +81,20 @@ uint64_t split_point(uint64_t n, double val_fraction, const ReadAt& read) {
   char c = 0;
   while (p > 0 && read(p, &c, 1) == 1 && (static_cast<unsigned char>(c) & 0xC0) == 0x80) --p;
   return p;
+}
+
+// The bytes of a document of n bytes that `fraction` of it asks for (0 when it rounds to none).
+uint64_t fraction_bytes(uint64_t n, double fraction) {
+  if (n == 0 || fraction <= 0.0) return 0;
+  return static_cast<uint64_t>(std::llround(static_cast<double>(n) * fraction));
+}
+
+CorpusSplit split_points(uint64_t n, double val_fraction, double test_fraction,
+                         const ReadAt& read) {
+  CorpusSplit s;
+  s.test_begin = part_start(n, fraction_bytes(n, test_fraction), read);
+  s.val_begin = part_start(s.test_begin, fraction_bytes(n, val_fraction), read);
+  return s;
 }
 
 }  // namespace
@@ -202,20 +216,28 @@ void corpus_spool_stdin(std::istream& in, const std::string& path) {
   LLM_REQUIRE(out, "error while writing ", path, " (disk full?)");
 }
 
+CorpusSplit corpus_split_points(std::string_view text, double val_fraction, double test_fraction) {
+  return split_points(text.size(), val_fraction, test_fraction,
+                      [&](uint64_t offset, char* buf, size_t n) {
+                        if (offset >= text.size()) return size_t{0};
+                        const size_t got = std::min<size_t>(n, text.size() - offset);
+                        std::memcpy(buf, text.data() + offset, got);
+                        return got;
+                      });
+}
+
+CorpusSplit corpus_split_points(const InputFile& file, double val_fraction, double test_fraction) {
+  return split_points(
+      file.size(), val_fraction, test_fraction,
+      [&](uint64_t offset, char* buf, size_t n) { return file.read_at(offset, buf, n); });
+}
+
 size_t corpus_split_point(std::string_view text, double val_fraction) {
-  return static_cast<size_t>(
-      split_point(text.size(), val_fraction, [&](uint64_t offset, char* buf, size_t n) {
-        if (offset >= text.size()) return size_t{0};
-        const size_t got = std::min<size_t>(n, text.size() - offset);
-        std::memcpy(buf, text.data() + offset, got);
-        return got;
-      }));
+  return static_cast<size_t>(corpus_split_points(text, val_fraction, 0.0).val_begin);
 }
 
 uint64_t corpus_split_point(const InputFile& file, double val_fraction) {
-  return split_point(file.size(), val_fraction, [&](uint64_t offset, char* buf, size_t n) {
-    return file.read_at(offset, buf, n);
-  });
+  return corpus_split_points(file, val_fraction, 0.0).val_begin;
 }
 
 }  // namespace ledgerlm

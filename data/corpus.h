@@ -1,5 +1,5 @@
 // The raw text corpus of `prepare`: its files, read in bounded memory, and the per-document
-// train/val split. A document is one input file (or all of stdin for "-", which prepare first
+// train/val/test split. A document is one input file (or all of stdin for "-", which prepare first
 // copies to a file in its temporary output directory so it can be read like any other).
 #pragma once
 
@@ -69,10 +69,25 @@ class InputFile {
 // Copies `in` (standard input) to the file `path`; throws Error on a read or write error.
 void corpus_spool_stdin(std::istream& in, const std::string& path);
 
-// Byte offset where the val part of a text begins: the last `val_fraction` of the bytes, moved to
-// the nearest line start when one lies within a quarter of the val length of the exact cut, and
-// otherwise to a UTF-8 character boundary. Returns the size (no val) when val_fraction is 0 or the
-// val part would round to zero bytes. The file form reads only the bytes around the cut.
+// The held-out parts of a document of n bytes: train is [0, val_begin), val
+// [val_begin, test_begin), test [test_begin, n).
+struct CorpusSplit {
+  uint64_t val_begin = 0;
+  uint64_t test_begin = 0;
+};
+
+// Where the val and test parts of a text begin. Both fractions are of the document's bytes: test
+// is its last `test_fraction`, val the `val_fraction` just before test (the last val_fraction
+// when test_fraction is 0). Each part's exact cut (its end minus round(n x fraction) bytes) moves
+// to the nearest line start within a quarter of the part's length, when one lies there before
+// the part's end, and otherwise back to a UTF-8 character boundary. A part that rounds to zero
+// bytes, or a fraction of 0, is empty (it begins where it ends). The val cut of
+// test_fraction 0 is that of every release before the test split existed. The file form reads
+// only the bytes around the cuts.
+CorpusSplit corpus_split_points(std::string_view text, double val_fraction, double test_fraction);
+CorpusSplit corpus_split_points(const InputFile& file, double val_fraction, double test_fraction);
+
+// Where val begins without a test split (corpus_split_points(..., 0).val_begin).
 size_t corpus_split_point(std::string_view text, double val_fraction);
 uint64_t corpus_split_point(const InputFile& file, double val_fraction);
 

@@ -45,6 +45,7 @@ DataCheck data_check(const std::string& dir) {
   tokenizer_load(dir);  // loads it and checks vocab size and eot id against meta.json
   check_shard(dir, "train", out.meta.train, out.meta);
   check_shard(dir, "val", out.meta.val, out.meta);
+  if (out.meta.has_test) check_shard(dir, "test", out.meta.test, out.meta);
   out.tokenizer_id = data_tokenizer_id(dir, out.meta);
   return out;
 }

@@ -1,7 +1,8 @@
 // A prepared data directory checked as a whole, before a run uses it: meta.json, the tokenizer
 // it names (tokenizer.model must load as a ledgerlm BPE model, or the hf-bpe files as a GPT-2
-// tokenizer, whose vocabulary size and eot id are meta.json's) and the headers of both token shards
-// (token width for the vocabulary, token counts equal to meta.json's). `ledgerlm train` runs it
+// tokenizer, whose vocabulary size and eot id are meta.json's) and the headers of its token shards,
+// train, val and test when meta.json has a test split (token width for the vocabulary, token counts
+// equal to meta.json's, the CRC over header and checksum table). `ledgerlm train` runs it
 // before it creates or locks anything, so an edited meta.json or a missing or garbage tokenizer is
 // refused at the start, not after the training when eval or sample first load the tokenizer. The
 // loader checks every token value when it reads the shards.

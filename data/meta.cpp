@@ -81,6 +81,11 @@ void meta_write(const std::string& path, const DataMeta& meta) {
             {"train", split_to_json(meta.train)},
             {"val", split_to_json(meta.val)},
             {"sources", sources}};
+  // Only with a test split: without one, meta.json is byte for byte what it was before.
+  if (meta.has_test) {
+    j["test_fraction"] = meta.test_fraction;
+    j["test"] = split_to_json(meta.test);
+  }
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   LLM_REQUIRE(f, "cannot write ", path);
   f << j.dump(2) << "\n";
@@ -117,6 +122,14 @@ DataMeta meta_read(const std::string& dir) {
   m.seed = get_key<uint64_t>(j, "seed", file);
   m.train = split_from_json(j, "train", file);
   m.val = split_from_json(j, "val", file);
+  // The test split comes as a pair, or not at all (a directory prepared without one).
+  m.has_test = j.contains("test_fraction") || j.contains("test");
+  if (m.has_test) {
+    m.test_fraction = get_key<double>(j, "test_fraction", file);
+    LLM_REQUIRE(m.test_fraction > 0.0 && m.test_fraction < 1.0, file, ": test_fraction ",
+                m.test_fraction, " must be in (0, 1)");
+    m.test = split_from_json(j, "test", file);
+  }
   if (m.format_version == 1) {
     LLM_REQUIRE(j.contains("sources") && j.at("sources").is_array(), file,
                 ": missing array 'sources'");

@@ -1,5 +1,6 @@
 // meta.json of a prepared data directory: which tokenizer, vocab size, eot id, token and byte
-// counts per split (bytes of UTF-8 text, for bits-per-byte), and how many source files (bytes)
+// counts per split (train, val, and test when prepared with one; bytes of UTF-8 text, for
+// bits-per-byte), and how many source files (bytes)
 // it was made from. Written by data_prepare(), read by the loader, the tokenizer factory and the
 // trainer. The source files themselves, each with its sha256, are listed in sources.jsonl next to
 // it, one JSON object per line, so that a corpus of millions of files keeps meta.json small.
@@ -45,9 +46,15 @@ struct DataMeta {
   int32_t eot_id = -1;
   int token_width = 0;  // bytes per token in the shards (2 or 4)
   double val_fraction = 0.0;
+  // prepare --test-fraction: a directory prepared with one > 0 has test.bin, and meta.json its
+  // "test_fraction" and "test" keys; one without (every directory made before the test split
+  // existed) has neither, and has_test is false.
+  bool has_test = false;
+  double test_fraction = 0.0;
   uint64_t seed = 0;
   DataSplitInfo train;
   DataSplitInfo val;
+  DataSplitInfo test;  // has_test only
   DataSourcesInfo sources;
 };
 

@@ -77,6 +77,14 @@ std::string data_source(const std::string& tokenizer) {
   return tokenizer.rfind("from:", 0) == 0 ? tokenizer.substr(5) : std::string();
 }
 
+// What the held-out fractions took, for the error of a corpus left without training text.
+std::string held_out(const PrepareOptions& options) {
+  if (options.test_fraction > 0.0)
+    return error_message("--val-fraction ", options.val_fraction, " and --test-fraction ",
+                         options.test_fraction, " for validation and test");
+  return error_message("--val-fraction ", options.val_fraction, " for validation");
+}
+
 }  // namespace
 
 void PrepareOptions::validate() const {
@@ -89,6 +97,12 @@ void PrepareOptions::validate() const {
               "from:DIR with a prepared data directory whose tokenizer to reuse)");
   LLM_REQUIRE(val_fraction >= 0.0 && val_fraction < 1.0, "--val-fraction ", val_fraction,
               " must be in [0, 1)");
+  LLM_REQUIRE(test_fraction >= 0.0 && test_fraction < 1.0, "--test-fraction ", test_fraction,
+              " must be in [0, 1)");
+  LLM_REQUIRE(
+      val_fraction + test_fraction < 1.0, "--val-fraction ", val_fraction, " + --test-fraction ",
+      test_fraction,
+      " must be below 1 (both are fractions of each document's bytes; train gets the rest)");
   if (tokenizer == "bpe") {
     LLM_REQUIRE(vocab_size >= 260 && vocab_size <= (int64_t{1} << 30), "--vocab-size ", vocab_size,
                 " is out of range for bpe (expected 260 .. 2^30)");
@@ -163,16 +177,17 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
         const InputFile file(prepare_open_path(path, stdin_copy), path);
         files += 1;
         bytes += static_cast<int64_t>(file.size());
-        visit(file, corpus_split_point(file, options.val_fraction));
+        // The train part: the tokenizer never sees val or test text.
+        visit(file,
+              corpus_split_points(file, options.val_fraction, options.test_fraction).val_begin);
       }
     };
     const BpeSample sample = bpe_sample(walk, options.bpe_sample_bytes);
     LLM_REQUIRE(files > 0, "--input: no files found in ", options.inputs.front(),
                 " (empty corpus)");
     LLM_REQUIRE(bytes > 0, "--input: the corpus is empty (", files, " file(s), 0 bytes)");
-    LLM_REQUIRE(sample.train_bytes > 0,
-                "--input: no training text left after taking --val-fraction ", options.val_fraction,
-                " for validation");
+    LLM_REQUIRE(sample.train_bytes > 0, "--input: no training text left after taking ",
+                held_out(options));
     auto t = std::chrono::steady_clock::now();
     say(error_message("training bpe tokenizer, vocab ", options.vocab_size, ", on ",
                       sample.whole ? "all " : "a sample of ", sample.text.size(), " bytes",
@@ -190,6 +205,7 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   EncodePassOptions pass_options;
   pass_options.inputs = options.inputs;
   pass_options.val_fraction = options.val_fraction;
+  pass_options.test_fraction = options.test_fraction;
   pass_options.threads = options.threads > 0 ? options.threads : encode_default_threads();
   pass_options.chunk_bytes = options.chunk_bytes;
   const EncodePassResult pass = prepare_encode_corpus(pass_options, *tok, stdin_copy, tmp);
@@ -197,9 +213,8 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
               " (empty corpus)");
   LLM_REQUIRE(pass.sources.bytes > 0, "--input: the corpus is empty (", pass.sources.files,
               " file(s), 0 bytes)");
-  LLM_REQUIRE(pass.train.documents > 0,
-              "--input: no training text left after taking --val-fraction ", options.val_fraction,
-              " for validation");
+  LLM_REQUIRE(pass.train.documents > 0, "--input: no training text left after taking ",
+              held_out(options));
   if (!stdin_copy.empty()) fs::remove(stdin_copy);
 
   DataMeta meta;
@@ -211,9 +226,15 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   meta.seed = options.seed;
   meta.train = pass.train;
   meta.val = pass.val;
+  meta.has_test = options.test_fraction > 0.0;
+  if (meta.has_test) {
+    meta.test_fraction = options.test_fraction;
+    meta.test = pass.test;
+  }
   meta.sources = pass.sources;
   {
-    const double mb = static_cast<double>(meta.train.bytes + meta.val.bytes) / 1e6;
+    const double mb =
+        static_cast<double>(meta.train.bytes + meta.val.bytes + meta.test.bytes) / 1e6;
     char line[160];
     std::snprintf(line, sizeof(line), "encoded %.2f MB in %.3f s (%.2f MB/s, %d thread%s)", mb,
                   pass.seconds, pass.seconds > 0 ? mb / pass.seconds : 0.0, pass.threads,
@@ -230,7 +251,10 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
                   static_cast<long long>(meta.train.bytes),
                   static_cast<double>(meta.train.bytes) / static_cast<double>(meta.train.tokens),
                   static_cast<long long>(meta.val.tokens), static_cast<long long>(meta.val.bytes));
-    say(line);
+    std::string text = line;
+    if (meta.has_test)
+      text += error_message(", test ", meta.test.tokens, " tokens (", meta.test.bytes, " bytes)");
+    say(text);
   }
 
   tok->save(tmp);

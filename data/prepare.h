@@ -2,6 +2,7 @@
 //
 //   DIR/train.bin, DIR/val.bin   token shards (shard.h), one eot after each document's part, with
 //                                a CRC-32C per MiB of tokens
+//   DIR/test.bin                 the same, for the test split (only with test_fraction > 0)
 //   DIR/tokenizer.model          sentencepiece model (bpe only)
 //   DIR/tokenizer.json           hf:SRC only: SRC's tokenizer.json copied (or its vocab.json and
 //                                merges.txt when it has no tokenizer.json)
@@ -9,7 +10,10 @@
 //   DIR/sources.jsonl            the source files, with their sizes and sha256
 //
 // The val split is the last val_fraction of every document (cut at a line start where one is
-// close), so no val text is seen by the tokenizer or in training. Output is built in
+// close), so no val text is seen by the tokenizer or in training. With test_fraction > 0 the last
+// test_fraction of every document is the test split and val the val_fraction just before it, both
+// fractions of the document's bytes (corpus.h): the tokenizer and the trainer see neither, and
+// only `eval --split test` reads test.bin. Output is built in
 // DIR.tmp-XXXXXX and renamed to DIR only when complete; an existing DIR is never touched.
 //
 // Memory is bounded whatever the input: files are read in pieces (the split point from the bytes
@@ -37,6 +41,9 @@ struct PrepareOptions {
   std::string tokenizer = "bpe";
   int64_t vocab_size = 4096;  // bpe only; bytes is always 257, hf's is its own
   double val_fraction = 0.1;  // in [0, 1)
+  // In [0, 1), with val_fraction + test_fraction < 1; 0: no test split, and the directory is
+  // byte for byte what it was before test splits existed.
+  double test_fraction = 0.0;
   uint64_t seed = 1234;
   int threads = 0;  // encoding threads; 0: every core this process may run on
   // bpe only: the most bytes of training text the tokenizer is trained on (bpe_sample.h).

@@ -6,6 +6,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "data/chunker.h"
 #include "data/corpus.h"
@@ -79,23 +80,32 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The shards a part can go to, in document order.
+enum Split { kTrain = 0, kVal = 1, kTest = 2 };
+
 // Submits chunks in jobs, and writes finished ones to their shard in order.
 class ShardFeeder {
  public:
-  ShardFeeder(const Tokenizer& tok, int threads, const std::string& dir, bool check_utf8)
+  ShardFeeder(const Tokenizer& tok, int threads, const std::string& dir, bool check_utf8,
+              bool with_test)
       : tok_(tok),
         pool_(tok, threads, check_utf8),
         train_((fs::path(dir) / "train.bin").string(), tok.vocab_size()),
         val_((fs::path(dir) / "val.bin").string(), tok.vocab_size()),
-        max_in_flight_(2 * static_cast<size_t>(threads) + 2) {}
+        max_in_flight_(2 * static_cast<size_t>(threads) + 2) {
+    if (with_test)
+      test_ =
+          std::make_unique<ShardWriter>((fs::path(dir) / "test.bin").string(), tok.vocab_size());
+  }
 
-  // Adds a chunk of a part of `split` (0 train, 1 val), `last` if it ends the part.
-  void submit(int split, std::string_view text, const std::string& source, uint64_t offset,
+  // Adds a chunk of a part of `split`, `last` if it ends the part.
+  void submit(Split split, std::string_view text, const std::string& source, uint64_t offset,
               bool last) {
+    LLM_ASSERT(split != kTest || test_);
     job_.text += text;
     job_.chunks.push_back({job_.text.size(), source, offset});
     job_places_.push_back({split, last});
-    DataSplitInfo& info = split == 0 ? train_info : val_info;
+    DataSplitInfo& info = split == kTrain ? train_info : split == kVal ? val_info : test_info;
     info.bytes += static_cast<int64_t>(text.size());
     if (last) info.documents += 1;
     if (job_.text.size() >= kJobBytes) flush();
@@ -108,16 +118,23 @@ class ShardFeeder {
     val_.finish();
     train_info.tokens = train_.count();
     val_info.tokens = val_.count();
+    if (test_) {
+      test_->finish();
+      test_info.tokens = test_->count();
+    }
   }
 
   int threads() const { return pool_.threads(); }
-  DataSplitInfo train_info, val_info;
+  DataSplitInfo train_info, val_info, test_info;
 
  private:
   struct Place {
-    int split;
+    Split split;
     bool last;
   };
+  ShardWriter& shard(Split split) {
+    return split == kTrain ? train_ : split == kVal ? val_ : *test_;
+  }
   void flush() {
     if (job_.chunks.empty()) return;
     while (pool_.pending() >= max_in_flight_) write_one();
@@ -133,9 +150,9 @@ class ShardFeeder {
     const int32_t eot = tok_.eot_id();
     size_t begin = 0;
     for (size_t i = 0; i < places.size(); ++i) {
-      ShardWriter& shard = places[i].split == 0 ? train_ : val_;
-      shard.append(std::span<const int32_t>(done.tokens).subspan(begin, done.ends[i] - begin));
-      if (places[i].last) shard.append(std::span<const int32_t>(&eot, 1));
+      ShardWriter& out = shard(places[i].split);
+      out.append(std::span<const int32_t>(done.tokens).subspan(begin, done.ends[i] - begin));
+      if (places[i].last) out.append(std::span<const int32_t>(&eot, 1));
       begin = done.ends[i];
     }
   }
@@ -143,15 +160,16 @@ class ShardFeeder {
   const Tokenizer& tok_;
   EncodePool pool_;
   ShardWriter train_, val_;
-  EncodeJob job_;                  // chunks not submitted yet
-  std::vector<Place> job_places_;  // where each of them goes
+  std::unique_ptr<ShardWriter> test_;  // only with a test split: no test.bin otherwise
+  EncodeJob job_;                      // chunks not submitted yet
+  std::vector<Place> job_places_;      // where each of them goes
   std::deque<std::vector<Place>> pending_;
   const size_t max_in_flight_;
 };
 
 // Cuts part [a, b) of the document into chunks and submits them.
 void encode_part(const Tokenizer& tok, uint64_t chunk_bytes, DocumentStream& doc,
-                 const InputFile& file, uint64_t a, uint64_t b, int split, ShardFeeder& feeder) {
+                 const InputFile& file, uint64_t a, uint64_t b, Split split, ShardFeeder& feeder) {
   const uint64_t context = tok.cut_context();
   const uint64_t reach = chunk_reach(tok, chunk_bytes);
   uint64_t p = a;
@@ -177,16 +195,19 @@ EncodePassResult prepare_encode_corpus(const EncodePassOptions& options, const T
   const std::string sources_path = (fs::path(dir) / kSourcesFile).string();
   std::ofstream sources(sources_path, std::ios::binary | std::ios::trunc);
   LLM_REQUIRE(sources, "cannot write ", sources_path);
-  ShardFeeder feeder(tok, threads, dir, tok.name() != "bytes");
+  const bool with_test = options.test_fraction > 0.0;
+  ShardFeeder feeder(tok, threads, dir, tok.name() != "bytes", with_test);
   EncodePassResult result;
   CorpusFiles files(options.inputs);
   std::string path;
   while (files.next(&path)) {
     const InputFile file(prepare_open_path(path, stdin_copy), path);
-    const uint64_t cut = corpus_split_point(file, options.val_fraction);
+    const CorpusSplit cut = corpus_split_points(file, options.val_fraction, options.test_fraction);
     DocumentStream doc(file);
-    encode_part(tok, options.chunk_bytes, doc, file, 0, cut, 0, feeder);
-    encode_part(tok, options.chunk_bytes, doc, file, cut, file.size(), 1, feeder);
+    encode_part(tok, options.chunk_bytes, doc, file, 0, cut.val_begin, kTrain, feeder);
+    encode_part(tok, options.chunk_bytes, doc, file, cut.val_begin, cut.test_begin, kVal, feeder);
+    if (with_test)
+      encode_part(tok, options.chunk_bytes, doc, file, cut.test_begin, file.size(), kTest, feeder);
     const std::string sha = doc.finish();
     sources << meta_source_line({path, static_cast<int64_t>(file.size()), sha});
     result.sources.files += 1;
@@ -197,6 +218,7 @@ EncodePassResult prepare_encode_corpus(const EncodePassOptions& options, const T
   LLM_REQUIRE(sources, "error while writing ", sources_path, " (disk full?)");
   result.train = feeder.train_info;
   result.val = feeder.val_info;
+  result.test = feeder.test_info;
   result.threads = feeder.threads();
   result.seconds = seconds_since(t0);
   return result;

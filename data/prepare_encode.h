@@ -1,7 +1,8 @@
 // The encoding pass of `prepare`: every document read once, in order, in bounded memory; split
-// into its train and val parts; each part cut into chunks (chunker.h) that the threads of an
-// EncodePool encode; the tokens appended, in document order, to train.bin and val.bin with one
-// eot after each part; each file's size and SHA-256 listed in sources.jsonl.
+// into its train, val and (with a test fraction) test parts; each part cut into chunks
+// (chunker.h) that the threads of an EncodePool encode; the tokens appended, in document order,
+// to train.bin, val.bin and test.bin with one eot after each non-empty part; each file's size and
+// SHA-256 listed in sources.jsonl.
 #pragma once
 
 #include <cstdint>
@@ -17,19 +18,20 @@ namespace ledgerlm {
 struct EncodePassOptions {
   std::vector<std::string> inputs;
   double val_fraction = 0.1;
+  double test_fraction = 0.0;  // 0: no test split and no test.bin
   int threads = 1;
   uint64_t chunk_bytes = 0;
 };
 
 struct EncodePassResult {
-  DataSplitInfo train, val;
+  DataSplitInfo train, val, test;  // test: zero without a test split
   DataSourcesInfo sources;
   double seconds = 0.0;
   int threads = 0;
 };
 
-// Writes DIR/train.bin, DIR/val.bin and DIR/sources.jsonl into `dir` (prepare's temporary
-// directory). "-" in the inputs is read from `stdin_copy`.
+// Writes DIR/train.bin, DIR/val.bin, DIR/test.bin (test_fraction > 0 only) and DIR/sources.jsonl
+// into `dir` (prepare's temporary directory). "-" in the inputs is read from `stdin_copy`.
 EncodePassResult prepare_encode_corpus(const EncodePassOptions& options, const Tokenizer& tok,
                                        const std::string& stdin_copy, const std::string& dir);
 

@@ -1,8 +1,8 @@
 // `ledgerlm prepare` at scale and the checksummed shards, through the binary:
 //   - the shards are byte-identical for 1, 2 and 3 threads and chunk sizes from 7 bytes to 3 MiB
 //     (the hidden --chunk-bytes), for bytes, hf-bpe and bpe, on a directory of documents, on
-//     one 2.4 MB line and on 2.2 MB without any white space (hard cuts); where no hard cut is
-//     needed the ids are those of encoding each part whole;
+//     one 2.4 MB line and on 2.2 MB without any white space (hard cuts), test.bin too with a
+//     --test-fraction; where no hard cut is needed the ids are those of encoding each part whole;
 //   - peak memory stays bounded: an 80 MB corpus prepares in under 96 MiB of resident memory;
 //   - a flipped byte in a shard stops `train` with one line naming the file and the MiB block,
 //     before the run directory is made;
@@ -126,10 +126,14 @@ class PrepareScale : public ::testing::Test {
   // 2 and 3 threads with the default chunk size, and each chunk size with 1, 2 or 3 threads in
   // turn, give the shards of one thread with the default chunk size (each pair separately would
   // be three times the runs for little more: the cut points do not depend on the thread count).
+  // `extra` flags go to every run (a test split: --test-fraction, whose test.bin is compared too).
   static void expect_same_shards(const std::string& input, const std::string& tokenizer,
-                                 const std::vector<uint64_t>& chunks, const std::string& name) {
+                                 const std::vector<uint64_t>& chunks, const std::string& name,
+                                 const std::string& extra = "") {
     const std::string ref = root_ + "/" + name + "_ref";
-    prepare(input, ref, "--tokenizer " + tokenizer + " --threads 1");
+    prepare(input, ref, "--tokenizer " + tokenizer + " --threads 1 " + extra);
+    const bool with_test = extra.find("--test-fraction") != std::string::npos;
+    ASSERT_EQ(fs::exists(ref + "/test.bin"), with_test) << name;
     std::vector<std::pair<int, uint64_t>> runs = {{2, kDefaultChunkBytes}, {3, kDefaultChunkBytes}};
     for (size_t i = 0; i < chunks.size(); ++i)
       runs.push_back({1 + static_cast<int>(i % 3), chunks[i]});
@@ -138,8 +142,9 @@ class PrepareScale : public ::testing::Test {
           root_ + "/" + name + "_t" + std::to_string(threads) + "_c" + std::to_string(chunk);
       prepare(input, dir,
               "--tokenizer " + tokenizer + " --threads " + std::to_string(threads) +
-                  " --chunk-bytes " + std::to_string(chunk));
-      for (const char* shard : {"/train.bin", "/val.bin"}) {
+                  " --chunk-bytes " + std::to_string(chunk) + " " + extra);
+      for (const char* shard : {"/train.bin", "/val.bin", "/test.bin"}) {
+        if (!with_test && std::string(shard) == "/test.bin") continue;
         EXPECT_TRUE(read_file(ref + shard) == read_file(dir + shard))
             << name << shard << " differs with " << threads << " threads, chunk " << chunk;
       }
@@ -174,6 +179,8 @@ void expect_whole_part_ids(const std::string& text, const std::string& dir) {
 TEST_F(PrepareScale, SameShardsForAnyThreadsAndChunkSizeBytes) {
   expect_same_shards(root_ + "/docs", "bytes", {7, 4096, 3u << 20, 100}, "bytes_docs");
   expect_same_shards(root_ + "/oneline.txt", "bytes", {4096, 300001, 3u << 20}, "bytes_line");
+  expect_same_shards(root_ + "/docs", "bytes", {7, 4096}, "bytes_docs_test",
+                     "--val-fraction 0.1 --test-fraction 0.1");
 }
 
 TEST_F(PrepareScale, SameShardsForAnyThreadsAndChunkSizeHf) {
@@ -192,6 +199,9 @@ TEST_F(PrepareScale, SameShardsForAnyThreadsAndChunkSizeBpe) {
   const std::string tok = "from:" + root_ + "/bpe_base";
   expect_same_shards(root_ + "/docs", tok, {7, 3u << 20, 4096}, "bpe_docs");
   expect_same_shards(root_ + "/short_line.txt", tok, {4096, 65536}, "bpe_line");
+  expect_same_shards(root_ + "/docs", tok, {7, 4096}, "bpe_docs_test", "--test-fraction 0.05");
+  expect_same_shards(root_ + "/short_line.txt", tok, {4096}, "bpe_line_test",
+                     "--test-fraction 0.2");
   expect_whole_part_ids(line, root_ + "/bpe_line_ref");
 }
 

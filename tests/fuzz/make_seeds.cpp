@@ -186,6 +186,20 @@ void data_seeds(const std::string& out) {
   put(out, "bytes_data_no_val",
       fuzz::join_parts(
           {slurp(tmp + "/meta.json"), slurp(tmp + "/train.bin"), slurp(tmp + "/val.bin")}));
+  // With a test split (prepare --test-fraction): meta.json's test keys and a fourth part.
+  std::vector<int32_t> test;
+  for (int32_t t = 0; t < 30; ++t) test.push_back((t * 11) % 257);
+  shard_write(tmp + "/val.bin", val, 257);
+  shard_write(tmp + "/test.bin", test, 257);
+  meta.val = {40, 39, 1};
+  meta.val_fraction = 0.1;
+  meta.has_test = true;
+  meta.test_fraction = 0.05;
+  meta.test = {30, 29, 1};
+  meta_write(tmp + "/meta.json", meta);
+  put(out, "bytes_data_test_split",
+      fuzz::join_parts({slurp(tmp + "/meta.json"), slurp(tmp + "/train.bin"),
+                        slurp(tmp + "/val.bin"), slurp(tmp + "/test.bin")}));
   fs::remove_all(tmp);
 }
 

@@ -82,7 +82,8 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
 
   PrepareOptions prep;
   std::string prep_input;
-  auto* prepare = app.add_subcommand("prepare", "tokenize a corpus into train/val token shards");
+  auto* prepare =
+      app.add_subcommand("prepare", "tokenize a corpus into train/val(/test) token shards");
   prepare->add_option("--input", prep_input, "a text file, a directory of files, or - (stdin)")
       ->required();
   prepare->add_option("--out", prep.out_dir, "output directory (must not exist)")->required();
@@ -94,7 +95,15 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   prepare->add_option("--vocab-size", prep.vocab_size, "BPE vocabulary size")
       ->capture_default_str();
   prepare
-      ->add_option("--val-fraction", prep.val_fraction, "last fraction of each document held out")
+      ->add_option("--val-fraction", prep.val_fraction,
+                   "fraction of each document's bytes held out for validation: its end, or just "
+                   "before the test part with --test-fraction")
+      ->capture_default_str();
+  prepare
+      ->add_option("--test-fraction", prep.test_fraction,
+                   "fraction of each document's bytes held out as the test split (test.bin, read "
+                   "only by eval --split test): its end; 0: no test split. val + test must be "
+                   "below 1")
       ->capture_default_str();
   prepare->add_option("--seed", prep.seed, "tokenizer training seed")->capture_default_str();
   prepare
@@ -129,7 +138,9 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   EvalCommand eval_cmd;
   auto* eval = app.add_subcommand("eval", "loss per token and bits per byte of a trained run");
   eval->add_option("--run", eval_cmd.run_dir, "run directory (runs/NAME)")->required();
-  eval->add_option("--split", eval_cmd.split, "val | train")->capture_default_str();
+  eval->add_option("--split", eval_cmd.split,
+                   "val | train | test (test: a data dir prepared with --test-fraction)")
+      ->capture_default_str();
   eval->add_option("--text", eval_cmd.text_file, "evaluate on this text file instead");
   eval->add_option("--max-windows", eval_cmd.max_windows, "limit the windows (0: whole split)");
   eval->add_option("--batch", eval_cmd.batch, "windows per forward")->capture_default_str();

@@ -21,7 +21,7 @@ int command_train(TrainCommand& cmd, Comm& comm);
 
 struct EvalCommand {
   std::string run_dir;
-  std::string split = "val";  // val | train
+  std::string split = "val";  // val | train | test
   std::string text_file;      // evaluate on this text instead of a split
   int64_t max_windows = 0;    // 0: the whole split
   int64_t batch = 8;

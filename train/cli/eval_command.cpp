@@ -15,8 +15,8 @@
 namespace ledgerlm {
 
 int command_eval(const EvalCommand& cmd) {
-  LLM_REQUIRE(cmd.split == "val" || cmd.split == "train", "--split: expected val or train (got '",
-              cmd.split, "')");
+  LLM_REQUIRE(cmd.split == "val" || cmd.split == "train" || cmd.split == "test",
+              "--split: expected val, train or test (got '", cmd.split, "')");
   LLM_REQUIRE(cmd.batch > 0, "--batch: expected > 0");
   auto backend = backend_create(backend_resolve(cmd.device), {static_cast<int>(cmd.threads), 0});
   LoadedRun run = run_load(cmd.run_dir, *backend);
@@ -36,12 +36,19 @@ int command_eval(const EvalCommand& cmd) {
     tokens_per_byte = static_cast<double>(ids.size()) / static_cast<double>(text.size());
     what = cmd.text_file;
   } else {
-    const DataSplitInfo& info = cmd.split == "val" ? run.meta.val : run.meta.train;
-    LLM_REQUIRE(info.tokens > 0, "the ", cmd.split, " split of '", run.config.data.dir,
-                "' is empty (prepared with --val-fraction 0?): use --split train or --text FILE");
+    // The test split exists only in a directory prepared with --test-fraction; the trainer
+    // never reads it, so this is the one place its tokens are used.
+    LLM_REQUIRE(cmd.split != "test" || run.meta.has_test, "data dir '", run.config.data.dir,
+                "' has no test split (prepare it with --test-fraction)");
+    const DataSplitInfo& s = cmd.split == "val"    ? run.meta.val
+                             : cmd.split == "test" ? run.meta.test
+                                                   : run.meta.train;
+    LLM_REQUIRE(s.tokens > 0, "the ", cmd.split, " split of '", run.config.data.dir, "' is empty (",
+                cmd.split == "test" ? "prepared with a --test-fraction too small for its documents?"
+                                    : "prepared with --val-fraction 0?",
+                "): use --split train or --text FILE");
     const std::string path = run.config.data.dir + "/" + cmd.split + ".bin";
     tokens = shard_load(path, &backend->tracker(), run.meta.vocab_size);
-    const DataSplitInfo& s = cmd.split == "val" ? run.meta.val : run.meta.train;
     tokens_per_byte =
         static_cast<double>(s.tokens) / static_cast<double>(std::max<int64_t>(s.bytes, 1));
     what = path;
