@@ -189,14 +189,20 @@ TEST_F(Study, SweepWidensAtItsBestEdgeUpToItsLimit) {
   EXPECT_EQ(json::parse(read_file(dir + "/manifest.json")), m);
 }
 
-// configs/studies/optimizers_smoke.toml as CI runs it: on this test's corpus (its data.dir line
-// replaced), planned, run, reported. About 3 s.
+// configs/studies/optimizers_smoke.toml as CI runs it: on this test's corpus with a test split
+// (its data.dir line replaced), planned, run (the sweep, then the finals with three fresh seeds
+// reported on the test split, then the wall-clock finals alone), reported. About 10 s.
 TEST_F(Study, OptimizersSmokeStudyRunsAndReports) {
+  const std::string data = root_ + "/data_with_test";
+  const CommandResult prep =
+      run_command(testing::ledgerlm_binary() + " prepare --input " + root_ + "/corpus.txt --out " +
+                  data + " --tokenizer bytes --test-fraction 0.1");
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
   std::string text = read_file(testing::source_dir() + "/configs/studies/optimizers_smoke.toml");
   const size_t at = text.find("\"data.dir\" = \"data_out/kjv\"");
   ASSERT_NE(at, std::string::npos) << "the smoke study no longer sets data.dir as expected";
   text.replace(at, std::string("\"data.dir\" = \"data_out/kjv\"").size(),
-               "\"data.dir\" = \"" + root_ + "/data\"");
+               "\"data.dir\" = \"" + data + "\"");
   text.replace(text.find("../tiny_test.toml"), std::string("../tiny_test.toml").size(),
                testing::source_dir() + "/configs/tiny_test.toml");
   const std::string file = root_ + "/optimizers_smoke.toml", dir = root_ + "/smoke";
@@ -206,13 +212,37 @@ TEST_F(Study, OptimizersSmokeStudyRunsAndReports) {
   EXPECT_NE(plan.output.find("12 run(s)"), std::string::npos) << plan.output;
   const CommandResult run = study("run " + dir + " -j 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("12 run(s) finished, 0 failed"), std::string::npos) << run.output;
+  // 12 sweep runs, 3 optimizers x 3 fresh seeds, and as many for 0.5 s each.
+  EXPECT_NE(run.output.find("30 run(s) finished, 0 failed"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("finals planned: adamw <- adamw_lr"), std::string::npos) << run.output;
+  const json manifest = json::parse(read_file(dir + "/manifest.json"));
+  int finals = 0, wall = 0;
+  for (const json& r : manifest["runs"]) {
+    if (!r.contains("phase")) continue;
+    ++finals;
+    const std::string name = r["name"];
+    const json e = json::parse(read_file(dir + "/runs/" + name + "/study_eval.json"));
+    EXPECT_EQ(e["split"], "test") << name;
+    EXPECT_TRUE(e["full_test_loss"].is_number() && e["full_val_loss"].is_number()) << name;
+    EXPECT_NE(e["full_test_loss"], e["full_val_loss"]) << name;
+    if (!r.value("wall_clock", false)) continue;
+    ++wall;
+    EXPECT_EQ(e["seconds_asked"], 0.5) << name;
+    EXPECT_EQ(e["loadavg_start"].size(), 3u) << name;
+  }
+  EXPECT_EQ(finals, 18);
+  EXPECT_EQ(wall, 9);
   const CommandResult rep = study("report " + dir);
   ASSERT_EQ(rep.exit_code, 0) << rep.output;
   const std::string md = read_file(dir + "/REPORT.md");
   EXPECT_NE(md.find("# Study optimizers_smoke"), std::string::npos) << md;
-  EXPECT_NE(md.find("arm minus `adamw_lr0.01`"), std::string::npos) << md;
-  EXPECT_NE(md.find("| lion_lr0.003 | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Finals"), std::string::npos) << md;
+  EXPECT_NE(md.find("compared on the full test split"), std::string::npos) << md;
+  EXPECT_NE(md.find("arm minus `adamw`"), std::string::npos) << md;
+  EXPECT_NE(md.find("arm minus `adamw_wall0.5s`"), std::string::npos) << md;
+  EXPECT_NE(md.find("| sgd_lr0.3 | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Cost per optimizer"), std::string::npos) << md;
+  EXPECT_TRUE(fs::exists(dir + "/finals_val_curves.png"));
 
   // `compare --tsv`: a header, then one row per run, the keys that differ and the summary's
   // figures as summary.json holds them (the same text: JSON numbers printed back exactly).
