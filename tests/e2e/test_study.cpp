@@ -274,6 +274,38 @@ TEST_F(Study, OptimizersSmokeStudyRunsAndReports) {
             json::parse(read_file(r2 + "/summary.json"))["final_val_loss"].dump());
 }
 
+// configs/studies/global_batch_smoke.toml as CI runs it: the LR carried from G = 4 by each rule
+// and the warmup a tenth of each run's steps, as the runs' config.toml record them. About 5 s.
+TEST_F(Study, GlobalBatchSmokeStudyScalesTheLrByItsRule) {
+  std::string text = read_file(testing::source_dir() + "/configs/studies/global_batch_smoke.toml");
+  const std::string data_line = "\"data.dir\" = \"data_out/kjv\"";
+  const size_t at = text.find(data_line);
+  ASSERT_NE(at, std::string::npos) << "the smoke study no longer sets data.dir as expected";
+  text.replace(at, data_line.size(), "\"data.dir\" = \"" + root_ + "/data\"");
+  text.replace(text.find("../tiny_test.toml"), std::string("../tiny_test.toml").size(),
+               testing::source_dir() + "/configs/tiny_test.toml");
+  const std::string file = root_ + "/global_batch_smoke.toml", dir = root_ + "/gb_smoke";
+  ASSERT_TRUE(write_file(file, text));
+  ASSERT_EQ(study("plan " + file + " --out " + dir).exit_code, 0);
+  const CommandResult run = study("run " + dir + " -j 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("18 run(s) finished, 0 failed"), std::string::npos) << run.output;
+  // G = 16 = 4 x the base batch: linear 4 x 3e-3, sqrt 2 x 3e-3; 8192 / (16 x 32) = 16 steps,
+  // warmup round(1.6) = 2. The trainer's resolved config records what the run trained with.
+  const std::string lin = read_file(dir + "/runs/b1x8x2_lr-linear_seed1/config.toml");
+  EXPECT_NE(lin.find("lr = 0.012"), std::string::npos) << lin;
+  EXPECT_NE(lin.find("warmup_steps = 2"), std::string::npos) << lin;
+  EXPECT_NE(lin.find("accum = 2"), std::string::npos) << lin;
+  const std::string sq = read_file(dir + "/runs/b1x8x2_lr-sqrt_seed2/config.toml");
+  EXPECT_NE(sq.find("lr = 0.006"), std::string::npos) << sq;
+  const std::string fixed = read_file(dir + "/runs/b1x8x2_lr-fixed_seed2/config.toml");
+  EXPECT_NE(fixed.find("lr = 0.003"), std::string::npos) << fixed;
+  const CommandResult rep = study("report " + dir);
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  const std::string md = read_file(dir + "/REPORT.md");
+  EXPECT_NE(md.find("arm minus `b1x4x1_lr-fixed`"), std::string::npos) << md;
+}
+
 TEST_F(Study, BadInputIsOneLine) {
   const CommandResult no_manifest = study("run " + root_ + "/nothing_here");
   EXPECT_NE(no_manifest.exit_code, 0);
