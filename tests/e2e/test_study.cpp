@@ -290,16 +290,16 @@ TEST_F(Study, GlobalBatchSmokeStudyScalesTheLrByItsRule) {
   const CommandResult run = study("run " + dir + " -j 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("18 run(s) finished, 0 failed"), std::string::npos) << run.output;
-  // G = 16 = 4 x the base batch: linear 4 x 3e-3, sqrt 2 x 3e-3; 8192 / (16 x 32) = 16 steps,
-  // warmup round(1.6) = 2. The trainer's resolved config records what the run trained with.
+  // G = 16 = 4 x the base batch: linear 4 x 1e-2, sqrt 2 x 1e-2; 16384 / (16 x 32) = 32 steps,
+  // warmup round(3.2) = 3. The trainer's resolved config records what the run trained with.
   const std::string lin = read_file(dir + "/runs/b1x8x2_lr-linear_seed1/config.toml");
-  EXPECT_NE(lin.find("lr = 0.012"), std::string::npos) << lin;
-  EXPECT_NE(lin.find("warmup_steps = 2"), std::string::npos) << lin;
+  EXPECT_NE(lin.find("\nlr = 0.04\n"), std::string::npos) << lin;
+  EXPECT_NE(lin.find("warmup_steps = 3\n"), std::string::npos) << lin;
   EXPECT_NE(lin.find("accum = 2"), std::string::npos) << lin;
   const std::string sq = read_file(dir + "/runs/b1x8x2_lr-sqrt_seed2/config.toml");
-  EXPECT_NE(sq.find("lr = 0.006"), std::string::npos) << sq;
+  EXPECT_NE(sq.find("\nlr = 0.02\n"), std::string::npos) << sq;
   const std::string fixed = read_file(dir + "/runs/b1x8x2_lr-fixed_seed2/config.toml");
-  EXPECT_NE(fixed.find("lr = 0.003"), std::string::npos) << fixed;
+  EXPECT_NE(fixed.find("\nlr = 0.01\n"), std::string::npos) << fixed;
   const CommandResult rep = study("report " + dir);
   ASSERT_EQ(rep.exit_code, 0) << rep.output;
   const std::string md = read_file(dir + "/REPORT.md");
