@@ -827,14 +827,47 @@ def report(study_dir, alpha=ALPHA, cores=None):
     return study / "REPORT.md"
 
 
+def publish(study_dir, out_dir):
+    """Copies the report, its PNGs, the manifest and each run's small files (summary.json,
+    config.toml, study_eval.json, metrics.jsonl gzipped; no weights or checkpoints) into OUT_DIR,
+    replacing what a previous publication put there."""
+    import gzip
+    import shutil
+    study, out = Path(study_dir), Path(out_dir)
+    if out.exists():
+        if not (out / "manifest.json").is_file() and any(out.iterdir()):
+            sys.exit(f"study_report: error: --publish {out}: not empty and not a published study "
+                     "(no manifest.json): refusing to replace it")
+        shutil.rmtree(out)
+    (out / "runs").mkdir(parents=True)
+    for f in [study / "REPORT.md", study / "manifest.json", *sorted(study.glob("*.png"))]:
+        shutil.copy2(f, out / f.name)
+    for run in sorted(p for p in (study / "runs").iterdir() if p.is_dir()):
+        dest = out / "runs" / run.name
+        dest.mkdir()
+        for name in ("summary.json", "config.toml", "study_eval.json"):
+            if (run / name).is_file():
+                shutil.copy2(run / name, dest / name)
+        if (run / "metrics.jsonl").is_file():
+            with open(run / "metrics.jsonl", "rb") as src, gzip.open(dest / "metrics.jsonl.gz",
+                                                                       "wb", mtime=0) as dst:
+                shutil.copyfileobj(src, dst)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir")
     ap.add_argument("--alpha", type=float, default=ALPHA)
+    ap.add_argument("--publish", metavar="OUT",
+                    help="then copy the report, PNGs, manifest and each run's summary, config, "
+                         "evaluation and gzipped metrics (no weights) into OUT")
     args = ap.parse_args()
     if not (Path(args.dir) / "manifest.json").is_file():
         sys.exit(f"study_report: error: {args.dir}/manifest.json not found (ledgerlm study plan)")
     print(f"study report: {report(args.dir, args.alpha)}")
+    if args.publish:
+        print(f"study report: published to {publish(args.dir, args.publish)}")
     return 0
 
 

@@ -242,6 +242,10 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       "else /usr/bin/python3)");
   study_report_app->add_option("--script", study_report_cmd.script,
                                "the report program (default: scripts/study_report.py)");
+  study_report_app->add_option(
+      "--publish", study_report_cmd.publish,
+      "then copy the report, its PNGs, the manifest and each run's summary, config, evaluation "
+      "and gzipped metrics (no weights) into this directory (e.g. results/NAME)");
 
   // A command word that is no command (a typo: `ledgerlm trian`, `ledgerlm --help stdy`) is named
   // with the nearest one, instead of CLI11's "A subcommand is required" (or, with --help, the

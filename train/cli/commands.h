@@ -92,8 +92,9 @@ int command_study_run(const StudyRunCommand& cmd);
 
 struct StudyReportCommand {
   std::string dir;
-  std::string python;  // "": $LEDGERLM_PYTHON, else /usr/bin/python3 (Debian's, with scipy)
-  std::string script;  // "": scripts/study_report.py found beside the binary
+  std::string python;   // "": $LEDGERLM_PYTHON, else /usr/bin/python3 (Debian's, with scipy)
+  std::string script;   // "": scripts/study_report.py found beside the binary
+  std::string publish;  // "": none; else the directory the report and the runs' small files go to
 };
 int command_study_report(const StudyReportCommand& cmd);
 

@@ -544,6 +544,7 @@ int command_study_report(const StudyReportCommand& cmd) {
     python = env && *env ? env : fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
   }
   std::vector<std::string> argv = {python, script, cmd.dir};
+  if (!cmd.publish.empty()) argv.insert(argv.end(), {"--publish", cmd.publish});
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
