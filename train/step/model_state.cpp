@@ -195,18 +195,16 @@ void ModelState::zero_grads() {
   backend_.zero(grads(), placement_.grads_length);
 }
 
-double ModelState::gns_take_micro_batch(int64_t m) {
+double ModelState::gns_take_micro_batch(int64_t m, bool last) {
   const double sumsq = backend_.sum_squares(grads(), placement_.grads_length);
   const Tensor acc(gns_accum_.data(), plan_.grads);
-  if (m == 0)
+  if (m == 0 && !last)
     backend_.copy(acc, grads(), placement_.grads_length);
+  else if (last)  // the step's gradient: this micro-batch's plus the others' (one pass, no copy)
+    backend_.accumulate(grads(), acc, placement_.grads_length);
   else
     backend_.accumulate(acc, grads(), placement_.grads_length);
   return sumsq;
-}
-
-void ModelState::gns_restore_accumulated() {
-  backend_.copy(grads(), Tensor(gns_accum_.data(), plan_.grads), placement_.grads_length);
 }
 
 double ModelState::gns_local_sum_squares() {

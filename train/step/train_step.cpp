@@ -58,18 +58,16 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
     model.backward(state.units(), r.loss_scale / static_cast<double>(A * state.world()));
     if (gns == GnsSource::kMicroBatches) {
       // Backward received scale / A: the micro-batch's mean gradient times the scale is A x this.
-      gns_small_sq += state.gns_take_micro_batch(m) * static_cast<double>(A * A);
-      if (m == A - 1) state.gns_restore_accumulated();
+      gns_small_sq += state.gns_take_micro_batch(m, m == A - 1) * static_cast<double>(A * A);
     }
     r.backward_ms += ms_since(t0);
   }
   if (gns == GnsSource::kMicroBatches) gns_small_sq /= static_cast<double>(A);
   if (gns == GnsSource::kRanks) {
-    // Before the reduction each rank holds its local mean gradient times scale / world.
-    const auto t0 = Clock::now();
+    // Before the reduction each rank holds its local mean gradient times scale / world. (Its
+    // pass and scalar all-reduce count in step_ms only, not as the gradients' comm_ms.)
     const double w = static_cast<double>(state.world());
     gns_small_sq = state.gns_local_sum_squares() * w * w;
-    r.comm_ms += ms_since(t0);
   }
   r.comm_ms = state.take_backward_comm_ms();  // ZeRO-2/3 reduce-scatter inside backward
   r.backward_ms -= r.comm_ms;
@@ -93,6 +91,11 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
     const GnsBatches b = gns_batches(cfg, state.world(), gns);
     r.gns_step =
         gns_estimate(gns_small_sq * unscale * unscale, b.small, r.grad_norm * r.grad_norm, b.big);
+  }
+  // A small batch's norm can overflow under fp16 loss scaling while the step's does not: such a
+  // step is left out of the EMAs, which one infinite value would spoil for the rest of the run.
+  if (gns != GnsSource::kOff && !r.skipped && std::isfinite(r.gns_step.g2) &&
+      std::isfinite(r.gns_step.trace)) {
     GnsTracker& tracker = state.gns_tracker();
     tracker.update(r.gns_step);
     r.gns = true;
