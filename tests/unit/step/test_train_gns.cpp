@@ -186,7 +186,7 @@ TEST(Gns, TrainStepMatchesPerSequenceBruteForce) {
   EXPECT_NEAR(r.grad_norm, std::sqrt(big_sq), 1e-5 * std::sqrt(big_sq));
 }
 
-// Off, the step is the same bit for bit as on: the buffer only moves the sum aside.
+// On or off, the step trains the same: the buffer only moves the sum aside (in another order).
 TEST(Gns, TrainStepLossAndNormUnchangedByTheEstimator) {
   static const std::vector<int32_t> corpus = corpus_make(16);
   auto index = [](int64_t s, int64_t m) { return static_cast<uint64_t>(s * 16 + m); };
