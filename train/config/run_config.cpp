@@ -67,6 +67,8 @@ void TrainConfig::validate() const {
   LLM_REQUIRE(log_interval > 0, "train.log_interval: expected > 0 (got ", log_interval, ")");
   LLM_REQUIRE(save_interval >= 0, "train.save_interval: expected >= 0 (got ", save_interval, ")");
   LLM_REQUIRE(threads >= 0, "train.threads: expected >= 0 (got ", threads, ")");
+  LLM_REQUIRE(gns_ema >= 0 && gns_ema < 1, "train.gns_ema: expected 0 <= decay < 1 (got ", gns_ema,
+              ")");
 }
 
 void PrecisionConfig::validate() const {

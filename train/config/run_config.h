@@ -38,6 +38,10 @@ struct TrainConfig {
   bool tensorboard = true;  // also write the metrics as TensorBoard events (tensorboard.h)
   // Refuse to start a run whose predicted memory does not fit this host (memory_admission.h).
   bool memory_check = true;
+  // The gradient noise scale B_simple (train/step/gns.h), logged per step: off by default; its
+  // two estimates are smoothed by EMAs of decay gns_ema.
+  bool gns = false;
+  double gns_ema = 0.95;
   // Frozen tensors: comma-separated globs over parameter names (or their Hugging Face names);
   // they get no gradient, master copy or optimizer state (param_table_freeze).
   std::string freeze;

@@ -25,6 +25,7 @@
 #include "model/base/check.h"
 #include "optim/muon_plan.h"
 #include "train/offload/offload_backend.h"
+#include "train/step/gns.h"
 #include "train/step/placement.h"
 #include "train/step/precision_plan.h"
 
@@ -488,6 +489,8 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
   if (x.frozen_sink > 0)  // gradients of frozen norm weights and biases, written and never read
     b.add("workspace.frozen_sink", MemTag::kWorkspace, dtype_name(x.grads), x.frozen_sink * g,
           false, false, false);
+  if (x.gns_buffer)  // train.gns: the step's gradient sum beside one micro-batch's (gns.h)
+    b.add("workspace.gns", MemTag::kWorkspace, dtype_name(x.grads), E * g, false, false, false);
   if (x.master_none)  // fp32 view of the compute copy the optimizer updates
     b.add("workspace.master", MemTag::kWorkspace, "fp32", E * 4, false, false, sharding,
           sharding ? L * 4 : -1);
@@ -652,6 +655,8 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.reshard_after_forward = cfg.dist.reshard_after_forward;
   in.micro_batch = cfg.train.micro_batch;
   in.accum = cfg.train.accum;
+  in.gns_buffer = gns_source(cfg, static_cast<int>(world), static_cast<int>(in.zero)) ==
+                  GnsSource::kMicroBatches;
   in.recompute = recompute_parse(cfg.model.recompute);
   in.threads = threads;
   in.bf16_matmul = cfg.precision.matmul == "bf16";

@@ -89,6 +89,8 @@ struct PlanInput {
   int64_t data_bytes = -1;    // tokens held in memory by the loader (-1: unknown)
   // optim.offload = disk: the RAM arena the state streams through (offload_staging_bytes).
   int64_t offload_staging = 0;
+  // train.gns from each micro-batch (GnsSource::kMicroBatches): a second gradient-sized buffer.
+  bool gns_buffer = false;
 };
 
 struct PlanComponent {

@@ -172,7 +172,8 @@ std::vector<TbScalar> tb_scalars(const json& rec) {
   if (!rec.is_object() || !rec.contains("step")) return out;
   if (rec.contains("loss")) {
     for (const char* key : {"loss", "lr", "grad_norm", "tokens_per_s", "step_ms", "optim_ms",
-                            "comm_ms", "loss_scale", "skipped_steps", "tokens"})
+                            "comm_ms", "loss_scale", "skipped_steps", "tokens", "gns_g2",
+                            "gns_trace", "gns_g2_ema", "gns_trace_ema", "b_simple"})
       add_number(rec, key, (std::string("train/") + key).c_str(), &out);
   }
   if (rec.contains("val_loss")) {

@@ -286,6 +286,15 @@ class TrainLoop {
                 {"skipped_steps", ls_.skipped}};
     // Whole-tensor optimizer work's all-to-alls (Muon under ZeRO): bytes this rank sent.
     if (r.exchange_bytes > 0) rec["exchange_bytes"] = r.exchange_bytes;
+    // train.gns: the step's two estimates, their EMAs and B_simple (in sequences).
+    if (r.gns) {
+      rec["gns_g2"] = finite_or_null(r.gns_step.g2);
+      rec["gns_trace"] = finite_or_null(r.gns_step.trace);
+      rec["gns_g2_ema"] = finite_or_null(r.gns_g2_ema);
+      rec["gns_trace_ema"] = finite_or_null(r.gns_trace_ema);
+      rec["b_simple"] = finite_or_null(r.b_simple);
+      last_b_simple_ = r.b_simple;
+    }
     if (const OffloadPager* pager = state_.offload_pager()) add_offload(pager->stats(), &rec);
     const bool progress = step % cfg_.train.log_interval == 0 || step == 1 || last;
     if (progress) add_memory(&rec);
@@ -311,6 +320,12 @@ class TrainLoop {
     offload_written_sum_ += written;
     offload_predicted_ms_sum_ += predicted_ms;
     offload_last_ = now;
+  }
+
+  void print_gns_summary() {
+    if (state_.gns_source() == GnsSource::kOff || !run_.lead()) return;
+    std::printf("gns: B_simple %.4g sequences at the last step (small batches: %s)\n",
+                last_b_simple_, gns_source_name(state_.gns_source()));
   }
 
   void print_offload_summary() {
@@ -455,6 +470,10 @@ class TrainLoop {
                     {"world", run_.world},
                     {"global_batch", run_.world * cfg_.train.micro_batch * cfg_.train.accum},
                     {"tokens_per_step", run_.tokens_per_step()}};
+    if (state_.gns_source() != GnsSource::kOff) {
+      summary["final_b_simple"] = finite_or_null(last_b_simple_);
+      summary["gns_source"] = gns_source_name(state_.gns_source());
+    }
     if (all_ranks)
       add_memory(&summary);
     else
@@ -527,6 +546,7 @@ class TrainLoop {
     write_summary(summary);
     ledger_.finish(run_.run_dir);
     print_offload_summary();
+    print_gns_summary();
     char val[96] = "no evaluation";
     if (!val_starts_.empty())
       std::snprintf(val, sizeof val, "best val loss %.4f, bpb %.4f", ls_.best_val, ls_.best_bpb);
@@ -548,6 +568,7 @@ class TrainLoop {
   RunLedger ledger_;
   std::unique_ptr<MetricsLog> log_;          // rank 0's
   std::unique_ptr<TensorBoardLog> tb_;       // rank 0's, unless train.tensorboard = false
+  double last_b_simple_ = NAN;               // train.gns: of this job's last step
   double last_loss_ = NAN, last_bpb_ = NAN;  // of this job's last step and evaluation
   double optim_ms_sum_ = 0.0;                // over this job's steps (rank 0's optimizer time)
   OffloadStats offload_last_;                // the pager's figures at the previous step

@@ -134,6 +134,10 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   if (frozen_table_.total > 0)
     frozen_ = alloc(backend_, MemTag::kParams, frozen_table_.total, plan_.params);
   grads_ = alloc(backend_, MemTag::kGrads, placement_.grads_length, plan_.grads);
+  gns_source_ = ledgerlm::gns_source(config_, world, stage_);
+  gns_tracker_ = GnsTracker(config_.train.gns_ema);
+  if (gns_source_ == GnsSource::kMicroBatches)
+    gns_accum_ = alloc(backend_, MemTag::kWorkspace, placement_.grads_length, plan_.grads);
   // 16-bit weights get an fp32 master; with master = none an fp32 scratch view of this rank's
   // part of the compute copy; fp32 weights are their own master (placement_.master_is_compute).
   start_offload();
@@ -189,6 +193,25 @@ float* ModelState::master() {
 
 void ModelState::zero_grads() {
   backend_.zero(grads(), placement_.grads_length);
+}
+
+double ModelState::gns_take_micro_batch(int64_t m, bool last) {
+  const double sumsq = backend_.sum_squares(grads(), placement_.grads_length);
+  const Tensor acc(gns_accum_.data(), plan_.grads);
+  if (m == 0 && !last)
+    backend_.copy(acc, grads(), placement_.grads_length);
+  else if (last)  // the step's gradient: this micro-batch's plus the others' (one pass, no copy)
+    backend_.accumulate(grads(), acc, placement_.grads_length);
+  else
+    backend_.accumulate(acc, grads(), placement_.grads_length);
+  return sumsq;
+}
+
+double ModelState::gns_local_sum_squares() {
+  // Stages 0-1 hold the whole local gradient until the reduction point.
+  double sumsq = backend_.sum_squares(grads(), placement_.grads_length);
+  comm_->all_reduce_sum(&sumsq, 1);
+  return sumsq / static_cast<double>(world());
 }
 
 double ModelState::take_backward_comm_ms() {

@@ -28,6 +28,7 @@
 #include "train/config/run_config.h"
 #include "train/offload/offload_backend.h"
 #include "train/offload/offload_pager.h"
+#include "train/step/gns.h"
 #include "train/step/placement.h"
 #include "train/step/precision_plan.h"
 #include "train/step/shard_layout.h"
@@ -118,6 +119,16 @@ class ModelState {
   // The reduction point, after the last micro-batch's backward: stage 0 all-reduces the
   // gradients, stage 1 reduce-scatters them (2 and 3 did during backward). Returns comm ms.
   double reduce_gradients();
+  // The gradient noise scale (train.gns, gns.h): where its small batch comes from, and its EMAs.
+  GnsSource gns_source() const { return gns_source_; }
+  GnsTracker& gns_tracker() { return gns_tracker_; }
+  // GnsSource::kMicroBatches, after micro-batch m's backward into zeroed gradients: the sum of
+  // squares of that micro-batch's (scaled) gradient. The micro-batches' sum is kept in a buffer
+  // beside; after the `last` one the gradients hold the whole sum again.
+  double gns_take_micro_batch(int64_t m, bool last);
+  // GnsSource::kRanks, before reduce_gradients: the mean over ranks of the sums of squares of
+  // their local (scaled) gradients. Collective (one scalar all-reduce).
+  double gns_local_sum_squares();
   // Unscale, global non-finite check, clip, optimizer step on this rank's shard, write the
   // compute copy (and all-gather it at stages 1-2), scaler update.
   StepStats optimizer_step(int64_t step, double lr);
@@ -202,6 +213,11 @@ class ModelState {
   std::unique_ptr<OffloadPager> pager_;              // optim.offload = disk
   std::unique_ptr<OffloadBackend> offload_backend_;  // over backend_, with pager_
   Buffer params_, grads_, master_, master_scratch_, staging_f32_;
+  GnsSource gns_source_ = GnsSource::kOff;
+  GnsTracker gns_tracker_;
+  // kMicroBatches: the step's gradient summed over the micro-batches so far, while the gradient
+  // buffer takes one micro-batch's alone (ledger: workspace.gns).
+  Buffer gns_accum_;
   Buffer frozen_;  // frozen weights (compute dtype, whole): MemTag::kParams
   std::unique_ptr<Optimizer> optim_;
   std::unique_ptr<GptModel> model_;

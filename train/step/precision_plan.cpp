@@ -27,8 +27,8 @@ PrecisionPlan precision_plan(const RunConfig& c) {
               "precision.master = fp32");
   // An optimizer that trains off its master needs both copies, even with fp32 params; so does
   // offload (the master moves off the device, the weights the model uses stay).
-  plan.separate_master = !plan.master_none && (plan.params != DType::kF32 || off_master ||
-                                               c.optim.offload != "none");
+  plan.separate_master =
+      !plan.master_none && (plan.params != DType::kF32 || off_master || c.optim.offload != "none");
   LLM_REQUIRE(!(plan.master_none && plan.params == DType::kF32),
               "precision.master = none needs precision.params bf16 or fp16 (fp32 params are "
               "their own master)");

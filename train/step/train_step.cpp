@@ -38,7 +38,12 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
   r.loss_scale = state.loss_scale();
   state.zero_grads();
   double loss_sum = 0.0;
+  // train.gns: the small batch's mean squared norm, times the loss scale squared.
+  const GnsSource gns = state.gns_source();
+  double gns_small_sq = 0.0;
   for (int64_t m = 0; m < A; ++m) {
+    // Each micro-batch's gradient alone in the gradient buffer (the sum kept aside).
+    if (gns == GnsSource::kMicroBatches && m > 0) state.zero_grads();
     const MicroBatch mb = batches.micro_batch(step, m);
     ForwardOptions fo;
     fo.training = true;
@@ -51,7 +56,18 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
     t0 = Clock::now();
     // Each rank's gradient is its share of the global mean: sums over ranks then average.
     model.backward(state.units(), r.loss_scale / static_cast<double>(A * state.world()));
+    if (gns == GnsSource::kMicroBatches) {
+      // Backward received scale / A: the micro-batch's mean gradient times the scale is A x this.
+      gns_small_sq += state.gns_take_micro_batch(m, m == A - 1) * static_cast<double>(A * A);
+    }
     r.backward_ms += ms_since(t0);
+  }
+  if (gns == GnsSource::kMicroBatches) gns_small_sq /= static_cast<double>(A);
+  if (gns == GnsSource::kRanks) {
+    // Before the reduction each rank holds its local mean gradient times scale / world. (Its
+    // pass and scalar all-reduce count in step_ms only, not as the gradients' comm_ms.)
+    const double w = static_cast<double>(state.world());
+    gns_small_sq = state.gns_local_sum_squares() * w * w;
   }
   r.comm_ms = state.take_backward_comm_ms();  // ZeRO-2/3 reduce-scatter inside backward
   r.backward_ms -= r.comm_ms;
@@ -70,6 +86,23 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
   r.optim_ms = st.optim_ms;
   r.comm_ms += st.comm_ms;
   r.exchange_bytes = st.exchange_bytes;
+  if (gns != GnsSource::kOff && !r.skipped) {
+    const double unscale = 1.0 / r.loss_scale;
+    const GnsBatches b = gns_batches(cfg, state.world(), gns);
+    r.gns_step =
+        gns_estimate(gns_small_sq * unscale * unscale, b.small, r.grad_norm * r.grad_norm, b.big);
+  }
+  // A small batch's norm can overflow under fp16 loss scaling while the step's does not: such a
+  // step is left out of the EMAs, which one infinite value would spoil for the rest of the run.
+  if (gns != GnsSource::kOff && !r.skipped && std::isfinite(r.gns_step.g2) &&
+      std::isfinite(r.gns_step.trace)) {
+    GnsTracker& tracker = state.gns_tracker();
+    tracker.update(r.gns_step);
+    r.gns = true;
+    r.gns_g2_ema = tracker.g2_ema();
+    r.gns_trace_ema = tracker.trace_ema();
+    r.b_simple = tracker.b_simple();
+  }
   if (r.skipped) {
     LLM_REQUIRE(state.plan().scaler_on, "non-finite gradients at step ", step,
                 ": training diverged (try a lower optim.lr)");

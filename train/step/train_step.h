@@ -57,6 +57,11 @@ struct StepResult {
   bool skipped = false;     // non-finite gradients: no update happened (fp16)
   double forward_ms = 0.0, backward_ms = 0.0, optim_ms = 0.0, comm_ms = 0.0;
   int64_t exchange_bytes = 0;  // StepStats::exchange_bytes
+  // train.gns (gns.h): this step's two estimates, their EMAs and B_simple (sequences); `gns`
+  // false when off or when the step was skipped (the EMAs then keep their values).
+  bool gns = false;
+  GnsEstimate gns_step;
+  double gns_g2_ema = 0.0, gns_trace_ema = 0.0, b_simple = 0.0;
 };
 
 // Runs optimizer step `step` (1-based) at learning rate `lr` over config.train.accum

@@ -302,5 +302,31 @@ TEST(LedgerAccuracy, FullFreezeAndLoraFineTuning) {
   }
 }
 
+// train.gns at world 1 x accum 4 keeps the step's gradient sum beside each micro-batch's: the
+// plan names that buffer (workspace.gns, the gradients' size) and the measured workspace grows by
+// exactly its bytes; without train.gns there is no such component.
+TEST(LedgerAccuracy, GnsMicroBatchBufferPredictedAndMeasured) {
+  RunConfig cfg = tiny_config("adamw", "none");
+  cfg.train.micro_batch = 3;
+  cfg.train.accum = 4;
+  const Measured off = run_steps(cfg, 1);
+  cfg.train.gns = true;
+  const Measured on = run_steps(cfg, 1);
+  check_bar(on, "gns");
+  auto component = [](const MemoryPlan& plan, const std::string& name) -> int64_t {
+    for (const PlanComponent& c : plan.components)
+      if (c.name == name) return c.per_rank_bytes;
+    return -1;
+  };
+  const int64_t buffer = component(on.plan, "workspace.gns");
+  std::printf("workspace.gns: predicted %lld bytes (grads %lld); measured workspace %lld -> %lld\n",
+              static_cast<long long>(buffer), static_cast<long long>(component(on.plan, "grads")),
+              static_cast<long long>(off.row_peak(MemTag::kWorkspace)),
+              static_cast<long long>(on.row_peak(MemTag::kWorkspace)));
+  EXPECT_EQ(component(off.plan, "workspace.gns"), -1);
+  EXPECT_EQ(buffer, component(on.plan, "grads"));
+  EXPECT_EQ(on.row_peak(MemTag::kWorkspace) - off.row_peak(MemTag::kWorkspace), buffer);
+}
+
 }  // namespace
 }  // namespace ledgerlm
