@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""scripts/gpu/gpu_check.sh --dry on this build: what a GPU run would bring back fits the limits
+of what comes back from a GPU machine (at most 5 files, at most 2 folder levels, each at most
+16 MiB), summary.txt has one verdict per stage, a failing stage is in failures.txt and packing
+still happens, and the deadline kills a stage that hangs.
+
+  test_gpu_check_dry.py BUILD_DIR
+
+Three dry runs, about 15 s in all on 2 cores.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(REPO, "scripts", "gpu", "gpu_check.sh")
+STAGES = ["environment", "preflight", "test_cuda_device", "test_backend_ops",
+          "test_cuda_training", "rerun_failed", "train_small", "bench"]
+VERDICTS = {"ok", "failed", "skipped", "timeout"}
+MAX_FILES, MAX_LEVELS, MAX_BYTES = 5, 2, 16 * 1024 * 1024
+failures = []
+
+
+def check(cond, what):
+    print(("ok:   " if cond else "FAIL: ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def dry_run(build, out, extra_env=None, args=()):
+    env = dict(os.environ, GPU_CHECK_BIN_DIR=build)
+    env.pop("GPU_CHECK_SLEEP_STAGE", None)
+    env.pop("GPU_CHECK_FAIL_STAGE", None)
+    env.update(extra_env or {})
+    t0 = time.monotonic()
+    p = subprocess.run([SCRIPT, "--dry", "--out", out, *args], env=env, text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return p.returncode, p.stdout, time.monotonic() - t0
+
+
+def verdicts(out):
+    """stage name -> list of verdicts in summary.txt."""
+    got = {}
+    with open(os.path.join(out, "summary.txt")) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] == "stage":
+                got.setdefault(parts[1], []).append(parts[2])
+    return got
+
+
+def check_shape(out, label):
+    files = []
+    for root, _, names in os.walk(out):
+        for n in names:
+            path = os.path.join(root, n)
+            files.append((os.path.relpath(path, out), os.path.getsize(path)))
+    check(len(files) <= MAX_FILES, f"{label}: {len(files)} files <= {MAX_FILES}: {sorted(files)}")
+    deepest = max((rel.count(os.sep) + 1 for rel, _ in files), default=0)
+    check(deepest <= MAX_LEVELS, f"{label}: deepest file at level {deepest} <= {MAX_LEVELS}")
+    biggest = max((size for _, size in files), default=0)
+    check(biggest <= MAX_BYTES, f"{label}: largest file {biggest} bytes <= {MAX_BYTES}")
+    names = {rel for rel, _ in files}
+    check({"summary.txt", "failures.txt", "environment.txt"} <= names,
+          f"{label}: summary, failures and environment present")
+    check(bool(names & {"logs.tar.xz", "logs.tar.gz"}), f"{label}: one log archive present")
+    v = verdicts(out)
+    check(all(len(v.get(s, [])) == 1 and v[s][0] in VERDICTS for s in STAGES),
+          f"{label}: one verdict per stage: {v}")
+    return v
+
+
+def main():
+    build = os.path.abspath(sys.argv[1])
+    with tempfile.TemporaryDirectory(prefix="gpu_check_dry_") as tmp:
+        # 1. A plain dry run: every stage ok or skipped, exit 0.
+        out = os.path.join(tmp, "plain")
+        rc, log, _ = dry_run(build, out)
+        print(log)
+        v = check_shape(out, "plain")
+        check(rc == 0, f"plain: exit {rc} == 0")
+        check(v.get("train_small") == ["ok"], "plain: train_small ran on the guard backend")
+        check(v.get("bench") == ["skipped"], "plain: bench skipped without a GPU")
+        check("what comes back" in log, "plain: the listing of what comes back is printed")
+
+        # 2. A failing stage: named in failures.txt, later stages still run, packing happens.
+        out = os.path.join(tmp, "fail")
+        rc, log, _ = dry_run(build, out, {"GPU_CHECK_FAIL_STAGE": "test_backend_ops"})
+        v = check_shape(out, "fail")
+        check(rc != 0, f"fail: exit {rc} != 0")
+        check(v.get("test_backend_ops") == ["failed"], "fail: test_backend_ops failed")
+        check(v.get("train_small") == ["ok"], "fail: the stages after it still ran")
+        with open(os.path.join(out, "failures.txt")) as f:
+            text = f.read()
+        check("stage test_backend_ops failed" in text and "GPU_CHECK_FAIL_STAGE" in text,
+              "fail: failures.txt names the stage with its log's tail")
+
+        # 3. A hung stage under a 12 s deadline: killed at its cap, the rest skipped, the
+        # whole run within the deadline (plus 5 s for the final pack and listing).
+        out = os.path.join(tmp, "hung")
+        rc, log, secs = dry_run(build, out, {"GPU_CHECK_SLEEP_STAGE": "test_cuda_device:600"},
+                                ["--deadline", "12"])
+        v = check_shape(out, "hung")
+        check(v.get("test_cuda_device") == ["timeout"], "hung: the sleeping stage timed out")
+        check(v.get("bench") == ["skipped"], "hung: stages past the deadline skipped")
+        check(secs < 12 + 5, f"hung: the run took {secs:.1f} s < 17 s")
+        check(rc != 0, f"hung: exit {rc} != 0")
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main()
