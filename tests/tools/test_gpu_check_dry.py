@@ -2,13 +2,14 @@
 """scripts/gpu/gpu_check.sh --dry on this build: what a GPU run would bring back fits the limits
 of what comes back from a GPU machine (at most 5 files, at most 2 folder levels, each at most
 16 MiB), summary.txt has one verdict per stage, a failing stage is in failures.txt and packing
-still happens, and the deadline kills a stage that hangs.
+still happens, and the deadline kills a stage that hangs. Also LEDGERLM_TEST_KEEP_TMP=1, which gpu_check sets.
 
   test_gpu_check_dry.py BUILD_DIR
 
 Three dry runs, about 15 s in all on 2 cores.
 """
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,8 +73,26 @@ def check_shape(out, label):
     return v
 
 
+def check_keep_tmp(build):
+    """LEDGERLM_TEST_KEEP_TMP=1 leaves make_temp_dir's directories (gpu_check archives them);
+    without it they are removed at exit."""
+    binary = os.path.join(build, "tests", "test_config_file")
+    kept = subprocess.run([binary], env=dict(os.environ, LEDGERLM_TEST_KEEP_TMP="1"), text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
+    dirs = [l.split(": ", 1)[1] for l in kept.splitlines() if l.startswith("kept temp dir: ")]
+    check(bool(dirs) and all(os.path.isdir(d) for d in dirs), f"keep tmp: kept and present: {dirs}")
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    env = dict(os.environ)
+    env.pop("LEDGERLM_TEST_KEEP_TMP", None)
+    plain = subprocess.run([binary], env=env, text=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT).stdout
+    check("kept temp dir" not in plain, "keep tmp: nothing kept without the variable")
+
+
 def main():
     build = os.path.abspath(sys.argv[1])
+    check_keep_tmp(build)
     with tempfile.TemporaryDirectory(prefix="gpu_check_dry_") as tmp:
         # 1. A plain dry run: every stage ok or skipped, exit 0.
         out = os.path.join(tmp, "plain")
