@@ -106,7 +106,7 @@ export repo_root work out dry bin_dir build_info
 stage_environment() {
   local f="$work/environment.txt"
   {
-    echo "== gpu_check $( [[ $dry -eq 1 ]] && echo '(dry run) ')on $(hostname) at $(date -u +%FT%TZ)"
+    echo "== gpu_check $( [[ $dry -eq 1 ]] && echo '(dry run) ')on $(uname -n) at $(date -u +%FT%TZ)"
     echo "binaries: $bin_dir"
     echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
     echo "== build info"
@@ -165,9 +165,9 @@ run_gtest() {  # binary name
   fi
   "$t" --gtest_output="xml:$work/$1.xml"
 }
-keep_temp_dirs() {  # copy the small files of the test temp dirs named in a log, then remove them
-  local log="$1" d
-  grep -o 'kept temp dir: .*' "$log" 2>/dev/null | cut -d' ' -f4- | while read -r d; do
+keep_temp_dirs() {  # copy the small files of the test temp dirs named in the logs, then remove them
+  local d
+  cat "$work"/logs/*.log 2>/dev/null | grep -o 'kept temp dir: .*' | cut -d' ' -f4- | while read -r d; do
     [[ -d "$d" ]] || continue
     mkdir -p "$work/test_tmp/$(basename "$d")"
     (cd "$d" && find . -type f -size -1024k \( -name '*.jsonl' -o -name '*.json' -o -name '*.txt' \
@@ -245,8 +245,11 @@ PY
   return $rc
 }
 stage_bench() {
+  mkdir -p "$work/bench"
   LEDGERLM_BIN="$bin_dir/ledgerlm" BENCH_STEPS=4 BENCH_WARMUP=1 BENCH_DEADLINE="$STAGE_CAP" \
-    "$repo_root/scripts/gpu/bench_gpu.sh" --out "$work/bench"
+    "$repo_root/scripts/gpu/bench_gpu.sh" --out "$work/bench" | tee "$work/bench/summary.txt"
+  # bench_gpu.sh never fails on timing; the stage fails when no micro-batch ran at all.
+  grep -q 'tokens/s' "$work/bench/summary.txt"
 }
 export -f site_nvidia_libs toolkit_libs find_test run_gtest stage_environment stage_preflight \
   stage_test_cuda_device stage_test_backend_ops stage_test_cuda_training stage_rerun_failed \
@@ -270,7 +273,7 @@ run_stage() {  # name cap_s [dry_skip]
     STAGE_CAP=$cap timeout -k 5 "$cap" bash -c "sleep $sleep_s; [[ $fail -eq 0 ]] || { echo 'failing on request (GPU_CHECK_FAIL_STAGE)'; exit 1; }; stage_$name" \
       >"$log" 2>&1
     rc=$?
-    keep_temp_dirs "$log"
+    keep_temp_dirs
     t0=$(($(date +%s) - t0))
     if ((rc == 124 || rc == 137)); then verdict="timeout"; echo "gpu_check: killed after its cap of $cap s" >>"$log"
     elif ((rc == 0)); then verdict="ok"
