@@ -212,7 +212,7 @@ print(' '.join(random.choice(w) for _ in range($([[ $dry -eq 1 ]] && echo 20000 
   local prep=$?
   rm -f "$work/corpus.txt"
   ((prep == 0)) || return 1
-  local dev steps rc=0 gpu_dev=cuda gpu_steps=200
+  local dev steps rc=0 gpu_dev=cuda gpu_steps=200 results=""
   local shape="--model.n_layer 6 --model.n_head 6 --model.n_embd 384 --model.block_size 256 --train.seq_len 256"
   # Dry: the guard backend is slow (guarded memory), so a tiny shape proves the stage only.
   [[ $dry -eq 1 ]] && { gpu_dev=cpu; gpu_steps=5; shape="--model.n_layer 1 --model.n_head 2 --model.n_embd 32 --model.block_size 32 --train.seq_len 32"; }
@@ -221,7 +221,10 @@ print(' '.join(random.choice(w) for _ in range($([[ $dry -eq 1 ]] && echo 20000 
     "$bin_dir/ledgerlm" train --data.dir "$work/data" --train.out_dir "$work/runs" \
       --train.name "small_$dev" $shape --train.micro_batch 8 --train.max_steps $steps \
       --train.eval_interval 0 --train.log_interval 20 --train.save_interval 0 \
-      --train.device "$([[ $dev == gpu ]] && echo $gpu_dev || echo cpu)" || rc=1
+      --train.device "$([[ $dev == gpu ]] && echo $gpu_dev || echo cpu)"
+    local r=$?
+    ((r == 0)) || rc=1
+    results+="train on $dev ($steps steps): exit $r; "
   done
   rm -rf "$work/data"
   # Weights and checkpoints are not evidence (and would crowd the size-limited archive).
@@ -242,6 +245,7 @@ if common:
 if g:
     print(f"small shape on the GPU: loss {g[min(g)]:.4f} at step {min(g)} -> {g[max(g)]:.4f} at step {max(g)}")
 PY
+  echo "$results"  # last, so the summary line says which run failed
   return $rc
 }
 stage_bench() {
