@@ -2,7 +2,8 @@
 """scripts/gpu/gpu_check.sh --dry on this build: what a GPU run would bring back fits the limits
 of what comes back from a GPU machine (at most 5 files, at most 2 folder levels, each at most
 16 MiB), summary.txt has one verdict per stage, a failing stage is in failures.txt and packing
-still happens, and the deadline kills a stage that hangs. Also LEDGERLM_TEST_KEEP_TMP=1, which gpu_check sets.
+still happens, and the deadline kills a stage that hangs. Also LEDGERLM_TEST_KEEP_TMP=1, which gpu_check sets, and
+gpu_pack.py's tar.gz fallback (GPU_PACK_NO_XZ=1) and its cut of a log over 4 MiB.
 
   test_gpu_check_dry.py BUILD_DIR
 
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -90,9 +92,37 @@ def check_keep_tmp(build):
     check("kept temp dir" not in plain, "keep tmp: nothing kept without the variable")
 
 
+def check_pack_fallback_and_big_log(tmp):
+    """gpu_pack.py without xz writes logs.tar.gz (and drops an older logs.tar.xz); a log over
+    4 MiB goes in as its last 4 MiB."""
+    work, out = os.path.join(tmp, "work"), os.path.join(tmp, "packed")
+    os.makedirs(os.path.join(work, "logs"))
+    os.makedirs(out)
+    open(os.path.join(out, "logs.tar.xz"), "w").close()
+    with open(os.path.join(work, "summary.txt"), "w") as f:
+        f.write("stage big failed 1 s (cap 5 s, exit 1)\n")
+    with open(os.path.join(work, "logs", "big.log"), "w") as f:
+        f.write("x" * (5 * 1024 * 1024) + "\nthe last line\n")
+    pack = os.path.join(REPO, "scripts", "gpu", "gpu_pack.py")
+    subprocess.run([sys.executable, pack, work, out], check=True,
+                   env=dict(os.environ, GPU_PACK_NO_XZ="1"))
+    names = sorted(os.listdir(out))
+    check(names == ["environment.txt", "failures.txt", "logs.tar.gz", "summary.txt"],
+          f"pack without xz: {names}")
+    with tarfile.open(os.path.join(out, "logs.tar.gz")) as tar:
+        member = tar.getmember("logs/big.log.tail")
+        data = tar.extractfile(member).read()
+    check(member.size == 4 * 1024 * 1024 and data.endswith(b"the last line\n"),
+          f"pack: the big log archived as its last {member.size} bytes")
+    with open(os.path.join(out, "failures.txt")) as f:
+        check("the last line" in f.read(), "pack: failures.txt holds the failed log's tail")
+
+
 def main():
     build = os.path.abspath(sys.argv[1])
     check_keep_tmp(build)
+    with tempfile.TemporaryDirectory(prefix="gpu_pack_") as tmp:
+        check_pack_fallback_and_big_log(tmp)
     with tempfile.TemporaryDirectory(prefix="gpu_check_dry_") as tmp:
         # 1. A plain dry run: every stage ok or skipped, exit 0.
         out = os.path.join(tmp, "plain")
