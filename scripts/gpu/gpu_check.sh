@@ -25,7 +25,7 @@
 # GPU_CHECK_FAIL_STAGE=name makes a stage fail.
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
+cd "$repo_root" || exit 2
 out=""
 dry=0
 deadline="${GPU_CHECK_DEADLINE:-300}"
@@ -283,6 +283,7 @@ run_stage() {  # name cap_s [dry_skip]
     t0=$(date +%s)
     local sleep_s=0
     [[ "${GPU_CHECK_SLEEP_STAGE:-}" == "$name":* ]] && sleep_s="${GPU_CHECK_SLEEP_STAGE#*:}"
+    [[ "$sleep_s" =~ ^[0-9]+$ ]] || sleep_s=0
     local fail=0
     [[ "${GPU_CHECK_FAIL_STAGE:-}" == "$name" ]] && fail=1
     STAGE_CAP=$cap timeout -k 5 "$cap" bash -c "sleep $sleep_s; [[ $fail -eq 0 ]] || { echo 'failing on request (GPU_CHECK_FAIL_STAGE)'; exit 1; }; stage_$name" \

@@ -2,12 +2,13 @@
 """scripts/gpu/gpu_check.sh --dry on this build: what a GPU run would bring back fits the limits
 of what comes back from a GPU machine (at most 5 files, at most 2 folder levels, each at most
 16 MiB), summary.txt has one verdict per stage, a failing stage is in failures.txt and packing
-still happens, and the deadline kills a stage that hangs. Also LEDGERLM_TEST_KEEP_TMP=1, which gpu_check sets, and
-gpu_pack.py's tar.gz fallback (GPU_PACK_NO_XZ=1) and its cut of a log over 4 MiB.
+still happens, and the deadline kills a stage that hangs. Also LEDGERLM_TEST_KEEP_TMP=1, which
+gpu_check sets, and gpu_pack.py's tar.gz fallback (GPU_PACK_NO_XZ=1) and its cut of a log over
+4 MiB.
 
   test_gpu_check_dry.py BUILD_DIR
 
-Three dry runs, about 15 s in all on 2 cores.
+Three dry runs, about 20 s in all on 2 cores.
 """
 import os
 import shutil
