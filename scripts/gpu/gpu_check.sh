@@ -128,7 +128,8 @@ stage_environment() {
       done < <(toolkit_libs; site_nvidia_libs)
       while read -r p; do hits+=("ldconfig: $p -> $(readlink -f "$p")"); done < \
         <(ldconfig -p 2>/dev/null | awk -v n="$name" 'index($1, n) == 1 {print $NF}')
-      if [[ ${#hits[@]} -eq 0 ]]; then echo "$name: not found"; else printf '%s: %s\n' "$name" "${hits[@]}"; fi
+      if [[ ${#hits[@]} -eq 0 ]]; then echo "$name: not found"
+      else echo "$name:"; printf '  %s\n' "${hits[@]}"; fi
     done
     echo "== nvcc"
     (command -v nvcc || ls /usr/local/cuda/bin/nvcc) 2>/dev/null && /usr/local/cuda/bin/nvcc --version 2>/dev/null | tail -2
