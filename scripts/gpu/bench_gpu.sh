@@ -8,7 +8,9 @@
 #   scripts/gpu/bench_gpu.sh [--out DIR] [extra ledgerlm bench flags...]
 #
 # Environment: LEDGERLM_BIN (default build-cuda/ledgerlm), BENCH_STEPS (default 5),
-# BENCH_WARMUP (default 2), BENCH_MICRO_BATCHES (default "16 8 4 2 1").
+# BENCH_WARMUP (default 2), BENCH_MICRO_BATCHES (default "16 8 4 2 1"), BENCH_DEADLINE (default
+# 240: seconds for all tries together; each try gets at most BENCH_TRY_S, default 120, and what
+# is left of the deadline, so the tries fit a caller's cap).
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
@@ -22,9 +24,18 @@ peak="${BENCH_PEAK_TFLOPS:-989}"
 [[ -n "$out" ]] && mkdir -p "$out"
 log="${out:-/tmp}/bench_gpu.log"
 : >"$log"
+bench_start=$(date +%s)
+bench_deadline="${BENCH_DEADLINE:-240}"
 for mb in ${BENCH_MICRO_BATCHES:-16 8 4 2 1}; do
-  echo "bench_gpu: micro_batch $mb" | tee -a "$log"
-  if timeout 150 "$bin" bench --train.device cuda --model.n_layer 12 --model.n_head 12 \
+  try_s="${BENCH_TRY_S:-120}"
+  left=$((bench_deadline - ($(date +%s) - bench_start) - 3))
+  ((try_s > left)) && try_s=$left
+  if ((try_s < 10)); then
+    echo "bench_gpu: deadline of $bench_deadline s reached before micro_batch $mb" | tee -a "$log"
+    break
+  fi
+  echo "bench_gpu: micro_batch $mb (at most $try_s s)" | tee -a "$log"
+  if timeout "$try_s" "$bin" bench --train.device cuda --model.n_layer 12 --model.n_head 12 \
       --model.n_embd 768 --model.block_size 1024 --model.vocab_size 50304 \
       --train.seq_len 1024 --train.micro_batch "$mb" --optim.name adamw \
       --precision.params bf16 --precision.matmul bf16 \

@@ -4,7 +4,8 @@
 # the GPU test binaries (the backend op harness test_backend_ops and tests/cuda), built here for
 # sm_90 without MPI, plus the non-CUDA shared libraries they load (OpenBLAS, libgfortran, libgomp,
 # sentencepiece, tomlplusplus, libstdc++, ...). The CUDA libraries (cudart, cuBLAS, cuBLASLt) are
-# never copied: the GPU machine's toolkit provides them. Also writes DIR.tar.xz (the copy to send
+# never copied: the GPU machine's toolkit or its Python site-packages (nvidia/*/lib) provide them;
+# BUILD_INFO records the commit, flags, nvcc version, ldd output and the newest GLIBC needed. Also writes DIR.tar.xz (the copy to send
 # where transfers are size-limited) and prints both sizes.
 #
 #   scripts/gpu/gpu_bundle.sh [--out DIR]      (default build-gpu-bundle/bundle)
@@ -40,10 +41,13 @@ done | sort -u | while read -r lib; do
   cp -L "$lib" "$out/lib/$base"
 done
 strip --strip-unneeded "$out"/lib/* 2>/dev/null || true
+# What was built from what (no .git travels with the bundle): gpu_check.sh puts it in
+# environment.txt.
+scripts/gpu/build_info.sh "$build/ledgerlm" "$build" >"$out/BUILD_INFO"
 cat >"$out/README" <<TXT
 ledgerlm GPU bundle (built $(date -u +%Y-%m-%d) for sm_${LEDGERLM_CUDA_ARCHITECTURES:-90}).
 Run from the repository root: scripts/gpu/gpu_check.sh --out DIR (finds this bundle, sets
-LD_LIBRARY_PATH to lib/). Contents: $(ls "$out/bin" | tr '\n' ' ')
+LD_LIBRARY_PATH to lib/, then the toolkit's and Python site-packages' CUDA libraries). Contents: $(ls "$out/bin" | tr '\n' ' ')
 Libraries: $(ls "$out/lib" | tr '\n' ' ')
 TXT
 # The compressed copy is what a size-limited copy takes (gpu_check.sh unpacks it).

@@ -1,113 +1,327 @@
 #!/usr/bin/env bash
-# One prepared check for a GPU machine (see docs/gpu.md): the CUDA tests, a 200-step training
-# run of the small shape on the GPU next to the same run on the CPU, and scripts/gpu/bench_gpu.sh,
-# with every log under DIR. Meant to finish in about 4 minutes on an H100/H200 (each stage has
-# its own timeout) so that a short slot leaves room for one rerun.
+# One prepared check for a GPU machine (see docs/gpu.md), under one deadline: the environment
+# (build info, driver, CUDA library locations), an ldd preflight, the CUDA tests (failing cases
+# rerun with LEDGERLM_CUDA_SYNC_CHECK=1 and under compute-sanitizer when present), a 200-step
+# training run of the small shape on the GPU next to the CPU, and scripts/gpu/bench_gpu.sh.
 #
-#   scripts/gpu/gpu_check.sh --out DIR
+#   scripts/gpu/gpu_check.sh --out DIR [--deadline SECONDS] [--dry]
+#
+# Logs go to a temporary work directory; after EVERY stage scripts/gpu/gpu_pack.py packs it into
+# DIR as at most five flat files (summary.txt, failures.txt, environment.txt, logs.tar.xz or
+# logs.tar.gz), so a kill still leaves the evidence so far. Each stage has its own cap, cut to
+# what is left of the deadline (default 300 s, GPU_CHECK_DEADLINE); a stage that would start with
+# under 5 s left is skipped.
+#
+# --dry: the same stages on a machine without a GPU, against the CPU build (build/): the CUDA
+# tests skip themselves, training runs on the guard backend, the benchmark is skipped; then it
+# lists what DIR holds (files, levels, sizes) -- what a real run would bring back.
 #
 # Binaries: a bundle made by scripts/gpu/gpu_bundle.sh (GPU_BUNDLE=dir, default build-gpu-bundle/
-# bundle, unpacked from bundle.tar.xz when only that was copied: binaries plus the few non-CUDA
-# shared libraries they need), else a CUDA
-# build in build-cuda (LEDGERLM_CUDA=on scripts/setup.sh). The machine needs the CUDA driver
-# and toolkit libraries (cudart, cuBLAS, cuBLASLt) and Python 3; nothing else.
+# bundle, unpacked from bundle.tar.xz when only that was copied), else a CUDA build in build-cuda.
+# cudart, cuBLAS and cuBLASLt are looked for beside the toolkit and in Python site-packages.
+#
+# Test hooks: GPU_CHECK_BIN_DIR=dir is the build tree the dry run uses (default build/);
+# GPU_CHECK_SLEEP_STAGE=name:seconds makes a stage sleep first (a hung stage);
+# GPU_CHECK_FAIL_STAGE=name makes a stage fail.
 set -uo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
+cd "$repo_root" || exit 2
 out=""
+dry=0
+deadline="${GPU_CHECK_DEADLINE:-300}"
+usage="usage: scripts/gpu/gpu_check.sh --out DIR [--deadline SECONDS] [--dry]"
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --out) out="$2"; shift 2 ;;
-    *) echo "gpu_check: unknown argument $1 (usage: gpu_check.sh --out DIR)" >&2; exit 2 ;;
+    --out) out="${2:-}"; shift 2 ;;
+    --deadline) deadline="${2:-}"; shift 2 ;;
+    --dry) dry=1; shift ;;
+    *) echo "gpu_check: unknown argument $1 ($usage)" >&2; exit 2 ;;
   esac
 done
-[[ -n "$out" ]] || { echo "usage: scripts/gpu/gpu_check.sh --out DIR" >&2; exit 2; }
+[[ -n "$out" ]] || { echo "$usage" >&2; exit 2; }
+[[ "$deadline" =~ ^[0-9]+$ ]] || { echo "gpu_check: --deadline must be whole seconds, got '$deadline'" >&2; exit 2; }
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+work="$(mktemp -d /tmp/gpu_check.XXXXXX)"
+mkdir -p "$work/logs"
+trap 'rm -rf "$work"' EXIT
 start=$(date +%s)
-stage() { echo "gpu_check: [$(($(date +%s) - start)) s] $*" | tee -a "$out/summary.txt"; }
+elapsed() { echo $(($(date +%s) - start)); }
+note() { echo "gpu_check: [$(elapsed) s] $*"; }
+pack() { python3 "$repo_root/scripts/gpu/gpu_pack.py" "$work" "$out" || note "packing failed"; }
 
-# The toolkit's libraries (cudart, cuBLAS, cuBLASLt) where the loader may not look by itself.
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-  [[ -d "$d" ]] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
-bundle="${GPU_BUNDLE:-build-gpu-bundle/bundle}"
-if [[ ! -x "$bundle/bin/ledgerlm" && -f "$bundle.tar.xz" ]]; then
-  tar -C "$(dirname "$bundle")" -xJf "$bundle.tar.xz"
+# --- where the binaries and the CUDA libraries are --------------------------------------------
+site_nvidia_libs() {  # the lib dirs of pip-installed CUDA libraries (nvidia/*/lib)
+  python3 - <<'PY' 2>/dev/null
+import glob, os, site, sys
+dirs = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
+seen = set()
+for d in dirs:
+    for lib in sorted(glob.glob(os.path.join(d, "nvidia", "*", "lib"))):
+        if lib not in seen and os.path.isdir(lib):
+            seen.add(lib)
+            print(lib)
+PY
+}
+toolkit_libs() {
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/*/lib /usr/local/cuda-*/lib64; do
+    [[ -d "$d" ]] && echo "$d"
+  done
+}
+cuda_lib_dirs=()
+if [[ $dry -eq 0 ]]; then
+  # The toolkit first, then site-packages, then whatever the loader already knows.
+  while read -r d; do cuda_lib_dirs+=("$d"); done < <(toolkit_libs; site_nvidia_libs)
+  for d in "${cuda_lib_dirs[@]}"; do export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"; done
 fi
-if [[ -x "$bundle/bin/ledgerlm" ]]; then
-  bin_dir="$(cd "$bundle/bin" && pwd)"
-  export LD_LIBRARY_PATH="$(cd "$bundle/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  stage "using the bundle $bundle ($(du -sh "$bundle" | cut -f1))"
-elif [[ -x build-cuda/ledgerlm ]]; then
-  bin_dir="$repo_root/build-cuda"
-  stage "using build-cuda"
+bundle="${GPU_BUNDLE:-build-gpu-bundle/bundle}"
+build_info=""
+if [[ $dry -eq 1 ]]; then
+  bin_dir="${GPU_CHECK_BIN_DIR:-$repo_root/build}"
+  export LEDGERLM_TEST_GUARD_BACKEND=1
 else
-  stage "error: no bundle ($bundle) and no build-cuda/ledgerlm: run scripts/gpu/gpu_bundle.sh or LEDGERLM_CUDA=on scripts/setup.sh"
-  exit 1
+  if [[ ! -x "$bundle/bin/ledgerlm" && -f "$bundle.tar.xz" ]]; then
+    tar -C "$(dirname "$bundle")" -xJf "$bundle.tar.xz" 2>/dev/null ||
+      python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+        "$bundle.tar.xz" "$(dirname "$bundle")"
+  fi
+  if [[ -x "$bundle/bin/ledgerlm" ]]; then
+    bin_dir="$(cd "$bundle/bin" && pwd)"
+    export LD_LIBRARY_PATH="$(cd "$bundle/lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    build_info="$bundle/BUILD_INFO"
+  else
+    bin_dir="$repo_root/build-cuda"
+  fi
 fi
 find_test() { for d in "$bin_dir" "$bin_dir/tests"; do [[ -x "$d/$1" ]] && { echo "$d/$1"; return; }; done; }
 export LEDGERLM_TEST_BINARY="$bin_dir/ledgerlm"
 export LEDGERLM_TEST_SOURCE_DIR="$repo_root"
+export LEDGERLM_TEST_KEEP_TMP=1
 export OMP_WAIT_POLICY=PASSIVE
-(nvidia-smi -L; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv) \
-  >"$out/device.txt" 2>&1 || true
-stage "device: $(head -1 "$out/device.txt")"
+export repo_root work out dry bin_dir build_info
 
-status=0
-run_test() {  # name timeout_s
+# --- stages ---------------------------------------------------------------------------------
+# Each stage is a function run in its own bash under `timeout`, output to logs/NAME.log; its
+# verdict and seconds go to summary.txt, then the work directory is packed.
+stage_environment() {
+  local f="$work/environment.txt"
+  {
+    echo "== gpu_check $( [[ $dry -eq 1 ]] && echo '(dry run) ')on $(uname -n) at $(date -u +%FT%TZ)"
+    echo "binaries: $bin_dir"
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    echo "== build info"
+    if [[ -n "$build_info" && -f "$build_info" ]]; then cat "$build_info"
+    else
+      echo "(no BUILD_INFO: a build tree, described here)"
+      "$repo_root/scripts/gpu/build_info.sh" "$bin_dir/ledgerlm"
+    fi
+    echo "== nvidia-smi -q"
+    if command -v nvidia-smi >/dev/null; then nvidia-smi -q 2>&1 | head -400; else echo "nvidia-smi: not present"; fi
+    echo "== driver"
+    cat /proc/driver/nvidia/version 2>/dev/null || echo "/proc/driver/nvidia/version: not present"
+    echo "== CUDA libraries (toolkit dirs, site-packages nvidia/*, ldconfig -p)"
+    local name d
+    for name in libcuda.so libcudart.so libcublas.so libcublasLt.so libcudnn.so libnccl.so; do
+      local hits=()
+      while read -r d; do
+        for p in "$d/$name"*; do [[ -e "$p" ]] && hits+=("$p -> $(readlink -f "$p")"); done
+      done < <(toolkit_libs; site_nvidia_libs)
+      while read -r p; do hits+=("ldconfig: $p -> $(readlink -f "$p")"); done < \
+        <(ldconfig -p 2>/dev/null | awk -v n="$name" 'index($1, n) == 1 {print $NF}')
+      if [[ ${#hits[@]} -eq 0 ]]; then echo "$name: not found"
+      else echo "$name:"; printf '  %s\n' "${hits[@]}"; fi
+    done
+    echo "== nvcc"
+    (command -v nvcc || ls /usr/local/cuda/bin/nvcc) 2>/dev/null && /usr/local/cuda/bin/nvcc --version 2>/dev/null | tail -2
+    echo "== compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo 'not present')"
+  } >"$f" 2>&1
+  head -3 "$f"
+}
+stage_preflight() {  # every library each binary needs resolves, or one line naming the missing
+  local f missing=""
+  for f in "$bin_dir/ledgerlm" "$(find_test test_backend_ops)" "$(find_test test_cuda_training)" \
+      "$(find_test test_cuda_device)"; do
+    if [[ -z "$f" || ! -x "$f" ]]; then
+      # A CPU-only build has no test_cuda_device: the dry run goes on without it.
+      [[ $dry -eq 1 && "$f" != "$bin_dir/ledgerlm" ]] && continue
+      echo "gpu_check: preflight: binary missing: ${f:-a test binary}"
+      return 1
+    fi
+    ldd "$f"
+    missing+="$(ldd "$f" | awk '/not found/{print $1}') "
+  done
+  missing="$(echo $missing | tr ' ' '\n' | sort -u | tr '\n' ' ')"
+  if [[ -n "${missing// /}" ]]; then
+    echo "gpu_check: preflight: missing libraries: $missing(LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
+    return 1
+  fi
+}
+run_gtest() {  # binary name
   local t
   t="$(find_test "$1")"
-  if [[ -z "$t" ]]; then stage "$1: not built"; status=1; return; fi
-  timeout "$2" "$t" --gtest_output="xml:$out/$1.xml" >"$out/$1.log" 2>&1
-  local rc=$?
-  stage "$1: exit $rc ($(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/$1.log" | tr '\n' ' '))"
-  [[ $rc -eq 0 ]] || status=1
+  if [[ -z "$t" ]]; then
+    echo "$1: not built"
+    [[ $dry -eq 1 ]] && return 3  # a CPU-only build: skipped, not failed
+    return 1
+  fi
+  "$t" --gtest_output="xml:$work/$1.xml"
 }
-run_test test_cuda_device 30
-run_test test_backend_ops 60
-run_test test_cuda_training 120
-
-# 200 steps of the small shape on the GPU and on the CPU, random-text corpus, bytes tokenizer.
-data="$out/data"
-python3 -c "
+keep_temp_dirs() {  # copy the small files of the test temp dirs named in the logs, then remove them
+  local d
+  cat "$work"/logs/*.log 2>/dev/null | grep -o 'kept temp dir: .*' | cut -d' ' -f4- | while read -r d; do
+    [[ -d "$d" ]] || continue
+    mkdir -p "$work/test_tmp/$(basename "$d")"
+    (cd "$d" && find . -type f -size -1024k \( -name '*.jsonl' -o -name '*.json' -o -name '*.txt' \
+      -o -name '*.log' -o -name '*.toml' \) -exec cp --parents {} "$work/test_tmp/$(basename "$d")/" \;)
+    rm -rf "$d"
+  done
+}
+stage_test_cuda_device() { run_gtest test_cuda_device; }
+stage_test_backend_ops() { run_gtest test_backend_ops; }
+stage_test_cuda_training() { run_gtest test_cuda_training; }
+stage_rerun_failed() {  # failing cases again: synchronizing launch checks, then memcheck
+  local sanitizer t name cases
+  sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
+  local any=0
+  for name in test_cuda_device test_backend_ops test_cuda_training; do
+    cases="$(grep -hoE '^\[  FAILED  \] [A-Za-z0-9_/.]+' "$work/logs/$name.log" 2>/dev/null |
+      awk '{print $4}' | sort -u | paste -sd:)"
+    [[ -n "$cases" ]] || continue
+    any=1
+    t="$(find_test "$name")"
+    echo "== $name: $cases with LEDGERLM_CUDA_SYNC_CHECK=1"
+    LEDGERLM_CUDA_SYNC_CHECK=1 "$t" --gtest_filter="$cases" >"$work/logs/${name}_sync_check.log" 2>&1
+    echo "exit $?"; grep -E 'cuda backend:|FAILED' "$work/logs/${name}_sync_check.log" | head -20
+    if [[ -n "$sanitizer" ]]; then
+      echo "== $name: $cases under compute-sanitizer --tool memcheck"
+      "$sanitizer" --tool memcheck --print-limit 20 "$t" --gtest_filter="$cases" \
+        >"$work/logs/${name}_memcheck.log" 2>&1
+      echo "exit $?"; grep -E '=========' "$work/logs/${name}_memcheck.log" | head -20
+    else
+      echo "compute-sanitizer: not present"
+    fi
+  done
+  if [[ $any -eq 0 ]]; then
+    # Nothing failed: the synchronizing variant itself is proven on the op harness's GPU cases.
+    echo "no failing test case to rerun; the cuda op cases with LEDGERLM_CUDA_SYNC_CHECK=1:"
+    t="$(find_test test_backend_ops)"
+    [[ -n "$t" ]] || return 0
+    LEDGERLM_CUDA_SYNC_CHECK=1 "$t" --gtest_filter='*/cuda:CudaOnlyOps.*' \
+      >"$work/logs/test_backend_ops_sync_check.log" 2>&1
+    local rc=$?
+    grep -E '^\[  (PASSED|SKIPPED) +\] [0-9]+ test|^\[  FAILED  \]' \
+      "$work/logs/test_backend_ops_sync_check.log" | head -20
+    return $rc
+  fi
+}
+stage_train_small() {  # 200 steps on the GPU (dry: 5 on the guard backend), 10 on the CPU
+  python3 -c "
 import random
 random.seed(5)
 w='the lord said unto moses and land of egypt went up into mountain people light day'.split()
-print(' '.join(random.choice(w) for _ in range(200000)))" >"$out/corpus.txt"
-"$bin_dir/ledgerlm" prepare --input "$out/corpus.txt" --out "$data" --tokenizer bytes \
-  >"$out/prepare.log" 2>&1 || stage "prepare failed (see prepare.log)"
-for dev in cuda cpu; do
-  steps=200
-  [[ $dev == cpu ]] && steps=10  # the CPU reference for the first steps only (time budget)
-  timeout 60 "$bin_dir/ledgerlm" train --data.dir "$data" --train.out_dir "$out/runs" \
-    --train.name "small_$dev" --model.n_layer 6 --model.n_head 6 --model.n_embd 384 \
-    --model.block_size 256 --train.seq_len 256 --train.micro_batch 8 --train.max_steps $steps \
-    --train.eval_interval 0 --train.log_interval 20 --train.device $dev \
-    >"$out/train_small_$dev.log" 2>&1
-  rc=$?
-  [[ $dev == cuda && $rc -ne 0 ]] && status=1
-  stage "train small on $dev ($steps steps): exit $rc ($(grep -c '"loss"' "$out/runs/small_$dev/metrics.jsonl" 2>/dev/null) loss records)"
-done
-python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+print(' '.join(random.choice(w) for _ in range($([[ $dry -eq 1 ]] && echo 20000 || echo 200000))))" >"$work/corpus.txt"
+  "$bin_dir/ledgerlm" prepare --input "$work/corpus.txt" --out "$work/data" --tokenizer bytes
+  local prep=$?
+  rm -f "$work/corpus.txt"
+  ((prep == 0)) || return 1
+  local dev steps rc=0 gpu_dev=cuda gpu_steps=200 results=""
+  local shape="--model.n_layer 6 --model.n_head 6 --model.n_embd 384 --model.block_size 256 --train.seq_len 256"
+  # Dry: the guard backend is slow (guarded memory), so a tiny shape proves the stage only.
+  [[ $dry -eq 1 ]] && { gpu_dev=cpu; gpu_steps=5; shape="--model.n_layer 1 --model.n_head 2 --model.n_embd 32 --model.block_size 32 --train.seq_len 32"; }
+  for dev in gpu cpu; do
+    steps=10; [[ $dev == gpu ]] && steps=$gpu_steps
+    "$bin_dir/ledgerlm" train --data.dir "$work/data" --train.out_dir "$work/runs" \
+      --train.name "small_$dev" $shape --train.micro_batch 8 --train.max_steps $steps \
+      --train.eval_interval 0 --train.log_interval 20 --train.save_interval 0 \
+      --train.device "$([[ $dev == gpu ]] && echo $gpu_dev || echo cpu)"
+    local r=$?
+    ((r == 0)) || rc=1
+    results+="train on $dev ($steps steps): exit $r; "
+  done
+  rm -rf "$work/data"
+  # Weights and checkpoints are not evidence (and would crowd the size-limited archive).
+  find "$work/runs" -type f \( -name "*.safetensors" -o -size +1024k \) -delete 2>/dev/null
+  python3 - "$work" <<'PY'
 import json, sys
-out = sys.argv[1]
+work = sys.argv[1]
 def losses(dev):
     try:
-        return {r["step"]: r["loss"] for r in map(json.loads, open(f"{out}/runs/small_{dev}/metrics.jsonl")) if "loss" in r}
+        return {r["step"]: r["loss"] for r in map(json.loads, open(f"{work}/runs/small_{dev}/metrics.jsonl")) if "loss" in r}
     except OSError:
         return {}
-g, c = losses("cuda"), losses("cpu")
+g, c = losses("gpu"), losses("cpu")
 common = sorted(set(g) & set(c))
 if common:
     worst = max(abs(g[s] - c[s]) / abs(c[s]) for s in common)
-    print(f"gpu_check: small shape, steps 1..{common[-1]}: max relative loss difference GPU vs CPU {worst:.2e}")
+    print(f"small shape, steps 1..{common[-1]}: max relative loss difference GPU vs CPU {worst:.2e}")
 if g:
-    print(f"gpu_check: small shape on the GPU: loss {g[min(g)]:.4f} at step {min(g)} -> {g[max(g)]:.4f} at step {max(g)}")
+    print(f"small shape on the GPU: loss {g[min(g)]:.4f} at step {min(g)} -> {g[max(g)]:.4f} at step {max(g)}")
 PY
+  echo "$results"  # last, so the summary line says which run failed
+  return $rc
+}
+stage_bench() {
+  mkdir -p "$work/bench"
+  LEDGERLM_BIN="$bin_dir/ledgerlm" BENCH_STEPS=4 BENCH_WARMUP=1 BENCH_DEADLINE="$STAGE_CAP" \
+    "$repo_root/scripts/gpu/bench_gpu.sh" --out "$work/bench" | tee "$work/bench/summary.txt"
+  # bench_gpu.sh never fails on timing; the stage fails when no micro-batch ran at all.
+  grep -q 'tokens/s' "$work/bench/summary.txt"
+}
+export -f site_nvidia_libs toolkit_libs find_test run_gtest stage_environment stage_preflight \
+  stage_test_cuda_device stage_test_backend_ops stage_test_cuda_training stage_rerun_failed \
+  stage_train_small stage_bench
 
-LEDGERLM_BIN="$bin_dir/ledgerlm" BENCH_STEPS=4 BENCH_WARMUP=1 scripts/gpu/bench_gpu.sh --out "$out" \
-  >"$out/bench_summary.txt" 2>&1
-stage "bench_gpu: $(grep -E 'tokens/s|MFU|no micro' "$out/bench_summary.txt" | tr '\n' ' ')"
-stage "done (status $status)"
+status=0
+stop_reason=""
+run_stage() {  # name cap_s [dry_skip]
+  local name="$1" cap="$2" left verdict rc t0 log="$work/logs/$1.log"
+  left=$((deadline - $(elapsed)))
+  ((cap > left - 5)) && cap=$((left - 5))
+  if [[ -n "$stop_reason" ]]; then verdict="skipped"; rc=0; echo "$stop_reason" >"$log"
+  elif [[ "${3:-}" == dry_skip && $dry -eq 1 ]]; then verdict="skipped"; rc=0; echo "needs a GPU (dry run)" >"$log"
+  elif ((cap < 1)); then verdict="skipped"; rc=0; echo "deadline ${deadline} s reached" >"$log"
+  else
+    t0=$(date +%s)
+    local sleep_s=0
+    [[ "${GPU_CHECK_SLEEP_STAGE:-}" == "$name":* ]] && sleep_s="${GPU_CHECK_SLEEP_STAGE#*:}"
+    [[ "$sleep_s" =~ ^[0-9]+$ ]] || sleep_s=0
+    local fail=0
+    [[ "${GPU_CHECK_FAIL_STAGE:-}" == "$name" ]] && fail=1
+    STAGE_CAP=$cap timeout -k 5 "$cap" bash -c "sleep $sleep_s; [[ $fail -eq 0 ]] || { echo 'failing on request (GPU_CHECK_FAIL_STAGE)'; exit 1; }; stage_$name" \
+      >"$log" 2>&1
+    rc=$?
+    keep_temp_dirs
+    t0=$(($(date +%s) - t0))
+    if ((rc == 124 || rc == 137)); then verdict="timeout"; echo "gpu_check: killed after its cap of $cap s" >>"$log"
+    elif ((rc == 0)); then verdict="ok"
+    elif ((rc == 3)); then verdict="skipped"  # the stage found nothing to do here
+    else verdict="failed"; fi
+  fi
+  [[ $verdict == ok || $verdict == skipped ]] || status=1
+  printf 'stage %s %s %s s (cap %s s, exit %s)%s\n' "$name" "$verdict" "${t0:-0}" "$cap" "$rc" \
+    "$( [[ $verdict == failed || $verdict == timeout ]] && echo ": $(grep -v '^\s*$' "$log" | tail -1 | cut -c1-200)")" \
+    >>"$work/summary.txt"
+  note "$(tail -1 "$work/summary.txt")"
+  pack
+  if [[ $name == preflight && $verdict != ok ]]; then
+    stop_reason="preflight failed: $(tail -1 "$log")"
+    note "$stop_reason"
+  fi
+}
+: >"$work/summary.txt"
+note "deadline ${deadline} s, output $out$( [[ $dry -eq 1 ]] && echo ' (dry run)')"
+run_stage environment 20
+run_stage preflight 10
+run_stage test_cuda_device 30
+run_stage test_backend_ops 60
+run_stage test_cuda_training 120
+run_stage rerun_failed 60
+run_stage train_small 90
+run_stage bench 150 dry_skip
+echo "done: status $status after $(elapsed) s" >>"$work/summary.txt"
+pack
+note "what comes back from $out:"
+(cd "$out" && find . -type f -printf '%d %s %P\n' | sort -k3 | while read -r depth size path; do
+  printf '  %-20s level %d  %10d bytes\n' "$path" "$depth" "$size"
+done)
 exit $status

@@ -1,8 +1,9 @@
 // The trainer on the GPU against the trainer on the CPU, through the ledgerlm binary (tiny model,
 // L2 H2 C32 T32 B4): 50 steps track the CPU's losses (fp32: within 1e-4 relative per step),
 // every optimizer's steps equal the CPU's within that tolerance, a GPU rerun and a GPU resume
-// are bitwise identical, and checkpoints cross between the devices. Every test needs a CUDA
-// device and reports "skipped: no CUDA device" (ctest: Skipped) where there is none.
+// are bitwise identical (and so is a run with LEDGERLM_CUDA_SYNC_CHECK=1), and checkpoints cross
+// between the devices. Every test needs a CUDA device and reports "skipped: no CUDA device"
+// (ctest: Skipped) where there is none.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -135,6 +136,20 @@ TEST_F(CudaTraining, RerunIsBitwiseIdentical) {
   expect_losses_bitwise(out_ + "/a", out_ + "/b", 1, 12);
   EXPECT_TRUE(testing::read_file(out_ + "/a/model.safetensors") ==
               testing::read_file(out_ + "/b/model.safetensors"));
+}
+
+// LEDGERLM_CUDA_SYNC_CHECK=1 only adds device synchronizations after each launch: the kernels and
+// their order are the same, so the run is bitwise the run without it, and no launch check fires.
+TEST_F(CudaTraining, SyncCheckRunIsBitwiseThePlainRun) {
+  const std::string flags = " --train.max_steps 6 --train.accum 2";
+  auto plain = train(out_, "plain", "cuda", flags);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  auto checked =
+      testing::run_command("LEDGERLM_CUDA_SYNC_CHECK=1 " + testing::ledgerlm_binary() + " train" +
+                           testing::resume_tiny_flags(corpus_dir(), out_, "checked") +
+                           " --optim.warmup_steps 3 --train.device cuda" + flags);
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  expect_losses_bitwise(out_ + "/plain", out_ + "/checked", 1, 6);
 }
 
 // 6 + 6 steps on the GPU equal 12 uninterrupted steps on the GPU, bit for bit.

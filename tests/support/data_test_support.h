@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -21,6 +22,8 @@ class TempDir {
     path_ = ::mkdtemp(templ.data());
   }
   ~TempDir() {
+    if (const char* keep = std::getenv("LEDGERLM_TEST_KEEP_TMP"); keep && *keep && keep[0] != '0')
+      return;  // left for a post-mortem, like make_temp_dir's directories
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }

@@ -17,6 +17,11 @@
 
 namespace ledgerlm::testing {
 
+bool keep_temp_dirs() {
+  const char* env = std::getenv("LEDGERLM_TEST_KEEP_TMP");
+  return env != nullptr && env[0] != '\0' && std::string(env) != "0";
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
@@ -62,6 +67,11 @@ std::vector<std::string>& temp_dirs() {
 }
 
 void remove_temp_dirs() {
+  if (keep_temp_dirs()) {
+    // Kept for a post-mortem (scripts/gpu/gpu_check.sh archives them with their metrics).
+    for (const auto& d : temp_dirs()) std::fprintf(stderr, "kept temp dir: %s\n", d.c_str());
+    return;
+  }
   for (const auto& d : temp_dirs()) {
     std::error_code ec;
     std::filesystem::remove_all(d, ec);

@@ -26,8 +26,11 @@ CompareResult compare_tensor(const std::string& name, const double* got, const d
 CompareResult compare_tensor(const std::string& name, const float* got, const float* ref, int64_t n,
                              double atol, double rtol);
 
-// A fresh empty directory under /tmp, removed at process exit.
+// A fresh empty directory under /tmp, removed at process exit unless LEDGERLM_TEST_KEEP_TMP=1
+// (then each kept path is printed to stderr at exit, for the training runs' files).
 std::string make_temp_dir(const std::string& prefix);
+// LEDGERLM_TEST_KEEP_TMP is set (and not 0): test temp dirs are left in place.
+bool keep_temp_dirs();
 
 struct CommandResult {
   int exit_code = -1;

@@ -5,7 +5,9 @@
 // synchronize the stream; everything else is asynchronous.
 #include "model/backend/cuda/cuda_backend.h"
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "model/backend/cuda/cuda_device.h"
 #include "model/base/check.h"
@@ -17,6 +19,21 @@ void cuda_check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   fail(error_message("cuda backend: ", what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e),
                      ")"));
+}
+
+bool sync_check_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("LEDGERLM_CUDA_SYNC_CHECK");
+    return env != nullptr && env[0] != '\0' && std::string(env) != "0";
+  }();
+  return enabled;
+}
+
+void sync_check(const char* what) {
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) return;
+  fail(error_message("cuda backend: ", what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e),
+                     ") while the op ran (LEDGERLM_CUDA_SYNC_CHECK)"));
 }
 
 void cublas_check(cublasStatus_t s, const char* what) {

@@ -29,6 +29,14 @@ void cublas_check(cublasStatus_t s, const char* what);
 #define LLM_CUDA(call) ::ledgerlm::cuda::cuda_check((call), #call)
 #define LLM_CUBLAS(call) ::ledgerlm::cuda::cublas_check((call), #call)
 
+// LEDGERLM_CUDA_SYNC_CHECK=1 (read once): every kernel launch and cuBLAS call is followed by a
+// device synchronize, and an execution error is reported with the op's name (slow: for finding
+// which op faulted, never for timing).
+bool sync_check_enabled();
+// Waits for the device and throws Error naming `what` (and that the sync check caught it) when
+// the work before it failed.
+void sync_check(const char* what);
+
 // cudaMalloc'd memory for Buffers (zero-filled on the backend's stream before first use).
 class DeviceAllocator final : public Allocator {
  public:

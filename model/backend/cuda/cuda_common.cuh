@@ -21,9 +21,12 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > (int64_t{1} << 20) ? (int64_t{1} << 20) : b));
 }
 
-// Kernel launch error check (the launch itself; execution errors surface at the next sync).
+// Kernel launch error check. By default only the launch itself is checked (execution errors
+// surface at the next sync, blamed on whatever synced); with LEDGERLM_CUDA_SYNC_CHECK=1 every
+// launch also waits for the kernel, so an illegal address names the op that made it.
 inline void launch_check(const char* what) {
   cuda_check(cudaGetLastError(), what);
+  if (sync_check_enabled()) sync_check(what);
 }
 
 #define LLM_GRID_STRIDE(i, n)                                                            \

@@ -157,6 +157,7 @@ bool lt_matmul(CudaBackend& be, const GemmArgs& g, const void* a, const void* b,
   // A second operand pointer in cuBLASLt terms is our A: (first=b, second=a).
   LLM_CUBLAS(cublasLtMatmul(be.lt(), call.desc, &alpha, b, call.a, a, call.b, &beta, d, call.c, d,
                             call.c, &result.algo, ws, ws_bytes, be.stream()));
+  if (sync_check_enabled()) sync_check("gemm (cublasLtMatmul)");
   return true;
 }
 
@@ -216,6 +217,7 @@ void CudaBackend::gemm(const GemmArgs& g) {
         static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), &alpha, b,
         static_cast<int>(g.trans_b ? g.k : g.n), a, static_cast<int>(g.trans_a ? g.m : g.k), &beta,
         c.as<double>(), static_cast<int>(g.n)));
+    if (sync_check_enabled()) sync_check("gemm (cublasDgemm)");
   } else {
     DType ab = DType::kF32;
     if (g.bf16_inputs) {
