@@ -213,11 +213,17 @@ def cost_rows(runs):
     return out
 
 
+OTHER_CPU_LIMIT = 0.10  # of the machine's CPU time, taken by other processes during the runs
+
+
 def wall_clock_problems(runs, cores, seconds_default=None):
     """Why a wall-clock group may not name a winner: runs that trained outside +-5% of the
-    seconds asked (train_s against study_eval.json's seconds_asked), or a loaded machine (the
-    mean 1-minute load average at the runs' start above CORES - 0.5). [] when fair."""
-    reasons, loads = [], []
+    seconds asked (train_s against study_eval.json's seconds_asked), or a machine shared with
+    other processes: the share of the CPUs they took during the runs (study_eval.json's
+    other_cpu, the machine's busy time minus the run's own) above OTHER_CPU_LIMIT on average, or,
+    for runs that lack it, the mean 1-minute load average at the start above CORES - 0.5 (which
+    also counts the study's own previous run). [] when fair."""
+    reasons, loads, shares = [], [], []
     for r in runs:
         asked = r["eval"].get("seconds_asked", seconds_default)
         got = r["summary"].get("train_s")
@@ -226,9 +232,16 @@ def wall_clock_problems(runs, cores, seconds_default=None):
         elif abs(got - asked) > WALL_TOLERANCE * asked:
             reasons.append(f"{r['name']} trained {got:.2f} s of {asked:g} s asked "
                            f"({100 * (got / asked - 1):+.1f}%, outside +-5%)")
+        other = r["eval"].get("other_cpu")
         start = r["eval"].get("loadavg_start")
-        if start:
+        if other and other.get("other_share") is not None:
+            shares.append(float(other["other_share"]))
+        elif start:
             loads.append(float(start[0]))
+    if shares and np.mean(shares) > OTHER_CPU_LIMIT:
+        reasons.append(f"other processes took {100 * np.mean(shares):.1f}% of the CPUs during the "
+                       f"runs on average (more than {100 * OTHER_CPU_LIMIT:.0f}%): the runs "
+                       "shared the machine")
     if loads and np.mean(loads) > cores - 0.5:
         reasons.append(f"the mean 1-minute load average at the start was {np.mean(loads):.2f}, "
                        f"above {cores} cores - 0.5: the runs shared the CPUs")
@@ -681,15 +694,18 @@ def finals_lines(manifest, final_runs, final_arms, study, alpha, cores, base, sp
         veto = ()
         if key == ("wall clock",):
             wall_runs = [r for r in final_runs if r["wall_clock"] and r["status"] == "finished"]
-            lines += ["| run | seconds asked | trained (train_s) | off by | load 1/5/15 min at "
-                      "start | at end |", "|---|---|---|---|---|---|"]
+            lines += ["| run | seconds asked | trained (train_s) | off by | other processes' "
+                      "share of the CPUs | load 1/5/15 min at start | at end |",
+                      "|---|---|---|---|---|---|---|"]
             for r in wall_runs:
                 asked = r["eval"].get("seconds_asked", finals.get("wall_clock_seconds"))
                 got = r["summary"].get("train_s")
                 off = f"{100 * (got / asked - 1):+.1f}%" if asked and got is not None else "-"
                 load = lambda k: "/".join(f"{x:.2f}" for x in r["eval"][k]) \
                     if r["eval"].get(k) else "-"  # noqa: E731
-                lines.append(f"| {r['name']} | {fmt(asked, 2)} | {fmt(got, 2)} | {off} | "
+                other = (r["eval"].get("other_cpu") or {}).get("other_share")
+                share = f"{100 * other:.1f}%" if other is not None else "-"
+                lines.append(f"| {r['name']} | {fmt(asked, 2)} | {fmt(got, 2)} | {off} | {share} | "
                              f"{load('loadavg_start')} | {load('loadavg_end')} |")
             lines.append("")
             veto = wall_clock_problems(wall_runs, cores, finals.get("wall_clock_seconds"))

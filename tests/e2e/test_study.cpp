@@ -229,6 +229,13 @@ TEST_F(Study, OptimizersSmokeStudyRunsAndReports) {
     ++wall;
     EXPECT_EQ(e["seconds_asked"], 0.5) << name;
     EXPECT_EQ(e["loadavg_start"].size(), 3u) << name;
+    // What other processes took of the CPUs while it trained: a share of the machine, and the
+    // run's own CPU time (its process tree's) at most what every core could give it.
+    const json& other = e["other_cpu"];
+    ASSERT_TRUE(other["other_share"].is_number()) << name << ": " << e.dump();
+    EXPECT_GE(other["other_share"].get<double>(), 0.0) << name;
+    EXPECT_LE(other["other_share"].get<double>(), 1.0) << name;
+    EXPECT_GT(other["run_cpu_s"].get<double>(), 0.0) << name;
   }
   EXPECT_EQ(finals, 18);
   EXPECT_EQ(wall, 9);

@@ -12,11 +12,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -176,6 +178,9 @@ struct Job {
   bool exclusive = false;  // a wall-clock run: nothing else runs beside its training
   json loadavg_start;      // wall-clock runs: /proc/loadavg before the run
   json loadavg_end;        // ... and after its training
+  double busy_start = 0;   // wall-clock runs: CPU-seconds busy on the machine at the start
+  std::chrono::steady_clock::time_point wall_start;
+  json other_cpu;  // wall-clock runs: what other processes took of the CPUs meanwhile
   double val_loss = std::numeric_limits<double>::quiet_NaN();
 };
 
@@ -187,6 +192,18 @@ std::vector<std::string> eval_argv(const std::string& run_dir, int64_t threads,
           "--max-windows", "0",
           "--threads",     std::to_string(threads),
           "--device",      "cpu"};
+}
+
+// CPU-seconds the whole machine has been busy (every core; /proc/stat's first line: all but
+// idle and iowait); NaN when unreadable.
+double machine_busy_seconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
+      cpu != "cpu")
+    return std::numeric_limits<double>::quiet_NaN();
+  return (user + nice + system + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 // The 1-, 5- and 15-minute load averages ([] when unreadable).
@@ -291,6 +308,8 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
       e["loadavg_end"] = job.loadavg_end.is_null() && old.is_object()
                              ? old.value("loadavg_end", json())
                              : job.loadavg_end;
+      e["other_cpu"] = job.other_cpu.is_null() && old.is_object() ? old.value("other_cpu", json())
+                                                                  : job.other_cpu;
     }
     write_file_atomic(run_dir + "/study_eval.json", e.dump(2) + "\n");
     return true;
@@ -323,7 +342,11 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
         if (job.exclusive && !running.empty()) break;  // waits for the machine to be free
         std::printf("study: train %s\n", job.name.c_str());
         job.world = run.value("world", int64_t{1});
-        if (job.exclusive) job.loadavg_start = load_average();
+        if (job.exclusive) {
+          job.loadavg_start = load_average();
+          job.busy_start = machine_busy_seconds();
+          job.wall_start = std::chrono::steady_clock::now();
+        }
         job.pid = spawn(train_argv(manifest, run, dir, job.exclusive ? cores : threads),
                         run_dir + ".log");
       } else {
@@ -335,7 +358,8 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
     }
     if (running.empty()) break;
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
+    struct rusage usage {};
+    const pid_t pid = wait4(-1, &status, 0, &usage);
     if (pid < 0) {
       LLM_REQUIRE(errno == EINTR, "study: waitpid: ", errno_text());
       continue;  // a signal: forward it above
@@ -367,7 +391,24 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
                     run_dir.c_str(), job.stage == Job::kEvalTest ? "_test" : "");
       continue;
     }
-    if (job.exclusive) job.loadavg_end = load_average();
+    if (job.exclusive) {
+      // The load average counts this study's own runs too (a run of every core leaves the next
+      // one a 1-minute average near the core count): what other processes took is the machine's
+      // busy CPU time during the run minus the run's own (its process tree's user + system time).
+      job.loadavg_end = load_average();
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - job.wall_start).count();
+      const double own =
+          static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+          1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+      const double other = machine_busy_seconds() - job.busy_start - own;
+      const double cores = std::max(1u, std::thread::hardware_concurrency());
+      if (std::isfinite(other) && wall > 0)
+        job.other_cpu = {{"run_cpu_s", own},
+                         {"wall_s", wall},
+                         {"other_cpu_s", std::max(0.0, other)},
+                         {"other_share", std::max(0.0, other) / (wall * cores)}};
+    }
     const std::string state = run_state(run_dir);
     if (state == "finished" && !g_stop) {
       start_eval(job, Job::kEvalVal);
