@@ -865,8 +865,8 @@ def publish(study_dir, out_dir):
             if (run / name).is_file():
                 shutil.copy2(run / name, dest / name)
         if (run / "metrics.jsonl").is_file():
-            with open(run / "metrics.jsonl", "rb") as src, gzip.open(dest / "metrics.jsonl.gz",
-                                                                       "wb", mtime=0) as dst:
+            with open(run / "metrics.jsonl", "rb") as src, gzip.GzipFile(dest / "metrics.jsonl.gz",
+                                                                           "wb", mtime=0) as dst:
                 shutil.copyfileobj(src, dst)
     return out
 
