@@ -144,13 +144,22 @@ def group_curves(curves):
 
 def draw(ax, runs, metric, x_key="tokens", band=False, window=1):
     """Draws one metric of runs [(label, path or records)] on ax; returns the labels drawn."""
-    groups = {}
+    groups, missing = {}, []
     for label, src in runs:
         recs = read_records(src) if isinstance(src, str) else src
         xs, ys, steps = series(recs, metric, x_key, with_steps=True)
         if not xs:
-            sys.exit(f"plot: {label}: no records with both '{x_key}' and '{metric}'")
+            missing.append(label)
+            continue
         groups.setdefault(label if band else f"{label}#{len(groups)}", []).append((xs, ys, steps))
+    # A run that stopped before its first eval (a diverged LR in a sweep) has no val_loss: it is
+    # left out with a note, so one such run does not cost the figure of all the others.
+    if not groups:
+        who = missing[0] if len(missing) == 1 else f"none of the {len(missing)} runs"
+        sys.exit(f"plot: {who}: no records with both '{x_key}' and '{metric}'")
+    for label in missing:
+        print(f"plot: {label}: no records with both '{x_key}' and '{metric}': left out",
+              file=sys.stderr)
     if is_sparse(metric):
         window = 1
     for i, (key, curves) in enumerate(groups.items()):

@@ -1,7 +1,8 @@
 // scripts/plot.py from the shell, on the experiments' published runs under results/ (their
 // metrics.jsonl.gz): a figure from runs given one by one with labels, from a directory of runs,
-// and as a band over seeds; and the bad inputs a user makes (a path that is not a run, a metric
-// no run has), each one error line, a non-zero exit and no image written or replaced.
+// and as a band over seeds; a run without the metric left out with a note; and the bad inputs a
+// user makes (a path that is not a run, a metric no run has), each one error line, a non-zero
+// exit and no image written or replaced.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +28,11 @@ class PlotCli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   static std::string runs() { return testing::source_dir() + "/results/optimizers/runs"; }
+  // Three finals of the published optimizer study: two seeds of one arm and another arm.
+  static std::string adamw(int seed) {
+    return runs() + "/final_adamw_max_tokens739328_seed" + std::to_string(seed);
+  }
+  static std::string lamb() { return runs() + "/final_lamb_max_tokens739328_seed101"; }
 
   // Runs plot.py with ARGS; stderr goes into the result's output with stdout.
   static CommandResult plot(const std::string& args) {
@@ -49,8 +55,8 @@ class PlotCli : public ::testing::Test {
 
 TEST_F(PlotCli, LabelledRunsDirectoryOfRunsAndSeedBand) {
   const std::string one = dir_ + "/labelled.png";
-  CommandResult r = plot("--out " + one + " --metric loss,val_loss --smooth 5 adamw=" + runs() +
-                         "/wall_adamw_s1 lamb=" + runs() + "/wall_lamb_s1");
+  CommandResult r = plot("--out " + one + " --metric loss,val_loss --smooth 5 adamw=" + adamw(101) +
+                         " lamb=" + lamb());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("plot: wrote " + one), std::string::npos) << r.output;
   expect_png(one);
@@ -61,8 +67,7 @@ TEST_F(PlotCli, LabelledRunsDirectoryOfRunsAndSeedBand) {
   expect_png(all);
 
   const std::string band = dir_ + "/band.png";
-  r = plot("--out " + band + " --metric loss --band adamw=" + runs() +
-           "/wall_adamw_s1 adamw=" + runs() + "/wall_adamw_s2");
+  r = plot("--out " + band + " --metric loss --band adamw=" + adamw(101) + " adamw=" + adamw(102));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_png(band);
 }
@@ -74,7 +79,7 @@ TEST_F(PlotCli, CutLastLineIsSkippedAndTheOutFolderIsMade) {
   const std::string run = dir_ + "/killed";
   fs::create_directories(run);
   CommandResult r =
-      run_command("gzip -dc " + runs() + "/wall_adamw_s1/metrics.jsonl.gz > " + run +
+      run_command("gzip -dc " + adamw(101) + "/metrics.jsonl.gz > " + run +
                   "/metrics.jsonl && printf '{\"step\": 99, \"tok' >> " + run + "/metrics.jsonl");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string out = dir_ + "/new/sub/figure.png";
@@ -101,6 +106,35 @@ TEST_F(PlotCli, CutLastLineIsSkippedAndTheOutFolderIsMade) {
   EXPECT_NE(r.output.find("not JSON"), std::string::npos) << r.output;
 }
 
+// A sweep's run that diverged before its first eval has no val_loss: a directory holding it
+// still gives the figure of the others, with a note naming the run left out (it was an error
+// that cost the whole figure).
+TEST_F(PlotCli, ARunWithoutTheMetricIsLeftOutWithANote) {
+  const std::string sweep = dir_ + "/sweep";
+  fs::create_directories(sweep + "/stable");
+  fs::create_directories(sweep + "/diverged");
+  CommandResult r = run_command("gzip -dc " + adamw(101) + "/metrics.jsonl.gz > " + sweep +
+                                "/stable/metrics.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(testing::write_file(sweep + "/diverged/metrics.jsonl",
+                                  "{\"step\": 1, \"tokens\": 512, \"loss\": 6.2}\n"));
+  const std::string out = dir_ + "/val.png";
+  r = plot("--out " + out + " --metric val_loss " + sweep);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("plot: diverged: no records with both 'tokens' and 'val_loss': left out"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("stable:"), std::string::npos) << r.output;
+  expect_png(out);
+
+  // When no run has it, that is the error, and nothing is written.
+  fs::remove(out);
+  r = plot("--out " + out + " --metric no_such_metric " + sweep);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.output.rfind("plot: none of the 2 runs: no records with both", 0), 0u) << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST_F(PlotCli, BadInputIsOneErrorLineAndWritesNothing) {
   const std::string out = dir_ + "/figure.png";
   // An image already there from an earlier call must survive a failed one.
@@ -108,11 +142,11 @@ TEST_F(PlotCli, BadInputIsOneErrorLineAndWritesNothing) {
   struct Case {
     std::string args, expected;
   };
-  for (const Case& c :
-       {Case{dir_ + "/no_such_run", "plot: cannot read " + dir_ + "/no_such_run"},
-        Case{dir_, "plot: " + dir_ + ": neither a run nor a directory of runs"},
-        Case{"--metric no_such_metric " + runs() + "/wall_adamw_s1",
-             "plot: wall_adamw_s1: no records with both 'tokens' and 'no_such_metric'"}}) {
+  for (const Case& c : {Case{dir_ + "/no_such_run", "plot: cannot read " + dir_ + "/no_such_run"},
+                        Case{dir_, "plot: " + dir_ + ": neither a run nor a directory of runs"},
+                        Case{"--metric no_such_metric " + adamw(101),
+                             "plot: final_adamw_max_tokens739328_seed101: no records with both "
+                             "'tokens' and 'no_such_metric'"}}) {
     const CommandResult r = plot("--out " + out + " " + c.args);
     EXPECT_NE(r.exit_code, 0) << c.args;
     EXPECT_EQ(r.output.rfind(c.expected, 0), 0u) << c.args << "\n" << r.output;
