@@ -24,6 +24,9 @@ eval curves give tokens-to-target and speedups; their summaries the cost per opt
 wall-clock group names no winner when a run trained outside +-5% of the seconds asked or the
 machine was loaded at the start (mean 1-minute load average above cores - 0.5).
 
+Studies with "objective": "steps_to_target" also get scripts/batch_science.py's sections: steps
+to the target loss per global batch, the critical batch, the LR rules and B_simple.
+
 Usage: scripts/study_report.py DIR [--alpha 0.05]
 """
 import argparse
@@ -40,6 +43,7 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import batch_science  # noqa: E402
 import ngram_baselines  # noqa: E402
 
 ALPHA = 0.05
@@ -795,6 +799,8 @@ def report(study_dir, alpha=ALPHA, cores=None):
              f"- Intervals: 95% Student t over seeds; comparisons Holm-corrected at alpha = "
              f"{alpha}."]
     lines += header_lines(study, manifest, done, split)
+    if manifest.get("objective") == "steps_to_target":  # batch-size science: steps, not loss
+        lines += batch_science.report_lines(study, manifest)
 
     val_floors = data_baselines(data, "val") if data else None
     selection = selection_lines(manifest, arms, study, val_floors, runs_by_arm)

@@ -1,0 +1,531 @@
+#!/usr/bin/python3
+"""Batch-size science for a study whose manifest has "objective": "steps_to_target": the steps
+and tokens each global batch G needs to reach the study's target loss, the fit of McCandlish et
+al.'s (2018, "An Empirical Model of Large-Batch Training") trade-off S(G) = Smin + Emin / G with
+the critical batch B_crit = Emin / Smin, how the fixed, linear and square-root LR rules predict
+the per-G best LR, the optimizer arms at the largest G, and B_simple (train.gns) against tokens.
+
+G is counted in sequences: world x train.micro_batch x train.accum; tokens per step = G x
+train.seq_len. scripts/study_report.py calls report_lines() for such a study; the pure functions
+above it are checked by tests/tools/test_batch_science.py on synthetic data.
+"""
+import gzip
+import json
+import math
+import tomllib
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize, stats
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20180614  # fixed: the same runs give the same interval every time
+DEFAULTS = {"train.micro_batch": 8, "train.accum": 1, "train.seq_len": 128}  # run_config.h
+
+
+# ---- pure functions ----
+
+def steps_to_target(records, target):
+    """The step at which the eval curve first reaches TARGET: the first eval (s1, l1) with
+    l1 <= target; if an earlier eval (s0, l0) exists, s = s0 + (s1 - s0) * (l0 - target) /
+    (l0 - l1), else s = s1; None when never reached. RECORDS: metrics.jsonl records; those with
+    "step" and "val_loss" are the evals (the C++ engine uses exactly this formula)."""
+    prev = None
+    for rec in records:
+        if "step" not in rec or rec.get("val_loss") is None:
+            continue
+        s1, l1 = float(rec["step"]), float(rec["val_loss"])
+        if not math.isfinite(l1):
+            continue
+        if l1 <= target:
+            if prev is None:
+                return s1
+            s0, l0 = prev
+            return s0 + (s1 - s0) * (l0 - target) / (l0 - l1)
+        prev = (s1, l1)
+    return None
+
+
+def t_interval(xs, confidence=0.95):
+    """(mean, low, high): the Student t interval; low/high None below 2 values."""
+    xs = np.asarray(xs, dtype=float)
+    mean = float(xs.mean())
+    if xs.size < 2:
+        return mean, None, None
+    half = stats.t.ppf(0.5 + confidence / 2, xs.size - 1) * xs.std(ddof=1) / math.sqrt(xs.size)
+    return mean, mean - half, mean + half
+
+
+def best_lr(steps_by_lr):
+    """steps_by_lr: {lr: [steps per seed, None where the target was not reached]}. The LR with
+    the fewest mean steps among those whose every seed reached the target (ties: the lower LR),
+    and its mean; (None, None) when none did."""
+    reached = [(float(np.mean(s)), lr) for lr, s in steps_by_lr.items()
+               if s and all(x is not None for x in s)]
+    if not reached:
+        return None, None
+    mean, lr = min(reached)  # tuples: equal means fall to the lower LR
+    return lr, mean
+
+
+def scaling_curve(g, smin, emin):
+    """McCandlish et al.'s S(G) = Smin + Emin / G, i.e. (S/Smin - 1)(E/Emin - 1) = 1, E = G S."""
+    return smin + emin / np.asarray(g, dtype=float)
+
+
+def fit_scaling(gs, steps):
+    """Least squares of log S against log(Smin + Emin / G) (relative errors), Smin, Emin > 0.
+    (Smin, Emin). Started from the linear fit of relative errors, which it refines."""
+    g, s = np.asarray(gs, dtype=float), np.asarray(steps, dtype=float)
+    a = np.stack([1.0 / s, 1.0 / (g * s)], axis=1)  # (Smin + Emin/G) / S = 1, relative rows
+    start, _ = optimize.nnls(a, np.ones_like(s))
+    floor = 1e-9 * float(s.min())
+    start = np.maximum(start, [floor, floor * float(g.min())])
+
+    def residual(p):
+        return np.log(scaling_curve(g, p[0], p[1])) - np.log(s)
+
+    res = optimize.least_squares(residual, start, bounds=([floor, floor * float(g.min())],
+                                                          [np.inf, np.inf]),
+                                 x_scale=start, xtol=1e-12, ftol=1e-12)
+    return float(res.x[0]), float(res.x[1])
+
+
+def b_crit_verdict(bcrit, g_min, g_max):
+    """Whether the ladder of Gs tried resolves B_crit: ("value", B) when G_min <= B <= G_max;
+    ("above", G_max) when S still falls about as 1/G at the largest G (Smin not resolved,
+    B_crit > G_max); ("below", G_min) when S is already flat at the smallest G."""
+    if not math.isfinite(bcrit) or bcrit > g_max:
+        return "above", g_max
+    if bcrit < g_min:
+        return "below", g_min
+    return "value", bcrit
+
+
+def bootstrap_bcrit(gs, samples, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED):
+    """95% percentile interval of B_crit. SAMPLES: per G the steps of each final seed (resampled
+    within each G), or per G one value (then a residual bootstrap: the fit's log residuals
+    resampled onto the fitted curve). (low, high) or (None, None) below 2 Gs."""
+    gs = np.asarray(gs, dtype=float)
+    if gs.size < 2:
+        return None, None
+    rng = np.random.default_rng(seed)
+    means = np.array([np.mean(x) for x in samples])
+    per_seed = all(len(x) >= 2 for x in samples)
+    if not per_seed:
+        smin, emin = fit_scaling(gs, means)
+        fitted = np.log(scaling_curve(gs, smin, emin))
+        resid = np.log(means) - fitted
+    out = []
+    for _ in range(resamples):
+        if per_seed:
+            s = np.array([np.mean(rng.choice(np.asarray(x, dtype=float), len(x)))
+                          for x in samples])
+        else:
+            s = np.exp(fitted + rng.choice(resid, resid.size))
+        smin, emin = fit_scaling(gs, s)
+        out.append(emin / smin)
+    low, high = np.percentile(out, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def lr_rule_predictions(gs, lr0, g0):
+    """The LR each rule carries from LR0 at G0 to each G: {rule: [lr per G]}."""
+    gs = np.asarray(gs, dtype=float)
+    return {"fixed": [lr0] * gs.size, "linear": list(lr0 * gs / g0),
+            "sqrt": list(lr0 * np.sqrt(gs / g0))}
+
+
+def lr_rule_errors(gs, best_lrs, lr0, g0):
+    """Per rule: the root-mean-square of ln(predicted / best LR) over the Gs other than G0
+    (None when there are none). A rule that predicts every per-G optimum scores 0."""
+    preds = lr_rule_predictions(gs, lr0, g0)
+    out = {}
+    for rule, lrs in preds.items():
+        errs = [math.log(p / b) for g, p, b in zip(gs, lrs, best_lrs) if g != g0 and b]
+        out[rule] = math.sqrt(np.mean(np.square(errs))) if errs else None
+    return out
+
+
+# ---- reading a study ----
+
+def read_records(run_dir):
+    """metrics.jsonl records of RUN_DIR (metrics.jsonl.gz when published); [] when absent."""
+    for name, opener in (("metrics.jsonl", open), ("metrics.jsonl.gz", gzip.open)):
+        path = Path(run_dir) / name
+        if path.is_file():
+            with opener(path, "rt") as f:
+                return [json.loads(line) for line in f if line.strip()]
+    return []
+
+
+def run_setting(entry, run_dir):
+    """(optimizer, G in sequences, seq_len, LR) of a manifest run: the run's config.toml, else
+    the manifest's overrides, else the engine's defaults."""
+    cfg = {}
+    try:
+        toml = tomllib.loads((Path(run_dir) / "config.toml").read_text())
+        cfg = {f"{s}.{k}": v for s, t in toml.items() if isinstance(t, dict) for k, v in t.items()}
+    except (OSError, ValueError):
+        pass
+
+    def get(key, default=None):
+        for src in (cfg, entry.get("overrides", {}), entry.get("axes", {})):
+            if key in src:
+                return src[key]
+        return DEFAULTS.get(key, default)
+
+    g = int(entry.get("world", 1)) * int(get("train.micro_batch")) * int(get("train.accum"))
+    return str(get("optim.name", "adamw")), g, int(get("train.seq_len")), float(get("optim.lr"))
+
+
+def read_study(study, manifest, target):
+    """Per run that has finished or failed: name, arm (optimizer), G, seq_len, lr, final (bool),
+    steps to target, final val loss and the (tokens, b_simple) points it logged."""
+    runs = []
+    for entry in manifest["runs"]:
+        run_dir = Path(study) / "runs" / entry["name"]
+        try:
+            summary = json.loads((run_dir / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue  # not run yet
+        if summary.get("status") not in ("finished", "failed"):
+            continue
+        records = read_records(run_dir)
+        arm, g, seq_len, lr = run_setting(entry, run_dir)
+        runs.append({
+            "name": entry["name"], "arm": arm, "g": g, "seq_len": seq_len, "lr": lr,
+            "final": entry.get("phase") == "final" or entry["name"].startswith("final_"),
+            "steps": steps_to_target(records, target) if summary["status"] == "finished"
+            else None,
+            "final_val": summary.get("final_val_loss"),
+            "b_simple": [(float(r["tokens"]), float(r["b_simple"])) for r in records
+                         if r.get("b_simple") is not None and "tokens" in r]})
+    return runs
+
+
+def ladder(runs):
+    """{arm: {G: point}}: per optimizer arm and G the sweep's best LR (fewest mean steps over its
+    seeds, ties to the lower LR) and the steps to target reported: the finals' mean with a 95% t
+    interval when every final of that G reached the target, else the sweep's best."""
+    out = {}
+    for arm in sorted({r["arm"] for r in runs}):
+        out[arm] = {}
+        for g in sorted({r["g"] for r in runs if r["arm"] == arm}):
+            rs = [r for r in runs if r["arm"] == arm and r["g"] == g]
+            sweep = {}
+            for r in rs:
+                if not r["final"]:
+                    sweep.setdefault(r["lr"], []).append(r["steps"])
+            lr, mean = best_lr(sweep)
+            finals = [r for r in rs if r["final"]]
+            final_steps = [r["steps"] for r in finals]
+            p = {"g": g, "seq_len": rs[0]["seq_len"], "best_lr": lr, "runs": len(rs),
+                 "low": None, "high": None, "samples": None,
+                 "runs_b_simple": finals or [r for r in rs if not r["final"] and r["lr"] == lr]}
+            if finals and all(s is not None for s in final_steps):
+                p["steps"], p["low"], p["high"] = t_interval(final_steps)
+                p["samples"] = final_steps
+                p["from"] = f"finals ({len(finals)} seeds, LR {finals[0]['lr']:g})"
+                p["best_lr"] = lr if lr is not None else finals[0]["lr"]
+            elif mean is not None:
+                seeds = sweep[lr]
+                p["steps"] = mean
+                if len(seeds) >= 2:
+                    _, p["low"], p["high"] = t_interval(seeds)
+                p["samples"] = [mean]
+                p["from"] = f"sweep best ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})" + \
+                    (f"; {sum(s is None for s in final_steps)} of {len(finals)} finals missed "
+                     "the target" if finals else "")
+            else:
+                p["steps"], p["from"] = None, "target not reached"
+            p["tokens"] = None if p["steps"] is None else p["steps"] * g * p["seq_len"]
+            out[arm][g] = p
+    return out
+
+
+def arm_fit(points):
+    """The fit of one arm's ladder: dict(smin, emin, bcrit, verdict, low, high, gs, bootstrap),
+    or None below 2 Gs that reached the target."""
+    pts = [p for p in points.values() if p["steps"] is not None and p["steps"] > 0]
+    if len(pts) < 2:  # (0 steps: the target was met before training; no log to fit)
+        return None
+    gs = [p["g"] for p in pts]
+    smin, emin = fit_scaling(gs, [p["steps"] for p in pts])
+    per_seed = all(len(p["samples"]) >= 2 for p in pts)
+    low = high = None
+    if per_seed or len(pts) >= 3:  # two Gs fit exactly: no residuals to resample
+        low, high = bootstrap_bcrit(gs, [p["samples"] for p in pts])
+    kind, value = b_crit_verdict(emin / smin, min(gs), max(gs))
+    return {"smin": smin, "emin": emin, "bcrit": emin / smin, "verdict": kind, "value": value,
+            "low": low, "high": high, "gs": gs, "seq_len": pts[0]["seq_len"],
+            "bootstrap": "over the finals' seeds within each G" if per_seed
+            else "of the fit's log residuals"}
+
+
+# ---- figures ----
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def scaling_plot(name, lad, fits, out):
+    """Steps and tokens to target against G (log-log) per arm: the points with their 95% CI, the
+    fitted S(G) = Smin + Emin/G, the perfect-scaling line S = Emin/G and B_crit."""
+    plt = _pyplot()
+    fig, axs = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
+    for i, (arm, points) in enumerate(sorted(lad.items())):
+        color = f"C{i}"
+        pts = [p for _, p in sorted(points.items()) if p["steps"] is not None]
+        if not pts:
+            continue
+        g = np.array([p["g"] for p in pts], dtype=float)
+        seq = np.array([p["seq_len"] for p in pts], dtype=float)
+        s = np.array([p["steps"] for p in pts])
+        err = np.array([[p["steps"] - p["low"], p["high"] - p["steps"]] if p["low"] is not None
+                        else [0.0, 0.0] for p in pts]).T
+        axs[0].errorbar(g, s, yerr=err, fmt="o", color=color, capsize=3, label=arm)
+        axs[1].errorbar(g, s * g * seq, yerr=err * g * seq, fmt="o", color=color, capsize=3,
+                        label=arm)
+        f = fits.get(arm)
+        if not f:
+            continue
+        grid = np.geomspace(g.min() / 2, g.max() * 2, 200)
+        curve = scaling_curve(grid, f["smin"], f["emin"])
+        axs[0].plot(grid, curve, color=color,
+                    label=f"{arm}: Smin {f['smin']:.0f} + Emin {f['emin']:.0f} / G")
+        axs[0].plot(grid, f["emin"] / grid, color=color, linestyle=":", linewidth=1,
+                    label=f"{arm}: perfect scaling Emin / G")
+        axs[1].plot(grid, curve * grid * f["seq_len"], color=color)
+        axs[1].axhline(f["emin"] * f["seq_len"], color=color, linestyle=":", linewidth=1)
+        if f["verdict"] == "value":
+            for ax in axs:
+                ax.axvline(f["bcrit"], color=color, linestyle="--", linewidth=1)
+            axs[0].plot([], [], color=color, linestyle="--", label=f"{arm}: B_crit "
+                        f"{f['bcrit']:.1f} seq")
+    for ax, what in zip(axs, ("steps", "tokens")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("global batch G (sequences)")
+        ax.set_ylabel(f"{what} to target (mean, 95% CI)")
+        ax.set_title(f"{name}: {what} to target vs G", fontsize=9)
+    axs[0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out.name
+
+
+def lr_plot(name, lad, bases, out):
+    """The per-G best LR against G (log-log) per arm with the fixed, linear and sqrt rules
+    carried from the base G's best LR."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    drawn = False
+    for i, (arm, points) in enumerate(sorted(lad.items())):
+        pts = [p for _, p in sorted(points.items()) if p["best_lr"] is not None]
+        if not pts or arm not in bases:
+            continue
+        drawn = True
+        g = np.array([p["g"] for p in pts], dtype=float)
+        ax.plot(g, [p["best_lr"] for p in pts], "o-", color=f"C{i}", label=f"{arm}: best LR")
+        g0, lr0 = bases[arm]
+        for rule, style in (("fixed", ":"), ("linear", "--"), ("sqrt", "-.")):
+            ax.plot(g, lr_rule_predictions(g, lr0, g0)[rule], style, color=f"C{i}",
+                    linewidth=1, label=f"{arm}: {rule} rule from G = {g0}")
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("global batch G (sequences)")
+    ax.set_ylabel("LR (optim.lr)")
+    ax.set_title(f"{name}: best LR per G and the LR rules", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out.name
+
+
+def b_simple_plot(name, lad, fits, out):
+    """B_simple (sequences) against tokens for each G's finals (the best sweep LR's runs when
+    there are no finals), a horizontal line at each G tried and at B_crit."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    drawn, colors = False, {}
+    for arm, points in sorted(lad.items()):
+        for g, p in sorted(points.items()):
+            color = colors.setdefault(g, f"C{len(colors) % 10}")
+            for j, r in enumerate(p["runs_b_simple"]):
+                if r["b_simple"]:
+                    t, b = zip(*r["b_simple"])
+                    ax.plot(t, b, color=color, linewidth=1, alpha=0.8,
+                            label=f"{arm}, G = {g}" if j == 0 else None)
+                    drawn = True
+            ax.axhline(g, color=color, linestyle=":", linewidth=1)
+        f = fits.get(arm)
+        if f and f["verdict"] == "value":
+            ax.axhline(f["bcrit"], color="black", linestyle="--", linewidth=1,
+                       label=f"{arm}: B_crit {f['bcrit']:.1f}")
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens")
+    ax.set_ylabel("B_simple (sequences; x seq_len for tokens)")
+    ax.set_title(f"{name}: B_simple vs tokens (dotted: the Gs tried)", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out.name
+
+
+# ---- the report's sections ----
+
+def _num(x, digits=0):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _bcrit_text(f):
+    seq = f["seq_len"]
+    if f["verdict"] == "above":
+        return (f"B_crit > {f['value']} sequences ({f['value'] * seq} tokens), a lower bound: S "
+                f"still falls about as 1/G at the largest G tried, so Smin is not resolved "
+                f"(the fit's point value {f['bcrit']:.3g} lies beyond the ladder)")
+    if f["verdict"] == "below":
+        return (f"B_crit < {f['value']} sequences ({f['value'] * seq} tokens), an upper bound: S "
+                f"is already flat at the smallest G tried (the fit's point value "
+                f"{f['bcrit']:.3g} lies below the ladder)")
+    ci = "no interval (too few Gs or seeds to resample)" if f["low"] is None else \
+        (f"95% bootstrap interval [{f['low']:.1f}, {f['high']:.1f}] sequences "
+         f"([{f['low'] * seq:.0f}, {f['high'] * seq:.0f}] tokens)")
+    edge = "" if f["low"] is None or (f["low"] >= min(f["gs"]) and f["high"] <= max(f["gs"])) \
+        else "; the interval reaches beyond the Gs tried"
+    return f"B_crit = {f['bcrit']:.1f} sequences ({f['bcrit'] * seq:.0f} tokens), {ci}{edge}"
+
+
+def report_lines(study, manifest):
+    """The REPORT.md sections of a steps-to-target study (figures written into STUDY)."""
+    study = Path(study)
+    name = manifest.get("name", study.name)
+    target = manifest.get("target_loss")
+    if target is None:
+        return ["## Steps to target", "", "The manifest has no target_loss: no batch-size "
+                "analysis.", ""]
+    target = float(target)
+    runs = read_study(study, manifest, target)
+    lad = ladder(runs)
+    fits = {arm: f for arm, pts in lad.items() if (f := arm_fit(pts))}
+    reached = sum(r["steps"] is not None for r in runs)
+    best_final = {}
+    for r in runs:
+        if r["final_val"] is not None and math.isfinite(r["final_val"]):
+            key = (r["arm"], r["g"])
+            best_final[key] = min(best_final.get(key, math.inf), r["final_val"])
+    lines = ["## Target loss", "",
+             f"Target: val loss {target:g} nats/token (the study's target_loss). The comparison "
+             "is the steps (and tokens) each global batch G needs to reach it, so it must lie "
+             "above what every G reaches within its budget: "
+             f"{reached} of {len(runs)} runs (finished or failed) reached it" +
+             (f"; the worst of the per-(arm, G) best final val losses is "
+              f"{max(best_final.values()):.4f}." if best_final else "."),
+             "Steps to target: the first eval at or below the target, linear between it and the "
+             "eval before (s0 + (s1 - s0)(l0 - target)/(l0 - l1)); tokens to target = steps x G x "
+             "seq_len.", "",
+             "## Steps to target per global batch", "",
+             "| arm | G (sequences) | G (tokens) | best LR | steps to target | 95% CI | "
+             "tokens to target | runs | from |", "|---|---|---|---|---|---|---|---|---|"]
+    for arm, points in sorted(lad.items()):
+        for g, p in sorted(points.items()):
+            ci = f"[{p['low']:.1f}, {p['high']:.1f}]" if p["low"] is not None else "-"
+            lines.append(f"| {arm} | {g} | {g * p['seq_len']} | "
+                         f"{'-' if p['best_lr'] is None else format(p['best_lr'], 'g')} | "
+                         f"{_num(p['steps'], 1)} | {ci} | {_num(p['tokens'])} | {p['runs']} | "
+                         f"{p['from']} |")
+    lines += ["", "## Critical batch", "",
+              "Fit of McCandlish et al.'s (S/Smin - 1)(E/Emin - 1) = 1, E = G x S sequences, "
+              "i.e. S(G) = Smin + Emin/G, by least squares in log S (relative errors) with Smin, "
+              "Emin > 0; B_crit = Emin/Smin. Interval: 2000 bootstrap resamples (fixed seed), "
+              "95% percentile (with a few seeds per G narrower than the true uncertainty). When "
+              "B_crit falls outside the Gs tried the ladder does not straddle the knee and only "
+              "a bound is reported.", ""]
+    if not fits:
+        lines += ["No arm has two Gs that reached the target: no fit.", ""]
+    for arm, f in sorted(fits.items()):
+        lines.append(f"- {arm}: Smin = {f['smin']:.1f} steps, Emin = {f['emin']:.0f} sequences "
+                     f"({f['emin'] * f['seq_len']:.0f} tokens); {_bcrit_text(f)}; bootstrap "
+                     f"{f['bootstrap']}.")
+    png = scaling_plot(name, lad, fits, study / "steps_to_target.png")
+    lines += ["", f"![steps and tokens to target vs G]({png})", "",
+              "Solid: the fit; dotted: perfect scaling S = Emin/G (tokens constant); dashed "
+              "vertical: B_crit.", ""]
+    lines += lr_rule_lines(name, manifest, lad, study)
+    lines += large_batch_lines(lad)
+    png = b_simple_plot(name, lad, fits, study / "b_simple.png")
+    lines += ["## Gradient noise scale", ""]
+    if png:
+        lines += [f"![B_simple vs tokens]({png})", "",
+                  "B_simple = tr(Sigma)/|G|^2 from the EMAs train.gns logs (metrics.jsonl "
+                  "b_simple, in sequences), for each G's finals (the best sweep LR's runs without "
+                  "finals). McCandlish et al.: the noise scale grows as the loss falls, so "
+                  "B_simple late in training is the one to set against B_crit and the Gs tried.",
+                  ""]
+    else:
+        lines += ["No run logged b_simple (train.gns = true logs it).", ""]
+    return lines
+
+
+def lr_rule_lines(name, manifest, lad, study):
+    """The per-G best LR against the fixed, linear and sqrt rules from the base G's best LR."""
+    lines = ["## LR rules against the per-G optimum", ""]
+    bases, rows = {}, []
+    for arm, points in sorted(lad.items()):
+        tuned = {g: p["best_lr"] for g, p in points.items() if p["best_lr"] is not None}
+        if len(tuned) < 2:
+            continue
+        g0 = manifest.get("lr_base_batch")
+        g0 = int(g0) if g0 is not None and int(g0) in tuned else min(tuned)
+        bases[arm] = (g0, tuned[g0])
+        gs = sorted(tuned)
+        errs = lr_rule_errors(gs, [tuned[g] for g in gs], tuned[g0], g0)
+        best = min((e, r) for r, e in errs.items() if e is not None)[1]
+        rows.append(f"| {arm} | {g0} | {tuned[g0]:g} | " +
+                    " | ".join(_num(errs[r], 3) for r in ("fixed", "linear", "sqrt")) +
+                    f" | {best} |")
+    if not rows:
+        return lines + ["No arm has a best LR at two Gs: no comparison.", ""]
+    lines += ["Each rule carries the base G's best LR (the study's lr_base_batch, else the "
+              "smallest G) to the other Gs; error: root-mean-square of ln(predicted / best LR) "
+              "over the other Gs (0: every optimum predicted; ln 2 = 0.693 is a factor of 2). The "
+              "best LR is only as fine as the swept grid.", "",
+              "| arm | base G | base LR | fixed | linear | sqrt | closest rule |",
+              "|---|---|---|---|---|---|---|"] + rows
+    png = lr_plot(name, lad, bases, study / "lr_vs_batch.png")
+    return lines + ["", f"![best LR vs G]({png})", ""]
+
+
+def large_batch_lines(lad):
+    """Steps to target per optimizer arm at the largest G that two arms or more reached."""
+    shared = [g for g in {g for pts in lad.values() for g in pts}
+              if sum(g in pts and pts[g]["steps"] is not None for pts in lad.values()) >= 2]
+    if not shared:
+        return []
+    g = max(shared)
+    pts = sorted(((pts[g]["steps"], arm, pts[g]) for arm, pts in lad.items()
+                  if g in pts and pts[g]["steps"] is not None), key=lambda t: t[0])
+    lines = [f"## Large batch: optimizers at G = {g}", "",
+             "Steps to target of each arm at the largest G two arms or more reached; ratio: "
+             "steps over the fewest.", "",
+             "| arm | best LR | steps to target | 95% CI | tokens to target | ratio | from |",
+             "|---|---|---|---|---|---|---|"]
+    fewest = pts[0][0]
+    for steps, arm, p in pts:
+        ci = f"[{p['low']:.1f}, {p['high']:.1f}]" if p["low"] is not None else "-"
+        lines.append(f"| {arm} | {p['best_lr']:g} | {steps:.1f} | {ci} | {p['tokens']:.0f} | "
+                     f"{steps / fewest:.2f} | {p['from']} |")
+    return lines + [""]

@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""scripts/batch_science.py on synthetic data built here (no training, no published results):
+steps to target against hand values, the per-G best LR, the fit of S(G) = Smin + Emin/G
+recovering known Smin/Emin, the bounds when the ladder misses the knee, the LR rules' errors, and
+a fabricated steps-to-target study (3 Gs x 3 LRs, finals, a second optimizer at the largest G)
+rendered end to end by scripts/study_report.py. Run by ctest (BatchScience); about 5 s.
+
+Hand values:
+- Evals (0, 3.0), (10, 2.8), (20, 2.4), target 2.5: 10 + 10 * (2.8 - 2.5) / (2.8 - 2.4) = 17.5.
+- The study: S(G) = 100 + 3200 / G steps (B_crit = 32) at G = 8, 32, 128: 500, 200, 125 steps;
+  the best LR of G is 1e-3 x sqrt(G / 8) (1e-3, 2e-3, 4e-3 on the grid {1e-3, 2e-3, 4e-3}), a
+  factor 2 off costs 20% more steps. Linear eval curves make the interpolation exact. Finals:
+  two seeds at S x 0.95 and S x 1.05, mean S; t interval half width t(0.975, 1) x 0.05 S =
+  12.7062047 x 0.05 S: at G = 8, 500 +- 317.6551. LR rules from G = 8: sqrt exact (error 0);
+  fixed and linear off by ln 2 at G = 32 and ln 4 at G = 128: rms ln 2 x sqrt(2.5) = 1.0959.
+"""
+import gzip
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import batch_science as bs  # noqa: E402
+
+failures = []
+
+
+def close(what, got, want, tol):
+    ok = got is not None and abs(got - want) <= tol
+    print(f"  {what}: got {got}, want {want} (tolerance {tol}) {'ok' if ok else 'FAILED'}")
+    if not ok:
+        failures.append(what)
+
+
+def check(what, cond):
+    print(f"  {what}: {'ok' if cond else 'FAILED'}")
+    if not cond:
+        failures.append(what)
+
+
+def evals(points):
+    return [{"step": s, "val_loss": loss} for s, loss in points]
+
+
+def check_steps_to_target():
+    recs = [{"step": 5, "loss": 9.0}] + evals([(0, 3.0), (10, 2.8), (20, 2.4)])
+    close("interpolated crossing", bs.steps_to_target(recs, 2.5), 17.5, 1e-12)
+    close("first eval already below", bs.steps_to_target(evals([(4, 2.0), (8, 1.0)]), 2.5), 4.0, 0)
+    close("exactly at the target", bs.steps_to_target(evals([(0, 3.0), (10, 2.5)]), 2.5), 10.0,
+          1e-12)
+    check("never reached is None", bs.steps_to_target(evals([(0, 3.0), (10, 2.6)]), 2.5) is None)
+    lr, mean = bs.best_lr({1e-3: [100, 100], 2e-3: [100, 100], 4e-3: [90, None], 8e-3: [None]})
+    check(f"best LR: tie to the lower LR, a seed that missed excludes its LR (got {lr})",
+          lr == 1e-3 and mean == 100)
+
+
+def check_fit():
+    gs = np.array([4, 8, 16, 32, 64, 128, 256], dtype=float)
+    s = bs.scaling_curve(gs, 200.0, 6400.0)
+    smin, emin = bs.fit_scaling(gs, s)
+    # Noise-free points: the optimum is exact; 1e-6 relative is the solver's tolerance with room.
+    close("noise-free Smin", smin, 200.0, 200.0 * 1e-6)
+    close("noise-free Emin", emin, 6400.0, 6400.0 * 1e-6)
+    # 5% log-normal noise on 3 seeds per G (fixed RNG): the means scatter by ~3%, and 7 Gs pin
+    # B_crit to ~10%; 25% is well above that, and a fit that ignored the data would miss it.
+    rng = np.random.default_rng(7)
+    samples = [list(x * np.exp(rng.normal(0, 0.05, 3))) for x in s]
+    smin, emin = bs.fit_scaling(gs, [np.mean(x) for x in samples])
+    close("noisy B_crit", emin / smin, 32.0, 32.0 * 0.25)
+    # The unit checks resample 400 times (the report: 2000) to keep the test short.
+    low, high = bs.bootstrap_bcrit(gs, samples, resamples=400)
+    print(f"  noisy B_crit {emin / smin:.2f}, seed bootstrap 95% [{low:.2f}, {high:.2f}]")
+    check("seed bootstrap interval holds its point value", low <= emin / smin <= high)
+    # The interval follows the seeds' spread: 4x the noise gives a clearly wider interval (the
+    # width scales about linearly with it; 2x is a loose floor). Whether it covers the true 32
+    # is a 95% statement over noise draws, not a check for one draw: with 3 seeds per G the
+    # percentile interval is narrower than the true uncertainty.
+    noisier = [list(x * np.exp(rng.normal(0, 0.20, 3))) for x in s]
+    wlow, whigh = bs.bootstrap_bcrit(gs, noisier, resamples=400)
+    print(f"  20% noise: seed bootstrap 95% [{wlow:.2f}, {whigh:.2f}]")
+    check("more seed noise, a wider interval", whigh - wlow > 2 * (high - low))
+    low2, high2 = bs.bootstrap_bcrit(gs, [[np.mean(x)] for x in samples], resamples=400)
+    print(f"  residual bootstrap 95% [{low2:.2f}, {high2:.2f}]")
+    check("residual bootstrap interval holds its point value", low2 <= emin / smin <= high2)
+    again = bs.bootstrap_bcrit(gs, samples, resamples=400)
+    check("bootstrap is reproducible (fixed seed)", again == (low, high))
+    # A ladder entirely below the knee (B_crit 1000, G <= 64): S ~ Emin/G, a lower bound.
+    below = np.array([4, 8, 16, 32, 64], dtype=float)
+    smin, emin = bs.fit_scaling(below, bs.scaling_curve(below, 10.0, 10000.0))
+    kind, value = bs.b_crit_verdict(emin / smin, 4, 64)
+    check(f"ladder below the knee gives the lower bound B_crit > 64 (got {kind} {value})",
+          kind == "above" and value == 64)
+    # The report's wording for it, from a ladder of one value per G (residual bootstrap).
+    points = {int(g): {"g": int(g), "seq_len": 16, "steps": float(x), "samples": [float(x)]}
+              for g, x in zip(below, bs.scaling_curve(below, 10.0, 10000.0))}
+    text = bs._bcrit_text(bs.arm_fit(points))
+    print(f"  {text}")
+    check("the report states the lower bound", text.startswith(
+        "B_crit > 64 sequences (1024 tokens), a lower bound"))
+    # A ladder entirely above it (B_crit 2, G >= 16): S nearly flat, an upper bound.
+    above = np.array([16, 32, 64, 128], dtype=float)
+    smin, emin = bs.fit_scaling(above, bs.scaling_curve(above, 500.0, 1000.0))
+    kind, value = bs.b_crit_verdict(emin / smin, 16, 128)
+    check(f"ladder above the knee gives the upper bound B_crit < 16 (got {kind} {value})",
+          kind == "below" and value == 16)
+
+
+def check_lr_rules():
+    errs = bs.lr_rule_errors([8, 32, 128], [1e-3, 2e-3, 4e-3], 1e-3, 8)
+    close("sqrt rule error", errs["sqrt"], 0.0, 1e-12)
+    close("linear rule error", errs["linear"], math.log(2) * math.sqrt(2.5), 1e-12)
+    close("fixed rule error", errs["fixed"], math.log(2) * math.sqrt(2.5), 1e-12)
+
+
+TARGET = 2.5
+SEQ = 16
+
+
+def true_steps(g, lr):
+    best = 1e-3 * math.sqrt(g / 8)
+    return (100 + 3200 / g) * (1 + 0.2 * abs(math.log2(lr / best)))
+
+
+def write_run(study, entry, steps, status="finished", gz=False):
+    """A run whose val loss falls linearly from 4.0 through TARGET at STEPS, evaluated every 10
+    steps up to 1.5 x STEPS, with b_simple on the step records."""
+    d = study / "runs" / entry["name"]
+    d.mkdir(parents=True)
+    o = entry["overrides"]
+    g = int(o["train.micro_batch"]) * int(o["train.accum"])
+    last = int(1.5 * steps) + 10
+    recs = []
+    for s in range(0, last + 1, 10):
+        if s:
+            recs.append({"step": s, "tokens": s * g * SEQ, "loss": 3.0, "b_simple": 5 + 0.1 * s})
+        recs.append({"step": s, "tokens": s * g * SEQ,
+                     "val_loss": 4.0 - (4.0 - TARGET) * s / steps})
+    if status == "failed":
+        recs = recs[:3]
+    text = "".join(json.dumps(r) + "\n" for r in recs)
+    if gz:
+        with gzip.open(d / "metrics.jsonl.gz", "wt") as f:
+            f.write(text)
+    else:
+        (d / "metrics.jsonl").write_text(text)
+    (d / "config.toml").write_text(
+        f"[train]\nmicro_batch = {o['train.micro_batch']}\naccum = {o['train.accum']}\n"
+        f"seq_len = {SEQ}\n\n[optim]\nname = \"{o['optim.name']}\"\nlr = {o['optim.lr']}\n")
+    (d / "summary.json").write_text(json.dumps({
+        "status": status, "steps": last, "tokens": last * g * SEQ, "params": 1000,
+        "final_val_loss": recs[-1]["val_loss"] if status == "finished" else None}))
+
+
+def entry(name, opt, g, lr, seed, phase=None, arm=None):
+    micro, accum = (g, 1) if g <= 32 else (32, g // 32)
+    e = {"name": name, "world": 1,
+         "axes": {"batch": f"1x{micro}x{accum}", "optim.lr": str(lr), "optim.name": opt,
+                  "train.seed": str(seed)},
+         "overrides": {"train.micro_batch": str(micro), "train.accum": str(accum),
+                       "train.seq_len": str(SEQ), "optim.lr": str(lr), "optim.name": opt,
+                       "train.seed": str(seed)}}
+    if phase:
+        e.update(phase=phase, arm=arm)
+    return e
+
+
+def check_study():
+    with tempfile.TemporaryDirectory() as tmp:
+        study = Path(tmp)
+        runs, arms = [], {}
+        for g in (8, 32, 128):
+            for lr in (1e-3, 2e-3, 4e-3):
+                e = entry(f"adamw_b{g}_lr{lr:g}_seed1", "adamw", g, lr, 1)
+                failed = g == 8 and lr == 4e-3  # a diverged sweep run: no steps
+                write_run(study, e, true_steps(g, lr), "failed" if failed else "finished",
+                          gz=(g == 32 and lr == 1e-3))
+                runs.append(e)
+            best = 1e-3 * math.sqrt(g / 8)
+            arm = f"adamw_b{g}"
+            arms[arm] = {"axes": {"batch": runs[-1]["axes"]["batch"], "optim.name": "adamw"},
+                         "from": f"adamw_b{g}_lr{best:g}", "selection_loss": 2.0}
+            for seed, f in ((101, 0.95), (102, 1.05)):
+                e = entry(f"final_{arm}_seed{seed}", "adamw", g, best, seed, "final", arm)
+                write_run(study, e, true_steps(g, best) * f)
+                runs.append(e)
+        e = entry("lamb_b128_lr0.01_seed1", "lamb", 128, 0.01, 1)
+        write_run(study, e, 110.0)
+        runs.append(e)
+        manifest = {"format": 1, "name": "batch_synthetic", "objective": "steps_to_target",
+                    "target_loss": TARGET, "lr_base_batch": 8, "baseline": "adamw", "runs": runs,
+                    "finals": {"seeds": [101, 102], "select": ["batch", "optim.name"],
+                               "arms": arms}}
+        (study / "manifest.json").write_text(json.dumps(manifest))
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "study_report.py"),
+                              str(study)], capture_output=True, text=True)
+        check(f"study_report.py exits 0 (stderr: {out.stderr.strip()[-300:]})",
+              out.returncode == 0)
+        report = (study / "REPORT.md").read_text() if out.returncode == 0 else ""
+        for want in ("| adamw | 8 | 128 | 0.001 | 500.0 | [182.3, 817.7] | 64000 | 5 | finals "
+                     "(2 seeds, LR 0.001) |",
+                     "| adamw | 128 | 2048 | 0.004 | 125.0 |",
+                     "Smin = 100.0 steps, Emin = 3200 sequences (51200 tokens); B_crit = 32.0 "
+                     "sequences (512 tokens)",
+                     "| adamw | 8 | 0.001 | 1.096 | 1.096 | 0.000 | sqrt |",
+                     "## Large batch: optimizers at G = 128",
+                     "| lamb | 0.01 | 110.0 | - | 225280 | 1.00 | sweep best (1 seed) |",
+                     "| adamw | 0.004 | 125.0 |"):
+            check(f"REPORT.md has `{want}`", want in report)
+        lines = [ln for ln in report.splitlines() if ln.startswith("- adamw: Smin")]
+        print("  " + (lines[0] if lines else "(no B_crit line)"))
+        for png in ("steps_to_target.png", "lr_vs_batch.png", "b_simple.png"):
+            check(f"{png} written and linked", (study / png).is_file() and f"]({png})" in report)
+
+
+for part in (check_steps_to_target, check_fit, check_lr_rules, check_study):
+    print(part.__name__)
+    part()
+print("batch_science:", f"FAILED ({', '.join(failures)})" if failures else "all checks passed")
+sys.exit(1 if failures else 0)
