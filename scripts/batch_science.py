@@ -85,8 +85,12 @@ def fit_scaling(gs, steps):
     def residual(p):
         return np.log(scaling_curve(g, p[0], p[1])) - np.log(s)
 
-    res = optimize.least_squares(residual, start, bounds=([floor, floor * float(g.min())],
-                                                          [np.inf, np.inf]),
+    def jacobian(p):  # d log f / d(Smin, Emin) = (1/f, 1/(G f))
+        f = scaling_curve(g, p[0], p[1])
+        return np.stack([1.0 / f, 1.0 / (g * f)], axis=1)
+
+    res = optimize.least_squares(residual, start, jac=jacobian,
+                                 bounds=([floor, floor * float(g.min())], [np.inf, np.inf]),
                                  x_scale=start, xtol=1e-12, ftol=1e-12)
     return float(res.x[0]), float(res.x[1])
 
@@ -218,9 +222,12 @@ def ladder(runs):
                 if not r["final"]:
                     sweep.setdefault(r["lr"], []).append(r["steps"])
             lr, mean = best_lr(sweep)
+            # A best LR at either end of a grid of 3 or more may have a better one beyond it.
+            edge = lr is not None and len(sweep) >= 3 and lr in (min(sweep), max(sweep))
             finals = [r for r in rs if r["final"]]
             final_steps = [r["steps"] for r in finals]
             p = {"g": g, "seq_len": rs[0]["seq_len"], "best_lr": lr, "runs": len(rs),
+                 "edge": edge,
                  "low": None, "high": None, "samples": None,
                  "runs_b_simple": finals or [r for r in rs if not r["final"] and r["lr"] == lr]}
             if finals and all(s is not None for s in final_steps):
@@ -428,7 +435,8 @@ def report_lines(study, manifest):
             key = (r["arm"], r["g"])
             best_final[key] = min(best_final.get(key, math.inf), r["final_val"])
     lines = ["## Target loss", "",
-             f"Target: val loss {target:g} nats/token (the study's target_loss). The comparison "
+             f"Target: val loss {target:g} nats/token (the study's target_loss), on the eval "
+             "lines of metrics.jsonl (train.eval_windows windows of val). The comparison "
              "is the steps (and tokens) each global batch G needs to reach it, so it must lie "
              "above what every G reaches within its budget: "
              f"{reached} of {len(runs)} runs (finished or failed) reached it" +
@@ -444,10 +452,13 @@ def report_lines(study, manifest):
         for g, p in sorted(points.items()):
             ci = f"[{p['low']:.1f}, {p['high']:.1f}]" if p["low"] is not None else "-"
             lines.append(f"| {arm} | {g} | {g * p['seq_len']} | "
-                         f"{'-' if p['best_lr'] is None else format(p['best_lr'], 'g')} | "
+                         f"{'-' if p['best_lr'] is None else format(p['best_lr'], 'g')}"
+                         f"{' (edge of its sweep)' if p['edge'] else ''} | "
                          f"{_num(p['steps'], 1)} | {ci} | {_num(p['tokens'])} | {p['runs']} | "
                          f"{p['from']} |")
-    lines += ["", "## Critical batch", "",
+    lines += ["", "Best LR: the sweep's LR with the fewest mean steps over its seeds, every "
+              "seed reaching the target (ties: the lower LR); at the edge of its sweep a better "
+              "one may lie beyond it.", "", "## Critical batch", "",
               "Fit of McCandlish et al.'s (S/Smin - 1)(E/Emin - 1) = 1, E = G x S sequences, "
               "i.e. S(G) = Smin + Emin/G, by least squares in log S (relative errors) with Smin, "
               "Emin > 0; B_crit = Emin/Smin. Interval: 2000 bootstrap resamples (fixed seed), "
