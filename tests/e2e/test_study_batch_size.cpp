@@ -2,7 +2,9 @@
 // steps_to_target objective. Planned, its budgets and eval spacing are derived from each run's
 // global batch; run, every sweep run records its steps (and tokens) to target_loss, which this
 // test recomputes from the run's metrics.jsonl with its own reading of the formula; the finals
-// train, per batch, the LR with the fewest mean steps to target. About 3 s on 2 cores.
+// train, per batch, the LR with the fewest mean steps to target. A target no run reaches is
+// reported and the sweep not widened; finals reported on the test split keep their whole-split
+// evaluations. About 5 s on 2 cores in all.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,16 +51,38 @@ std::pair<double, double> to_target(const std::string& metrics, double target) {
   return {inf, inf};
 }
 
-TEST(StudyBatchSize, SmokeStudyScoresRunsByStepsToTarget) {
+// A temporary directory with a prepared byte-level corpus in DIR/data, and the same with a test
+// split in DIR/data_test ("" on failure).
+std::string prepared_root() {
   const std::string root = testing::make_temp_dir("ledgerlm_study_bs_");
-  ASSERT_FALSE(root.empty());
+  if (root.empty()) return "";
   std::string corpus;
   for (int i = 0; corpus.size() < 40000; ++i)
     corpus += "in the beginning was the word, and the word was " + std::to_string(i % 31) + ".\n";
-  ASSERT_TRUE(write_file(root + "/corpus.txt", corpus));
+  if (!write_file(root + "/corpus.txt", corpus)) return "";
   const CommandResult prep = run_command(testing::ledgerlm_binary() + " prepare --input " + root +
                                          "/corpus.txt --out " + root + "/data --tokenizer bytes");
-  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  const CommandResult prep_test =
+      run_command(testing::ledgerlm_binary() + " prepare --input " + root + "/corpus.txt --out " +
+                  root + "/data_test --tokenizer bytes --test-fraction 0.1");
+  return prep.exit_code == 0 && prep_test.exit_code == 0 ? root : "";
+}
+
+// A study of one 5-point LR sweep at G = 4 for STEPS steps to TARGET, finals over every setting.
+std::string sweep_study(const std::string& root, const std::string& data, double target,
+                        int steps) {
+  return "config = \"" + testing::source_dir() +
+         "/configs/tiny_test.toml\"\nobjective = \"steps_to_target\"\ntarget_loss = " +
+         std::to_string(target) + "\n[base]\n\"data.dir\" = \"" + root + "/" + data +
+         "\"\n\"train.seq_len\" = 32\n\"train.micro_batch\" = 4\nbudget_steps = " +
+         std::to_string(steps) +
+         "\neval_tokens = 256\n[axes]\nlr = \"sweep\"\nlr_center = 1e-2\nlr_max_points = 7\n"
+         "[finals]\nseeds = [1001, 1002]\nselect = []\n";
+}
+
+TEST(StudyBatchSize, SmokeStudyScoresRunsByStepsToTarget) {
+  const std::string root = prepared_root();
+  ASSERT_FALSE(root.empty());
   std::string text = read_file(testing::source_dir() + "/configs/studies/batch_size_smoke.toml");
   const std::string data_line = "\"data.dir\" = \"data_out/kjv\"";
   ASSERT_NE(text.find(data_line), std::string::npos) << "the smoke study's data.dir changed";
@@ -158,6 +182,66 @@ TEST(StudyBatchSize, SmokeStudyScoresRunsByStepsToTarget) {
   EXPECT_NE(run.output.find(std::to_string(sweep_runs + 6) + " run(s) finished, 0 failed"),
             std::string::npos)
       << run.output;
+}
+
+// A target no run reaches: every score is +inf (null in study_eval.json); the sweep is reported
+// once and not widened (its best is at no edge), and no arm gets finals. About 1 s.
+TEST(StudyBatchSize, UnreachedTargetIsReportedNotWidened) {
+  const std::string root = prepared_root();
+  ASSERT_FALSE(root.empty());
+  const std::string file = root + "/unreached.toml", dir = root + "/unreached";
+  ASSERT_TRUE(write_file(file, sweep_study(root, "data", 0.001, 6)));
+  const std::string study = testing::ledgerlm_binary() + " study ";
+  ASSERT_EQ(run_command(study + "plan " + file + " --out " + dir).exit_code, 0);
+  const CommandResult run = run_command(study + "run " + dir + " -j 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string line = "study: sweep *: no LR reached target_loss: nothing to widen from";
+  const size_t at = run.output.find(line);
+  EXPECT_NE(at, std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find(line, at + 1), std::string::npos) << "reported twice: " << run.output;
+  EXPECT_NE(run.output.find("5 run(s) finished, 0 failed"), std::string::npos) << run.output;
+  const json m = json::parse(read_file(dir + "/manifest.json"));
+  ASSERT_EQ(m["runs"].size(), 5u);
+  EXPECT_EQ(m["sweeps"]["*"]["low"], 0);
+  EXPECT_EQ(m["sweeps"]["*"]["high"], 0);
+  const json& arm = m["finals"]["arms"]["all"];
+  EXPECT_TRUE(arm["from"].is_null()) << arm.dump();
+  EXPECT_EQ(arm["note"], "no setting reached target_loss: no finals") << arm.dump();
+  for (const json& r : m["runs"]) {
+    const json e =
+        json::parse(read_file(dir + "/runs/" + r["name"].get<std::string>() + "/study_eval.json"));
+    EXPECT_TRUE(e["steps_to_target"].is_null() && e["tokens_to_target"].is_null()) << e.dump();
+  }
+}
+
+// Finals reported on the test split (the data has one, split "auto") keep their whole-split
+// evaluations (the test loss comes from nothing else) beside their steps to target; sweep runs
+// have none. About 2 s.
+TEST(StudyBatchSize, FinalsOnTheTestSplitAreStillEvaluated) {
+  const std::string root = prepared_root();
+  ASSERT_FALSE(root.empty());
+  const std::string file = root + "/test_split.toml", dir = root + "/test_split";
+  ASSERT_TRUE(write_file(file, sweep_study(root, "data_test", 2.5, 40)));
+  const std::string study = testing::ledgerlm_binary() + " study ";
+  ASSERT_EQ(run_command(study + "plan " + file + " --out " + dir).exit_code, 0);
+  const CommandResult run = run_command(study + "run " + dir + " -j 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("7 run(s) finished, 0 failed"), std::string::npos) << run.output;
+  const json m = json::parse(read_file(dir + "/manifest.json"));
+  int finals = 0;
+  for (const json& r : m["runs"]) {
+    const std::string name = r["name"];
+    const json e = json::parse(read_file(dir + "/runs/" + name + "/study_eval.json"));
+    EXPECT_TRUE(e.contains("steps_to_target")) << name << ": " << e.dump();
+    if (!r.contains("phase")) {
+      EXPECT_FALSE(e.contains("full_val_loss")) << name << ": " << e.dump();
+      continue;
+    }
+    ++finals;
+    EXPECT_EQ(e["split"], "test") << name;
+    EXPECT_TRUE(e["full_test_loss"].is_number() && e["full_val_loss"].is_number()) << e.dump();
+  }
+  EXPECT_EQ(finals, 2);
 }
 
 }  // namespace

@@ -610,6 +610,9 @@ int command_study_run(const StudyRunCommand& cmd) {
         study_manifest_write(cmd.dir, manifest);
         continue;
       }
+      // An arm whose every setting failed (or none reached the target) is recorded with a note
+      // and no runs: kept in the manifest for the report.
+      if (manifest.contains("finals")) study_manifest_write(cmd.dir, manifest);
       done = true;
       break;
     }
