@@ -468,7 +468,7 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
     }
     const std::string state = run_state(run_dir);
     if (state == "finished" && !g_stop && steps_objective(manifest) &&
-        !needs_eval(manifest, by_name[job.name], run_dir)) {
+        report_split(manifest, by_name[job.name], run_dir) != "test") {
       write_score(manifest, run_dir);  // steps_to_target: the score needs no evaluation
       continue;
     }
