@@ -5,7 +5,7 @@
 //   s = s0 + (s1 - s0) * (l0 - target) / (l0 - l1), else s = s1.
 //   Never reached, failed, or no records: +inf.
 // Tokens to target are interpolated the same way from the records' "tokens" (steps x global batch
-// x seq_len). scripts/study_report.py computes the same formula.
+// x seq_len). scripts/study_report.py's tokens_to_target() interpolates the same way, on tokens.
 #pragma once
 
 #include <cstdint>
