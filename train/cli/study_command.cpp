@@ -4,11 +4,14 @@
 // the cores shared among them; a Ctrl-C stops every run at a checkpoint and a later `run`
 // continues. A finished run is then evaluated on the whole val split (study_eval.json), since its
 // summary's val loss covers only train.eval_windows windows. LR sweeps are widened by one point
-// at an edge that holds the best loss, up to lr_max_points. Once an arm's sweep is settled its
-// finals are planned (study_finals.h) and run; a final run is evaluated on the reported split
-// too (test when the data has one, see [finals] split). Wall-clock finals run alone, with every
-// core, and record the load average around them. `report` hands the directory to
-// scripts/study_report.py.
+// at an edge that holds the best loss, up to lr_max_points. With objective = "steps_to_target"
+// the score is the run's steps to target_loss from its in-run evals (study_objective.h), recorded
+// in study_eval.json; the whole-split evaluation is then skipped (it would not change the score)
+// except for finals reported on the test split, whose final test loss only that evaluation gives.
+// Once an arm's sweep is settled its finals are planned (study_finals.h) and run; a final run is
+// evaluated on the reported split too (test when the data has one, see [finals] split). Wall-clock
+// finals run alone, with every core, and record the load average around them. `report` hands the
+// directory to scripts/study_report.py.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -27,6 +30,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +42,7 @@
 #include "model/base/check.h"
 #include "train/cli/commands.h"
 #include "train/cli/study_finals.h"
+#include "train/cli/study_objective.h"
 #include "train/cli/study_plan.h"
 #include "train/run/run_summary.h"
 
@@ -246,13 +251,61 @@ double run_loss(const std::string& run_dir) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-// Whether a finished run still lacks its evaluation(s).
-bool needs_eval(const json& manifest, const json& run, const std::string& run_dir) {
+bool steps_objective(const json& manifest) {
+  return manifest.value("objective", std::string("val_loss")) == "steps_to_target";
+}
+
+// A finished run's steps and tokens to the manifest's target_loss, from its metrics.jsonl.
+StudyToTarget run_to_target(const json& manifest, const std::string& run_dir) {
+  return study_steps_to_target(study_val_curve(run_dir + "/metrics.jsonl"),
+                               manifest["target_loss"].get<double>());
+}
+
+// What the sweeps and finals minimise for a finished run: its final loss, or its steps to target.
+double run_score(const json& manifest, const std::string& run_dir) {
+  return steps_objective(manifest) ? run_to_target(manifest, run_dir).steps : run_loss(run_dir);
+}
+
+json read_study_eval(const std::string& run_dir) {
   std::ifstream in(run_dir + "/study_eval.json");
-  if (!in) return true;
-  const json e = json::parse(in, nullptr, false);
+  if (!in) return json();
+  return json::parse(in, nullptr, false);
+}
+
+// The steps_to_target objective's fields of study_eval.json (null: never reached).
+json score_fields(const json& manifest, const std::string& run_dir) {
+  const StudyToTarget t = run_to_target(manifest, run_dir);
+  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(); };
+  return {{"objective", manifest["objective"]},
+          {"target_loss", manifest["target_loss"]},
+          {"steps_to_target", number(t.steps)},
+          {"tokens_to_target", number(t.tokens)}};
+}
+
+// Records a finished run's steps to target in its study_eval.json, keeping what it held.
+void write_score(const json& manifest, const std::string& run_dir) {
+  json e = read_study_eval(run_dir);
+  if (!e.is_object()) e = json::object();
+  e.update(score_fields(manifest, run_dir));
+  write_file_atomic(run_dir + "/study_eval.json", e.dump(2) + "\n");
+}
+
+// Whether a finished run still needs a whole-split evaluation: always with the val_loss objective;
+// with steps_to_target only a final reported on the test split.
+bool needs_eval(const json& manifest, const json& run, const std::string& run_dir) {
+  const json e = read_study_eval(run_dir);
+  const bool test = report_split(manifest, run, run_dir) == "test";
+  if (steps_objective(manifest) && !test) return false;
   if (!e.is_object() || !e["full_val_loss"].is_number()) return true;
-  return report_split(manifest, run, run_dir) == "test" && !e["full_test_loss"].is_number();
+  return test && !e["full_test_loss"].is_number();
+}
+
+// Whether a finished run's study_eval.json lacks its steps to target.
+bool needs_score(const json& manifest, const std::string& run_dir) {
+  if (!steps_objective(manifest)) return false;
+  const json e = read_study_eval(run_dir);
+  return !e.is_object() || !e.contains("steps_to_target") ||
+         e["target_loss"] != manifest["target_loss"];
 }
 
 // Runs every unfinished run of the manifest; false when stopped by a signal. Wall-clock runs go
@@ -268,7 +321,10 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
     const std::string state = run_state(run_dir);
     auto& list = study_is_wall_clock(r) ? wall_clock : todo;
     if (state == "pending") list.push_back({name, true});
-    if (state == "finished" && needs_eval(manifest, r, run_dir)) list.push_back({name, false});
+    if (state == "finished" && needs_eval(manifest, r, run_dir))
+      list.push_back({name, false});
+    else if (state == "finished" && needs_score(manifest, run_dir))
+      write_score(manifest, run_dir);
   }
   todo.insert(todo.end(), wall_clock.begin(), wall_clock.end());
   if (todo.empty()) return true;
@@ -296,6 +352,7 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
       e["split"] = "test";
     }
     const json& run = by_name[job.name];
+    if (steps_objective(manifest)) e.update(score_fields(manifest, run_dir));
     if (study_is_wall_clock(run)) {
       // The load around the run, kept from an earlier study run when this one only evaluates.
       json old;
@@ -410,6 +467,11 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
                          {"other_share", std::max(0.0, other) / (wall * cores)}};
     }
     const std::string state = run_state(run_dir);
+    if (state == "finished" && !g_stop && steps_objective(manifest) &&
+        report_split(manifest, by_name[job.name], run_dir) != "test") {
+      write_score(manifest, run_dir);  // steps_to_target: the score needs no evaluation
+      continue;
+    }
     if (state == "finished" && !g_stop) {
       start_eval(job, Job::kEvalVal);
       running.push_back(job);
@@ -425,22 +487,27 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
 }
 
 // What the finals' selection knows of a run: nullopt while pending or not yet evaluated, +inf
-// when it failed, else its final loss (the whole-split val loss when evaluated).
-StudyLossOf loss_in(const std::string& dir, bool need_eval) {
-  return [dir, need_eval](const std::string& name) -> std::optional<double> {
+// when it failed, else its score: its final loss (the whole-split val loss when evaluated), or with
+// steps_to_target its steps to target (+inf when never reached; no evaluation needed).
+StudyLossOf loss_in(const json& manifest, const std::string& dir, bool need_eval) {
+  const json objective = {{"objective", manifest.value("objective", json("val_loss"))},
+                          {"target_loss", manifest.value("target_loss", json())}};
+  return [objective, dir, need_eval](const std::string& name) -> std::optional<double> {
     const std::string run_dir = dir + "/runs/" + name;
     const std::string state = run_state(run_dir);
     if (state == "failed") return std::numeric_limits<double>::infinity();
     if (state != "finished") return std::nullopt;
-    if (need_eval && !fs::exists(run_dir + "/study_eval.json")) return std::nullopt;
-    const double loss = run_loss(run_dir);
+    const bool steps = steps_objective(objective);
+    if (!steps && need_eval && !fs::exists(run_dir + "/study_eval.json")) return std::nullopt;
+    const double loss = run_score(objective, run_dir);
     return std::isfinite(loss) ? loss : std::numeric_limits<double>::infinity();
   };
 }
 
 // Widens each LR sweep whose best point is at an edge by one point there (within its
-// lr_max_points); true when the manifest gained runs.
-bool extend_sweeps(json* manifest, const std::string& dir) {
+// lr_max_points); true when the manifest gained runs. A sweep whose every point failed or never
+// reached the target has no best to widen from: it is reported once (REPORTED holds its scope).
+bool extend_sweeps(json* manifest, const std::string& dir, std::set<std::string>* reported) {
   bool changed = false;
   for (auto& [scope, sweep] : (*manifest)["sweeps"].items()) {
     std::map<int, std::vector<double>> losses;
@@ -448,8 +515,8 @@ bool extend_sweeps(json* manifest, const std::string& dir) {
       if (!r.contains("sweep") || r["sweep"]["scope"] != scope) continue;
       const std::string run_dir = dir + "/runs/" + r["name"].get<std::string>();
       const std::string state = run_state(run_dir);
-      const double loss =
-          state == "finished" ? run_loss(run_dir) : std::numeric_limits<double>::infinity();
+      const double loss = state == "finished" ? run_score(*manifest, run_dir)
+                                              : std::numeric_limits<double>::infinity();
       losses[r["sweep"]["exponent"].get<int>()].push_back(loss);
     }
     std::map<int, double> mean;
@@ -458,6 +525,11 @@ bool extend_sweeps(json* manifest, const std::string& dir) {
       for (double x : v) sum += std::isfinite(x) ? x : std::numeric_limits<double>::infinity();
       mean[e] = sum / static_cast<double>(v.size());
     }
+    const bool none = std::none_of(mean.begin(), mean.end(),
+                                   [](const auto& p) { return std::isfinite(p.second); });
+    if (none && reported->insert(scope).second)
+      std::printf("study: sweep %s: no LR %s: nothing to widen from\n", scope.c_str(),
+                  steps_objective(*manifest) ? "reached target_loss" : "finished");
     const int edge = study_sweep_edge(mean);
     if (edge == 0) continue;
     const int points =
@@ -502,7 +574,7 @@ int command_study_run(const StudyRunCommand& cmd) {
   if (cmd.print_commands) {
     // Finals whose sweep has finished elsewhere (selected on the summaries' windowed val loss
     // when `study run` has not evaluated the runs on the whole split).
-    if (study_plan_finals(&manifest, loss_in(cmd.dir, false)))
+    if (study_plan_finals(&manifest, loss_in(manifest, cmd.dir, false)))
       study_manifest_write(cmd.dir, manifest);
     for (const json& r : manifest["runs"]) {
       if (run_state(cmd.dir + "/runs/" + r["name"].get<std::string>()) != "pending") continue;
@@ -523,10 +595,11 @@ int command_study_run(const StudyRunCommand& cmd) {
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   bool done = false;
+  std::set<std::string> reported;  // sweeps with no best, reported once
   while (true) {
     if (!run_pending(manifest, cmd.dir, cmd.jobs, threads)) break;
-    if (manifest["sweeps"].empty() || !extend_sweeps(&manifest, cmd.dir)) {
-      if (study_plan_finals(&manifest, loss_in(cmd.dir, true))) {
+    if (manifest["sweeps"].empty() || !extend_sweeps(&manifest, cmd.dir, &reported)) {
+      if (study_plan_finals(&manifest, loss_in(manifest, cmd.dir, true))) {
         std::printf("study %s: finals planned:", cmd.dir.c_str());
         for (const auto& [arm, a] : manifest["finals"]["arms"].items())
           if (!a.value("wall_clock", false))
@@ -537,6 +610,9 @@ int command_study_run(const StudyRunCommand& cmd) {
         study_manifest_write(cmd.dir, manifest);
         continue;
       }
+      // An arm whose every setting failed (or none reached the target) is recorded with a note
+      // and no runs: kept in the manifest for the report.
+      if (manifest.contains("finals")) study_manifest_write(cmd.dir, manifest);
       done = true;
       break;
     }

@@ -105,6 +105,9 @@ bool study_plan_finals(json* manifest, const StudyLossOf& loss_of) {
     if (!a.first_run.count(setting)) a.first_run[setting] = run;
   }
 
+  // With objective = "steps_to_target" the scores are steps to target_loss (+inf: never reached).
+  const bool steps = manifest->value("objective", std::string("val_loss")) == "steps_to_target";
+  const char* score_key = steps ? "selection_steps_to_target" : "selection_loss";
   bool added = false;
   const double inf = std::numeric_limits<double>::infinity();
   for (const auto& [arm, a] : arms) {
@@ -130,16 +133,15 @@ bool study_plan_finals(json* manifest, const StudyLossOf& loss_of) {
       if (std::isfinite(m) && (!best || m < mean[*best])) best = &setting;
     if (!best) {
       finals["arms"][arm] = {{"from", nullptr},
-                             {"selection_loss", nullptr},
+                             {score_key, nullptr},
                              {"settings", mean.size()},
                              {"axes", a.axes},
-                             {"note", "every setting failed: no finals"}};
+                             {"note", steps ? "no setting reached target_loss: no finals"
+                                            : "every setting failed: no finals"}};
       continue;
     }
-    finals["arms"][arm] = {{"from", *best},
-                           {"selection_loss", mean[*best]},
-                           {"settings", mean.size()},
-                           {"axes", a.axes}};
+    finals["arms"][arm] = {
+        {"from", *best}, {score_key, mean[*best]}, {"settings", mean.size()}, {"axes", a.axes}};
     const json& chosen = a.first_run.at(*best);
     auto add_runs = [&](const std::string& final_arm, bool wall_clock) {
       for (const json& seed : finals["seeds"]) {

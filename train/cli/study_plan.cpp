@@ -33,6 +33,12 @@ constexpr const char* kBatchAxis = "batch";  // WORLDxMICROxACCUM
 constexpr const char* kLrRule = "lr_rule";
 constexpr const char* kLrBaseBatch = "lr_base_batch";
 constexpr const char* kWarmupFraction = "warmup_fraction";
+// Derived budget: train.max_tokens = budget_tokens + budget_steps x (G x seq_len) (steps to a
+// target need enough tokens at a small batch and enough steps at a large one); and the evals
+// spaced in tokens: train.eval_interval = max(1, round(eval_tokens / (G x seq_len))).
+constexpr const char* kBudgetTokens = "budget_tokens";
+constexpr const char* kBudgetSteps = "budget_steps";
+constexpr const char* kEvalTokens = "eval_tokens";
 constexpr const char* kOptimAxis = "optim.name";
 constexpr const char* kLrKey = "optim.lr";
 constexpr const char* kSeedAxis = "train.seed";
@@ -89,7 +95,8 @@ std::vector<int64_t> parse_batch(const std::string& text, const std::string& whe
 }
 
 bool is_study_key(const std::string& key) {
-  return key == kBatchAxis || key == kLrRule || key == kLrBaseBatch || key == kWarmupFraction;
+  return key == kBatchAxis || key == kLrRule || key == kLrBaseBatch || key == kWarmupFraction ||
+         key == kBudgetTokens || key == kBudgetSteps || key == kEvalTokens;
 }
 
 // The canonical text of a study key's value (see kLrRule), or an error naming it.
@@ -107,6 +114,13 @@ std::string study_key_value(const std::string& key, const std::string& text,
   double v = 0;
   const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
   const bool number = res.ec == std::errc() && res.ptr == text.data() + text.size();
+  if (key == kBudgetTokens || key == kBudgetSteps || key == kEvalTokens) {
+    const double least = key == kEvalTokens ? 1 : 0;
+    LLM_REQUIRE(number && v >= least && v == std::floor(v) && v < 1e15, where, ": '", text,
+                "': expected an integer >= ", least,
+                key == kBudgetSteps ? " (steps)" : " (tokens)");
+    return std::to_string(static_cast<int64_t>(v));
+  }
   if (key == kLrBaseBatch) {
     LLM_REQUIRE(number && v >= 1 && v == std::floor(v) && v < 1e15, where, ": '", text,
                 "': expected a global batch in sequences (an integer >= 1)");
@@ -224,17 +238,47 @@ void derive_keys(std::map<std::string, std::string>* overrides, int64_t world,
                  const std::string& where) {
   auto& ov = *overrides;
   const bool rule = ov.count(kLrRule) > 0, warmup = ov.count(kWarmupFraction) > 0;
-  if (!rule && !warmup) {
+  const bool budget = ov.count(kBudgetTokens) > 0 || ov.count(kBudgetSteps) > 0;
+  const bool eval = ov.count(kEvalTokens) > 0;
+  if (!rule && !warmup && !budget && !eval) {
     LLM_REQUIRE(!ov.count(kLrBaseBatch), where, ": ", kLrBaseBatch, " needs ", kLrRule);
     return;
   }
   auto integer = [&](const char* key, int64_t fallback) -> int64_t {
     return ov.count(key) ? std::stoll(ov[key]) : fallback;
   };
-  LLM_REQUIRE(ov.count("train.micro_batch"), where, ": ", rule ? kLrRule : kWarmupFraction,
+  const char* first = rule     ? kLrRule
+                      : budget ? (ov.count(kBudgetTokens) ? kBudgetTokens : kBudgetSteps)
+                      : eval   ? kEvalTokens
+                               : kWarmupFraction;
+  LLM_REQUIRE(ov.count("train.micro_batch"), where, ": ", first,
               " needs the global batch in the study file (batch = \"WORLDxMICROxACCUM\", or "
               "train.micro_batch)");
   const int64_t global = world * integer("train.micro_batch", 1) * integer("train.accum", 1);
+  if (budget || eval)
+    LLM_REQUIRE(ov.count("train.seq_len"), where, ": ", first,
+                " needs train.seq_len in the study file (the tokens of a step)");
+  const int64_t per_step = global * integer("train.seq_len", 1);
+  if (budget) {
+    for (const char* key : {"train.max_tokens", "train.max_steps", "train.max_seconds"})
+      LLM_REQUIRE(!ov.count(key), where, ": ", first, " sets the run's budget: drop ", key,
+                  " from the study file");
+    const int64_t tokens = integer(kBudgetTokens, 0) + integer(kBudgetSteps, 0) * per_step;
+    LLM_REQUIRE(tokens > 0, where, ": ", kBudgetTokens, " + ", kBudgetSteps,
+                " x tokens per step is 0: expected at least one of them > 0");
+    ov["train.max_tokens"] = std::to_string(tokens);
+    // Zero, not absent: a budget of the base config file must not end the run early.
+    ov["train.max_steps"] = "0";
+    ov["train.max_seconds"] = "0";
+  }
+  if (eval) {
+    LLM_REQUIRE(!ov.count("train.eval_interval"), where, ": ", kEvalTokens,
+                " sets train.eval_interval: drop it from the study file");
+    const int64_t x = integer(kEvalTokens, 1);
+    // round(X / per_step) in integers, at least 1: every step once a step holds more than X.
+    ov["train.eval_interval"] =
+        std::to_string(std::max<int64_t>(1, (2 * x + per_step) / (2 * per_step)));
+  }
   if (rule) {
     LLM_REQUIRE(ov.count(kLrBaseBatch), where, ": ", kLrRule, " needs ", kLrBaseBatch,
                 " (the global batch at which optim.lr is given)");
@@ -254,7 +298,6 @@ void derive_keys(std::map<std::string, std::string>* overrides, int64_t world,
       LLM_REQUIRE(ov.count("train.max_tokens") && ov.count("train.seq_len"), where, ": ",
                   kWarmupFraction,
                   " needs the run's steps: train.max_steps, or train.max_tokens and train.seq_len");
-      const int64_t per_step = global * integer("train.seq_len", 1);
       steps = (integer("train.max_tokens", 0) + per_step - 1) / per_step;
     }
     const double f = std::stod(ov[kWarmupFraction]);
@@ -264,6 +307,9 @@ void derive_keys(std::map<std::string, std::string>* overrides, int64_t world,
   ov.erase(kLrRule);
   ov.erase(kLrBaseBatch);
   ov.erase(kWarmupFraction);
+  ov.erase(kBudgetTokens);
+  ov.erase(kBudgetSteps);
+  ov.erase(kEvalTokens);
 }
 
 }  // namespace
@@ -274,6 +320,9 @@ std::string study_name_part(const std::string& key, const std::string& value,
   if (key == kOptimAxis) return value;
   if (key == kBatchAxis) return "b" + value;
   if (key == kLrRule) return "lr-" + value;
+  if (key == kBudgetTokens) return "tok" + value;
+  if (key == kBudgetSteps) return "steps" + value;
+  if (key == kEvalTokens) return "evaltok" + value;
   auto tail = [](const std::string& k) { return k.substr(k.rfind('.') + 1); };
   int same = 0;
   for (const std::string& k : all_keys) same += tail(k) == tail(key);
@@ -446,6 +495,37 @@ int study_sweep_edge(const std::map<int, double>& loss_by_exponent) {
   return 0;
 }
 
+namespace {
+
+// The study's objective (what sweep widening and finals selection minimise): "val_loss", the
+// final val loss, or "steps_to_target", the steps to target_loss (study_objective.h).
+void read_objective(const toml::table& doc, const std::string& origin, json* manifest) {
+  std::string objective = "val_loss";
+  if (const toml::node* o = doc["objective"].node()) {
+    LLM_REQUIRE(o->is_string(), origin, ": objective: expected \"val_loss\" or \"steps_to_target\"",
+                line_of(*o));
+    objective = o->as_string()->get();
+    LLM_REQUIRE(objective == "val_loss" || objective == "steps_to_target", origin, ": objective '",
+                objective, "': expected val_loss or steps_to_target", line_of(*o));
+  }
+  (*manifest)["objective"] = objective;
+  (*manifest)["target_loss"] = nullptr;
+  const toml::node* t = doc["target_loss"].node();
+  if (objective == "val_loss") {
+    LLM_REQUIRE(!t, origin, ": target_loss belongs to objective = \"steps_to_target\"");
+    return;
+  }
+  LLM_REQUIRE(t, origin,
+              ": objective = \"steps_to_target\" needs target_loss (the val loss to "
+              "reach, > 0)");
+  const std::optional<double> v = number_of(*t);
+  LLM_REQUIRE(v && *v > 0 && std::isfinite(*v), origin, ": target_loss: expected a number > 0",
+              line_of(*t));
+  (*manifest)["target_loss"] = *v;
+}
+
+}  // namespace
+
 json study_plan(const std::string& study_path, const json& previous) {
   LLM_REQUIRE(fs::is_regular_file(study_path), "study file '", study_path, "' not found");
   toml::table doc;
@@ -455,12 +535,13 @@ json study_plan(const std::string& study_path, const json& previous) {
     fail(error_message(study_path, ": ", e.description(), " (line ", e.source().begin.line, ")"));
   }
   const std::string origin = study_path;
-  static const std::set<std::string> known = {"name", "config", "baseline", "base",
-                                              "axes", "grid",   "finals"};
+  static const std::set<std::string> known = {"name", "config", "baseline",  "base",       "axes",
+                                              "grid", "finals", "objective", "target_loss"};
   for (const auto& [k, node] : doc)
-    LLM_REQUIRE(known.count(std::string(k.str())), origin, ": unknown key '", k.str(), "'",
-                line_of(node),
-                " (expected name, config, baseline, [base], [axes], [grid.OPT], [finals])");
+    LLM_REQUIRE(
+        known.count(std::string(k.str())), origin, ": unknown key '", k.str(), "'", line_of(node),
+        " (expected name, config, baseline, objective, target_loss, [base], [axes], [grid.OPT], "
+        "[finals])");
 
   json manifest = {{"format", 1},
                    {"study", fs::absolute(study_path).lexically_normal().string()},
@@ -477,6 +558,7 @@ json study_plan(const std::string& study_path, const json& previous) {
     LLM_REQUIRE(!doc.contains("config"), origin, ": config: expected a file path string");
   }
   if (const auto* b = doc["baseline"].as_string()) manifest["baseline"] = b->get();
+  read_objective(doc, origin, &manifest);
 
   std::map<std::string, std::string> base;
   if (const auto* t = doc["base"].as_table()) read_base(*t, "", &base);
@@ -612,6 +694,14 @@ json study_plan(const std::string& study_path, const json& previous) {
                 ": the base config is now '", manifest["config"].get<std::string>(),
                 "', the study directory's manifest was planned with '",
                 previous.value("config", std::string()), "' (plan into a new directory)");
+    // The sweeps widened and the finals chosen so far minimised the objective planned before.
+    const json prev_objective = previous.value("objective", json("val_loss"));
+    const json prev_target = previous.value("target_loss", json());
+    LLM_REQUIRE(prev_objective == manifest["objective"] && prev_target == manifest["target_loss"],
+                origin, ": objective ", manifest["objective"].dump(), " target_loss ",
+                manifest["target_loss"].dump(), " differ from the study directory's (",
+                prev_objective.dump(), ", ", prev_target.dump(),
+                "): its sweeps and finals were chosen by those (plan into a new directory)");
     for (const json& r : previous["runs"]) {
       const std::string name = r["name"];
       if (planned.count(name))

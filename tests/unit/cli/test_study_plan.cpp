@@ -169,8 +169,8 @@ TEST(StudyPlan, BadInputIsOneLineNamingIt) {
 }
 
 // Every study file shipped in configs/studies/ plans, and its baseline is one of its arms (a run
-// name without its seed part), or with [finals] a value of its optim.name axis, so the report can
-// compare against it.
+// name without its seed part), or with [finals] a value of its optim.name axis or one of its
+// finals' arms (batch_size_smoke.toml's batches), so the report can compare against it.
 TEST(StudyPlan, ShippedStudiesPlanAndNameAnArmAsBaseline) {
   int files = 0;
   for (const auto& entry :
@@ -183,7 +183,16 @@ TEST(StudyPlan, ShippedStudiesPlanAndNameAnArmAsBaseline) {
     bool found = false;
     for (const json& r : m["runs"]) {
       if (m.contains("finals")) {
-        found |= r["overrides"].value("optim.name", std::string()) == baseline;
+        // An arm of the finals: the run's values of the select axes, as run names spell them.
+        std::vector<std::string> keys;
+        for (const auto& [k, v] : r["axes"].items()) keys.push_back(k);
+        std::string arm;
+        for (const json& key : m["finals"]["select"]) {
+          const std::string value = r["axes"].contains(key) ? r["axes"][key] : r["overrides"][key];
+          if (!arm.empty()) arm.push_back('_');
+          arm.append(study_name_part(key, value, keys));
+        }
+        found |= arm == baseline || r["overrides"].value("optim.name", std::string()) == baseline;
         continue;
       }
       const std::string name = r["name"];
@@ -281,6 +290,176 @@ lr_rule = ["fixed", "linear", "sqrt"]
               study_plan(write_study("[base]\nwarmup_fraction = 1.5\n"), json());
             }).find("in [0, 1)"),
             std::string::npos);
+}
+
+// budget_tokens + budget_steps x (G x seq_len) becomes the run's train.max_tokens (no step or time
+// budget left from the base config), before warmup_fraction reads the run's steps from it;
+// eval_tokens spaces the evals in tokens: eval_interval = max(1, round(X / (G x seq_len))).
+TEST(StudyPlan, DerivedBudgetAndEvalSpacingFollowTheGlobalBatch) {
+  const json m = study_plan(write_study(R"(
+[base]
+"train.seq_len" = 32
+budget_tokens = 8192
+budget_steps = 16
+eval_tokens = 1000
+warmup_fraction = 0.1
+[axes]
+batch = ["1x2x2", "1x8x2", "2x16x1"]
+)"),
+                            json());
+  std::map<std::string, json> by_name;
+  for (const json& r : m["runs"]) by_name[r["name"]] = r["overrides"];
+  ASSERT_EQ(by_name.size(), 3u);
+  // G = 4, 128 tokens a step: 8192 + 16 x 128 = 10240 tokens = 80 steps, warmup 8; evals every
+  // round(1000 / 128) = round(7.8) = 8 steps.
+  const json& g4 = by_name.at("b1x2x2");
+  EXPECT_EQ(g4["train.max_tokens"], "10240");
+  EXPECT_EQ(g4["train.max_steps"], "0");
+  EXPECT_EQ(g4["train.max_seconds"], "0");
+  EXPECT_EQ(g4["optim.warmup_steps"], "8");
+  EXPECT_EQ(g4["train.eval_interval"], "8");
+  // G = 16, 512 a step: 16384 tokens = 32 steps, warmup round(3.2) = 3, evals round(1.95) = 2.
+  const json& g16 = by_name.at("b1x8x2");
+  EXPECT_EQ(g16["train.max_tokens"], "16384");
+  EXPECT_EQ(g16["optim.warmup_steps"], "3");
+  EXPECT_EQ(g16["train.eval_interval"], "2");
+  // G = 32 (world 2), 1024 a step: 8192 + 16384 = 24576 tokens; 1000 tokens < one step: every
+  // step.
+  EXPECT_EQ(by_name.at("b2x16x1")["train.max_tokens"], "24576");
+  EXPECT_EQ(by_name.at("b2x16x1")["train.eval_interval"], "1");
+  for (const auto& [name, ov] : by_name)
+    EXPECT_FALSE(ov.contains("budget_tokens") || ov.contains("budget_steps") ||
+                 ov.contains("eval_tokens"))
+        << name;
+
+  // Either alone; as axes they name their runs.
+  const json axes = study_plan(write_study(R"(
+[base]
+"train.seq_len" = 32
+"train.micro_batch" = 4
+[axes]
+budget_steps = [10, 20]
+eval_tokens = [256, 512]
+)"),
+                               json());
+  ASSERT_EQ(axes["runs"].size(), 4u);
+  EXPECT_EQ(axes["runs"][0]["name"], "steps10_evaltok256");
+  EXPECT_EQ(axes["runs"][0]["overrides"]["train.max_tokens"], "1280");
+  EXPECT_EQ(axes["runs"][0]["overrides"]["train.eval_interval"], "2");
+  EXPECT_EQ(axes["runs"][3]["overrides"]["train.max_tokens"], "2560");
+  EXPECT_EQ(axes["runs"][3]["overrides"]["train.eval_interval"], "4");
+
+  const std::string head = "[base]\n\"train.seq_len\" = 32\n\"train.micro_batch\" = 4\n";
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study(head + "budget_tokens = 1000\n\"train.max_steps\" = 5\n"),
+                         json());
+            }).find("budget_tokens sets the run's budget: drop train.max_steps"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study(head + "budget_steps = 10\n\"train.max_tokens\" = 5\n"),
+                         json());
+            }).find("drop train.max_tokens"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study(head + "budget_steps = 0\nbudget_tokens = 0\n"), json());
+            }).find("expected at least one of them > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study(head + "budget_steps = 1.5\n"), json());
+            }).find("budget_steps: '1.5': expected an integer >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study(head + "eval_tokens = 0\n"), json());
+            }).find("expected an integer >= 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study(head + "eval_tokens = 64\n\"train.eval_interval\" = 3\n"),
+                         json());
+            }).find("eval_tokens sets train.eval_interval"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              study_plan(write_study("[base]\n\"train.micro_batch\" = 4\nbudget_steps = 10\n"),
+                         json());
+            }).find("needs train.seq_len"),
+            std::string::npos);
+}
+
+// objective and target_loss: written to the manifest's top level, checked, and fixed for a study
+// directory (its sweeps and finals were chosen by them).
+TEST(StudyPlan, ObjectiveAndTargetLossAreTheManifestsAndFixed) {
+  const std::string body = "[base]\n\"train.max_steps\" = 5\n[axes]\n\"train.seed\" = [1, 2]\n";
+  const json plain = study_plan(write_study(body), json());
+  EXPECT_EQ(plain["objective"], "val_loss");
+  EXPECT_TRUE(plain["target_loss"].is_null());
+  const std::string steps = "objective = \"steps_to_target\"\ntarget_loss = 2.5\n";
+  const json m = study_plan(write_study(steps + body), json());
+  EXPECT_EQ(m["objective"], "steps_to_target");
+  EXPECT_EQ(m["target_loss"], 2.5);
+  // The same objective again is a re-plan; another target or objective is refused.
+  const json again = study_plan(write_study(steps + body), m);
+  EXPECT_EQ(again["runs"], m["runs"]);
+  EXPECT_EQ(again["target_loss"], 2.5);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study("objective = \"steps_to_target\"\ntarget_loss = 3\n" + body),
+                         m);
+            })
+                .find("objective \"steps_to_target\" target_loss 3.0 differ from the study "
+                      "directory's (\"steps_to_target\", 2.5)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { study_plan(write_study(body), m); }).find("plan into a new directory"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study("objective = \"steps_to_target\"\n" + body), json());
+            }).find("needs target_loss"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study("objective = \"steps_to_target\"\ntarget_loss = 0\n" + body),
+                         json());
+            }).find("target_loss: expected a number > 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study("objective = \"fastest\"\n" + body), json());
+            }).find("objective 'fastest': expected val_loss or steps_to_target"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              study_plan(write_study("target_loss = 2\n" + body), json());
+            }).find("target_loss belongs to objective = \"steps_to_target\""),
+            std::string::npos);
+}
+
+// A [grid.OPT] may override the batch axis (LAMB only at the largest G), and an LR sweep under
+// lr_rule scales each of its points by the rule, so the sweep's centre follows G.
+TEST(StudyPlan, GridOverridesTheBatchAxisAndSweepPointsFollowTheLrRule) {
+  const json m = study_plan(write_study(R"(
+[base]
+"train.seq_len" = 32
+"train.max_tokens" = 8192
+lr_base_batch = 4
+lr_rule = "sqrt"
+[axes]
+"optim.name" = ["adamw", "lamb"]
+batch = ["1x2x2", "1x8x2"]
+lr = "sweep"
+lr_center = 1e-2
+[grid.lamb]
+batch = ["1x8x2"]
+)"),
+                            json());
+  std::map<std::string, json> by_name;
+  for (const json& r : m["runs"]) by_name[r["name"]] = r;
+  ASSERT_EQ(by_name.size(), 15u);  // adamw: 2 batches x 5 LRs; lamb: 1 batch x 5 LRs
+  for (const auto& [name, r] : by_name)
+    if (r["overrides"]["optim.name"] == "lamb") {
+      EXPECT_EQ(r["axes"]["batch"], "1x8x2") << name;
+    }
+  // G = 4 is the base batch: the sweep's own LRs. G = 16: x sqrt(4) = x 2 at every point.
+  EXPECT_EQ(by_name.at("adamw_b1x2x2_lr0.0025")["overrides"]["optim.lr"], "0.0025");
+  EXPECT_EQ(by_name.at("adamw_b1x2x2_lr0.04")["overrides"]["optim.lr"], "0.04");
+  EXPECT_EQ(by_name.at("adamw_b1x8x2_lr0.0025")["overrides"]["optim.lr"], "0.005");
+  EXPECT_EQ(by_name.at("adamw_b1x8x2_lr0.01")["overrides"]["optim.lr"], "0.02");
+  EXPECT_EQ(by_name.at("lamb_b1x8x2_lr0.04")["overrides"]["optim.lr"], "0.08");
+  EXPECT_EQ(by_name.at("lamb_b1x8x2_lr0.04")["sweep"]["exponent"], 2);
+  EXPECT_FALSE(by_name.count("lamb_b1x2x2_lr0.01"));
 }
 
 }  // namespace
