@@ -581,6 +581,16 @@ json study_plan(const std::string& study_path, const json& previous) {
                 ": optim.name is set by the grid's name");
   }
 
+  // The finals' arms (finals.select) also scope the LR sweeps below.
+  std::vector<std::string> select_keys;
+  if (const auto* t = doc["finals"].as_table()) {
+    manifest["finals"] = read_finals(*t, origin + ": finals", axes, grids);
+    if (previous.is_object() && previous.contains("finals") && previous["finals"].contains("arms"))
+      manifest["finals"]["arms"] = previous["finals"]["arms"];
+    for (const json& k : manifest["finals"]["select"]) select_keys.push_back(k.get<std::string>());
+  } else {
+    LLM_REQUIRE(!doc.contains("finals"), origin, ": finals: expected a table ([finals])");
+  }
   const json prev_sweeps =
       previous.is_object() && previous.contains("sweeps") ? previous["sweeps"] : json::object();
   json sweeps = json::object();
@@ -604,25 +614,42 @@ json study_plan(const std::string& study_path, const json& previous) {
       }
       if (g.sweep) mine.sweep = g.sweep;
     }
-    const std::string scope = by_optimizer ? opt : "*";
+    // A sweep is widened per arm: per optimizer, and per value of every other finals.select
+    // axis (the batch of a batch-size study, the budget of an optimizer study), since each arm's
+    // finals take its own best LR. The scope names the arm; widenings planned before under the
+    // optimizer's name alone (an older manifest) apply to each of its arms.
+    const std::string opt_scope = by_optimizer ? opt : "*";
+    auto scope_of = [&](const json& axis_values) {
+      std::string scope = by_optimizer ? opt : "";
+      for (const std::string& key : select_keys)
+        if (key != kOptimAxis && axis_values.contains(key))
+          scope += (scope.empty() ? "" : "_") +
+                   study_name_part(key, axis_values[key].get<std::string>(), select_keys);
+      return scope.empty() ? opt_scope : scope;
+    };
+    auto widened = [&](const std::string& scope, const char* side) {
+      const std::string from = prev_sweeps.contains(scope) ? scope : opt_scope;
+      return prev_sweeps.contains(from) ? prev_sweeps[from].value(side, 0) : 0;
+    };
     std::map<std::string, int> exponent_of;  // an LR's text -> its exponent in the sweep
+    std::optional<Sweep> sweep;
     if (mine.axes.count(kLrKey) && mine.axes[kLrKey].sweep) {
-      const Sweep& s = *mine.sweep;
-      const int low = prev_sweeps.contains(scope) ? prev_sweeps[scope].value("low", 0) : 0;
-      const int high = prev_sweeps.contains(scope) ? prev_sweeps[scope].value("high", 0) : 0;
-      const int lo = -static_cast<int>((s.points - 1) / 2) - low;
-      const int hi = static_cast<int>(s.points / 2) + high;
+      sweep = *mine.sweep;
+      // The LR axis holds every exponent some arm may use; each arm keeps its own range below.
+      int low = 0, high = 0;
+      for (const auto& [scope, sw] : prev_sweeps.items())
+        if (!by_optimizer || scope == opt || scope.rfind(opt + "_", 0) == 0) {
+          low = std::max(low, sw.value("low", 0));
+          high = std::max(high, sw.value("high", 0));
+        }
+      const int lo = -static_cast<int>((sweep->points - 1) / 2) - low;
+      const int hi = static_cast<int>(sweep->points / 2) + high;
       std::vector<std::string> values;
       for (int e = lo; e <= hi; ++e) {
-        values.push_back(lr_text(s.center, e, origin + ": sweep"));
+        values.push_back(lr_text(sweep->center, e, origin + ": sweep"));
         exponent_of[values.back()] = e;
       }
       mine.axes[kLrKey].values = values;
-      sweeps[scope] = {{"center", s.center},
-                       {"points", s.points},
-                       {"max_points", s.max_points},
-                       {"low", low},
-                       {"high", high}};
     }
     // Axis order (names and the product): the optimizer first, the seed last, the rest sorted;
     // the first key varies slowest.
@@ -644,6 +671,22 @@ json study_plan(const std::string& study_path, const json& previous) {
         name += (name.empty() ? "" : "_") + study_name_part(keys[i], v, keys);
         overrides[keys[i]] = v;
       }
+      std::string scope;
+      int exponent = 0;
+      bool in_sweep = true;
+      if (sweep) {
+        scope = scope_of(axis_values);
+        const int low = widened(scope, "low"), high = widened(scope, "high");
+        exponent = exponent_of.at(axis_values[kLrKey].get<std::string>());
+        in_sweep = exponent >= -static_cast<int>((sweep->points - 1) / 2) - low &&
+                   exponent <= static_cast<int>(sweep->points / 2) + high;
+        if (!sweeps.contains(scope))
+          sweeps[scope] = {{"center", sweep->center},
+                           {"points", sweep->points},
+                           {"max_points", sweep->max_points},
+                           {"low", low},
+                           {"high", high}};
+      }
       if (overrides.count(kBatchAxis)) {
         const auto b = parse_batch(overrides[kBatchAxis], origin + ": batch");
         entry["world"] = b[0];
@@ -660,10 +703,8 @@ json study_plan(const std::string& study_path, const json& previous) {
       entry["name"] = name;
       entry["axes"] = axis_values;
       entry["overrides"] = overrides;
-      if (!exponent_of.empty())
-        entry["sweep"] = {{"scope", scope},
-                          {"exponent", exponent_of.at(axis_values[kLrKey].get<std::string>())}};
-      runs.push_back(entry);
+      if (sweep) entry["sweep"] = {{"scope", scope}, {"exponent", exponent}};
+      if (in_sweep) runs.push_back(entry);
       // Next combination: the last key varies fastest.
       more = false;
       for (size_t i = keys.size(); i-- > 0;) {
@@ -674,14 +715,6 @@ json study_plan(const std::string& study_path, const json& previous) {
         at[i] = 0;
       }
     }
-  }
-
-  if (const auto* t = doc["finals"].as_table()) {
-    manifest["finals"] = read_finals(*t, origin + ": finals", axes, grids);
-    if (previous.is_object() && previous.contains("finals") && previous["finals"].contains("arms"))
-      manifest["finals"]["arms"] = previous["finals"]["arms"];
-  } else {
-    LLM_REQUIRE(!doc.contains("finals"), origin, ": finals: expected a table ([finals])");
   }
 
   // Merge with what was planned before: its runs first, unchanged.

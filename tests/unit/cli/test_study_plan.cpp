@@ -135,6 +135,50 @@ lr_points = 5
   EXPECT_EQ(wider["runs"][5]["sweep"]["exponent"], 3);
 }
 
+// A sweep widens per finals arm: the batch of a batch-size study has its own edge, so widening
+// one batch's sweep adds a point there alone; a widening recorded under the optimizer's name (a
+// manifest planned before arms scoped sweeps) still applies to each of its arms.
+TEST(StudyPlan, SweepsAreScopedAndWidenedPerFinalsArm) {
+  const std::string path = write_study(R"(
+[base]
+"train.max_steps" = 5
+[axes]
+"optim.name" = ["adamw"]
+batch = ["1x2x1", "1x4x1"]
+lr = "sweep"
+lr_center = 1e-3
+lr_points = 5
+[finals]
+select = ["optim.name", "batch"]
+seeds = [11, 12]
+)");
+  json m = study_plan(path, json());
+  ASSERT_EQ(m["runs"].size(), 10u);
+  ASSERT_TRUE(m["sweeps"].contains("adamw_b1x2x1")) << m["sweeps"].dump();
+  ASSERT_TRUE(m["sweeps"].contains("adamw_b1x4x1")) << m["sweeps"].dump();
+  EXPECT_FALSE(m["sweeps"].contains("adamw"));
+  for (const json& r : m["runs"]) {
+    std::string scope = "adamw_b";
+    scope.append(r["axes"]["batch"].get<std::string>());
+    EXPECT_EQ(r["sweep"]["scope"], scope) << r.dump();
+  }
+
+  m["sweeps"]["adamw_b1x4x1"]["high"] = 1;  // the larger batch's best LR was at its top edge
+  const json wider = study_plan(path, m);
+  ASSERT_EQ(wider["runs"].size(), 11u);
+  EXPECT_EQ(wider["runs"][10]["name"], "adamw_b1x4x1_lr0.008");
+  EXPECT_EQ(wider["sweeps"]["adamw_b1x4x1"]["high"], 1);
+  EXPECT_EQ(wider["sweeps"]["adamw_b1x2x1"]["high"], 0);
+
+  json old = study_plan(path, json());
+  old["sweeps"] = {{"adamw", old["sweeps"]["adamw_b1x2x1"]}};
+  old["sweeps"]["adamw"]["low"] = 1;
+  const json from_old = study_plan(path, old);
+  ASSERT_EQ(from_old["runs"].size(), 12u);  // one lower point for each batch
+  EXPECT_EQ(from_old["sweeps"]["adamw_b1x2x1"]["low"], 1);
+  EXPECT_EQ(from_old["sweeps"]["adamw_b1x4x1"]["low"], 1);
+}
+
 TEST(StudyPlan, BadInputIsOneLineNamingIt) {
   EXPECT_NE(error_of([] {
               study_plan(write_study("[axes]\n\"optim.lrr\" = [1]\n"), json());
