@@ -203,8 +203,14 @@ def read_study(study, manifest, target):
             "steps": steps_to_target(records, target) if summary["status"] == "finished"
             else None,
             "final_val": summary.get("final_val_loss"),
+            "summary": summary,
+            "split": "{}x{}x{}".format(entry.get("world", 1),
+                                       entry.get("overrides", {}).get("train.micro_batch", "?"),
+                                       entry.get("overrides", {}).get("train.accum", 1)),
             "b_simple": [(float(r["tokens"]), float(r["b_simple"])) for r in records
-                         if r.get("b_simple") is not None and "tokens" in r]})
+                         if r.get("b_simple") is not None and "tokens" in r],
+            "b_simple_steps": {int(r["step"]): float(r["b_simple"]) for r in records
+                               if r.get("b_simple") is not None and "step" in r}})
     return runs
 
 
@@ -477,6 +483,7 @@ def report_lines(study, manifest):
               "vertical: B_crit.", ""]
     lines += lr_rule_lines(name, manifest, lad, study)
     lines += large_batch_lines(lad)
+    lines += cost_lines(lad)
     png = b_simple_plot(name, lad, fits, study / "b_simple.png")
     lines += ["## Gradient noise scale", ""]
     if png:
@@ -518,6 +525,70 @@ def lr_rule_lines(name, manifest, lad, study):
               "|---|---|---|---|---|---|---|"] + rows
     png = lr_plot(name, lad, bases, study / "lr_vs_batch.png")
     return lines + ["", f"![best LR vs G]({png})", ""]
+
+
+def b_simple_at(run, steps):
+    """The b_simple a run logged at the step nearest STEPS (its steps to target), or None."""
+    logged = run["b_simple_steps"]
+    if steps is None or not logged:
+        return None
+    return logged[min(logged, key=lambda k: abs(k - steps))]
+
+
+def cost_lines(lad):
+    """What each global batch costs: its split, the activations' and all tracked bytes at their
+    peak (the run's ledger, rank 0), step time, tokens/s, and B_simple where it reached the
+    target; means over the runs the steps table reports (finals, else the sweep's best LR)."""
+    lines = ["## Memory, speed and noise scale per global batch", "",
+             "Per arm and G, over the runs the steps table reports: the split world x micro-batch "
+             "x accumulation, the peak bytes of activations and of everything the ledger tracks "
+             "(rank 0), ms per optimizer step, tokens/s (1 thread per run), and B_simple at the "
+             "step each run reached the target (its EMA, in sequences; mean over runs).", "",
+             "| arm | G | split | activations peak (MB) | tracked peak (MB) | step ms | "
+             "tokens/s | B_simple at target |", "|---|---|---|---|---|---|---|---|"]
+
+    def mean(values):
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
+
+    for arm, points in sorted(lad.items()):
+        for g, p in sorted(points.items()):
+            runs = p["runs_b_simple"]
+            if not runs:
+                continue
+            mem = [r["summary"].get("mem", {}) for r in runs]
+            act = mean([m.get("activations", {}).get("peak") for m in mem])
+            total = mean([m.get("total", {}).get("peak") for m in mem])
+            step_ms = mean([r["summary"]["train_s"] * 1000.0 / r["summary"]["steps"]
+                            for r in runs
+                            if r["summary"].get("steps") and "train_s" in r["summary"]])
+            tps = mean([r["summary"].get("mean_tokens_per_s") for r in runs])
+            bs = mean([b_simple_at(r, r["steps"]) for r in runs])
+            lines.append(f"| {arm} | {g} | {runs[0]['split']} | "
+                         f"{'-' if act is None else format(act / 1e6, '.2f')} | "
+                         f"{'-' if total is None else format(total / 1e6, '.2f')} | "
+                         f"{_num(step_ms, 2)} | {_num(tps)} | {_num(bs, 1)} |")
+    return lines + [""]
+
+
+def selection_lines(manifest):
+    """What `study run` chose for each finals arm: the sweep setting with the fewest mean steps
+    to target over its seeds (manifest finals.arms), and how many settings it compared."""
+    arms = (manifest.get("finals") or {}).get("arms") or {}
+    if not arms:
+        return []
+    lines = ["## Selection", "",
+             "Each finals arm's setting, as `ledgerlm study run` chose it: the fewest mean steps "
+             "to target over the sweep's seeds (a run that missed the target or failed loses); "
+             "the finals retrain it on fresh seeds.", "",
+             "| arm | chosen setting | mean steps to target (sweep) | settings compared |",
+             "|---|---|---|---|"]
+    for arm, a in sorted(arms.items()):
+        steps = a.get("selection_steps_to_target")
+        lines.append(f"| {arm} | {a.get('from', '-')} | "
+                     f"{'-' if steps is None else format(steps, '.1f')} | "
+                     f"{a.get('settings', '-')} |" + ("" if "note" not in a else f" {a['note']}"))
+    return lines + [""]
 
 
 def large_batch_lines(lad):

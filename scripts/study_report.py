@@ -781,6 +781,7 @@ def report(study_dir, alpha=ALPHA, cores=None):
             split = "val"
     data = next((r["data"] for r in done if r["data"]), None)
 
+    steps_objective = manifest.get("objective") == "steps_to_target"
     lines = [f"# Study {manifest.get('name', study.name)}", "",
              f"- Written by scripts/study_report.py (`ledgerlm study report {study_dir}`) from "
              f"{len(done)} of {len(manifest['runs'])} planned runs ({len(good)} kept).",
@@ -788,7 +789,10 @@ def report(study_dir, alpha=ALPHA, cores=None):
              f"{manifest.get('config') or '(none: [base] keys only)'}.",
              f"- Commit: {version()}.",
              f"- CPU: {machine()}.",
-             (f"- Loss compared: the final loss over the whole split (`ledgerlm eval`, "
+             ("- Compared: the steps (and tokens) to the study's target_loss on the in-run "
+              "evals (train.eval_windows val windows; runs/NAME/study_eval.json "
+              "steps_to_target); final losses below are context." if steps_objective else
+              f"- Loss compared: the final loss over the whole split (`ledgerlm eval`, "
               f"runs/NAME/study_eval.json): val for the sweep, which selects, {split} for the "
               f"finals, which are reported." if full and finals else
               "- Loss compared: the final val loss over the whole val split (`ledgerlm eval`, "
@@ -799,12 +803,12 @@ def report(study_dir, alpha=ALPHA, cores=None):
              f"- Intervals: 95% Student t over seeds; comparisons Holm-corrected at alpha = "
              f"{alpha}."]
     lines += header_lines(study, manifest, done, split)
-    if manifest.get("objective") == "steps_to_target":  # batch-size science: steps, not loss
-        lines += batch_science.report_lines(study, manifest)
-
     val_floors = data_baselines(data, "val") if data else None
     selection = selection_lines(manifest, arms, study, val_floors, runs_by_arm)
-    if finals:
+    if steps_objective:  # batch-size science: steps to a target, not final losses
+        lines += batch_science.report_lines(study, manifest)
+        lines += batch_science.selection_lines(manifest)
+    elif finals:
         lines += ["## Sweep settings", ""] + arms_table(arms) + selection
     else:
         lines += ["## Arms", ""] + arms_table(arms)
@@ -819,12 +823,18 @@ def report(study_dir, alpha=ALPHA, cores=None):
         else:
             lines += comparison_lines(arms, baseline, alpha)[0]
 
-    if finals:
+    if finals and not steps_objective:
         lines += finals_lines(manifest, [r for r in done if r["phase"] == "final"], final_arms,
                               study, alpha, cores, val_floors, split)
 
     flagged = [r for r in done if r["flag"] != "ok"]
-    lines += ["## Runs kept out", ""]
+    if steps_objective:
+        # Steps to target keeps every run: one that missed the target is a result (it never
+        # reaches it) in the tables above; only the failed ones are listed.
+        flagged = [r for r in done if r["status"] == "failed"]
+        lines += ["## Runs that failed", ""]
+    else:
+        lines += ["## Runs kept out", ""]
     if flagged:
         lines += ["| run | why | initial loss | final loss | unigram |", "|---|---|---|---|---|"]
         lines += [f"| {r['name']} | {r['flag']} | {fmt(r['initial'])} | {fmt(r['loss'])} | "
@@ -836,7 +846,7 @@ def report(study_dir, alpha=ALPHA, cores=None):
         lines += ["", f"Not finished yet ({len(pending)}): {', '.join(pending)}."]
     lines.append("")
 
-    if not finals:
+    if not finals and not steps_objective:
         lines += selection
     lines += ["## Runs", "", "| run | status | steps | tokens | params | final loss | split |",
               "|---|---|---|---|---|---|---|"]

@@ -154,6 +154,8 @@ def write_run(study, entry, steps, status="finished", gz=False):
         f"seq_len = {SEQ}\n\n[optim]\nname = \"{o['optim.name']}\"\nlr = {o['optim.lr']}\n")
     (d / "summary.json").write_text(json.dumps({
         "status": status, "steps": last, "tokens": last * g * SEQ, "params": 1000,
+        "train_s": last * 0.01, "mean_tokens_per_s": 1000.0,
+        "mem": {"activations": {"peak": g * 10000}, "total": {"peak": g * 20000}},
         "final_val_loss": recs[-1]["val_loss"] if status == "finished" else None}))
 
 
@@ -184,7 +186,8 @@ def check_study():
             best = 1e-3 * math.sqrt(g / 8)
             arm = f"adamw_b{g}"
             arms[arm] = {"axes": {"batch": runs[-1]["axes"]["batch"], "optim.name": "adamw"},
-                         "from": f"adamw_b{g}_lr{best:g}", "selection_loss": 2.0}
+                         "from": f"adamw_b{g}_lr{best:g}", "settings": 3,
+                         "selection_steps_to_target": true_steps(g, best)}
             for seed, f in ((101, 0.95), (102, 1.05)):
                 e = entry(f"final_{arm}_seed{seed}", "adamw", g, best, seed, "final", arm)
                 write_run(study, e, true_steps(g, best) * f)
@@ -212,7 +215,10 @@ def check_study():
                      "| adamw | 8 | 0.001 | 1.096 | 1.096 | 0.000 | sqrt |",
                      "## Large batch: optimizers at G = 128",
                      "| lamb | 0.01 | 110.0 | - | 225280 | 1.00 | sweep best (1 seed) |",
-                     "| adamw | 0.004 | 125.0 |"):
+                     "| adamw | 0.004 | 125.0 |",
+                     # G = 32: 0.32 / 0.64 MB, 10 ms a step, B_simple 24 and 26 at steps 190 and 210
+                     "| adamw | 32 | 1x32x1 | 0.32 | 0.64 | 10.00 | 1000 | 25.0 |",
+                     "| adamw_b32 | adamw_b32_lr0.002 | 200.0 | 3 |"):
             check(f"REPORT.md has `{want}`", want in report)
         lines = [ln for ln in report.splitlines() if ln.startswith("- adamw: Smin")]
         print("  " + (lines[0] if lines else "(no B_crit line)"))
