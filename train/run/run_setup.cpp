@@ -245,6 +245,14 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
           "note: optim.lr = %g is on AdamW's scale; Lion usually wants a 3-10x smaller LR "
           "and a 3-10x larger optim.weight_decay (README, Optimizers)\n",
           cfg.optim.lr);
+    // AdEMAMix inherits AdamW's beta2 = 0.95; with it nu forgets within ~20 steps while the slow
+    // EMA m2 remembers, so alpha * m2 / sqrt(nu) runs away where gradients shrink (rare tokens'
+    // embedding rows): losses of ~1e3 late in a run. The authors use 0.999 (docs/optimizers.md).
+    if (run.lead() && cfg.optim.name == "ademamix" && cfg.optim.beta2 < 0.99)
+      std::printf(
+          "note: optim.beta2 = %g with ademamix: its slow EMA can outgrow nu and blow the run up "
+          "late; the authors use 0.999 (docs/optimizers.md, ademamix)\n",
+          cfg.optim.beta2);
     check_command(cmd, cfg);
   });
   static_assert(CommWatch::kFloorFactor == 5.0,
