@@ -44,6 +44,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import batch_science  # noqa: E402
+import split_equivalence  # noqa: E402
 import ngram_baselines  # noqa: E402
 
 ALPHA = 0.05
@@ -313,13 +314,11 @@ def read_run(study, entry):
     except (OSError, ValueError, KeyError):
         pass
     try:
-        with open(run_dir / "metrics.jsonl") as f:
-            for line in f:
-                rec = json.loads(line)
-                if "loss" in rec and "step" in rec and run["initial"] is None:
-                    run["initial"] = rec["loss"]
-                if "val_loss" in rec and "tokens" in rec:
-                    run["curve"].append((float(rec["tokens"]), float(rec["val_loss"])))
+        for rec in batch_science.read_records(run_dir):  # metrics.jsonl, or .gz when published
+            if "loss" in rec and "step" in rec and run["initial"] is None:
+                run["initial"] = rec["loss"]
+            if "val_loss" in rec and "tokens" in rec:
+                run["curve"].append((float(rec["tokens"]), float(rec["val_loss"])))
         cfg = tomllib.loads((run_dir / "config.toml").read_text())
         run["data"] = cfg.get("data", {}).get("dir")
     except (OSError, ValueError):
@@ -803,6 +802,8 @@ def report(study_dir, alpha=ALPHA, cores=None):
              f"- Intervals: 95% Student t over seeds; comparisons Holm-corrected at alpha = "
              f"{alpha}."]
     lines += header_lines(study, manifest, done, split)
+    if split_equivalence.is_split_study(manifest):  # one global batch, split several ways
+        lines += split_equivalence.equivalence_lines(study, manifest, manifest.get("baseline"))
     val_floors = data_baselines(data, "val") if data else None
     selection = selection_lines(manifest, arms, study, val_floors, runs_by_arm)
     if steps_objective:  # batch-size science: steps to a target, not final losses

@@ -3,7 +3,9 @@
 steps to target against hand values, the per-G best LR, the fit of S(G) = Smin + Emin/G
 recovering known Smin/Emin, the bounds when the ladder misses the knee, the LR rules' errors, and
 a fabricated steps-to-target study (3 Gs x 3 LRs, finals, a second optimizer at the largest G)
-rendered end to end by scripts/study_report.py. Run by ctest (BatchScience); about 5 s.
+rendered end to end by scripts/study_report.py; and scripts/split_equivalence.py on fabricated
+splits of one global batch (a split off by 1e-6 passes, one off by 0.05 is named). Run by ctest
+(BatchScience); about 5 s.
 
 Hand values:
 - Evals (0, 3.0), (10, 2.8), (20, 2.4), target 2.5: 10 + 10 * (2.8 - 2.5) / (2.8 - 2.4) = 17.5.
@@ -27,6 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import batch_science as bs  # noqa: E402
+import split_equivalence as se  # noqa: E402
 
 failures = []
 
@@ -226,7 +229,40 @@ def check_study():
             check(f"{png} written and linked", (study / png).is_file() and f"]({png})" in report)
 
 
-for part in (check_steps_to_target, check_fit, check_lr_rules, check_study):
+def check_equivalence():
+    """Three splits of G = 8 on two seeds; the seeds' curves lie 0.2 apart at most (spread), the
+    split 1x2x4 deviates by 1e-6 from 1x8x1 (within a tenth of the spread), 2x4x1 by 0.05 (not)."""
+    def write(study, name, split, seed, offset):
+        d = study / "runs" / name
+        d.mkdir(parents=True)
+        base = [5.0 - 0.1 * s + (0.2 if seed == 2 and s == 3 else 0.0) for s in range(1, 6)]
+        (d / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": s, "loss": base[s - 1] + (offset if s == 4 else 0.0)}) + "\n"
+            for s in range(1, 6)))
+        (d / "summary.json").write_text(json.dumps({
+            "status": "finished", "final_val_loss": 4.5 + offset,
+            "mem": {"activations": {"peak": 1e6}}, "mean_tokens_per_s": 1000.0}))
+        return {"name": name, "axes": {"batch": split, "train.seed": str(seed)}}
+
+    for bad, want in ((1e-6, "**every split is within it**"), (0.05, "**b2x4x1_seed1 is not**")):
+        with tempfile.TemporaryDirectory() as tmp:
+            study = Path(tmp)
+            runs = [write(study, f"b{sp}_seed{seed}", sp, seed,
+                          {"1x8x1": 0.0, "1x2x4": 1e-6, "2x4x1": bad}[sp] if seed == 1 else 0.0)
+                    for sp in ("1x8x1", "1x2x4", "2x4x1") for seed in (1, 2)]
+            manifest = {"runs": runs}
+            check("a split study is recognised", se.is_split_study(manifest))
+            text = "\n".join(se.equivalence_lines(study, manifest, "b1x8x1"))
+            check(f"deviation {bad}: `{want}`", want in text)
+            check("seed spread 0.2 stated", "1x8x1 (largest difference between two seeds' "
+                  "training loss at any step): 2.000e-01" in text)
+            check("1x2x4's row", "| 1x2x4 | 2 | 4.5000 | 1.00e-06 (4) |" in text)
+    check("another G is no split study",
+          not se.is_split_study({"runs": [{"axes": {"batch": "1x8x1"}},
+                                          {"axes": {"batch": "1x4x1"}}]}))
+
+
+for part in (check_steps_to_target, check_fit, check_lr_rules, check_study, check_equivalence):
     print(part.__name__)
     part()
 print("batch_science:", f"FAILED ({', '.join(failures)})" if failures else "all checks passed")
