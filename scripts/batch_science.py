@@ -365,33 +365,40 @@ def lr_plot(name, lad, bases, out):
 
 
 def b_simple_plot(name, lad, fits, out):
-    """B_simple (sequences) against tokens for each G's finals (the best sweep LR's runs when
-    there are no finals), a horizontal line at each G tried and at B_crit."""
+    """B_simple (sequences) against tokens, one panel per arm: each G's finals (the best sweep
+    LR's runs when there are no finals), a horizontal line at each G tried and at B_crit. The
+    y range holds the 1st to 99th percentile of what was logged: an estimate from a micro-batch
+    of one sequence spikes where |G|^2 is near 0, and would flatten the rest."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
-    drawn, colors = False, {}
-    for arm, points in sorted(lad.items()):
-        for g, p in sorted(points.items()):
+    arms = [a for a, pts in sorted(lad.items())
+            if any(r["b_simple"] for p in pts.values() for r in p["runs_b_simple"])]
+    if not arms:
+        return None
+    fig, axes = plt.subplots(1, len(arms), figsize=(4.5 * len(arms) + 1, 4.5), dpi=100,
+                             sharey=True, squeeze=False)
+    values, colors = [], {}
+    for ax, arm in zip(axes[0], arms):
+        for g, p in sorted(lad[arm].items()):
             color = colors.setdefault(g, f"C{len(colors) % 10}")
             for j, r in enumerate(p["runs_b_simple"]):
                 if r["b_simple"]:
                     t, b = zip(*r["b_simple"])
+                    values += [v for v in b if v > 0 and math.isfinite(v)]
                     ax.plot(t, b, color=color, linewidth=1, alpha=0.8,
-                            label=f"{arm}, G = {g}" if j == 0 else None)
-                    drawn = True
+                            label=f"G = {g}" if j == 0 else None)
             ax.axhline(g, color=color, linestyle=":", linewidth=1)
         f = fits.get(arm)
         if f and f["verdict"] == "value":
             ax.axhline(f["bcrit"], color="black", linestyle="--", linewidth=1,
-                       label=f"{arm}: B_crit {f['bcrit']:.1f}")
-    if not drawn:
-        plt.close(fig)
-        return None
-    ax.set_yscale("log")
-    ax.set_xlabel("tokens")
-    ax.set_ylabel("B_simple (sequences; x seq_len for tokens)")
-    ax.set_title(f"{name}: B_simple vs tokens (dotted: the Gs tried)", fontsize=9)
-    ax.legend(fontsize=6)
+                       label=f"B_crit {f['bcrit']:.1f}")
+        ax.set_yscale("log")
+        ax.set_xlabel("tokens")
+        ax.set_title(f"{name}: {arm} (dotted: the Gs tried)", fontsize=9)
+        ax.legend(fontsize=6)
+    if values:
+        lo, hi = np.percentile(values, [1, 99])
+        axes[0][0].set_ylim(lo / 2, hi * 2)
+    axes[0][0].set_ylabel("B_simple (sequences)")
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)

@@ -317,7 +317,8 @@ def read_run(study, entry):
         for rec in batch_science.read_records(run_dir):  # metrics.jsonl, or .gz when published
             if "loss" in rec and "step" in rec and run["initial"] is None:
                 run["initial"] = rec["loss"]
-            if "val_loss" in rec and "tokens" in rec:
+            # A diverged eval logs val_loss null: it is no point of the curve.
+            if isinstance(rec.get("val_loss"), (int, float)) and "tokens" in rec:
                 run["curve"].append((float(rec["tokens"]), float(rec["val_loss"])))
         cfg = tomllib.loads((run_dir / "config.toml").read_text())
         run["data"] = cfg.get("data", {}).get("dir")
@@ -805,7 +806,9 @@ def report(study_dir, alpha=ALPHA, cores=None):
     if split_equivalence.is_split_study(manifest):  # one global batch, split several ways
         lines += split_equivalence.equivalence_lines(study, manifest, manifest.get("baseline"))
     val_floors = data_baselines(data, "val") if data else None
-    selection = selection_lines(manifest, arms, study, val_floors, runs_by_arm)
+    # (Its figures, LR sensitivity and heatmaps of final loss, are not drawn for steps to target.)
+    selection = [] if steps_objective else selection_lines(manifest, arms, study, val_floors,
+                                                           runs_by_arm)
     if steps_objective:  # batch-size science: steps to a target, not final losses
         lines += batch_science.report_lines(study, manifest)
         lines += batch_science.selection_lines(manifest)
