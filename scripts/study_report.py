@@ -784,7 +784,9 @@ def report(study_dir, alpha=ALPHA, cores=None):
     steps_objective = manifest.get("objective") == "steps_to_target"
     lines = [f"# Study {manifest.get('name', study.name)}", "",
              f"- Written by scripts/study_report.py (`ledgerlm study report {study_dir}`) from "
-             f"{len(done)} of {len(manifest['runs'])} planned runs ({len(good)} kept).",
+             f"{len(done)} of {len(manifest['runs'])} planned runs (" +
+             (f"{sum(r['status'] == 'failed' for r in done)} failed)." if steps_objective else
+              f"{len(good)} kept)."),
              f"- Study file: {manifest.get('study')}; base config: "
              f"{manifest.get('config') or '(none: [base] keys only)'}.",
              f"- Commit: {version()}.",
