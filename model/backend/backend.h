@@ -44,6 +44,13 @@ struct Tensor {
 
 enum class Rounding : uint8_t { kNearest, kStochastic };
 
+// What sum_squares_fold does with x and y besides summing the squares of x.
+enum class SquaresFold : uint8_t {
+  kMove,     // y = x, then x = 0
+  kAddTo,    // y += x, then x = 0
+  kAddFrom,  // x += y (the squares are of x before the addition)
+};
+
 // C[M,N] (+)= op(A) op(B) (+ bias). Row-major: A is [M,K] ([K,M] if trans_a), B is [K,N]
 // ([N,K] if trans_b). A linear layer's forward is A=x[M,K], B=W[N,K] with trans_b.
 struct GemmArgs {
@@ -142,6 +149,10 @@ class Backend {
   virtual double sum(Tensor x, int64_t n) = 0;
   // sum of squares of x (any float dtype), accumulated in double in a fixed order.
   virtual double sum_squares(Tensor x, int64_t n) = 0;
+  // sum_squares(x, n), bitwise the same value, and in the same pass over memory the fold (x and y
+  // of one float dtype; additions as accumulate's). One pass instead of a reduction, a copy or
+  // accumulate, and a zeroing: train.gns folds each micro-batch's gradient into the step's sum.
+  virtual double sum_squares_fold(Tensor x, Tensor y, int64_t n, SquaresFold fold) = 0;
   // true when every element of x is finite.
   virtual bool all_finite(Tensor x, int64_t n) = 0;
   // x *= s

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What train.gns (the gradient noise scale, train/step/gns.h) costs per step: step time with it
 # off and on, alternating within each repetition (in turn off first, on first), at
-#   world 1 x accum 4 x micro 3 (small batches: micro-batches; a gradient-sized buffer and three
-#                                passes over the gradients per micro-batch), 2 threads, and
+#   world 1 x accum 4 x micro 3 (small batches: micro-batches; a gradient-sized buffer and one
+#                                pass over the gradients per micro-batch), 2 threads, and
 #   world 2 x accum 1 x micro 6 under mpirun (small batches: the ranks' local gradients; one pass
 #                                and a scalar all-reduce), one thread per rank;
 # both a global batch of 12 sequences of the config's shape.

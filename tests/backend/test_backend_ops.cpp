@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/backend/backend.h"
@@ -658,6 +659,47 @@ TEST(CudaOnlyOps, GemmTf32WithinItsRoundingBound) {
   const Vec got = dd().get32(dc, m * n);
   for (int64_t i = 0; i < m * n; ++i)
     ASSERT_LE(std::fabs(got[i] - ref[i]), 1e-5 + 1.1e-3 * abs_sum[i]) << "element " << i;
+}
+
+// sum_squares_fold against the separate ops it replaces (sum_squares, then copy or accumulate,
+// then zero). Bitwise: its squares are summed by sum_squares' own chunk loop (cpu) or the same
+// per-thread order and tree (cuda), and each element's fold is accumulate's addition. n spans
+// four chunks, the last one partial; fp32, bf16 and fp64 buffers.
+TEST_P(BackendOps, SumSquaresFoldMatchesSeparateOpsBitwise) {
+  const int64_t n = 3 * 32768 + 1001;
+  const Vec x = random_values(n, 61), y = random_values(n, 62);
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF64}) {
+    auto upload = [&](const Vec& v) {
+      if (t == DType::kF32) return dd().f32(v);
+      if (t == DType::kF64) return dd().f64(v);
+      return dd().bits16(testing::bf16_bits(v), t);
+    };
+    for (SquaresFold fold : {SquaresFold::kMove, SquaresFold::kAddTo, SquaresFold::kAddFrom}) {
+      const std::string what =
+          std::string(dtype_name(t)) + " fold " + std::to_string(static_cast<int>(fold));
+      Buffer fx = upload(x), fy = upload(y), sx = upload(x), sy = upload(y);
+      const double got = be().sum_squares_fold(T(fx, t), T(fy, t), n, fold);
+      const double want = be().sum_squares(T(sx, t), n);
+      if (fold == SquaresFold::kAddFrom) {
+        be().accumulate(T(sx, t), T(sy, t), n);
+      } else {
+        if (fold == SquaresFold::kMove)
+          be().copy(T(sy, t), T(sx, t), n);
+        else
+          be().accumulate(T(sy, t), T(sx, t), n);
+        be().zero(T(sx, t), n);
+      }
+      EXPECT_EQ(got, want) << what << ": sum of squares " << got << " against " << want;
+      for (const auto& [f, s, name] : {std::tuple{&fx, &sx, "x"}, std::tuple{&fy, &sy, "y"}}) {
+        const Vec a = dd().get(*f, t, n), b = dd().get(*s, t, n);
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < n; ++i)
+          if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0 && bad++ == 0) first = i;
+        EXPECT_EQ(bad, 0) << what << ": " << name << " differs at " << bad << " elements, first at "
+                          << first << " (" << a[first] << " against " << b[first] << ")";
+      }
+    }
+  }
 }
 
 std::vector<std::string> backends_of_this_build() {

@@ -29,6 +29,7 @@ class TestBackend : public Backend {
   void convert(Tensor, Tensor, int64_t, Rounding, uint64_t, uint64_t) override { no(); }
   void accumulate(Tensor, Tensor, int64_t) override { no(); }
   double sum_squares(Tensor, int64_t) override { no(); }
+  double sum_squares_fold(Tensor, Tensor, int64_t, SquaresFold) override { no(); }
   bool all_finite(Tensor, int64_t) override { no(); }
   void scale(Tensor, int64_t, double) override { no(); }
   void gemm(const GemmArgs&) override { no(); }

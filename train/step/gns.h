@@ -57,9 +57,10 @@ enum class GnsSource {
 const char* gns_source_name(GnsSource source);  // "off", "ranks", "micro-batches"
 
 // The source train.gns uses at `world` ranks under ZeRO stage `stage` (the one in effect). With
-// both available the ranks' gradients are preferred: no buffer and one pass, against a
-// gradient-sized buffer and three passes per micro-batch. Refuses (Error, one line) world 1 x
-// accum 1 and stages 2-3 (their local gradients are reduce-scattered unit by unit in backward).
+// both available the ranks' gradients are preferred: no buffer and one pass per step, against a
+// gradient-sized buffer and one pass per micro-batch (Backend::sum_squares_fold). Refuses (Error,
+// one line) world 1 x accum 1 and stages 2-3 (their local gradients are reduce-scattered unit by
+// unit in backward).
 GnsSource gns_source(const RunConfig& config, int world, int stage);
 
 // The batch sizes in sequences: {B_small, B_big} for the source.

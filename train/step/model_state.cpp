@@ -196,15 +196,14 @@ void ModelState::zero_grads() {
 }
 
 double ModelState::gns_take_micro_batch(int64_t m, bool last) {
-  const double sumsq = backend_.sum_squares(grads(), placement_.grads_length);
+  // One pass over the gradients: their sum of squares, and the fold into the step's sum, which
+  // also leaves them zeroed for the next micro-batch's backward. After the last one the gradient
+  // buffer holds the whole step's sum (no copy back).
   const Tensor acc(gns_accum_.data(), plan_.grads);
-  if (m == 0 && !last)
-    backend_.copy(acc, grads(), placement_.grads_length);
-  else if (last)  // the step's gradient: this micro-batch's plus the others' (one pass, no copy)
-    backend_.accumulate(grads(), acc, placement_.grads_length);
-  else
-    backend_.accumulate(acc, grads(), placement_.grads_length);
-  return sumsq;
+  const SquaresFold fold = last     ? SquaresFold::kAddFrom
+                           : m == 0 ? SquaresFold::kMove
+                                    : SquaresFold::kAddTo;
+  return backend_.sum_squares_fold(grads(), acc, placement_.grads_length, fold);
 }
 
 double ModelState::gns_local_sum_squares() {

@@ -124,7 +124,8 @@ class ModelState {
   GnsTracker& gns_tracker() { return gns_tracker_; }
   // GnsSource::kMicroBatches, after micro-batch m's backward into zeroed gradients: the sum of
   // squares of that micro-batch's (scaled) gradient. The micro-batches' sum is kept in a buffer
-  // beside; after the `last` one the gradients hold the whole sum again.
+  // beside and the gradients are left zeroed for the next micro-batch; after the `last` one the
+  // gradients hold the whole sum again.
   double gns_take_micro_batch(int64_t m, bool last);
   // GnsSource::kRanks, before reduce_gradients: the mean over ranks of the sums of squares of
   // their local (scaled) gradients. Collective (one scalar all-reduce).

@@ -42,8 +42,8 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
   const GnsSource gns = state.gns_source();
   double gns_small_sq = 0.0;
   for (int64_t m = 0; m < A; ++m) {
-    // Each micro-batch's gradient alone in the gradient buffer (the sum kept aside).
-    if (gns == GnsSource::kMicroBatches && m > 0) state.zero_grads();
+    // Each micro-batch's gradient alone in the gradient buffer (the sum kept aside): with
+    // GnsSource::kMicroBatches, gns_take_micro_batch left the buffer zeroed after micro-batch m-1.
     const MicroBatch mb = batches.micro_batch(step, m);
     ForwardOptions fo;
     fo.training = true;

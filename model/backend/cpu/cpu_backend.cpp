@@ -1,5 +1,6 @@
 // CPU backend construction, memory, and the whole-buffer utilities: zero, convert (with
-// stochastic rounding), accumulate, sum_squares, all_finite, scale.
+// stochastic rounding), accumulate, sum_squares (alone or fused with a copy or accumulate: the
+// gradient noise scale's fold), all_finite, scale.
 //
 // Buffer-wide loops are split into fixed chunks of kBufferChunk elements (op_constants.h: the
 // CUDA reductions use the same chunks), independent of the thread count; the reductions sum
@@ -30,6 +31,20 @@ namespace {
 
 int64_t chunk_count(int64_t n) {
   return (n + kBufferChunk - 1) / kBufferChunk;
+}
+
+// Sum of squares of one chunk in double, vectorised. Never inlined: sum_squares and
+// sum_squares_fold run this one compiled loop, so their lanes add in the same order and the two
+// return bitwise the same value.
+template <class S>
+[[gnu::noinline]] double chunk_sum_squares(const S* p, int64_t len) {
+  double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < len; ++i) {
+    const double v = static_cast<double>(load_value(p[i]));
+    acc += v * v;
+  }
+  return acc;
 }
 
 // The fp32 <-> bf16/fp16 conversions on the kernel table (bitwise the scalar ones); false for
@@ -271,14 +286,54 @@ double CpuBackend::sum_squares(Tensor x, int64_t n) {
     const S* p = x.as<const S>();
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kBufferChunk, end = std::min(n, begin + kBufferChunk);
-      double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t i = begin; i < end; ++i) {
-        const double v = static_cast<double>(load_value(p[i]));
-        acc += v * v;
+      const int64_t begin = c * kBufferChunk;
+      partial[c] = chunk_sum_squares(p + begin, std::min(n - begin, kBufferChunk));
+    }
+  });
+  double total = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) total += partial[c];
+  return total;
+}
+
+double CpuBackend::sum_squares_fold(Tensor x, Tensor y, int64_t n, SquaresFold fold) {
+  note_down(sizeof(double));
+  if (n <= 0) return 0.0;
+  require_float(x, "sum_squares_fold x");
+  require_float(y, "sum_squares_fold y");
+  LLM_REQUIRE(x.dtype == y.dtype, "cpu backend: sum_squares_fold of one dtype, got ",
+              dtype_name(x.dtype), " and ", dtype_name(y.dtype));
+  const int64_t chunks = chunk_count(n);
+  double* partial = static_cast<double*>(workspace(WorkSlot::kPartials, chunks * sizeof(double)));
+  dispatch_float(x.dtype, [&](auto tag) {
+    using S = decltype(tag);
+    using C = std::conditional_t<std::is_same_v<S, double>, double, float>;  // as accumulate's
+    S* px = x.as<S>();
+    S* py = y.as<S>();
+#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kBufferChunk, len = std::min(n - begin, kBufferChunk);
+      S* cx = px + begin;
+      S* cy = py + begin;
+      // The chunk's squares by sum_squares' own code (the same order: the same value), then the
+      // fold while the chunk (at most 256 KiB) is still in cache: memory is read once.
+      partial[c] = chunk_sum_squares(static_cast<const S*>(cx), len);
+      switch (fold) {
+        case SquaresFold::kMove:
+          std::memcpy(cy, cx, static_cast<size_t>(len) * sizeof(S));
+          std::memset(cx, 0, static_cast<size_t>(len) * sizeof(S));
+          break;
+        case SquaresFold::kAddTo:
+          for (int64_t i = 0; i < len; ++i)
+            store_value(cy[i],
+                        static_cast<C>(load_value(cy[i])) + static_cast<C>(load_value(cx[i])));
+          std::memset(cx, 0, static_cast<size_t>(len) * sizeof(S));
+          break;
+        case SquaresFold::kAddFrom:
+          for (int64_t i = 0; i < len; ++i)
+            store_value(cx[i],
+                        static_cast<C>(load_value(cx[i])) + static_cast<C>(load_value(cy[i])));
+          break;
       }
-      partial[c] = acc;
     }
   });
   double total = 0.0;

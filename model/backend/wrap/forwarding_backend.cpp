@@ -85,6 +85,10 @@ double ForwardingBackend::sum_squares(Tensor x, int64_t n) {
   Op op(*this, "sum_squares");
   return inner_->sum_squares(x, n);
 }
+double ForwardingBackend::sum_squares_fold(Tensor x, Tensor y, int64_t n, SquaresFold fold) {
+  Op op(*this, "sum_squares_fold");
+  return inner_->sum_squares_fold(x, y, n, fold);
+}
 bool ForwardingBackend::all_finite(Tensor x, int64_t n) {
   Op op(*this, "all_finite");
   return inner_->all_finite(x, n);

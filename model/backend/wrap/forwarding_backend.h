@@ -47,6 +47,7 @@ class ForwardingBackend : public Backend {
   void accumulate(Tensor dst, Tensor src, int64_t n) override;
   double sum(Tensor x, int64_t n) override;
   double sum_squares(Tensor x, int64_t n) override;
+  double sum_squares_fold(Tensor x, Tensor y, int64_t n, SquaresFold fold) override;
   bool all_finite(Tensor x, int64_t n) override;
   void scale(Tensor x, int64_t n, double s) override;
 
