@@ -83,6 +83,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("train", c.train, gns, B,
           "log the gradient noise scale B_simple (world x accum > 1, dist.zero 0-1)");
   LLM_KEY("train", c.train, gns_ema, F, "gns: EMA decay of the two noise-scale estimates");
+  LLM_KEY("train", c.train, gns_interval, I,
+          "gns: measure on every Nth step (the EMAs advance per measurement)");
   LLM_KEY("train", c.train, memory_check, B,
           "refuse a run whose predicted memory exceeds what this host has (false: start anyway)");
 

@@ -69,6 +69,7 @@ void TrainConfig::validate() const {
   LLM_REQUIRE(threads >= 0, "train.threads: expected >= 0 (got ", threads, ")");
   LLM_REQUIRE(gns_ema >= 0 && gns_ema < 1, "train.gns_ema: expected 0 <= decay < 1 (got ", gns_ema,
               ")");
+  LLM_REQUIRE(gns_interval >= 1, "train.gns_interval: expected >= 1 (got ", gns_interval, ")");
 }
 
 void PrecisionConfig::validate() const {

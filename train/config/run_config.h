@@ -42,6 +42,10 @@ struct TrainConfig {
   // two estimates are smoothed by EMAs of decay gns_ema.
   bool gns = false;
   double gns_ema = 0.95;
+  // Measure on every gns_interval-th step only: under accumulation each measured step makes one
+  // pass over the gradients per micro-batch, which small micro-batches feel; between
+  // measurements the step trains exactly as with gns off.
+  int64_t gns_interval = 1;
   // Frozen tensors: comma-separated globs over parameter names (or their Hugging Face names);
   // they get no gradient, master copy or optimizer state (param_table_freeze).
   std::string freeze;

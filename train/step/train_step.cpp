@@ -38,8 +38,9 @@ StepResult train_step(ModelState& state, BatchSource& batches, int64_t step, dou
   r.loss_scale = state.loss_scale();
   state.zero_grads();
   double loss_sum = 0.0;
-  // train.gns: the small batch's mean squared norm, times the loss scale squared.
-  const GnsSource gns = state.gns_source();
+  // train.gns: the small batch's mean squared norm, times the loss scale squared, on every
+  // train.gns_interval-th step; the other steps train as with gns off.
+  const GnsSource gns = step % cfg.train.gns_interval == 0 ? state.gns_source() : GnsSource::kOff;
   double gns_small_sq = 0.0;
   for (int64_t m = 0; m < A; ++m) {
     // Each micro-batch's gradient alone in the gradient buffer (the sum kept aside): with

@@ -210,6 +210,34 @@ TEST(Gns, TrainStepLossAndNormUnchangedByTheEstimator) {
   EXPECT_NEAR(norms[1], norms[0], 1e-5 * norms[0]);
 }
 
+// train.gns_interval = 3: only steps 3 and 6 measure, and their two estimates are all the EMAs
+// have seen; the steps between train as with gns off (bitwise: the same code path), so the
+// losses of steps 1-3 equal the gns-off run's exactly (step 3's loss comes before its update).
+TEST(Gns, IntervalMeasuresEveryNthStepAndTrainsTheRestAsOff) {
+  static const std::vector<int32_t> corpus = corpus_make(16);
+  auto index = [](int64_t s, int64_t m) { return static_cast<uint64_t>(s * 16 + m); };
+  std::vector<StepResult> runs[2];
+  for (int on = 0; on < 2; ++on) {
+    RunConfig cfg = gns_config(2, 3, on == 1);
+    cfg.train.gns_interval = 3;
+    auto backend = backend_create_cpu(2);
+    ModelState state(cfg, *backend);
+    state.init_weights(11);
+    state.model().plan(2, cfg.train.seq_len);
+    testing::CorpusBatches batches(corpus, 7, 2, cfg.train.seq_len, index);
+    for (int64_t s = 1; s <= 6; ++s) runs[on].push_back(train_step(state, batches, s, 0.1));
+  }
+  const std::vector<StepResult>& on = runs[1];
+  for (int64_t s = 1; s <= 6; ++s)
+    EXPECT_EQ(on[static_cast<size_t>(s - 1)].gns, s % 3 == 0) << "step " << s;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(on[i].loss, runs[0][i].loss) << "step " << i + 1;
+  GnsTracker expect(gns_config(2, 3, true).train.gns_ema);
+  expect.update(on[2].gns_step);
+  expect.update(on[5].gns_step);
+  EXPECT_DOUBLE_EQ(on[5].gns_g2_ema, expect.g2_ema());
+  EXPECT_DOUBLE_EQ(on[5].b_simple, expect.b_simple());
+}
+
 TEST(Gns, RefusedAtWorldOneAccumOne) {
   auto backend = backend_create_cpu(1);
   try {
