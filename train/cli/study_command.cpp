@@ -238,16 +238,22 @@ std::string report_split(const json& manifest, const json& run, const std::strin
   return split;
 }
 
+// Whether J is an object whose KEY is a number. (A const json's operator[] with a missing key
+// is undefined behaviour, not null: every optional key is looked up through this or value().)
+bool is_number_at(const json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number();
+}
+
 // The final loss a sweep compares: the whole-split val loss when evaluated, else the summary's.
 // Final runs are compared by the report on their reported split; selection uses val only.
 double run_loss(const std::string& run_dir) {
   std::ifstream in(run_dir + "/study_eval.json");
   if (in) {
     const json e = json::parse(in, nullptr, false);
-    if (e.is_object() && e["full_val_loss"].is_number()) return e["full_val_loss"];
+    if (is_number_at(e, "full_val_loss")) return e["full_val_loss"];
   }
   const json s = run_summary_read(run_dir);
-  if (s.is_object() && s["final_val_loss"].is_number()) return s["final_val_loss"];
+  if (is_number_at(s, "final_val_loss")) return s["final_val_loss"];
   return std::numeric_limits<double>::quiet_NaN();
 }
 
@@ -296,8 +302,8 @@ bool needs_eval(const json& manifest, const json& run, const std::string& run_di
   const json e = read_study_eval(run_dir);
   const bool test = report_split(manifest, run, run_dir) == "test";
   if (steps_objective(manifest) && !test) return false;
-  if (!e.is_object() || !e["full_val_loss"].is_number()) return true;
-  return test && !e["full_test_loss"].is_number();
+  if (!is_number_at(e, "full_val_loss")) return true;
+  return test && !is_number_at(e, "full_test_loss");
 }
 
 // Whether a finished run's study_eval.json lacks its steps to target.
@@ -305,7 +311,7 @@ bool needs_score(const json& manifest, const std::string& run_dir) {
   if (!steps_objective(manifest)) return false;
   const json e = read_study_eval(run_dir);
   return !e.is_object() || !e.contains("steps_to_target") ||
-         e["target_loss"] != manifest["target_loss"];
+         e.value("target_loss", json()) != manifest.value("target_loss", json());
 }
 
 // Runs every unfinished run of the manifest; false when stopped by a signal. Wall-clock runs go

@@ -30,14 +30,16 @@ std::vector<StudyValPoint> study_val_curve(const std::string& metrics_path) {
   std::ifstream in(metrics_path);
   std::string line;
   while (std::getline(in, line)) {
+    // (Keys are looked up with find: operator[] on a const json with a missing key is undefined.)
     const nlohmann::json rec = nlohmann::json::parse(line, nullptr, false);
-    if (!rec.is_object() || !rec["step"].is_number() || !rec.contains("val_loss")) continue;
+    if (!rec.is_object()) continue;
+    const auto step = rec.find("step"), tokens = rec.find("tokens"), loss = rec.find("val_loss");
+    if (step == rec.end() || !step->is_number() || loss == rec.end()) continue;
     StudyValPoint p;
-    p.step = rec["step"].get<double>();
-    p.tokens = rec["tokens"].is_number() ? rec["tokens"].get<double>() : 0.0;
+    p.step = step->get<double>();
+    p.tokens = tokens != rec.end() && tokens->is_number() ? tokens->get<double>() : 0.0;
     // A non-finite loss is written as null (JSON has no NaN): it reaches no target.
-    p.loss = rec["val_loss"].is_number() ? rec["val_loss"].get<double>()
-                                         : std::numeric_limits<double>::quiet_NaN();
+    p.loss = loss->is_number() ? loss->get<double>() : std::numeric_limits<double>::quiet_NaN();
     while (!out.empty() && out.back().step >= p.step) out.pop_back();
     out.push_back(p);
   }
