@@ -7,19 +7,16 @@ beta3 by a half-life linear from beta1's (their linear_warmup_scheduler and
 linear_hl_warmup_scheduler); m1 = b1 m1 + (1-b1) g, m2 = b3 m2 + (1-b3) g, nu = b2 nu + (1-b2) g^2;
 u = (m1/bc1 + alpha m2) / (sqrt(nu)/sqrt(bc2) + eps) + wd p; p -= lr u. No ledgerlm code is used.
 
-Usage: ademamix_ref.py DIR. DIR holds spec.txt, w0.bin and grads.bin written by the test:
-  spec.txt line 1: key=value settings (beta1, beta2, beta3, alpha, warmup, eps, steps,
-                   lrs = comma-separated per-step LR)
-  spec.txt other lines: one per tensor: "numel lr_mult weight_decay"
-  w0.bin: float32 initial weights, tensors concatenated; grads.bin: steps x the same layout.
+Usage: ademamix_ref.py DIR. DIR is an optim_case.py case; its settings add beta1, beta2, beta3,
+alpha, warmup, eps.
 Writes w.bin (the weights after the last step) and m1.bin, m2.bin, nu.bin (the state), float32.
 """
 import math
-import os
 import sys
 
-import numpy as np
 import torch
+
+from optim_case import Case
 
 
 def linear_warmup(step, end, start, warmup):
@@ -76,37 +73,15 @@ class AdEMAMix(torch.optim.Optimizer):
 
 
 def run(d):
-    with open(os.path.join(d, "spec.txt")) as f:
-        lines = [line.split() for line in f if line.strip()]
-    kv = dict(item.split("=", 1) for item in lines[0])
-    tensors = [(int(a), float(b), float(c)) for a, b, c in lines[1:]]
-    total = sum(t[0] for t in tensors)
-    steps = int(kv["steps"])
-    lrs = [float(x) for x in kv["lrs"].split(",")]
-    w0 = np.fromfile(os.path.join(d, "w0.bin"), dtype=np.float32)
-    grads = np.fromfile(os.path.join(d, "grads.bin"), dtype=np.float32).reshape(steps, total)
-    assert w0.size == total and len(lrs) == steps
-
-    params, offsets, off = [], [], 0
-    for numel, _, _ in tensors:
-        params.append(torch.nn.Parameter(torch.from_numpy(w0[off:off + numel].copy())))
-        offsets.append(off)
-        off += numel
-    groups = [{"params": [p], "weight_decay": wd, "mult": mult}
-              for p, (_, mult, wd) in zip(params, tensors)]
-    opt = AdEMAMix(groups, lr=lrs[0],
+    case = Case(d)
+    kv = case.settings
+    opt = AdEMAMix(case.groups(), lr=case.lrs[0],
                    betas=(float(kv["beta1"]), float(kv["beta2"]), float(kv["beta3"])),
                    alpha=float(kv["alpha"]), warmup=int(kv["warmup"]), eps=float(kv["eps"]))
-    for s in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lrs[s] * g["mult"]
-        for p, o in zip(params, offsets):
-            p.grad = torch.from_numpy(grads[s, o:o + p.numel()].copy())
-        opt.step()
-    for name in ("w", "m1", "m2", "nu"):
-        parts = [p.detach() if name == "w" else opt.state[p][name] for p in params]
-        out = np.concatenate([x.numpy() for x in parts]).astype(np.float32)
-        out.tofile(os.path.join(d, name + ".bin"))
+    case.replay(opt)
+    case.write("w", case.params)
+    for name in ("m1", "m2", "nu"):
+        case.write(name, [opt.state[p][name] for p in case.params])
 
 
 if __name__ == "__main__":

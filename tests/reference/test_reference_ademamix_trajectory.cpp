@@ -22,6 +22,7 @@
 
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "tests/support/optim_reference_support.h"
 #include "tests/support/optim_test_support.h"
 #include "tests/support/test_util.h"
 
@@ -29,37 +30,6 @@ namespace ledgerlm {
 namespace {
 
 constexpr int kSteps = 300;
-
-ParamTable tiny_table() {
-  ModelConfig mc;
-  mc.vocab_size = 64;
-  mc.n_layer = 1;
-  mc.n_head = 2;
-  mc.n_embd = 16;
-  mc.block_size = 8;
-  return param_table_build(mc);
-}
-
-void write_floats(const std::string& path, const std::vector<float>& x) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size() * 4));
-}
-
-std::vector<float> read_floats(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return {};
-  std::vector<float> x(static_cast<size_t>(f.tellg()) / 4);
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(x.data()), static_cast<std::streamsize>(x.size() * 4));
-  return x;
-}
-
-// The table's tensors (table order) out of a flat buffer.
-std::vector<float> gather(const ParamTable& t, const float* flat) {
-  std::vector<float> out;
-  for (const auto& p : t.params) out.insert(out.end(), flat + p.offset, flat + p.offset + p.numel);
-  return out;
-}
 
 // The optimizer's state `name` in table order (fp32 state, one rank: whole tensors).
 std::vector<float> gather_state(const ParamTable& t, Optimizer& opt, const std::string& name) {
@@ -79,7 +49,7 @@ std::vector<float> gather_state(const ParamTable& t, Optimizer& opt, const std::
 }
 
 TEST(ReferenceAdEMAMix, ThreeHundredStepsMatchTheAuthorsAlgorithm) {
-  const ParamTable table = tiny_table();
+  const ParamTable table = testing::tiny_reference_table();
   OptimConfig config;
   config.name = "ademamix";
   config.lr = 0.01;
@@ -105,7 +75,7 @@ TEST(ReferenceAdEMAMix, ThreeHundredStepsMatchTheAuthorsAlgorithm) {
   const std::string dir = templ;
 
   std::vector<float> w = testing::random_flat(table, 1, 0.5);
-  write_floats(dir + "/w0.bin", gather(table, w.data()));
+  testing::write_floats(dir + "/w0.bin", testing::gather_in_table_order(table, w.data()));
   const std::vector<float> direction = testing::random_flat(table, 2, 0.05);
 
   std::ostringstream spec;
@@ -119,7 +89,7 @@ TEST(ReferenceAdEMAMix, ThreeHundredStepsMatchTheAuthorsAlgorithm) {
     std::vector<float> g = testing::random_flat(table, 100 + s, 0.05);
     const float shrink = static_cast<float>(std::exp(-s / 60.0));
     for (size_t i = 0; i < g.size(); ++i) g[i] = (g[i] + direction[i]) * shrink;
-    const std::vector<float> packed = gather(table, g.data());
+    const std::vector<float> packed = testing::gather_in_table_order(table, g.data());
     all_grads.insert(all_grads.end(), packed.begin(), packed.end());
     for (float& x : g) x *= 2.0f;  // exact; undone by grad_scale 0.5
     OptimStepInfo info;
@@ -140,7 +110,7 @@ TEST(ReferenceAdEMAMix, ThreeHundredStepsMatchTheAuthorsAlgorithm) {
     spec << p.numel << " " << mult << " " << (decay ? config.weight_decay : 0.0) << "\n";
   }
   ASSERT_TRUE(testing::write_file(dir + "/spec.txt", spec.str()));
-  write_floats(dir + "/grads.bin", all_grads);
+  testing::write_floats(dir + "/grads.bin", all_grads);
 
   const auto r =
       testing::run_command("OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 " + testing::python3() + " " +
@@ -156,12 +126,12 @@ TEST(ReferenceAdEMAMix, ThreeHundredStepsMatchTheAuthorsAlgorithm) {
   const struct {
     const char* name;
     std::vector<float> got;
-  } checks[] = {{"w", gather(table, w.data())},
+  } checks[] = {{"w", testing::gather_in_table_order(table, w.data())},
                 {"m1", gather_state(table, *opt, "m1")},
                 {"m2", gather_state(table, *opt, "m2")},
                 {"nu", gather_state(table, *opt, "nu")}};
   for (const auto& c : checks) {
-    const std::vector<float> ref = read_floats(dir + "/" + c.name + ".bin");
+    const std::vector<float> ref = testing::read_floats(dir + "/" + c.name + ".bin");
     ASSERT_EQ(ref.size(), c.got.size()) << c.name;
     size_t off = 0;
     for (const auto& p : table.params) {

@@ -12,6 +12,7 @@
 
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "tests/support/optim_reference_support.h"
 #include "tests/support/optim_test_support.h"
 #include "tests/support/test_util.h"
 
@@ -19,36 +20,6 @@ namespace ledgerlm {
 namespace {
 
 constexpr int kSteps = 20;
-
-ParamTable tiny_table() {
-  ModelConfig mc;
-  mc.vocab_size = 64;
-  mc.n_layer = 1;
-  mc.n_head = 2;
-  mc.n_embd = 16;
-  mc.block_size = 8;
-  return param_table_build(mc);
-}
-
-void write_floats(const std::string& path, const std::vector<float>& x) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size() * 4));
-}
-
-std::vector<float> read_floats(const std::string& path) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  std::vector<float> x(static_cast<size_t>(f.tellg()) / 4);
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(x.data()), static_cast<std::streamsize>(x.size() * 4));
-  return x;
-}
-
-// Gathers the table's tensors (table order) out of a flat buffer.
-std::vector<float> gather(const ParamTable& t, const float* flat) {
-  std::vector<float> out;
-  for (const auto& p : t.params) out.insert(out.end(), flat + p.offset, flat + p.offset + p.numel);
-  return out;
-}
 
 struct TorchCase {
   std::string label;
@@ -61,7 +32,7 @@ struct TorchCase {
 
 // Runs the C++ optimizer and writes the case's inputs for the reference script.
 void prepare_case(TorchCase& tc, const std::string& root) {
-  tc.table = tiny_table();
+  tc.table = testing::tiny_reference_table();
   const ParamTable& table = tc.table;
   const OptimConfig& config = tc.config;
   testing::TestBackend backend;
@@ -71,7 +42,7 @@ void prepare_case(TorchCase& tc, const std::string& root) {
   tc.w = testing::random_flat(table, 1, 0.5);
   tc.dir = root + "/" + tc.label;
   ASSERT_TRUE(std::filesystem::create_directories(tc.dir));
-  write_floats(tc.dir + "/w0.bin", gather(table, tc.w.data()));
+  testing::write_floats(tc.dir + "/w0.bin", testing::gather_in_table_order(table, tc.w.data()));
 
   std::ostringstream spec;
   spec.precision(17);
@@ -81,7 +52,7 @@ void prepare_case(TorchCase& tc, const std::string& root) {
     const double lr = schedule_lr(config, s, kSteps);
     spec << (s > 1 ? "," : "") << lr;
     std::vector<float> g = testing::random_flat(table, 100 + s, 0.1);
-    const std::vector<float> packed = gather(table, g.data());
+    const std::vector<float> packed = testing::gather_in_table_order(table, g.data());
     all_grads.insert(all_grads.end(), packed.begin(), packed.end());
     for (float& x : g) x *= 2.0f;  // exact; undone by grad_scale 0.5
     OptimStepInfo info;
@@ -102,14 +73,14 @@ void prepare_case(TorchCase& tc, const std::string& root) {
     spec << p.numel << " " << mult << " " << (decay ? config.weight_decay : 0.0) << "\n";
   }
   ASSERT_TRUE(testing::write_file(tc.dir + "/spec.txt", spec.str()));
-  write_floats(tc.dir + "/grads.bin", all_grads);
+  testing::write_floats(tc.dir + "/grads.bin", all_grads);
 }
 
 void check_case(const TorchCase& tc) {
   SCOPED_TRACE(tc.label);
   const ParamTable& table = tc.table;
-  const std::vector<float> ref = read_floats(tc.dir + "/w.bin");
-  const std::vector<float> got = gather(table, tc.w.data());
+  const std::vector<float> ref = testing::read_floats(tc.dir + "/w.bin");
+  const std::vector<float> got = testing::gather_in_table_order(table, tc.w.data());
   ASSERT_EQ(ref.size(), got.size());
   size_t off = 0;
   for (const auto& p : table.params) {
