@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize, stats
 
+import figures
+
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20180614  # fixed: the same runs give the same interval every time
 DEFAULTS = {"train.micro_batch": 8, "train.accum": 1, "train.seq_len": 128}  # run_config.h
@@ -278,17 +280,11 @@ def arm_fit(points):
 
 # ---- figures ----
 
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
 
 def scaling_plot(name, lad, fits, out):
     """Steps and tokens to target against G (log-log) per arm: the points with their 95% CI, the
     fitted S(G) = Smin + Emin/G, the perfect-scaling line S = Emin/G and B_crit."""
-    plt = _pyplot()
+    plt = figures.pyplot()
     fig, axs = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
     for i, (arm, points) in enumerate(sorted(lad.items())):
         color = f"C{i}"
@@ -326,16 +322,13 @@ def scaling_plot(name, lad, fits, out):
         ax.set_ylabel(f"{what} to target (mean, 95% CI)")
         ax.set_title(f"{name}: {what} to target vs G", fontsize=9)
     axs[0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out.name
+    return figures.save_figure(fig, out)
 
 
 def lr_plot(name, lad, bases, out):
     """The per-G best LR against G (log-log) per arm with the fixed, linear and sqrt rules
     carried from the base G's best LR."""
-    plt = _pyplot()
+    plt = figures.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     drawn = False
     for i, (arm, points) in enumerate(sorted(lad.items())):
@@ -358,10 +351,7 @@ def lr_plot(name, lad, bases, out):
     ax.set_ylabel("LR (optim.lr)")
     ax.set_title(f"{name}: best LR per G and the LR rules", fontsize=9)
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out.name
+    return figures.save_figure(fig, out)
 
 
 def b_simple_plot(name, lad, fits, out):
@@ -369,7 +359,7 @@ def b_simple_plot(name, lad, fits, out):
     LR's runs when there are no finals), a horizontal line at each G tried and at B_crit. The
     y range holds the 1st to 99th percentile of what was logged: an estimate from a micro-batch
     of one sequence spikes where |G|^2 is near 0, and would flatten the rest."""
-    plt = _pyplot()
+    plt = figures.pyplot()
     arms = [a for a, pts in sorted(lad.items())
             if any(r["b_simple"] for p in pts.values() for r in p["runs_b_simple"])]
     if not arms:
@@ -399,10 +389,7 @@ def b_simple_plot(name, lad, fits, out):
         lo, hi = np.percentile(values, [1, 99])
         axes[0][0].set_ylim(lo / 2, hi * 2)
     axes[0][0].set_ylabel("B_simple (sequences)")
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out.name
+    return figures.save_figure(fig, out)
 
 
 # ---- the report's sections ----

@@ -24,6 +24,10 @@ import gzip
 import json
 import os
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # loaded by path in tests too
+from figures import pyplot  # noqa: E402
 
 STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ("-", "v"), ("--", "P"), (":", "X"),
           ("-.", "*")]
@@ -191,15 +195,6 @@ def save(fig, out):
     tmp = out + ".tmp.png"
     fig.savefig(tmp)
     os.replace(tmp, out)  # never leave a half-written image behind
-
-
-def pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on a server
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def main():

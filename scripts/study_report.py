@@ -44,6 +44,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import batch_science  # noqa: E402
+import figures  # noqa: E402
 import split_equivalence  # noqa: E402
 import ngram_baselines  # noqa: E402
 
@@ -403,12 +404,6 @@ def version():
     return head + (" (with uncommitted changes)" if dirty else "")
 
 
-def pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
 
 def baseline_lines(ax, base):
     """Dashed unigram, bigram and ln V lines (BASE: data_baselines(...) or None)."""
@@ -432,7 +427,7 @@ def lr_plot(study, arms, runs_by_arm, out, base=None):
         series.setdefault(label, []).append((float(axes[LR]), arms[arm]))
     if not series:
         return None
-    plt = pyplot()
+    plt = figures.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     for label, points in sorted(series.items()):
         points.sort(key=lambda p: p[0])
@@ -448,10 +443,7 @@ def lr_plot(study, arms, runs_by_arm, out, base=None):
     ax.set_ylabel("final val loss (mean, 95% CI over seeds)")
     ax.set_title(f"LR sensitivity: {study}", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out.name
+    return figures.save_figure(fig, out)
 
 
 def value_order(v):
@@ -488,7 +480,7 @@ def heatmaps(study, sweep_arms, out_dir):
             for ky in swept[i + 1:]:
                 xs, ys, grid = heatmap_grid(arms, kx, ky)
                 name = ngram_safe(f"heatmap_{opt}_{kx}_{ky}.png")
-                plt = pyplot()
+                plt = figures.pyplot()
                 fig, ax = plt.subplots(figsize=(1.2 * len(xs) + 2.5, 0.6 * len(ys) + 2), dpi=100)
                 im = ax.imshow(grid, cmap="viridis_r", aspect="auto")
                 for (y, x), v in np.ndenumerate(grid):
@@ -501,9 +493,7 @@ def heatmaps(study, sweep_arms, out_dir):
                 ax.set_ylabel(ky)
                 ax.set_title(f"{study}: {opt}, mean final val loss", fontsize=9)
                 fig.colorbar(im, ax=ax)
-                fig.tight_layout()
-                fig.savefig(out_dir / name)
-                plt.close(fig)
+                figures.save_figure(fig, out_dir / name)
                 others = [k for k in swept if k not in (kx, ky)]
                 out.append((name, f"{opt}: {kx} x {ky}" +
                             (f" (best over {', '.join(others)})" if others else "")))
@@ -519,7 +509,7 @@ def curves_plot(study, groups, curves, out, base=None):
     keys = [k for k in groups if any(curves.get(a, ([], []))[0] for a in groups[k]["arms"])]
     if not keys:
         return None
-    plt = pyplot()
+    plt = figures.pyplot()
     fig, axs = plt.subplots(1, len(keys), figsize=(6 * len(keys), 4.5), dpi=100, squeeze=False)
     for ax, key in zip(axs[0], keys):
         for arm in groups[key]["arms"]:
@@ -531,10 +521,7 @@ def curves_plot(study, groups, curves, out, base=None):
         ax.set_ylabel("val loss (eval windows, mean over seeds)")
         ax.set_title(f"{study}: {group_label(key)}", fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out.name
+    return figures.save_figure(fig, out)
 
 
 # ---- the report ----
