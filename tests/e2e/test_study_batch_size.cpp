@@ -80,6 +80,26 @@ std::string sweep_study(const std::string& root, const std::string& data, double
          "[finals]\nseeds = [1001, 1002]\nselect = []\n";
 }
 
+// The sweep study above (name.toml under ROOT) planned into ROOT/name and run with -j 2.
+struct SweepRun {
+  std::string dir;
+  CommandResult plan, run;
+};
+SweepRun plan_and_run_sweep(const std::string& root, const std::string& name,
+                            const std::string& data, double target, int steps) {
+  SweepRun s;
+  const std::string file = root + "/" + name + ".toml";
+  s.dir = root + "/" + name;
+  if (!write_file(file, sweep_study(root, data, target, steps))) {
+    s.plan = {1, "cannot write " + file};
+    return s;
+  }
+  const std::string study = testing::ledgerlm_binary() + " study ";
+  s.plan = run_command(study + "plan " + file + " --out " + s.dir);
+  if (s.plan.exit_code == 0) s.run = run_command(study + "run " + s.dir + " -j 2");
+  return s;
+}
+
 TEST(StudyBatchSize, SmokeStudyScoresRunsByStepsToTarget) {
   const std::string root = prepared_root();
   ASSERT_FALSE(root.empty());
@@ -193,12 +213,11 @@ TEST(StudyBatchSize, SmokeStudyScoresRunsByStepsToTarget) {
 TEST(StudyBatchSize, UnreachedTargetIsReportedNotWidened) {
   const std::string root = prepared_root();
   ASSERT_FALSE(root.empty());
-  const std::string file = root + "/unreached.toml", dir = root + "/unreached";
-  ASSERT_TRUE(write_file(file, sweep_study(root, "data", 0.001, 6)));
-  const std::string study = testing::ledgerlm_binary() + " study ";
-  ASSERT_EQ(run_command(study + "plan " + file + " --out " + dir).exit_code, 0);
-  const CommandResult run = run_command(study + "run " + dir + " -j 2");
+  const SweepRun sweep = plan_and_run_sweep(root, "unreached", "data", 0.001, 6);
+  ASSERT_EQ(sweep.plan.exit_code, 0) << sweep.plan.output;
+  const CommandResult& run = sweep.run;
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string& dir = sweep.dir;
   const std::string line = "study: sweep *: no LR reached target_loss: nothing to widen from";
   const size_t at = run.output.find(line);
   EXPECT_NE(at, std::string::npos) << run.output;
@@ -224,12 +243,11 @@ TEST(StudyBatchSize, UnreachedTargetIsReportedNotWidened) {
 TEST(StudyBatchSize, FinalsOnTheTestSplitAreStillEvaluated) {
   const std::string root = prepared_root();
   ASSERT_FALSE(root.empty());
-  const std::string file = root + "/test_split.toml", dir = root + "/test_split";
-  ASSERT_TRUE(write_file(file, sweep_study(root, "data_test", 2.5, 40)));
-  const std::string study = testing::ledgerlm_binary() + " study ";
-  ASSERT_EQ(run_command(study + "plan " + file + " --out " + dir).exit_code, 0);
-  const CommandResult run = run_command(study + "run " + dir + " -j 2");
+  const SweepRun sweep = plan_and_run_sweep(root, "test_split", "data_test", 2.5, 40);
+  ASSERT_EQ(sweep.plan.exit_code, 0) << sweep.plan.output;
+  const CommandResult& run = sweep.run;
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string& dir = sweep.dir;
   EXPECT_NE(run.output.find("7 run(s) finished, 0 failed"), std::string::npos) << run.output;
   const json m = json::parse(read_file(dir + "/manifest.json"));
   int finals = 0;
