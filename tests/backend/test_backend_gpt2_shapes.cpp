@@ -9,15 +9,16 @@
 // shapes; `guard` (label backend: the CPU backend behind guarded memory, so the harness itself
 // runs in CI) at the same shapes except where the CPU would be slow: the GEMMs run 128 rows
 // instead of B*T = 2048 and the cross-entropy 256 rows instead of 2048 (every width, K and N stays
-// the model's). The guard instance computes what the CPU computes, so it agrees exactly; its
-// value is that every case, upload, download and comparison runs here.
+// the model's; under AddressSanitizer T is 256 and the rows fewer still). The guard instance
+// computes what the CPU computes, so it agrees exactly; its value is that every case, upload,
+// download and comparison runs here.
 //
 // Comparison per tensor: max|got - ref| <= atol + rtol * max|ref| (testing::compare_tensor),
 // every tensor's line printed (the worst element and the bound), so a GPU run's log shows the
 // margins. Each reference is first checked to be non-trivial (its largest magnitude above a
 // floor and most elements non-zero): then a backend returning zeros misses by max|ref|, far
 // over the bound, and NaN or garbage fails the comparison. Tolerances are stated per case.
-// Each instance takes a few seconds here (the guard one about 10 s on 2 cores).
+// The guard instance takes about 10 s on 2 cores (ctest, OMP_WAIT_POLICY=PASSIVE).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,6 +61,15 @@ Floats random_floats(int64_t n, uint64_t seed, double scale = 1.0) {
   return v;
 }
 
+// The start of an accumulated gradient: a cheap pattern in [-0.05, 0.05) (the LM head's and
+// wte's 38.6M elements: random draws would cost seconds here and test nothing more).
+Floats start_pattern(int64_t n) {
+  Floats v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = 1e-4f * static_cast<float>(static_cast<int64_t>((i * 2654435761u) % 1000) - 500);
+  return v;
+}
+
 // The reference must carry signal: a largest magnitude of at least `floor` and at least
 // `min_nonzero` of its elements non-zero. Only then does "max|got - ref| within the bound" rule
 // out a backend that wrote nothing or zeros.
@@ -96,7 +106,20 @@ class Gpt2Shapes : public ::testing::TestWithParam<std::string> {
     be_ = backend_create(GetParam(), BackendOptions{0, 0});
     cpu_ = backend_create_cpu(0);
   }
-  bool full_shapes() const { return GetParam() != "guard"; }
+  // The sizes that vary by instance (widths, K and N are always the model's).
+  struct Sizes {
+    int64_t seq, gemm_rows, ce_rows, embedding_batch;
+  };
+  Sizes sizes() const {
+    if (GetParam() != "guard") return {kSeq, 2 * kSeq, 2 * kSeq, 16};
+#if defined(__SANITIZE_ADDRESS__)
+    // The sanitizer pass (scripts/test.sh, -O1 with AddressSanitizer) checks memory, not the
+    // figures: T 256 and fewer rows keep it to seconds.
+    return {256, 64, 64, 4};
+#else
+    return {kSeq, 128, 256, 16};
+#endif
+  }
 
   // Runs `op` on the CPU backend and on the backend under test; returns {ref, got}, each the
   // list of output tensors `op` downloaded.
@@ -125,7 +148,7 @@ Floats download(DeviceData& d, const Buffer& b, int64_t n) {
 // a race) is O(1e-1) of max|ref|.
 TEST_P(Gpt2Shapes, AttentionForwardBackward) {
   AttentionArgs a;
-  a.batch = 2, a.seq = kSeq, a.channels = kC, a.heads = kHeads;
+  a.batch = 2, a.seq = sizes().seq, a.channels = kC, a.heads = kHeads;
   const int64_t nqkv = a.batch * a.seq * 3 * kC, nout = a.batch * a.seq * kC;
   const int64_t nlse = a.batch * a.heads * a.seq;
   const Floats qkv = random_floats(nqkv, 1), dout = random_floats(nout, 2);
@@ -153,7 +176,7 @@ TEST_P(Gpt2Shapes, AttentionForwardBackward) {
 // within 3e-8 of max|ref| from an fp64 run; rtol 1e-4 (atol 1e-9, below the smallest
 // gradients' scale * 1e-5) keeps a factor of 1000.
 TEST_P(Gpt2Shapes, SoftmaxCrossEntropyWithGradient) {
-  const int64_t rows = full_shapes() ? 2 * kSeq : 256;
+  const int64_t rows = sizes().ce_rows;
   const double scale = 1.0 / static_cast<double>(rows);
   const Floats logits = random_floats(rows * kVocabPadded, 3, 2.0);
   std::vector<int32_t> targets(static_cast<size_t>(rows));
@@ -179,7 +202,7 @@ TEST_P(Gpt2Shapes, SoftmaxCrossEntropyWithGradient) {
 // backends sum in position order (docs of cuda_embedding.cu), so rtol 1e-4 of max|ref| (about
 // 150 here) has a wide margin; dwpe sums 16 rows.
 TEST_P(Gpt2Shapes, EmbeddingBackwardManyRepeats) {
-  const int64_t batch = 16, seq = kSeq, rows = batch * seq;
+  const int64_t batch = sizes().embedding_batch, seq = sizes().seq, rows = batch * seq;
   std::vector<int32_t> tokens(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     auto w = rng_bits(5, RngStream::kInit, 93, static_cast<uint64_t>(r));
@@ -187,11 +210,7 @@ TEST_P(Gpt2Shapes, EmbeddingBackwardManyRepeats) {
     const int64_t id = static_cast<int64_t>(300.0 * u * u * u);  // 0 is the most frequent
     tokens[static_cast<size_t>(r)] = static_cast<int32_t>((id * 167 + 11) % kVocab);
   }
-  // The start of dwte: a cheap pattern in [-0.05, 0.05) (38.6M elements; normal draws would
-  // cost seconds here and test nothing more).
-  Floats wte0(static_cast<size_t>(kVocabPadded * kC));
-  for (size_t i = 0; i < wte0.size(); ++i)
-    wte0[i] = 1e-4f * static_cast<float>(static_cast<int64_t>((i * 2654435761u) % 1000) - 500);
+  const Floats wte0 = start_pattern(kVocabPadded * kC);
   const Floats dout = random_floats(rows * kC, 6), wpe0 = random_floats(seq * kC, 8, 0.1);
   auto [ref, got] = on_both([&](Backend& be, DeviceData& d) {
     Buffer bt = d.i32(tokens), bdo = d.f32(dout), gte = d.f32(wte0), gpe = d.f32(wpe0);
@@ -199,7 +218,7 @@ TEST_P(Gpt2Shapes, EmbeddingBackwardManyRepeats) {
     return std::vector<Floats>{download(d, gte, kVocabPadded * kC), download(d, gpe, seq * kC)};
   });
   // dwte: most rows keep their random start; the 300 touched rows carry the sums.
-  expect_nontrivial("embedding dwte", ref[0], 50.0);
+  expect_nontrivial("embedding dwte", ref[0], 10.0);
   expect_nontrivial("embedding dwpe", ref[1], 1.0);
   expect_close("embedding dwte", got[0], ref[0], 1e-5, 1e-4);
   expect_close("embedding dwpe", got[1], ref[1], 1e-5, 1e-4);
@@ -211,7 +230,7 @@ TEST_P(Gpt2Shapes, EmbeddingBackwardManyRepeats) {
 // terms and dweight / dbias sum 2048 rows, in other orders on the device: relative errors of a
 // few 1e-6, against rtol 1e-4 (the op tests' fp32 tolerance).
 TEST_P(Gpt2Shapes, LayernormForwardBackward) {
-  const int64_t rows = 2 * kSeq, n = rows * kC;
+  const int64_t rows = 2 * sizes().seq, n = rows * kC;
   Floats x = random_floats(n, 9, 2.0);
   for (float& v : x) v += 0.5f;
   Floats w = random_floats(kC, 10, 0.1);
@@ -252,7 +271,7 @@ struct LinearShape {
 };
 
 TEST_P(Gpt2Shapes, Bf16GemmsOfTheBlockAndLmHead) {
-  const int64_t rows = full_shapes() ? 2 * kSeq : 128;
+  const int64_t rows = sizes().gemm_rows;
   const LinearShape shapes[] = {{"qkv", kC, 3 * kC},
                                 {"attn proj", kC, kC},
                                 {"fc", kC, kMlp},
@@ -262,7 +281,7 @@ TEST_P(Gpt2Shapes, Bf16GemmsOfTheBlockAndLmHead) {
   for (const LinearShape& s : shapes) {
     const Floats x = random_floats(rows * s.in, seed++), wt = random_floats(s.out * s.in, seed++);
     const Floats b = random_floats(s.out, seed++), dy = random_floats(rows * s.out, seed++);
-    const Floats dw0 = random_floats(s.out * s.in, seed++), db0 = random_floats(s.out, seed++);
+    const Floats dw0 = start_pattern(s.out * s.in), db0 = random_floats(s.out, seed++);
     auto [ref, got] = on_both([&](Backend& be, DeviceData& d) {
       Buffer bx = d.f32(x), bw = d.f32(wt), bb = d.f32(b), bdy = d.f32(dy);
       Buffer y = d.zeros(DType::kF32, rows * s.out), dx = d.zeros(DType::kF32, rows * s.in);
