@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One prepared check for a GPU machine (see docs/gpu.md), under one deadline: the environment
-# (build info, driver, CUDA library locations), an ldd preflight, the CUDA tests (failing cases
-# rerun with LEDGERLM_CUDA_SYNC_CHECK=1 and under compute-sanitizer when present), a 200-step
+# (build info, driver, CUDA library locations), an ldd preflight, the CUDA tests (the op harness,
+# the ops at GPT-2 124M shapes against the CPU, the fp64 gradient checks on the cuda backend, the
+# training tests; failing cases rerun with LEDGERLM_CUDA_SYNC_CHECK=1 and under compute-sanitizer
+# when present), a 200-step
 # training run of the small shape on the GPU next to the CPU, and scripts/gpu/bench_gpu.sh.
 #
 #   scripts/gpu/gpu_check.sh --out DIR [--deadline SECONDS] [--dry]
@@ -140,7 +142,9 @@ stage_environment() {
 stage_preflight() {  # every library each binary needs resolves, or one line naming the missing
   local f missing=""
   for f in "$bin_dir/ledgerlm" "$(find_test test_backend_ops)" "$(find_test test_cuda_training)" \
-      "$(find_test test_cuda_device)"; do
+      "$(find_test test_cuda_device)" "$(find_test test_backend_gpt2_shapes)" \
+      "$(find_test test_ops_gradcheck)" "$(find_test test_model_gradcheck)" \
+      "$(find_test test_model_lora_gradcheck)"; do
     if [[ -z "$f" || ! -x "$f" ]]; then
       # A CPU-only build has no test_cuda_device: the dry run goes on without it.
       [[ $dry -eq 1 && "$f" != "$bin_dir/ledgerlm" ]] && continue
@@ -156,7 +160,7 @@ stage_preflight() {  # every library each binary needs resolves, or one line nam
     return 1
   fi
 }
-run_gtest() {  # binary name
+run_gtest() {  # binary name [gtest filter]
   local t
   t="$(find_test "$1")"
   if [[ -z "$t" ]]; then
@@ -164,7 +168,7 @@ run_gtest() {  # binary name
     [[ $dry -eq 1 ]] && return 3  # a CPU-only build: skipped, not failed
     return 1
   fi
-  "$t" --gtest_output="xml:$work/$1.xml"
+  "$t" --gtest_output="xml:$work/$1.xml" ${2:+--gtest_filter="$2"}
 }
 keep_temp_dirs() {  # copy the small files of the test temp dirs named in the logs, then remove them
   local d
@@ -178,12 +182,19 @@ keep_temp_dirs() {  # copy the small files of the test temp dirs named in the lo
 }
 stage_test_cuda_device() { run_gtest test_cuda_device; }
 stage_test_backend_ops() { run_gtest test_backend_ops; }
+# The suites instantiated per backend name: their cuda instances only (the cpu and guard ones
+# are CI's); a CPU-only build has none, and the filter then matches nothing.
+stage_test_backend_gpt2_shapes() { run_gtest test_backend_gpt2_shapes '*/cuda'; }
+stage_test_ops_gradcheck() { run_gtest test_ops_gradcheck '*/cuda'; }
+stage_test_model_gradcheck() { run_gtest test_model_gradcheck '*/cuda'; }
+stage_test_model_lora_gradcheck() { run_gtest test_model_lora_gradcheck '*/cuda'; }
 stage_test_cuda_training() { run_gtest test_cuda_training; }
 stage_rerun_failed() {  # failing cases again: synchronizing launch checks, then memcheck
   local sanitizer t name cases
   sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
   local any=0
-  for name in test_cuda_device test_backend_ops test_cuda_training; do
+  for name in test_cuda_device test_backend_ops test_backend_gpt2_shapes test_ops_gradcheck \
+      test_model_gradcheck test_model_lora_gradcheck test_cuda_training; do
     cases="$(grep -hoE '^\[  FAILED  \] [A-Za-z0-9_/.]+' "$work/logs/$name.log" 2>/dev/null |
       awk '{print $4}' | sort -u | paste -sd:)"
     [[ -n "$cases" ]] || continue
@@ -268,7 +279,9 @@ stage_bench() {
   grep -q 'tokens/s' "$work/bench/summary.txt"
 }
 export -f site_nvidia_libs toolkit_libs find_test run_gtest stage_environment stage_preflight \
-  stage_test_cuda_device stage_test_backend_ops stage_test_cuda_training stage_rerun_failed \
+  stage_test_cuda_device stage_test_backend_ops stage_test_backend_gpt2_shapes \
+  stage_test_ops_gradcheck stage_test_model_gradcheck stage_test_model_lora_gradcheck \
+  stage_test_cuda_training stage_rerun_failed \
   stage_train_small stage_bench
 
 status=0
@@ -314,6 +327,10 @@ run_stage environment 20
 run_stage preflight 10
 run_stage test_cuda_device 30
 run_stage test_backend_ops 60
+run_stage test_backend_gpt2_shapes 60
+run_stage test_ops_gradcheck 20
+run_stage test_model_gradcheck 30
+run_stage test_model_lora_gradcheck 30
 run_stage test_cuda_training 120
 run_stage rerun_failed 60
 run_stage train_small 90

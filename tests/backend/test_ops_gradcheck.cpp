@@ -1,7 +1,10 @@
-// Finite-difference gradient checks of every CPU backend op that has a backward, in fp64
+// Finite-difference gradient checks of every backend op that has a backward, in fp64
 // (activations and parameters fp64): linear layer (gemm + bias_backward), embedding, layernorm,
 // GELU, attention (with and without dropout), softmax cross-entropy with a padded vocabulary,
-// and dropout.
+// and dropout. Instantiated per backend name: cpu (label backend; the guard backend in the
+// guard re-run) and, in a CUDA build, cuda (label cuda, "skipped: no CUDA device" without one).
+// Inputs and outputs are host vectors staged through the backend's copies (HostStaging), so the
+// same checks hold the device's fp64 kernels to the same bound.
 //
 // Each check uses loss = sum(out * w) with fixed random w, so dout = w, and compares the
 // analytic gradient of every input against central differences with h = 1e-6.
@@ -18,6 +21,7 @@
 #include "model/backend/backend.h"
 #include "model/base/rng.h"
 #include "tests/support/backend_ops_support.h"
+#include "tests/support/host_staging.h"
 
 namespace ledgerlm {
 namespace {
@@ -29,10 +33,6 @@ constexpr double kRtol = 1e-6;
 
 Vec random_vec(int64_t n, uint64_t seed, double scale = 1.0) {
   return testing::random_values(n, seed, scale, /*site=*/77);
-}
-
-Tensor t64(Vec& v) {
-  return Tensor(v.data(), DType::kF64);
 }
 
 double dot(const Vec& a, const Vec& b) {
@@ -68,23 +68,21 @@ void check_grad(const std::string& name, Vec& x, const Vec& analytic,
   EXPECT_GT(max_abs, 1e-3) << name << ": numeric gradient is (nearly) zero";
 }
 
-class GradCheck : public ::testing::Test {
- protected:
-  std::unique_ptr<Backend> be = backend_create_cpu(2);
-};
+using GradCheck = testing::OnNamedBackend;
 
-TEST_F(GradCheck, LinearWithBias) {
+TEST_P(GradCheck, LinearWithBias) {
   const int64_t m = 5, k = 4, n = 3;
   Vec x = random_vec(m * k, 1), w = random_vec(n * k, 2), b = random_vec(n, 3);
   Vec wout = random_vec(m * n, 4);
   auto forward = [&](Vec& out) {
     GemmArgs g;
-    g.a = t64(x);
-    g.b = t64(w);
-    g.c = t64(out);
-    g.bias = t64(b);
+    g.a = stage->up(x);
+    g.b = stage->up(w);
+    g.c = stage->up(out);
+    g.bias = stage->up(b);
     g.m = m, g.n = n, g.k = k, g.trans_b = true;
     be->gemm(g);
+    stage->down(out);
   };
   auto loss = [&] {
     Vec out(m * n, 123.0);  // overwritten: accumulate is off
@@ -96,73 +94,88 @@ TEST_F(GradCheck, LinearWithBias) {
   Vec dw0 = random_vec(n * k, 5), db0 = random_vec(n, 6);
   Vec dw = dw0, db = db0;
   GemmArgs gx;
-  gx.a = t64(wout), gx.b = t64(w), gx.c = t64(dx), gx.m = m, gx.n = k, gx.k = n;
+  gx.a = stage->up(wout), gx.b = stage->up(w), gx.c = stage->up(dx), gx.m = m, gx.n = k, gx.k = n;
   be->gemm(gx);
+  stage->down(dx);
   GemmArgs gw;
-  gw.a = t64(wout), gw.b = t64(x), gw.c = t64(dw), gw.m = n, gw.n = k, gw.k = m;
+  gw.a = stage->up(wout), gw.b = stage->up(x), gw.c = stage->up(dw), gw.m = n, gw.n = k, gw.k = m;
   gw.trans_a = true, gw.accumulate = true;
   be->gemm(gw);
-  be->bias_backward(t64(db), t64(wout), m, n);
+  stage->down(dw);
+  be->bias_backward(stage->up(db), stage->up(wout), m, n);
+  stage->down(db);
   check_grad("linear dx", x, dx, loss);
   check_grad("linear dW", w, minus(dw, dw0), loss);
   check_grad("linear db", b, minus(db, db0), loss);
 }
 
-TEST_F(GradCheck, Embedding) {
+TEST_P(GradCheck, Embedding) {
   const int64_t batch = 2, seq = 3, c = 4, vocab = 5;
   std::vector<int32_t> tokens = {1, 3, 1, 4, 1, 0};  // repeated tokens exercise the grouping
   Vec wte = random_vec(vocab * c, 7), wpe = random_vec(seq * c, 8);
   Vec wout = random_vec(batch * seq * c, 9);
   auto loss = [&] {
     Vec out(batch * seq * c);
-    be->embedding_forward(t64(out), Tensor(tokens.data(), DType::kI32), t64(wte), t64(wpe), batch,
+    be->embedding_forward(stage->up(out), stage->up(tokens), stage->up(wte), stage->up(wpe), batch,
                           seq, c);
+    stage->down(out);
     return dot(out, wout);
   };
   Vec dwte0 = random_vec(vocab * c, 10), dwpe0 = random_vec(seq * c, 11);
   Vec dwte = dwte0, dwpe = dwpe0;
-  be->embedding_backward(t64(dwte), t64(dwpe), t64(wout), Tensor(tokens.data(), DType::kI32), batch,
-                         seq, c);
+  be->embedding_backward(stage->up(dwte), stage->up(dwpe), stage->up(wout), stage->up(tokens),
+                         batch, seq, c);
+  stage->down(dwte);
+  stage->down(dwpe);
   check_grad("embedding dwpe", wpe, minus(dwpe, dwpe0), loss);
   // Token 2 never occurs: its row must stay untouched (both gradients 0 there).
   check_grad("embedding dwte", wte, minus(dwte, dwte0), loss);
 }
 
-TEST_F(GradCheck, LayerNorm) {
+TEST_P(GradCheck, LayerNorm) {
   const int64_t rows = 3, c = 6;
   Vec x = random_vec(rows * c, 12, 2.0), w = random_vec(c, 13), b = random_vec(c, 14);
   Vec wout = random_vec(rows * c, 15);
   Vec mean(rows), rstd(rows);
   auto loss = [&] {
     Vec out(rows * c);
-    be->layernorm_forward(t64(out), t64(mean), t64(rstd), t64(x), t64(w), t64(b), rows, c);
+    be->layernorm_forward(stage->up(out), stage->up(mean), stage->up(rstd), stage->up(x),
+                          stage->up(w), stage->up(b), rows, c);
+    stage->down(out);
+    stage->down(mean);
+    stage->down(rstd);
     return dot(out, wout);
   };
   loss();  // fills mean and rstd for backward
   Vec dx0 = random_vec(rows * c, 16), dw0 = random_vec(c, 17), db0 = random_vec(c, 18);
   Vec dx = dx0, dw = dw0, db = db0;
-  be->layernorm_backward(t64(dx), t64(dw), t64(db), t64(wout), t64(x), t64(w), t64(mean), t64(rstd),
-                         rows, c);
+  be->layernorm_backward(stage->up(dx), stage->up(dw), stage->up(db), stage->up(wout), stage->up(x),
+                         stage->up(w), stage->up(mean), stage->up(rstd), rows, c);
+  stage->down(dx);
+  stage->down(dw);
+  stage->down(db);
   check_grad("layernorm dx", x, minus(dx, dx0), loss);
   check_grad("layernorm dweight", w, minus(dw, dw0), loss);
   check_grad("layernorm dbias", b, minus(db, db0), loss);
 }
 
-TEST_F(GradCheck, Gelu) {
+TEST_P(GradCheck, Gelu) {
   const int64_t n = 40;
   Vec x = random_vec(n, 19, 2.0), wout = random_vec(n, 20);
   auto loss = [&] {
     Vec out(n);
-    be->gelu_forward(t64(out), t64(x), n);
+    be->gelu_forward(stage->up(out), stage->up(x), n);
+    stage->down(out);
     return dot(out, wout);
   };
   Vec dx(n, 5.0);
-  be->gelu_backward(t64(dx), t64(x), t64(wout), n);
+  be->gelu_backward(stage->up(dx), stage->up(x), stage->up(wout), n);
+  stage->down(dx);
   check_grad("gelu dx", x, dx, loss);
 }
 
-void attention_gradcheck(Backend& be, int64_t batch, int64_t seq, int64_t c, int64_t heads,
-                         double dropout, const std::string& name) {
+void attention_gradcheck(Backend& be, testing::HostStaging& stage, int64_t batch, int64_t seq,
+                         int64_t c, int64_t heads, double dropout, const std::string& name) {
   AttentionArgs a;
   a.batch = batch, a.seq = seq, a.channels = c, a.heads = heads;
   a.dropout = dropout, a.seed = 42, a.site = 7;
@@ -170,33 +183,37 @@ void attention_gradcheck(Backend& be, int64_t batch, int64_t seq, int64_t c, int
   Vec wout = random_vec(batch * seq * c, 22);
   Vec out(batch * seq * c), lse(batch * heads * seq);
   auto loss = [&] {
-    be.attention_forward(t64(out), t64(lse), t64(qkv), a);
+    be.attention_forward(stage.up(out), stage.up(lse), stage.up(qkv), a);
+    stage.down(out);
+    stage.down(lse);
     return dot(out, wout);
   };
   loss();
   Vec dqkv(qkv.size(), 77.0);  // written, not accumulated
-  be.attention_backward(t64(dqkv), t64(wout), t64(qkv), t64(out), t64(lse), a);
+  be.attention_backward(stage.up(dqkv), stage.up(wout), stage.up(qkv), stage.up(out), stage.up(lse),
+                        a);
+  stage.down(dqkv);
   check_grad(name + " dqkv", qkv, dqkv, loss);
 }
 
-TEST_F(GradCheck, Attention) {
-  attention_gradcheck(*be, 2, 5, 8, 2, 0.0, "attention");
+TEST_P(GradCheck, Attention) {
+  attention_gradcheck(*be, *stage, 2, 5, 8, 2, 0.0, "attention");
 }
 
-TEST_F(GradCheck, AttentionThreeHeads) {
-  attention_gradcheck(*be, 1, 7, 12, 3, 0.0, "attention H=3");
+TEST_P(GradCheck, AttentionThreeHeads) {
+  attention_gradcheck(*be, *stage, 1, 7, 12, 3, 0.0, "attention H=3");
 }
 
-TEST_F(GradCheck, AttentionDropout) {
-  attention_gradcheck(*be, 2, 5, 8, 2, 0.3, "attention dropout");
+TEST_P(GradCheck, AttentionDropout) {
+  attention_gradcheck(*be, *stage, 2, 5, 8, 2, 0.3, "attention dropout");
 }
 
 // seq = 40 spans two query blocks of the tiled kernel (32 + 8): dK and dV collect from both.
-TEST_F(GradCheck, AttentionAcrossQueryBlocks) {
-  attention_gradcheck(*be, 1, 40, 8, 2, 0.2, "attention 2 query blocks, dropout");
+TEST_P(GradCheck, AttentionAcrossQueryBlocks) {
+  attention_gradcheck(*be, *stage, 1, 40, 8, 2, 0.2, "attention 2 query blocks, dropout");
 }
 
-TEST_F(GradCheck, SoftmaxCrossEntropyPadded) {
+TEST_P(GradCheck, SoftmaxCrossEntropyPadded) {
   const int64_t rows = 4, vocab = 5, padded = 8;
   const double grad_scale = 0.7;  // loss = grad_scale * sum(losses)
   std::vector<int32_t> targets = {0, 4, 2, 2};
@@ -205,35 +222,43 @@ TEST_F(GradCheck, SoftmaxCrossEntropyPadded) {
     for (int64_t j = vocab; j < padded; ++j) logits[r * padded + j] = 50.0;  // must get no mass
   auto loss = [&] {
     Vec work = logits, losses(rows);
-    be->softmax_cross_entropy(t64(losses), t64(work), Tensor(targets.data(), DType::kI32), rows,
-                              vocab, padded, 0.0);
+    be->softmax_cross_entropy(stage->up(losses), stage->up(work), stage->up(targets), rows, vocab,
+                              padded, 0.0);
+    stage->down(losses);
+    stage->down(work);
     EXPECT_EQ(work, logits) << "grad_scale == 0 must leave the logits untouched";
     double s = 0;
     for (double l : losses) s += grad_scale * l;
     return s;
   };
   Vec grad = logits, losses(rows);
-  be->softmax_cross_entropy(t64(losses), t64(grad), Tensor(targets.data(), DType::kI32), rows,
-                            vocab, padded, grad_scale);
+  be->softmax_cross_entropy(stage->up(losses), stage->up(grad), stage->up(targets), rows, vocab,
+                            padded, grad_scale);
+  stage->down(grad);
   check_grad("cross-entropy dlogits", logits, grad, loss);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = vocab; j < padded; ++j) EXPECT_EQ(grad[r * padded + j], 0.0);
 }
 
-TEST_F(GradCheck, Dropout) {
+TEST_P(GradCheck, Dropout) {
   const int64_t n = 64;
   const double p = 0.25;
   Vec x = random_vec(n, 24), wout = random_vec(n, 25);
   auto loss = [&] {
     Vec y = x;
-    be->dropout(t64(y), n, p, DropoutKey{5, 9, 0, n / 4});
+    be->dropout(stage->up(y), n, p, DropoutKey{5, 9, 0, n / 4});
+    stage->down(y);
     return dot(y, wout);
   };
   // Backward of inverted dropout is the same masked scaling applied to dout.
   Vec dx = wout;
-  be->dropout(t64(dx), n, p, DropoutKey{5, 9, 0, n / 4});
+  be->dropout(stage->up(dx), n, p, DropoutKey{5, 9, 0, n / 4});
+  stage->down(dx);
   check_grad("dropout dx", x, dx, loss);
 }
+
+INSTANTIATE_TEST_SUITE_P(Fp64, GradCheck, ::testing::ValuesIn(testing::cpu_and_cuda_backends()),
+                         testing::backend_param_name);
 
 }  // namespace
 }  // namespace ledgerlm
