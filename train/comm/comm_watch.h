@@ -81,6 +81,9 @@ class CommWatch {
   // ...or every rank answered but the collective did not complete; `positions` (each rank's
   // count of collectives) is named when the ranks disagree on it.
   std::string stuck_message(const char* collective, const std::vector<uint64_t>& positions) const;
+  // ...or a transport that does not say which rank is missing (NCCL: a collective queued on the
+  // device that did not complete) left `rank` waiting in `collective` past the limit.
+  std::string unattributed_message(int rank, const char* transport, const char* collective) const;
   // The warning of a rank whose wait exceeded the limit but ended (every rank arrived).
   std::string late_message(int rank, const char* collective, double waited_s) const;
 
