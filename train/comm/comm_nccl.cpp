@@ -464,8 +464,10 @@ std::unique_ptr<Comm> comm_create_nccl(Comm& host, Backend& be, std::string* why
   int version = 0;
   std::unique_ptr<SharedLibrary> lib =
       nccl_library_open(nccl_library_names(), NCCL_MAJOR, &reason, &version);
-  if (lib != nullptr && be.native_stream() == nullptr)
+  if (lib != nullptr && be.native_stream() == nullptr) {
     reason = "backend '" + be.name() + "' has no CUDA stream";
+    lib.reset();
+  }
   const std::vector<std::string> all = host.all_gather_text(lib != nullptr ? "" : reason);
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty()) {

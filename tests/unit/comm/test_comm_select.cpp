@@ -125,6 +125,19 @@ TEST(CommSelect, CommForRunFallsBackWithAutoAndFailsWithNccl) {
   EXPECT_EQ(owned, nullptr);
 }
 
+// Where the NCCL Comm is built and the library loads (no GPU needed): a backend without a CUDA
+// stream (the CPU's) is refused with that reason before NCCL is initialised.
+TEST(CommSelect, TheNcclCommRefusesABackendWithoutAStream) {
+  if (!comm_nccl_built()) GTEST_SKIP() << "skipped: this build has no NCCL Comm";
+  std::string why;
+  if (!nccl_library_open(nccl_library_names(), 2, &why))
+    GTEST_SKIP() << "skipped: NCCL does not load here (" << why << ")";
+  std::unique_ptr<Comm> host = comm_create_single();
+  std::unique_ptr<Backend> cpu = backend_create_cpu(1);
+  EXPECT_EQ(comm_create_nccl(*host, *cpu, &why), nullptr);
+  EXPECT_EQ(why, "backend 'cpu' has no CUDA stream");
+}
+
 TEST(CommSelect, ATimeoutLineSaysNcclDoesNotNameTheRank) {
   CommWatch w;
   w.begin_run(30.0, 100.0);
