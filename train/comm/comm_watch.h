@@ -11,9 +11,10 @@
 // The transport does the rest: the MPI Comm (comm_mpi_gate.h) waits for every rank's arrival
 // with a non-blocking barrier polled under PollBackoff and, on expiry, asks every rank where it
 // is, so that the line names the ranks that did not take part; the Backstop's hook does the same
-// from its thread while the main thread is blocked in the collective itself. A NCCL Comm would
-// use the same gate on its MPI side channel before each NCCL call, poll its stream and
-// ncclCommGetAsyncError under the same PollBackoff, and arm the same Backstop around the call.
+// from its thread while the main thread is blocked in the collective itself. The NCCL Comm
+// (comm_nccl.cpp) passes the MPI Comm's barrier (its gate) before each NCCL call, polls
+// ncclCommGetAsyncError under the same PollBackoff and limit, and watches its queued collectives
+// from a thread of its own (NCCL cannot say which rank stalled: unattributed_message).
 #pragma once
 
 #include <atomic>
