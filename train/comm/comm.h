@@ -105,13 +105,14 @@ class Comm {
   virtual void hand_failure_to_lead(const std::string& line) { (void)line; }
 
   // The timeout of the collectives and what the job is doing (named when a wait ends the job).
-  CommWatch& watch() { return watch_; }
+  // (virtual: a Comm that wraps another shares the wrapped one's, as the NCCL Comm does).
+  virtual CommWatch& watch() { return watch_; }
 
   // What to record when the job ends from the watchdog's thread (the main thread blocked in a
   // collective); the main thread's own ends reach the caller as a JobError instead. Rank 0's
   // trainer sets it to write the failed run's summary, and clears it (nullptr) when the run
   // ends. It runs on that thread, while the main thread stays blocked.
-  void set_last_words(std::function<void(const std::string& reason)> fn) {
+  virtual void set_last_words(std::function<void(const std::string& reason)> fn) {
     last_words_ = std::move(fn);
   }
 

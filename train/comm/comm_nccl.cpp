@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -114,7 +115,6 @@ class NcclComm final : public Comm {
     compute_ = static_cast<cudaStream_t>(be.native_stream());
     LLM_REQUIRE(compute_ != nullptr, "NCCL comm: backend '", be.name(),
                 "' has no CUDA stream (NCCL moves GPU memory only)");
-    watch_ = host.watch();
     cuda_ok(cudaGetDevice(&device_), "cudaGetDevice");
     cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     cuda_ok(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
@@ -128,9 +128,10 @@ class NcclComm final : public Comm {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
+    queued_.notify_one();
     if (watcher_.joinable()) watcher_.join();
     // Our queued work first (an error here cannot be reported: the run is ending).
-    if (!aborted_) {
+    if (!aborted_ && comm_ != nullptr) {
       cudaStreamSynchronize(stream_);
       api_.destroy(comm_);
     }
@@ -236,6 +237,15 @@ class NcclComm final : public Comm {
     return host().all_gather_text(mine);
   }
   void barrier() override { host().barrier(); }
+
+  // One watch and one record for the job's end: the wrapped Comm's (its gate and Backstop use
+  // them; this Comm's watch thread reads the words while ending the job).
+  CommWatch& watch() override { return host_.watch(); }
+  void set_last_words(std::function<void(const std::string& reason)> fn) override {
+    host_.set_last_words(fn);
+    std::lock_guard<std::mutex> lock(words_mu_);
+    last_words_ = std::move(fn);
+  }
   [[noreturn]] void abort(int exit_code) override {
     host().abort(exit_code);
     std::_Exit(exit_code);  // not reached: the wrapped Comm's abort does not return
@@ -248,14 +258,6 @@ class NcclComm final : public Comm {
   }
 
  private:
-  // The wrapped Comm with this one's watch (phase, limit) and last words: the trainer sets them
-  // on the Comm it holds, this one.
-  Comm& host() {
-    host_.watch() = watch_;
-    host_.set_last_words(last_words_);
-    return host_;
-  }
-
   void init() {
     // Rank 0 makes the id; every rank learns whether that worked (an error on rank 0 alone
     // would leave the others waiting in the initialisation).
@@ -289,25 +291,23 @@ class NcclComm final : public Comm {
     const std::vector<std::string> all = host().all_gather_text(failed);
     for (size_t r = 0; r < all.size(); ++r)
       if (!all[r].empty()) {
-        if (comm_ != nullptr) {
-          api_.abort(comm_);
-          aborted_ = true;
-        }
+        abort_comm();  // once: a failed call above may have aborted it already
         throw AgreedError(error_message("rank ", r, ": ", all[r]));
       }
   }
 
   std::string result_text(ncclResult_t rc) const {
     std::string text = api_.error_string(rc);
-    const char* last = comm_ != nullptr ? api_.last_error(comm_) : nullptr;
+    const char* last = comm_ != nullptr && !aborted_ ? api_.last_error(comm_) : nullptr;
     if (last != nullptr && *last != '\0') text += std::string(": ") + last;
     return text;
   }
 
   void nccl_ok(ncclResult_t rc, const char* what) {
     if (rc == ncclSuccess || rc == ncclInProgress) return;
+    const std::string text = result_text(rc);  // before the abort frees the communicator
     abort_comm();
-    fail(error_message("NCCL ", what, " failed: ", result_text(rc)));
+    fail(error_message("NCCL ", what, " failed: ", text));
   }
 
   // Non-blocking NCCL: the last call may still be in progress; poll it under the watch's limit.
@@ -319,19 +319,22 @@ class NcclComm final : public Comm {
       if (comm_ != nullptr) nccl_ok(api_.get_async_error(comm_, &state), "ncclCommGetAsyncError");
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) {
+        const std::string text = result_text(state);  // before the abort
         abort_comm();
-        fail(error_message("NCCL ", collective, " failed: ", result_text(state)));
+        fail(error_message("NCCL ", collective, " failed: ", text));
       }
       waited = clock.tick();
-      if (waited > watch_.limit()) {
+      if (waited > watch().limit()) {
         abort_comm();
-        throw JobError(watch_.unattributed_message(rank(), "NCCL", collective));
+        throw JobError(watch().unattributed_message(rank(), "NCCL", collective));
       }
       PollBackoff::pause(waited);
     }
   }
 
+  // Aborts the communicator once, from either thread (the watch thread stops using it after).
   void abort_comm() {
+    std::lock_guard<std::mutex> lock(abort_mu_);
     if (comm_ == nullptr || aborted_) return;
     aborted_ = true;
     api_.abort(comm_);
@@ -342,7 +345,10 @@ class NcclComm final : public Comm {
   // event goes to the watch thread and to the ticket.
   template <class Enqueue>
   CommTicket run(Backend& be, const char* collective, Enqueue&& enqueue) {
-    LLM_REQUIRE(!aborted_, "NCCL comm: the communicator was aborted after an earlier failure");
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      LLM_REQUIRE(!aborted_, "NCCL comm: the communicator was aborted after an earlier failure");
+    }
     host().barrier();
     cudaStream_t compute = static_cast<cudaStream_t>(be.native_stream());
     cuda_ok(cudaEventRecord(ready_, compute), "cudaEventRecord");
@@ -355,8 +361,9 @@ class NcclComm final : public Comm {
     cuda_ok(cudaEventRecord(for_watch, stream_), "cudaEventRecord");
     {
       std::lock_guard<std::mutex> lock(mu_);
-      outstanding_.push_back({for_watch, next_ticket_ + 1, collective, watch_});
+      outstanding_.push_back({for_watch, next_ticket_ + 1, collective, watch()});
     }
+    queued_.notify_one();
     const CommTicket ticket{++next_ticket_};
     tickets_.emplace(ticket.id, for_ticket);
     return ticket;
@@ -382,13 +389,11 @@ class NcclComm final : public Comm {
     for (;;) {
       Outstanding o;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        // Nothing queued: sleep until something is (no polling while the job computes).
+        std::unique_lock<std::mutex> lock(mu_);
+        queued_.wait(lock, [&] { return stop_ || !outstanding_.empty(); });
         if (stop_) return;
-        if (!outstanding_.empty()) o = outstanding_.front();
-      }
-      if (o.done == nullptr) {
-        PollBackoff::sleep(kIdleSleep);
-        continue;
+        o = outstanding_.front();
       }
       if (o.seq != front) {
         front = o.seq;
@@ -403,11 +408,17 @@ class NcclComm final : public Comm {
       }
       std::string line;
       ncclResult_t state = ncclSuccess;
+      ncclResult_t asked = ncclSuccess;
+      {
+        // The main thread aborted it after a failure it reports itself: nothing left to watch.
+        std::lock_guard<std::mutex> lock(abort_mu_);
+        if (aborted_) return;
+        asked = api_.get_async_error(comm_, &state);
+      }
       if (q != cudaErrorNotReady) {
         line = error_message("rank ", rank(), ": the NCCL ", o.collective,
                              " failed on the device: ", cudaGetErrorString(q));
-      } else if (api_.get_async_error(comm_, &state) == ncclSuccess && state != ncclSuccess &&
-                 state != ncclInProgress) {
+      } else if (asked == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
         line = error_message("rank ", rank(), ": the NCCL ", o.collective,
                              " failed: ", api_.error_string(state));
       } else if (clock.tick() > o.watch.limit()) {
@@ -423,14 +434,16 @@ class NcclComm final : public Comm {
   [[noreturn]] void end_job(const std::string& line) {
     std::fprintf(stderr, "ledgerlm: error: %s (ending every rank of the job)\n", line.c_str());
     std::fflush(stderr);
-    if (last_words_) last_words_(line);
-    api_.abort(comm_);
+    {
+      std::lock_guard<std::mutex> lock(words_mu_);
+      if (last_words_) last_words_(line);
+    }
+    abort_comm();
     host_.abort(1);
     std::_Exit(1);  // not reached
   }
 
-  static constexpr double kIdleSleep = 2e-3;  // nothing queued
-  static constexpr double kPollSleep = 1e-3;  // a collective in flight
+  static constexpr double kPollSleep = 1e-3;  // a collective in flight: its done event's polls
 
   Comm& host_;
   std::unique_ptr<SharedLibrary> lib_;
@@ -442,11 +455,16 @@ class NcclComm final : public Comm {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
   ncclComm_t comm_ = nullptr;
-  bool aborted_ = false;
+  Comm& host() { return host_; }
+
+  std::mutex words_mu_;  // last_words_: set by the main thread, called by the watch thread
+  std::mutex abort_mu_;
+  bool aborted_ = false;  // under abort_mu_ where both threads may run
   uint64_t next_ticket_ = 0;
   std::unordered_map<uint64_t, cudaEvent_t> tickets_;  // main thread only
 
   std::mutex mu_;  // the watch thread's queue
+  std::condition_variable queued_;
   std::deque<Outstanding> outstanding_;
   bool stop_ = false;
   std::thread watcher_;
