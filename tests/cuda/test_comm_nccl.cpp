@@ -3,7 +3,8 @@
 // tested here): initialisation over the single Comm, every device-tensor collective on device
 // buffers against the expected values (with one rank: the identity, a sum of one term), the
 // all-to-all with an odd count and with nothing to send, the async start + wait path with
-// backend work queued before and after, and the refusals. Skips without a device.
+// backend work queued before and after, host-memory tensors handed to the wrapped Comm, and the
+// refusals. Skips without a device.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -130,6 +131,18 @@ TEST_F(NcclOneRank, AsyncStartAndWaitOrderTheBackendsWork) {
   EXPECT_EQ(download<float>(g, n, DType::kF32), want_g);
   EXPECT_THROW(comm_->wait(*be_, rs), Error) << "a ticket is waited for once";
   comm_->wait(*be_, CommTicket{});  // ticket 0: already complete
+}
+
+// Tensors of a backend without a stream (the optimizer's host backend beside the GPU) go
+// through the wrapped Comm: here the single one, whose all-to-all copies the block.
+TEST_F(NcclOneRank, HostBackendTensorsGoThroughTheWrappedComm) {
+  std::unique_ptr<Backend> cpu = backend_create("cpu");
+  std::vector<float> send = pattern(19, 2.0f), recv(19, -1.0f);
+  comm_->all_to_all_v(*cpu, Tensor(send.data(), DType::kF32), {19},
+                      Tensor(recv.data(), DType::kF32), {19});
+  EXPECT_EQ(recv, send);
+  comm_->all_reduce_sum(*cpu, Tensor(send.data(), DType::kF32), 19);
+  EXPECT_EQ(comm_->reduce_scatter_sum_start(*cpu, Tensor(send.data(), DType::kF32), 19).id, 0u);
 }
 
 TEST_F(NcclOneRank, SumsOf16BitValuesAreRefusedAndHostValuesPassThrough) {

@@ -148,7 +148,10 @@ class NcclComm final : public Comm {
   int local_world() const override { return host_.local_world(); }
 
   // ---- device tensors: NCCL on this Comm's stream ---------------------------------------------
+  // A backend without a CUDA stream holds its tensors in host memory (the optimizer's host
+  // backend beside the GPU, ZeRO's exchange of its pieces): those go through the wrapped Comm.
   void all_reduce_sum(Backend& be, Tensor data, int64_t n) override {
+    if (be.native_stream() == nullptr) return host().all_reduce_sum(be, data, n);
     wait(be, all_reduce_start(be, data, n));
   }
   void reduce_scatter_sum(Backend& be, Tensor data, int64_t n) override {
@@ -159,6 +162,7 @@ class NcclComm final : public Comm {
   }
 
   CommTicket reduce_scatter_sum_start(Backend& be, Tensor data, int64_t n) override {
+    if (be.native_stream() == nullptr) return host().reduce_scatter_sum_start(be, data, n);
     const ncclDataType_t type = sum_type(data.dtype);
     const size_t es = dtype_size(data.dtype);
     char* base = static_cast<char*>(data.data);
@@ -178,6 +182,7 @@ class NcclComm final : public Comm {
   }
 
   CommTicket all_gather_in_place_start(Backend& be, Tensor data, int64_t n) override {
+    if (be.native_stream() == nullptr) return host().all_gather_in_place_start(be, data, n);
     const size_t bytes = static_cast<size_t>(n) * dtype_size(data.dtype);
     char* base = static_cast<char*>(data.data);
     char* mine = base + static_cast<size_t>(rank()) * bytes;  // NCCL's in-place form
@@ -188,7 +193,7 @@ class NcclComm final : public Comm {
   }
 
   void wait(Backend& be, CommTicket ticket) override {
-    if (ticket.id == 0) return;
+    if (ticket.id == 0) return;  // completed at the start (the wrapped Comm's)
     auto it = tickets_.find(ticket.id);
     LLM_REQUIRE(it != tickets_.end(), "NCCL comm: ticket ", ticket.id,
                 " was never started or was waited for already");
@@ -200,6 +205,8 @@ class NcclComm final : public Comm {
 
   void all_to_all_v(Backend& be, Tensor send, const std::vector<int64_t>& send_counts, Tensor recv,
                     const std::vector<int64_t>& recv_counts) override {
+    if (be.native_stream() == nullptr)
+      return host().all_to_all_v(be, send, send_counts, recv, recv_counts);
     const size_t W = static_cast<size_t>(world());
     LLM_REQUIRE(send_counts.size() == W && recv_counts.size() == W,
                 "comm: an all-to-all needs one count per rank");
