@@ -43,6 +43,7 @@ struct NcclApi {
   decltype(&::ncclCommInitRankConfig) init_rank_config = nullptr;
   decltype(&::ncclCommGetAsyncError) get_async_error = nullptr;
   decltype(&::ncclCommAbort) abort = nullptr;
+  decltype(&::ncclCommFinalize) finalize = nullptr;
   decltype(&::ncclCommDestroy) destroy = nullptr;
   decltype(&::ncclGetErrorString) error_string = nullptr;
   decltype(&::ncclGetLastError) last_error = nullptr;
@@ -64,6 +65,7 @@ struct NcclApi {
     load(init_rank_config, "ncclCommInitRankConfig");
     load(get_async_error, "ncclCommGetAsyncError");
     load(abort, "ncclCommAbort");
+    load(finalize, "ncclCommFinalize");
     load(destroy, "ncclCommDestroy");
     load(error_string, "ncclGetErrorString");
     load(last_error, "ncclGetLastError");
@@ -130,11 +132,26 @@ class NcclComm final : public Comm {
     }
     queued_.notify_one();
     if (watcher_.joinable()) watcher_.join();
-    // Our queued work first (an error here cannot be reported: the run is ending).
+    // NCCL's way down: finalize (flushes the queued work on every rank), wait until the
+    // communicator is quiescent, then destroy. A peer that never gets there (the job is ending
+    // anyway: nothing here can be reported) is given the watch's limit, then the communicator
+    // is aborted instead.
     if (!aborted_ && comm_ != nullptr) {
-      cudaStreamSynchronize(stream_);
-      api_.destroy(comm_);
+      ncclResult_t state = api_.finalize(comm_);
+      AwakeClock clock;
+      double waited = 0.0;
+      while (state == ncclSuccess || state == ncclInProgress) {
+        if (api_.get_async_error(comm_, &state) != ncclSuccess || state != ncclInProgress) break;
+        waited = clock.tick();
+        if (waited > watch().limit()) break;
+        PollBackoff::pause(waited);
+      }
+      if (state == ncclSuccess)
+        api_.destroy(comm_);
+      else
+        api_.abort(comm_);
     }
+    cudaStreamSynchronize(stream_);
     for (Outstanding& o : outstanding_) cudaEventDestroy(o.done);
     for (auto& [id, ev] : tickets_) cudaEventDestroy(ev);
     cudaEventDestroy(ready_);

@@ -57,10 +57,10 @@ std::string nccl_version_check(int code, int compiled_major) {
 
 const std::vector<const char*>& nccl_symbols() {
   static const std::vector<const char*> symbols = {
-      "ncclGetVersion", "ncclGetUniqueId",   "ncclCommInitRankConfig", "ncclCommGetAsyncError",
-      "ncclCommAbort",  "ncclCommDestroy",   "ncclGetErrorString",     "ncclGetLastError",
-      "ncclAllReduce",  "ncclReduceScatter", "ncclAllGather",          "ncclSend",
-      "ncclRecv",       "ncclGroupStart",    "ncclGroupEnd",
+      "ncclGetVersion",   "ncclGetUniqueId",  "ncclCommInitRankConfig", "ncclCommGetAsyncError",
+      "ncclCommAbort",    "ncclCommFinalize", "ncclCommDestroy",        "ncclGetErrorString",
+      "ncclGetLastError", "ncclAllReduce",    "ncclReduceScatter",      "ncclAllGather",
+      "ncclSend",         "ncclRecv",         "ncclGroupStart",         "ncclGroupEnd",
   };
   return symbols;
 }
