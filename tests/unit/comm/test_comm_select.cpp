@@ -3,10 +3,12 @@
 //   - nccl is refused with device cpu and in a build without the NCCL Comm, in one line each;
 //   - NCCL's version codes decode in both of nccl.h's formats, and another major is refused;
 //   - a library path that does not exist is a reason naming it, never a crash;
-//   - comm_for_run falls back to the host Comm with auto, and is an error with nccl;
+//   - comm_for_run falls back to the host Comm with auto (one line naming the rank and why), and
+//     is an error with nccl;
 //   - the line of a NCCL timeout says that NCCL does not name the rank.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -136,6 +138,51 @@ TEST(CommSelect, TheNcclCommRefusesABackendWithoutAStream) {
   std::unique_ptr<Backend> cpu = backend_create_cpu(1);
   EXPECT_EQ(comm_create_nccl(*host, *cpu, &why), nullptr);
   EXPECT_EQ(why, "backend 'cpu' has no CUDA stream");
+}
+
+// Rank 0 of two, as a test double: the collectives answer as if the other rank said the same.
+class TwoRanksAlike final : public Comm {
+ public:
+  std::string name() const override { return "mpi"; }
+  int rank() const override { return 0; }
+  int world() const override { return 2; }
+  int local_rank() const override { return 0; }
+  int local_world() const override { return 2; }
+  void all_reduce_sum(Backend&, Tensor, int64_t) override {}
+  void reduce_scatter_sum(Backend&, Tensor, int64_t) override {}
+  void all_gather_in_place(Backend&, Tensor, int64_t) override {}
+  void all_to_all_v(Backend&, Tensor, const std::vector<int64_t>&, Tensor,
+                    const std::vector<int64_t>&) override {}
+  void all_reduce_sum(double*, int) override {}
+  void all_reduce_max(int64_t*, int) override {}
+  void broadcast(void*, int64_t, int) override {}
+  std::vector<std::string> all_gather_text(const std::string& mine) override {
+    return {mine, mine};
+  }
+  void barrier() override {}
+  [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
+};
+
+// auto with two ranks on cuda, where NCCL does not load: the run keeps the host Comm and rank 0
+// prints one line naming the first rank that lacks NCCL and why.
+TEST(CommSelect, AutoFallsBackToTheHostCommWithOneLine) {
+  if (!comm_nccl_built()) GTEST_SKIP() << "skipped: this build has no NCCL Comm";
+  TwoRanksAlike host;
+  std::unique_ptr<Backend> be = backend_create_cpu(1);
+  std::unique_ptr<Comm> owned;
+  ::setenv("LEDGERLM_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+  ::testing::internal::CaptureStdout();
+  Comm& chosen = comm_for_run("auto", "cuda", host, *be, &owned);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ::unsetenv("LEDGERLM_NCCL_LIBRARY");
+  EXPECT_EQ(&chosen, &host);
+  EXPECT_EQ(owned, nullptr);
+  EXPECT_EQ(out.rfind("dist.comm = auto: mpi for device tensors (rank 0: NCCL did not load "
+                      "(/nonexistent/libnccl.so.2: ",
+                      0),
+            0u)
+      << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
 }
 
 TEST(CommSelect, ATimeoutLineSaysNcclDoesNotNameTheRank) {
