@@ -129,6 +129,10 @@ class Backend {
     (void)info;
     return false;
   }
+  // The device queue this backend's work runs on, for code that must order its own device work
+  // after it without including the vendor's headers (a cudaStream_t for the CUDA backend; nullptr
+  // for host backends). The NCCL Comm makes its stream wait on this one and this one on its own.
+  virtual void* native_stream() { return nullptr; }
   // A zero-filled allocation in the backend's memory, accounted to `tag`.
   virtual Buffer allocate(MemTag tag, size_t bytes) = 0;
   // Explicit copies of n elements of dst.dtype (src has the same dtype): host memory into the

@@ -8,7 +8,8 @@
 //     states the timeout rule with the configured value;
 //   - an Error on rank 1 alone (LEDGERLM_TEST_FAIL_AT): one line, and rank 0 records the failed
 //     run in summary.json (rank 1 used to end the job before rank 0 could write anything);
-//   - dist.timeout_s 0 is refused by name.
+//   - dist.timeout_s 0 is refused by name;
+//   - dist.comm = nccl on the CPU is refused once for the job; auto runs on MPI, recorded.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -256,6 +257,32 @@ TEST_F(DistWatchdog, TimeoutMustBePositive) {
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(dir("zero_timeout")));
+}
+
+// dist.comm with two ranks on the CPU: nccl is refused once, by rank 0, for every rank (the
+// refusal is agreed), before the run exists; auto runs on MPI and the summary records it.
+TEST_F(DistWatchdog, CommChoiceIsAgreedAndRecorded) {
+  LEDGERLM_REQUIRE_MPI();
+  CommandResult r = testing::run_command(
+      train(flags("nccl_cpu", 2) + " --train.device cpu --dist.comm nccl 2>&1"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const std::string line =
+      "ledgerlm: error: rank 0: dist.comm = nccl needs train.device = cuda (the device is cpu; "
+      "NCCL moves GPU memory only: use dist.comm = auto or mpi)\n";
+  const size_t at = r.output.find(line);
+  EXPECT_NE(at, std::string::npos) << r.output;
+  if (at != std::string::npos) {
+    EXPECT_EQ(r.output.find("dist.comm = nccl", at + line.size()), std::string::npos)
+        << "one line for the job: " << r.output;
+  }
+  EXPECT_FALSE(fs::exists(dir("nccl_cpu")));
+
+  r = testing::run_command(train(flags("comm_auto", 2) + " --train.device cpu 2>&1"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("comm: mpi (dist.comm = auto)\n"), std::string::npos) << r.output;
+  const nlohmann::json summary =
+      nlohmann::json::parse(testing::read_file(dir("comm_auto") + "/summary.json"));
+  EXPECT_EQ(summary["comm"], "mpi");
 }
 
 }  // namespace

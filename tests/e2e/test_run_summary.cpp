@@ -51,6 +51,7 @@ TEST_F(SummaryTest, FinishedRunSummaryIsTheLogsLastRecord) {
   EXPECT_EQ(s["tokens"], 12 * 8 * 32);
   EXPECT_EQ(s["global_batch"], 8);
   EXPECT_EQ(s["world"], 1);
+  EXPECT_EQ(s["comm"], "single") << "the Comm the run resolved (dist.comm = auto, one rank)";
 
   // Losses: the last step's, the last and the best evaluation (steps 4, 8, 12).
   double last_loss = NAN, last_val = NAN, best_val = INFINITY, optim_ms = 0.0;
@@ -85,6 +86,19 @@ TEST_F(SummaryTest, FinishedRunSummaryIsTheLogsLastRecord) {
 
 // A STOP file present at a resume stops after the first step: that job's summary says so; the
 // next resume drops it from the log and ends the log with its own.
+// dist.comm = nccl needs the cuda device: on the CPU one line says so, before the run exists.
+TEST_F(SummaryTest, NcclCommOnTheCpuIsRefusedInOneLine) {
+  const CommandResult r =
+      train("nccl_cpu", "--train.max_steps 2 --train.device cpu --dist.comm nccl");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("ledgerlm: error: dist.comm = nccl needs train.device = cuda (the "
+                          "device is cpu; NCCL moves GPU memory only: use dist.comm = auto or "
+                          "mpi)\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(run_dir("nccl_cpu"))) << "a refused start leaves nothing";
+}
+
 TEST_F(SummaryTest, StoppedRunSummaryAndOneSummaryPerLog) {
   ASSERT_EQ(train("stop", "--train.max_steps 4").exit_code, 0);
   ASSERT_TRUE(write_file(run_dir("stop") + "/STOP", ""));

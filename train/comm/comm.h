@@ -6,7 +6,9 @@
 // into an fp32 buffer by the caller and summed there, so a reduction never rounds partial sums
 // to 16 bits (the result is rounded once, where the caller stores it in a 16-bit buffer).
 // Tensors are reached through the backend: a host backend's memory is handed to MPI directly;
-// a device backend's is staged through host memory with the backend's copies.
+// a device backend's is staged through host memory with the backend's copies, unless the run
+// uses the NCCL Comm (comm_select.h), which moves device buffers on the GPUs and hands host
+// values to the MPI Comm it wraps.
 //
 // Every rank must call the collectives in the same order with the same sizes. An Error on some
 // ranks only must not leave the others waiting in a collective: code that can fail on one rank
@@ -37,10 +39,15 @@ class AgreedError : public Error {
   using Error::Error;
 };
 
+// A collective started by a *_start call and not yet waited for; id 0: already complete.
+struct CommTicket {
+  uint64_t id = 0;
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;
-  virtual std::string name() const = 0;  // "single" | "mpi"
+  virtual std::string name() const = 0;  // "single" | "mpi" | "nccl"
   virtual int rank() const = 0;
   virtual int world() const = 0;
   // Rank among the processes on this host, and their number (threads per rank derive from it).
@@ -62,6 +69,24 @@ class Comm {
   virtual void all_to_all_v(Backend& be, Tensor send, const std::vector<int64_t>& send_counts,
                             Tensor recv, const std::vector<int64_t>& recv_counts) = 0;
 
+  // The same two collectives started for overlap with compute (ZeRO's per-unit gathers and
+  // reductions): the transfer is queued and wait() orders the backend's later work after its
+  // result, without blocking the host. Until wait(), the caller's work must not touch `data`.
+  // Each ticket is waited for once, in any order. A Comm without a queue of its own (single,
+  // MPI) completes the collective in the start call and returns ticket 0.
+  virtual CommTicket reduce_scatter_sum_start(Backend& be, Tensor data, int64_t n) {
+    reduce_scatter_sum(be, data, n);
+    return {};
+  }
+  virtual CommTicket all_gather_in_place_start(Backend& be, Tensor data, int64_t n) {
+    all_gather_in_place(be, data, n);
+    return {};
+  }
+  virtual void wait(Backend& be, CommTicket ticket) {
+    (void)be;
+    (void)ticket;
+  }
+
   // Host values: sums and maxima in place on every rank, a broadcast from `root`, every rank's
   // text on every rank (in rank order).
   virtual void all_reduce_sum(double* values, int count) = 0;
@@ -80,13 +105,14 @@ class Comm {
   virtual void hand_failure_to_lead(const std::string& line) { (void)line; }
 
   // The timeout of the collectives and what the job is doing (named when a wait ends the job).
-  CommWatch& watch() { return watch_; }
+  // (virtual: a Comm that wraps another shares the wrapped one's, as the NCCL Comm does).
+  virtual CommWatch& watch() { return watch_; }
 
   // What to record when the job ends from the watchdog's thread (the main thread blocked in a
   // collective); the main thread's own ends reach the caller as a JobError instead. Rank 0's
   // trainer sets it to write the failed run's summary, and clears it (nullptr) when the run
   // ends. It runs on that thread, while the main thread stays blocked.
-  void set_last_words(std::function<void(const std::string& reason)> fn) {
+  virtual void set_last_words(std::function<void(const std::string& reason)> fn) {
     last_words_ = std::move(fn);
   }
 

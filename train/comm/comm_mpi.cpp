@@ -5,7 +5,7 @@
 // watchdog's Backstop thread asks and answers census questions while the main thread is blocked
 // in a collective (the OpenMP threads of the backend never call MPI). Host-memory tensors go to
 // MPI as they are; a device backend's are staged through a host buffer with the backend's copies
-// (a CUDA build adds NCCL later).
+// (with dist.comm choosing NCCL, the NCCL Comm moves them instead and wraps this one).
 //
 // Every collective first passes the gate (comm_mpi_gate.h: every rank has arrived, or the job
 // ends naming the ranks that did not), then runs as the same blocking MPI call as without it,

@@ -133,6 +133,14 @@ std::string CommWatch::stuck_message(const char* collective,
                        "); ending the job");
 }
 
+std::string CommWatch::unattributed_message(int rank, const char* transport,
+                                            const char* collective) const {
+  return error_message("rank ", rank, ": the ", transport, " ", collective,
+                       " did not complete within ", seconds_text(limit()), " s (", where(), "; ",
+                       limit_reason(), "); ", transport,
+                       " does not say which rank is missing or stalled; ending the job");
+}
+
 std::string CommWatch::late_message(int rank, const char* collective, double waited_s) const {
   return error_message("rank ", rank, " waited ", seconds_text(waited_s),
                        " s for every rank to reach the ", collective, " (", where(), "; ",

@@ -11,9 +11,10 @@
 // The transport does the rest: the MPI Comm (comm_mpi_gate.h) waits for every rank's arrival
 // with a non-blocking barrier polled under PollBackoff and, on expiry, asks every rank where it
 // is, so that the line names the ranks that did not take part; the Backstop's hook does the same
-// from its thread while the main thread is blocked in the collective itself. A NCCL Comm would
-// use the same gate on its MPI side channel before each NCCL call, poll its stream and
-// ncclCommGetAsyncError under the same PollBackoff, and arm the same Backstop around the call.
+// from its thread while the main thread is blocked in the collective itself. The NCCL Comm
+// (comm_nccl.cpp) passes the MPI Comm's barrier (its gate) before each NCCL call, polls
+// ncclCommGetAsyncError under the same PollBackoff and limit, and watches its queued collectives
+// from a thread of its own (NCCL cannot say which rank stalled: unattributed_message).
 #pragma once
 
 #include <atomic>
@@ -81,6 +82,9 @@ class CommWatch {
   // ...or every rank answered but the collective did not complete; `positions` (each rank's
   // count of collectives) is named when the ranks disagree on it.
   std::string stuck_message(const char* collective, const std::vector<uint64_t>& positions) const;
+  // ...or a transport that does not say which rank is missing (NCCL: a collective queued on the
+  // device that did not complete) left `rank` waiting in `collective` past the limit.
+  std::string unattributed_message(int rank, const char* transport, const char* collective) const;
   // The warning of a rank whose wait exceeded the limit but ended (every rank arrived).
   std::string late_message(int rank, const char* collective, double waited_s) const;
 

@@ -169,6 +169,9 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
           "seconds a rank waits for the others at a collective before the job ends naming the "
           "ranks that did not take part; in effect: max(this, 5 x the slowest step, evaluation "
           "or save so far)");
+  LLM_KEY("dist", c.dist, comm, S,
+          "device-tensor collectives: auto (nccl on cuda with several ranks when it loads, else "
+          "mpi) | mpi (staged through host memory) | nccl (required: an error when unavailable)");
 
   LLM_KEY("ckpt", c.ckpt, interval, I, "steps between full checkpoints (0: end only)");
   LLM_KEY("ckpt", c.ckpt, keep, I, "checkpoints kept");

@@ -95,6 +95,7 @@ void PrecisionConfig::validate() const {
 void DistConfig::validate() const {
   LLM_REQUIRE(zero >= 0 && zero <= 3, "dist.zero: expected 0, 1, 2 or 3 (got ", zero, ")");
   LLM_REQUIRE(timeout_s > 0, "dist.timeout_s: expected seconds > 0 (got ", timeout_s, ")");
+  require_one_of("dist.comm", comm, {"auto", "mpi", "nccl"});
 }
 
 void CkptConfig::validate() const {

@@ -82,6 +82,10 @@ struct DistConfig {
   // that did not arrive. The timeout in effect is max(timeout_s, 5 x the slowest training step,
   // evaluation or save measured so far: train/comm/comm_watch.h), so slow steps never trip it.
   double timeout_s = 600.0;
+  // How device tensors travel between ranks: auto | mpi | nccl (train/comm/comm_select.h). auto
+  // takes NCCL on cuda with several ranks when the library loads; nccl insists (an error when it
+  // cannot, and the only way to use it with one rank).
+  std::string comm = "auto";
   void validate() const;
 };
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "model/base/check.h"
+#include "train/comm/comm_select.h"
 #include "train/run/memory_admission.h"
 #include "train/run/run_dir.h"
 #include "train/run/run_summary.h"
@@ -100,9 +101,10 @@ std::optional<CheckpointReader> open_resume(TrainRun& run, const TrainRequest& c
   return ckpt;
 }
 
-// Backend, admission (memory_admission.h), data loader (it maps both shards after checking their
-// headers and checksum tables) and model state: memory only, nothing on disk changes.
-void build_state(TrainRun& run, Comm& comm) {
+// Backend and admission (memory_admission.h), then (build_state) the data loader (it maps both
+// shards after checking their headers and checksum tables) and model state: memory only,
+// nothing on disk changes.
+void build_backend(TrainRun& run, Comm& comm) {
   const RunConfig& cfg = run.cfg;
   BackendOptions bo;
   bo.threads = threads_per_rank(cfg.train.threads, comm.local_world());
@@ -110,6 +112,11 @@ void build_state(TrainRun& run, Comm& comm) {
   // Before anything big is allocated (the backend is created first: the GEMM library it picks
   // sizes its scratch): a run this host cannot hold is refused here, in one line.
   memory_admission_check(cfg, *run.backend, run.world, run.rank, comm.local_world(), run.lead());
+}
+
+// Data loader and model state on the backend, with the run's Comm (NCCL or the host one).
+void build_state(TrainRun& run, Comm& comm) {
+  const RunConfig& cfg = run.cfg;
   LoaderConfig lc;
   lc.seq = cfg.train.seq_len;
   lc.micro_batch = cfg.train.micro_batch;
@@ -279,7 +286,12 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
       disagreement(comm, "checkpoint to resume", ckpt ? ckpt->dir() : std::string());
   if (!differs.empty())
     throw AgreedError(differs + " (several hosts need train.out_dir on a shared filesystem)");
-  comm_agree(comm, [&] { build_state(run, comm); });
+  comm_agree(comm, [&] { build_backend(run, comm); });
+  // The Comm for device tensors (dist.comm): the host one, or NCCL over it (collective).
+  comm_agree(comm, [&] {
+    run.comm = &comm_for_run(cfg.dist.comm, cfg.train.device, comm, *run.backend, &run.device_comm);
+  });
+  comm_agree(comm, [&] { build_state(run, *run.comm); });
   load_start(run, cmd, ckpt ? &*ckpt : nullptr);
   run.state->model().plan(cfg.train.micro_batch, cfg.train.seq_len);
   // The token blocks the first step and the first evaluation read are verified now (a shard's

@@ -40,6 +40,9 @@ struct TrainRun {
   int world = 1, rank = 0;
   int stage = 0;  // ZeRO stage in effect (zero_stage_effective)
   std::unique_ptr<Backend> backend;
+  // The NCCL Comm over the host one when dist.comm chose it (then `comm` points to it); declared
+  // after the backend, whose stream it uses, and before the state, which holds `comm`.
+  std::unique_ptr<Comm> device_comm;
   std::unique_ptr<DataLoader> loader;
   std::unique_ptr<ModelState> state;
   LoopState loop;  // restored counters when resuming, zero otherwise

@@ -208,6 +208,8 @@ class TrainLoop {
         "tokens per step\n",
         run_.world, static_cast<long long>(B), static_cast<long long>(A),
         static_cast<long long>(run_.world * B * A), static_cast<long long>(run_.tokens_per_step()));
+    if (run_.world > 1 || comm().name() != "single")
+      std::printf("comm: %s (dist.comm = %s)\n", comm().name().c_str(), cfg_.dist.comm.c_str());
     if (run_.world > 1) std::printf("%s\n", comm().watch().rule_text().c_str());
     std::printf(
         "optimizer %s (impl %s), lr %g, schedule %s, precision params %s grads %s master %s, %d "
@@ -468,6 +470,7 @@ class TrainLoop {
                     {"skipped_steps", ls_.skipped},
                     {"params", state_.table().num_params},
                     {"world", run_.world},
+                    {"comm", run_.comm->name()},
                     {"global_batch", run_.world * cfg_.train.micro_batch * cfg_.train.accum},
                     {"tokens_per_step", run_.tokens_per_step()}};
     if (state_.gns_source() != GnsSource::kOff) {

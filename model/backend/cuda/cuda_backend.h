@@ -133,6 +133,7 @@ class CudaBackend final : public Backend {
   // ---- CUDA specifics -------------------------------------------------------------------------
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
+  void* native_stream() override { return stream_; }
   cublasLtHandle_t lt() const { return lt_; }
   cublasHandle_t blas() const { return blas_; }
   // A device workspace buffer of at least `bytes` bytes (contents unspecified). Growing one

@@ -48,6 +48,9 @@ MemSpace ForwardingBackend::memory_space() const {
 bool ForwardingBackend::device_memory(DeviceMemoryInfo* info) {
   return inner_->device_memory(info);
 }
+void* ForwardingBackend::native_stream() {
+  return inner_->native_stream();
+}
 Buffer ForwardingBackend::allocate(MemTag tag, size_t bytes) {
   return inner_->allocate(tag, bytes);
 }

@@ -37,6 +37,7 @@ class ForwardingBackend : public Backend {
   MemoryTracker& tracker() override;
   MemSpace memory_space() const override;
   bool device_memory(DeviceMemoryInfo* info) override;
+  void* native_stream() override;
   Buffer allocate(MemTag tag, size_t bytes) override;
   void copy_from_host(Tensor dst, const void* src, int64_t n) override;
   void copy_to_host(void* dst, Tensor src, int64_t n) override;

@@ -155,6 +155,22 @@ TEST(ConfigFlags, StrictTextParsing) {
   EXPECT_EQ(set("data.dir", "d a#t"), "");
 }
 
+// dist.comm: auto (the default) | mpi | nccl; anything else is refused naming the key.
+TEST(ConfigKeys, DistCommIsAutoMpiOrNccl) {
+  DistConfig d;
+  EXPECT_EQ(d.comm, "auto");
+  for (const char* ok : {"auto", "mpi", "nccl"}) {
+    d.comm = ok;
+    EXPECT_EQ(error_of([&] { d.validate(); }), "") << ok;
+  }
+  d.comm = "gloo";
+  EXPECT_EQ(error_of([&] { d.validate(); }),
+            "dist.comm: expected one of auto, mpi, nccl (got 'gloo')");
+  RunConfig c;
+  EXPECT_EQ(load("[dist]\ncomm = \"mpi\"\n", &c), "");
+  EXPECT_EQ(c.dist.comm, "mpi");
+}
+
 // dist.timeout_s: seconds > 0 (0 or less would end every job at its first collective), its
 // help states the rule of the timeout in effect, and the resolved config records it.
 TEST(ConfigKeys, DistTimeoutIsPositiveSecondsWithItsRuleInTheHelp) {
