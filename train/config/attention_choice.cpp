@@ -2,7 +2,6 @@
 #include "train/config/attention_choice.h"
 
 #include "model/base/check.h"
-#include "train/config/run_config.h"
 
 namespace ledgerlm {
 
@@ -22,11 +21,6 @@ void attention_config_check(const std::string& attention, const std::string& dev
               "precision.attention = cudnn runs attention in bf16: it needs precision.matmul = "
               "bf16 (precision.matmul is ",
               matmul, "; fp32 and tf32 runs keep our own kernel)");
-}
-
-void attention_config_check(const RunConfig& cfg) {
-  attention_config_check(cfg.precision.attention, cfg.train.device, cfg.precision.matmul,
-                         cfg.model.dropout);
 }
 
 bool attention_needs_cudnn(const std::string& attention, const std::string& device,

@@ -10,8 +10,6 @@
 
 namespace ledgerlm {
 
-struct RunConfig;
-
 // Refuses precision.attention values the run cannot honour, one line naming the keys: an
 // unknown value; cudnn with train.device = cpu (cuDNN runs on a GPU), with model.dropout > 0
 // (the cuDNN path has no dropout that matches ours), or with precision.matmul other than bf16
@@ -19,7 +17,6 @@ struct RunConfig;
 // auto passes: the check runs again once the device is resolved.
 void attention_config_check(const std::string& attention, const std::string& device,
                             const std::string& matmul, double dropout);
-void attention_config_check(const RunConfig& cfg);
 
 // The resolved choice and the line that says so (empty when there is nothing to say).
 struct AttentionChoice {

@@ -118,7 +118,8 @@ void RunConfig::validate() const {
     ParamTable table = param_table_build(model);
     param_table_freeze(&table, train.freeze);
   }
-  attention_config_check(*this);  // precision.attention against device, dropout and matmul
+  // precision.attention against the device, dropout and matmul.
+  attention_config_check(precision.attention, train.device, precision.matmul, model.dropout);
   LLM_REQUIRE(train.seq_len <= model.block_size, "train.seq_len ", train.seq_len,
               " exceeds model.block_size ", model.block_size, " (the model's context)");
   LLM_REQUIRE(optim.name != "ademamix" || optim.ademamix_warmup > 0 || train.max_steps > 0 ||

@@ -204,7 +204,8 @@ int threads_per_rank(int64_t configured, int local_ranks) {
 }
 
 void run_resolve_attention(RunConfig* cfg, bool print) {
-  attention_config_check(*cfg);
+  attention_config_check(cfg->precision.attention, cfg->train.device, cfg->precision.matmul,
+                         cfg->model.dropout);
   const std::string& asked = cfg->precision.attention;
   std::string problem, version;
   if (attention_needs_cudnn(asked, cfg->train.device, cfg->precision.matmul, cfg->model.dropout)) {

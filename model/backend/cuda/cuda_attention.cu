@@ -20,6 +20,7 @@
 
 #include "model/backend/common/random_keys.h"
 #include "model/backend/cuda/cuda_common.cuh"
+#include "model/backend/cuda/cudnn_attention.h"
 
 namespace ledgerlm::cuda {
 namespace {
@@ -291,9 +292,17 @@ void require_same(const Tensor& t, DType act, const char* what) {
 
 }  // namespace
 
+void cudnn_attention_delete(CudnnAttention* attention) {
+  delete attention;
+}
+
+int64_t CudaBackend::cudnn_attention_calls() const {
+  return cudnn_ ? cudnn_->calls() : 0;
+}
+
 CudnnAttention& CudaBackend::cudnn_attention() {
 #ifdef LEDGERLM_HAVE_CUDNN_ATTENTION
-  if (!cudnn_) cudnn_ = cudnn_attention_create(*this);
+  if (!cudnn_) cudnn_.reset(cudnn_attention_create(*this).release());
   return *cudnn_;
 #else
   fail(

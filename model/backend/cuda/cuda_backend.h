@@ -21,9 +21,13 @@
 #include <string>
 
 #include "model/backend/backend.h"
-#include "model/backend/cuda/cudnn_attention.h"
 
 namespace ledgerlm::cuda {
+
+class CudnnAttention;  // cudnn_attention.h
+// Deletes a CudnnAttention where its type is complete (cuda_attention.cu): this header and
+// cuda_backend.cu stay free of it.
+void cudnn_attention_delete(CudnnAttention* attention);
 
 // Throws Error naming `what` when `e` is not cudaSuccess (and for cuBLAS statuses).
 void cuda_check(cudaError_t e, const char* what);
@@ -155,7 +159,7 @@ class CudaBackend final : public Backend {
   void count_down(int64_t bytes) { note_down(bytes); }
 
   // Forward and backward calls cuDNN's attention ran (0 when it never ran).
-  int64_t cudnn_attention_calls() const { return cudnn_ ? cudnn_->calls() : 0; }
+  int64_t cudnn_attention_calls() const;
 
   // The 8-bit optimizer's two QuantMaps (quant8.h) in device memory, uploaded on first use.
   const void* quant_maps();
@@ -173,7 +177,8 @@ class CudaBackend final : public Backend {
   std::array<Buffer, static_cast<size_t>(WorkSlot::kCount)> work_;
   Buffer quant_maps_;
   // precision.attention = cudnn, made on the first such call (cudnn_attention.h).
-  std::unique_ptr<CudnnAttention> cudnn_;
+  std::unique_ptr<CudnnAttention, void (*)(CudnnAttention*)> cudnn_{nullptr,
+                                                                    cudnn_attention_delete};
   CudnnAttention& cudnn_attention();
 };
 

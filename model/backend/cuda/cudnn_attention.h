@@ -1,6 +1,6 @@
 // cuDNN's fused causal attention (SDPA) behind the CUDA backend's attention_forward/backward
 // when AttentionArgs::impl is kCudnn (precision.attention = cudnn). Declared without cuDNN or
-// frontend headers; the implementation (cudnn/cudnn_attention.cpp, host C++) is compiled only
+// frontend headers; the implementation (cudnn_attention.cpp, host C++) is compiled only
 // when CMake found the cuDNN frontend headers (LEDGERLM_HAVE_CUDNN_ATTENTION).
 //
 // Our activations are fp32: the fused qkv [B,T,3C] is converted to bf16 and cuDNN reads q, k
