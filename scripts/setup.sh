@@ -53,30 +53,8 @@ if [ "${LEDGERLM_CCACHE:-on}" != off ] && command -v ccache >/dev/null 2>&1; the
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$ccache_launcher" -DCMAKE_CUDA_COMPILER_LAUNCHER="$ccache_launcher")
 fi
 
-# The cuDNN frontend (header-only C++ graph API; precision.attention = cudnn) for CUDA builds:
-# a pinned version of the nvidia-cudnn-frontend Python package, its include/ unpacked into the
-# build directory (never into the source tree). Without it the build still succeeds and CMake
-# says the cuDNN attention is not built.
-cudnn_frontend_version=1.32.0
-cudnn_frontend_dir="$build_dir/third_party/cudnn_frontend"
-if [ "$cuda" = on ] && [ "$(cat "$cudnn_frontend_dir/VERSION" 2>/dev/null)" != "$cudnn_frontend_version" ]; then
-  wheel_dir=$(mktemp -d)
-  if /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: -d "$wheel_dir" \
-      "nvidia-cudnn-frontend==$cudnn_frontend_version" >/dev/null 2>&1; then
-    rm -rf "$cudnn_frontend_dir"
-    mkdir -p "$cudnn_frontend_dir"
-    /usr/bin/python3 - "$wheel_dir" "$cudnn_frontend_dir" <<'PY'
-import glob, sys, zipfile
-wheel = glob.glob(sys.argv[1] + "/*.whl")[0]
-with zipfile.ZipFile(wheel) as z:
-    z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])
-PY
-    echo "$cudnn_frontend_version" >"$cudnn_frontend_dir/VERSION"
-  else
-    echo "setup: could not download the cuDNN frontend $cudnn_frontend_version: building without the cuDNN attention"
-  fi
-  rm -rf "$wheel_dir"
-fi
+# CUDA builds: the cuDNN frontend headers (precision.attention = cudnn) into the build directory.
+if [ "$cuda" = on ]; then bash scripts/cudnn_frontend.sh "$build_dir"; fi
 
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=$cuda_flag \
   -DLEDGERLM_SANITIZE=$sanitize "${launcher[@]}" >/dev/null
