@@ -69,6 +69,7 @@ struct GptModel::Impl {
   Recompute recompute = Recompute::kNone;
   bool bf16_matmul = false;  // precision.matmul = bf16 (see GptModel::set_bf16_matmul)
   bool tf32_matmul = false;  // precision.matmul = tf32 (GemmArgs::tf32)
+  AttentionImpl attention_impl = AttentionImpl::kOwn;  // precision.attention resolved
   int64_t B = 0, T = 0;
   ModelRefs refs;
 
@@ -253,6 +254,7 @@ struct GptModel::Impl {
     args.seed = fwd_opts.seed;
     args.site = site(l, kSiteAttnProb);
     args.first_sequence = fwd_opts.first_sequence;
+    args.impl = attention_impl;
     return args;
   }
 
@@ -581,6 +583,9 @@ void GptModel::set_bf16_matmul(bool on) {
 }
 void GptModel::set_tf32_matmul(bool on) {
   impl_->tf32_matmul = on;
+}
+void GptModel::set_attention_impl(AttentionImpl impl) {
+  impl_->attention_impl = impl;
 }
 
 void GptModel::plan(int64_t batch, int64_t seq) {

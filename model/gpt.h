@@ -39,6 +39,9 @@ class GptModel {
   void set_bf16_matmul(bool on);
   // precision.matmul = tf32 (GemmArgs::tf32; CUDA only).
   void set_tf32_matmul(bool on);
+  // precision.attention resolved: which implementation the backend runs attention with
+  // (AttentionArgs::impl). kOwn by default.
+  void set_attention_impl(AttentionImpl impl);
   const ParamTable& table() const { return table_; }
 
   // Allocates the activation arena for micro-batch B and sequence T (re-plans if they change).

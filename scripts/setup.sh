@@ -53,6 +53,9 @@ if [ "${LEDGERLM_CCACHE:-on}" != off ] && command -v ccache >/dev/null 2>&1; the
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="$ccache_launcher" -DCMAKE_CUDA_COMPILER_LAUNCHER="$ccache_launcher")
 fi
 
+# CUDA builds: the cuDNN frontend headers (precision.attention = cudnn) into the build directory.
+if [ "$cuda" = on ]; then bash scripts/cudnn_frontend.sh "$build_dir"; fi
+
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=$cuda_flag \
   -DLEDGERLM_SANITIZE=$sanitize "${launcher[@]}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"

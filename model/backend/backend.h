@@ -79,6 +79,11 @@ struct DropoutKey {
   int64_t sequence_elements = 0;  // elements per sequence: the tensor holds n / this sequences
 };
 
+// Which implementation runs attention_forward/backward (precision.attention resolved). kCudnn:
+// cuDNN's fused SDPA (CUDA backend, bf16 inputs and outputs, fp32 statistics, no dropout); the
+// lse it stores is the same natural-log log-sum-exp of the scaled scores as our kernel's.
+enum class AttentionImpl : uint8_t { kOwn, kCudnn };
+
 // Causal multi-head self-attention on a fused qkv projection, flash-style: for backward only
 // the output and the per-row log-sum-exp are kept (B*H*T values), never the T x T probabilities.
 struct AttentionArgs {
@@ -87,6 +92,7 @@ struct AttentionArgs {
   uint64_t seed = 0;            // dropout mask key (see DropoutKey): sequence b of the batch is
   uint64_t site = 0;            // global sequence first_sequence + b, its element index is
   uint64_t first_sequence = 0;  // (head * T + query) * T + key
+  AttentionImpl impl = AttentionImpl::kOwn;  // backends without cuDNN refuse kCudnn
 };
 
 struct OptimOp;  // model/backend/optim/optim_op.h
@@ -271,6 +277,10 @@ std::unique_ptr<Backend> backend_create(const std::string& name,
 std::string backend_resolve(const std::string& name);
 // Names backend_create accepts in this build.
 std::string backend_names();
+// "" when this process can run precision.attention = cudnn (a CUDA build with the cuDNN
+// attention compiled in, libcudnn loaded and its version accepted: cudnn_library.h), else why
+// not, in words for the one fallback line. Loads libcudnn on the first call.
+std::string backend_cudnn_attention_problem();
 
 // The CPU backend with `threads` OpenMP threads (0: all cores / ranks on this node).
 std::unique_ptr<Backend> backend_create_cpu(int threads = 0);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/backend/backend.h"
+#include "model/backend/common/cudnn_library.h"
 #include "model/backend/guard/guard_backend.h"
 #include "model/base/check.h"
 #ifdef LEDGERLM_HAVE_CUDA
@@ -20,6 +21,18 @@ std::string backend_names() {
   return "cpu, cuda";
 #else
   return "cpu";
+#endif
+}
+
+std::string backend_cudnn_attention_problem() {
+#if defined(LEDGERLM_HAVE_CUDA) && defined(LEDGERLM_HAVE_CUDNN_ATTENTION)
+  const CudnnLoad& load = cudnn_library();
+  return load.ok() ? std::string() : load.why;
+#elif defined(LEDGERLM_HAVE_CUDA)
+  return "this build has no cuDNN attention: the cuDNN frontend headers were not found when it "
+         "was configured (scripts/setup.sh fetches them; CMake: LEDGERLM_CUDNN_FRONTEND_INCLUDE)";
+#else
+  return "this build has no CUDA backend";
 #endif
 }
 

@@ -29,6 +29,9 @@ class SharedLibrary {
   // The name it was opened by, and where the loader found it (dlinfo), for logs.
   const std::string& name() const { return name_; }
   std::string path() const;
+  // The dlopen handle, for a vendor header that resolves its own symbols through it (the cuDNN
+  // frontend's dynamic loading reads one global handle).
+  void* native_handle() const { return handle_; }
 
  private:
   SharedLibrary(void* handle, std::string name) : handle_(handle), name_(std::move(name)) {}

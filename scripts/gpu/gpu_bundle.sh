@@ -21,10 +21,11 @@ export PATH=/usr/local/cuda/bin:$PATH
 build=build-gpu-bundle
 # Without oneDNN (its library alone is ~40 MB): the bundle's CPU reference runs its fp32 GEMMs on
 # OpenBLAS, and the copy stays within the GPU machine's 64 MiB.
+bash scripts/cudnn_frontend.sh "$build"  # precision.attention = cudnn (headers only)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=ON -DLEDGERLM_MPI=OFF \
   -DLEDGERLM_ONEDNN=OFF -DLEDGERLM_CUDA_ARCHITECTURES="${LEDGERLM_CUDA_ARCHITECTURES:-90}" >/dev/null
-targets=(ledgerlm test_backend_ops test_cuda_training test_cuda_device test_backend_gpt2_shapes
-  test_ops_gradcheck test_model_gradcheck test_model_lora_gradcheck)
+targets=(ledgerlm test_backend_ops test_cuda_training test_cuda_device test_cudnn_attention
+  test_backend_gpt2_shapes test_ops_gradcheck test_model_gradcheck test_model_lora_gradcheck)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

@@ -189,12 +189,13 @@ stage_test_ops_gradcheck() { run_gtest test_ops_gradcheck '*/cuda'; }
 stage_test_model_gradcheck() { run_gtest test_model_gradcheck '*/cuda'; }
 stage_test_model_lora_gradcheck() { run_gtest test_model_lora_gradcheck '*/cuda'; }
 stage_test_cuda_training() { run_gtest test_cuda_training; }
+stage_test_cudnn_attention() { run_gtest test_cudnn_attention; }
 stage_rerun_failed() {  # failing cases again: synchronizing launch checks, then memcheck
   local sanitizer t name cases
   sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
   local any=0
-  for name in test_cuda_device test_backend_ops test_backend_gpt2_shapes test_ops_gradcheck \
-      test_model_gradcheck test_model_lora_gradcheck test_cuda_training; do
+  for name in test_cuda_device test_backend_ops test_cuda_training test_cudnn_attention \
+      test_backend_gpt2_shapes test_ops_gradcheck test_model_gradcheck test_model_lora_gradcheck; do
     cases="$(grep -hoE '^\[  FAILED  \] [A-Za-z0-9_/.]+' "$work/logs/$name.log" 2>/dev/null |
       awk '{print $4}' | sort -u | paste -sd:)"
     [[ -n "$cases" ]] || continue
@@ -279,9 +280,10 @@ stage_bench() {
   grep -q 'tokens/s' "$work/bench/summary.txt"
 }
 export -f site_nvidia_libs toolkit_libs find_test run_gtest stage_environment stage_preflight \
-  stage_test_cuda_device stage_test_backend_ops stage_test_backend_gpt2_shapes \
+  stage_test_cuda_device stage_test_backend_ops stage_test_cuda_training \
+  stage_test_cudnn_attention stage_test_backend_gpt2_shapes \
   stage_test_ops_gradcheck stage_test_model_gradcheck stage_test_model_lora_gradcheck \
-  stage_test_cuda_training stage_rerun_failed \
+  stage_rerun_failed \
   stage_train_small stage_bench
 
 status=0
@@ -327,11 +329,12 @@ run_stage environment 20
 run_stage preflight 10
 run_stage test_cuda_device 30
 run_stage test_backend_ops 60
+run_stage test_cuda_training 120
+run_stage test_cudnn_attention 60
 run_stage test_backend_gpt2_shapes 60
 run_stage test_ops_gradcheck 20
 run_stage test_model_gradcheck 30
 run_stage test_model_lora_gradcheck 30
-run_stage test_cuda_training 120
 run_stage rerun_failed 60
 run_stage train_small 90
 run_stage bench 150 dry_skip

@@ -173,6 +173,35 @@ TEST_F(CliInputs, DeviceAutoIsResolvedAndRecorded) {
   EXPECT_FALSE(fs::exists(out + "/tf32"));
 }
 
+// precision.attention: auto resolves to our kernel on the CPU (and in fp32 runs) and the run
+// records "own", not "auto"; cudnn is refused in one line, before any run directory exists, on
+// the CPU, with dropout and without bf16 GEMMs (the config layer refuses before a backend is
+// made, so the cuda cases need no GPU).
+TEST_F(CliInputs, AttentionIsResolvedAndRecorded) {
+  const std::string out = root_ + "/attention";
+  CommandResult r = ledgerlm("train" + tiny_flags(data_, out, "auto") + " --train.max_steps 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string config = read_file(out + "/auto/config.toml");
+  EXPECT_NE(config.find("attention = \"own\""), std::string::npos) << config;
+  expect_one_line_error("train" + tiny_flags(data_, out, "cpu") +
+                            " --train.max_steps 1 --precision.matmul bf16 --precision.attention "
+                            "cudnn",
+                        {"precision.attention = cudnn needs train.device = cuda"});
+  expect_one_line_error("train" + tiny_flags(data_, out, "drop") +
+                            " --train.max_steps 1 --train.device cuda --precision.matmul bf16 "
+                            "--model.dropout 0.1 --precision.attention cudnn",
+                        {"precision.attention = cudnn has no attention dropout", "model.dropout"});
+  expect_one_line_error(
+      "train" + tiny_flags(data_, out, "fp32") +
+          " --train.max_steps 1 --train.device cuda --precision.attention cudnn",
+      {"precision.attention = cudnn runs attention in bf16", "precision.matmul is fp32"});
+  expect_one_line_error(
+      "train" + tiny_flags(data_, out, "bad") + " --train.max_steps 1 --precision.attention flash",
+      {"precision.attention", "auto, cudnn, own", "flash"});
+  for (const char* name : {"cpu", "drop", "fp32", "bad"})
+    EXPECT_FALSE(fs::exists(out + "/" + name));
+}
+
 // Bad data is refused before the run directory exists, so fixing the data and running the same
 // command again works (it used to be refused: "run directory ... already exists").
 TEST_F(CliInputs, BadDataRefusedBeforeCreatingTheRun) {

@@ -15,6 +15,7 @@
 #include "model/base/rng.h"
 #include "optim/schedule.h"
 #include "train/cli/commands.h"
+#include "train/run/run_setup.h"
 #include "train/step/model_state.h"
 #include "train/step/train_step.h"
 
@@ -92,9 +93,11 @@ int command_bench(BenchCommand& cmd) {
   LLM_REQUIRE(cfg.model.vocab_size > 0, "bench: set model.vocab_size (random tokens need a vocab)");
   if (cfg.train.max_steps == 0) cfg.train.max_steps = cmd.steps;
   cfg.validate();
+  cfg.train.device = backend_resolve(cfg.train.device);
+  run_resolve_attention(&cfg, true);
   LLM_REQUIRE(cmd.steps > 0 && cmd.warmup >= 0, "--steps must be > 0 and --warmup >= 0");
   auto profiler = std::make_unique<ProfilingBackend>(
-      backend_create(backend_resolve(cfg.train.device), {static_cast<int>(cfg.train.threads), 0}));
+      backend_create(cfg.train.device, {static_cast<int>(cfg.train.threads), 0}));
   ProfilingBackend& be = *profiler;
   ModelState state(cfg, be);
   state.init_weights(static_cast<uint64_t>(cfg.train.seed));

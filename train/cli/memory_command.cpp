@@ -161,6 +161,7 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
   in.params = pp.params;
   in.grads = pp.grads;
   in.bf16_matmul = r.precision.matmul == "bf16";
+  in.cudnn_attention = r.precision.attention == "cudnn";
   in.separate_master = pp.separate_master;
   in.master_none = pp.master_none;
   in.optim = r.optim;

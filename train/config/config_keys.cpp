@@ -155,6 +155,9 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("precision", c.precision, rounding, S, "write of the compute copy: nearest | stochastic");
   LLM_KEY("precision", c.precision, matmul, S,
           "linear-layer GEMM inputs: fp32 | tf32 (cuda) | bf16 (rounded, fp32 sums)");
+  LLM_KEY("precision", c.precision, attention, S,
+          "attention: auto (cudnn on cuda with matmul bf16 when cuDNN loads, else own) | cudnn "
+          "(cuDNN fused SDPA, bf16) | own");
   LLM_KEY("precision", c.precision, loss_scale, S, "auto | dynamic | static | none");
   LLM_KEY("precision", c.precision, init_scale, F, "initial (or static) loss scale");
   LLM_KEY("precision", c.precision, growth_interval, I, "good steps before the scale grows");

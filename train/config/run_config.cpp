@@ -1,6 +1,8 @@
 // validate() of the run-level config sections.
 #include "train/config/run_config.h"
 
+#include "train/config/attention_choice.h"
+
 #include <cctype>
 
 #include "model/base/check.h"
@@ -83,6 +85,7 @@ void PrecisionConfig::validate() const {
   LLM_REQUIRE(matmul != "bf16" || params != "fp16",
               "precision.matmul: bf16 needs precision.params fp32 or bf16 (fp16 weights would be "
               "rounded a second time)");
+  require_one_of("precision.attention", attention, {"auto", "cudnn", "own"});
   require_one_of("precision.loss_scale", loss_scale, {"auto", "dynamic", "static", "none"});
   LLM_REQUIRE(init_scale > 0, "precision.init_scale: expected > 0 (got ", init_scale, ")");
   LLM_REQUIRE(growth_interval > 0, "precision.growth_interval: expected > 0");
@@ -116,6 +119,8 @@ void RunConfig::validate() const {
     ParamTable table = param_table_build(model);
     param_table_freeze(&table, train.freeze);
   }
+  // precision.attention against the device, dropout and matmul.
+  attention_config_check(precision.attention, train.device, precision.matmul, model.dropout);
   LLM_REQUIRE(train.seq_len <= model.block_size, "train.seq_len ", train.seq_len,
               " exceeds model.block_size ", model.block_size, " (the model's context)");
   LLM_REQUIRE(optim.name != "ademamix" || optim.ademamix_warmup > 0 || train.max_steps > 0 ||

@@ -63,6 +63,10 @@ struct PrecisionConfig {
   // Inputs of the linear layers' GEMMs: fp32 (exact; bf16 weights are widened) | bf16 (both
   // operands rounded to bf16, fp32 accumulation, bf16 dot-product instructions where available).
   std::string matmul = "fp32";
+  // Attention: auto (cuDNN's fused attention on cuda runs with matmul = bf16 when cuDNN loads,
+  // else our kernel) | cudnn | own (train/config/attention_choice.h). Runs record the resolved
+  // value.
+  std::string attention = "auto";
   std::string loss_scale =
       "auto";  // auto (dynamic for fp16, none otherwise) | dynamic | static | none
   double init_scale = 65536.0;

@@ -362,6 +362,18 @@ int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch) {
   return 4 * act_buf(N * C) + 2 * act_buf(4 * N * C) + act_buf(3 * N * C) + lora;
 }
 
+int64_t plan_cudnn_attention_bytes(const PlanShapes& s, int64_t batch) {
+  const int64_t btc = batch * s.seq * s.n_embd;
+  // The bf16 slots: qkv and dqkv (3C each), out and dout (C each), 2 bytes an element.
+  const int64_t copies = 2 * (3 * btc + 3 * btc + btc + btc);
+  // The deterministic backward's engine: a bf16 dP buffer over 64 x 64 tiles of the score
+  // matrix and an fp32 softmax row sum (the frontend's sizes for its dP-workspace path). An
+  // estimate: the engine reports its workspace only once its graph is built on a GPU.
+  const int64_t t64 = (s.seq + 63) / 64 * 64;
+  const int64_t engine = batch * s.n_head * t64 * t64 * 2 + batch * s.n_head * s.seq * 4;
+  return copies + engine;
+}
+
 int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   const PlanShapes& s = x.shapes;
   const int64_t P = std::max<int64_t>(x.threads, 1);
@@ -483,6 +495,9 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
   } else {
     plan.notes.push_back("activations: not predicted (give --layers --hidden --heads --seq)");
   }
+  if (x.cudnn_attention && s.known())
+    b.add("workspace.cudnn_attention", MemTag::kWorkspace, "bf16",
+          plan_cudnn_attention_bytes(s, x.micro_batch), false, false, false);
   if (x.cpu_workspace)
     b.add("workspace.backend", MemTag::kWorkspace, "-", plan_cpu_workspace_bytes(x), false, false,
           false);
@@ -660,6 +675,7 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.recompute = recompute_parse(cfg.model.recompute);
   in.threads = threads;
   in.bf16_matmul = cfg.precision.matmul == "bf16";
+  in.cudnn_attention = cfg.precision.attention == "cudnn";
   in.data_bytes = data_bytes;
   if (cfg.optim.offload == "disk") {
     int64_t largest = 0;

@@ -83,8 +83,10 @@ struct PlanInput {
   bool reshard_after_forward = true;  // ZeRO-3 gather buffers: one unit, or every unit
   int64_t micro_batch = 1, accum = 1;
   Recompute recompute = Recompute::kNone;
-  int64_t threads = 1;        // CPU backend threads (per-thread scratch)
-  bool bf16_matmul = false;   // precision.matmul = bf16 (packed or rounded GEMM operands)
+  int64_t threads = 1;       // CPU backend threads (per-thread scratch)
+  bool bf16_matmul = false;  // precision.matmul = bf16 (packed or rounded GEMM operands)
+  // precision.attention = cudnn (resolved): the CUDA backend's bf16 copies and cuDNN workspace.
+  bool cudnn_attention = false;
   bool cpu_workspace = true;  // include the CPU backend's scratch buffers
   int64_t data_bytes = -1;    // tokens held in memory by the loader (-1: unknown)
   // optim.offload = disk: the RAM arena the state streams through (offload_staging_bytes).
@@ -140,6 +142,10 @@ double plan_optimizer_bytes_per_param(const OptimConfig& optim);
 // buffer rounded up to 64 bytes), and the model's scratch for activation gradients.
 int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute recompute);
 int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch);
+// precision.attention = cudnn: what the CUDA backend's cuDNN attention keeps in its workspace
+// slots (model/backend/cuda/cudnn_attention.h) for micro-batch `batch`: bf16 copies of qkv,
+// out, dout and dqkv, and an estimate of cuDNN's own workspace for the deterministic backward.
+int64_t plan_cudnn_attention_bytes(const PlanShapes& s, int64_t batch);
 // The CPU backend's persistent scratch (GEMM operand widening or bf16 packing, partial sums,
 // per-thread rows) for x.shapes, x.micro_batch, x.elements, x.params, x.grads, x.threads and
 // x.bf16_matmul.

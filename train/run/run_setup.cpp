@@ -11,8 +11,10 @@
 #include <optional>
 #include <sstream>
 
+#include "model/backend/common/cudnn_library.h"
 #include "model/base/check.h"
 #include "train/comm/comm_select.h"
+#include "train/config/attention_choice.h"
 #include "train/run/memory_admission.h"
 #include "train/run/run_dir.h"
 #include "train/run/run_summary.h"
@@ -208,6 +210,21 @@ int threads_per_rank(int64_t configured, int local_ranks) {
   return std::max(1, std::min(omp_get_num_procs(), host_cores / std::max(local_ranks, 1)));
 }
 
+void run_resolve_attention(RunConfig* cfg, bool print) {
+  attention_config_check(cfg->precision.attention, cfg->train.device, cfg->precision.matmul,
+                         cfg->model.dropout);
+  const std::string& asked = cfg->precision.attention;
+  std::string problem, version;
+  if (attention_needs_cudnn(asked, cfg->train.device, cfg->precision.matmul, cfg->model.dropout)) {
+    problem = backend_cudnn_attention_problem();
+    if (problem.empty()) version = cudnn_version_text(cudnn_library().version);
+  }
+  const AttentionChoice choice = attention_resolve(asked, cfg->train.device, cfg->precision.matmul,
+                                                   cfg->model.dropout, problem, version);
+  if (print && !choice.note.empty()) std::printf("%s\n", choice.note.c_str());
+  cfg->precision.attention = choice.value;
+}
+
 TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   TrainRun run;
   run.comm = &comm;
@@ -246,6 +263,8 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
     cfg.train.device = backend_resolve(asked);
     if (run.lead() && asked != cfg.train.device)
       std::printf("train.device = %s: training on %s\n", asked.c_str(), cfg.train.device.c_str());
+    // The same for precision.attention: the run records cudnn or own.
+    run_resolve_attention(&cfg, run.lead());
     // Lion moves every weight by exactly lr per step: AdamW's LR is 3-10x too large for it.
     if (run.lead() && cfg.optim.name == "lion" && cfg.optim.lr >= 3e-4)
       std::printf(

@@ -67,4 +67,9 @@ TrainRun run_setup(const TrainRequest& request, Comm& comm);
 // CPU threads per rank for train.threads = 0: the cores of this host shared by its ranks.
 int threads_per_rank(int64_t configured, int local_ranks);
 
+// precision.attention resolved for cfg's resolved train.device (attention_choice.h): checks it
+// again, asks the build and libcudnn only where cuDNN is a candidate, stores cudnn | own in
+// cfg and prints the resolution's line when `print` and there is one.
+void run_resolve_attention(RunConfig* cfg, bool print);
+
 }  // namespace ledgerlm

@@ -165,6 +165,9 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   const ParamTable* frozen_table = frozen_.empty() ? nullptr : &frozen_table_;
   model_->set_bf16_matmul(config_.precision.matmul == "bf16");
   model_->set_tf32_matmul(config_.precision.matmul == "tf32");
+  // Resolved by run_setup/bench (run_resolve_attention): "auto" left unresolved runs our kernel.
+  model_->set_attention_impl(config_.precision.attention == "cudnn" ? AttentionImpl::kCudnn
+                                                                    : AttentionImpl::kOwn);
   if (stage_ >= 2) {
     ZeroUnitsConfig zc;
     zc.stage = stage_;

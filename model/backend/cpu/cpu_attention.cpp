@@ -57,6 +57,9 @@ AttnShape attention_check(const AttentionArgs& a) {
               ") must be divisible by heads (", a.heads, ")");
   LLM_REQUIRE(a.dropout >= 0.0 && a.dropout < 1.0,
               "cpu backend: attention dropout must be in [0, 1), got ", a.dropout);
+  LLM_REQUIRE(a.impl == AttentionImpl::kOwn,
+              "cpu backend: precision.attention = cudnn needs the cuda backend (cuDNN runs on a "
+              "GPU); the cpu backend runs its own attention");
   LLM_REQUIRE(3 * a.channels < (int64_t{1} << 31) && a.seq < (int64_t{1} << 31),
               "cpu backend: attention sizes must fit in int32 for BLAS");
   return {a.batch, a.seq, a.channels, a.heads, a.channels / a.heads};

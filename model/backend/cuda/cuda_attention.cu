@@ -20,6 +20,7 @@
 
 #include "model/backend/common/random_keys.h"
 #include "model/backend/cuda/cuda_common.cuh"
+#include "model/backend/cuda/cudnn_attention.h"
 
 namespace ledgerlm::cuda {
 namespace {
@@ -291,7 +292,28 @@ void require_same(const Tensor& t, DType act, const char* what) {
 
 }  // namespace
 
+void cudnn_attention_delete(CudnnAttention* attention) {
+  delete attention;
+}
+
+int64_t CudaBackend::cudnn_attention_calls() const {
+  return cudnn_ ? cudnn_->calls() : 0;
+}
+
+CudnnAttention& CudaBackend::cudnn_attention() {
+#ifdef LEDGERLM_HAVE_CUDNN_ATTENTION
+  if (!cudnn_) cudnn_.reset(cudnn_attention_create(*this).release());
+  return *cudnn_;
+#else
+  fail(
+      "cuda backend: precision.attention = cudnn, but this build has no cuDNN attention (the "
+      "cuDNN frontend headers were not found when it was configured)");
+#endif
+}
+
 void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) {
+  // cuDNN, unless it refused this shape (then our kernel runs it, forward and backward).
+  if (args.impl == AttentionImpl::kCudnn && cudnn_attention().forward(out, lse, qkv, args)) return;
   LLM_REQUIRE(qkv.data && dtype_is_act(qkv.dtype), "cuda backend: attention qkv fp32/fp64");
   require_same(out, qkv.dtype, "attention_forward out");
   require_same(lse, qkv.dtype, "attention_forward lse");
@@ -312,6 +334,9 @@ void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const At
 
 void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                      const AttentionArgs& args) {
+  if (args.impl == AttentionImpl::kCudnn &&
+      cudnn_attention().backward(dqkv, dout, qkv, out, lse, args))
+    return;
   LLM_REQUIRE(qkv.data && dtype_is_act(qkv.dtype), "cuda backend: attention qkv fp32/fp64");
   const DType act = qkv.dtype;
   require_same(dqkv, act, "attention_backward dqkv");

@@ -93,6 +93,7 @@ CudaBackend::CudaBackend(int device)
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
+  cudnn_.reset();  // its handle is bound to stream_ and its graphs to the workspace
   for (Buffer& b : work_) b.reset();
   quant_maps_.reset();
   if (blas_) cublasDestroy(blas_);

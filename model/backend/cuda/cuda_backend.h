@@ -17,11 +17,17 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "model/backend/backend.h"
 
 namespace ledgerlm::cuda {
+
+class CudnnAttention;  // cudnn_attention.h
+// Deletes a CudnnAttention where its type is complete (cuda_attention.cu): this header and
+// cuda_backend.cu stay free of it.
+void cudnn_attention_delete(CudnnAttention* attention);
 
 // Throws Error naming `what` when `e` is not cudaSuccess (and for cuBLAS statuses).
 void cuda_check(cudaError_t e, const char* what);
@@ -61,6 +67,11 @@ enum class WorkSlot : int {
   kScratch,   // attention row statistics, decode scores, optimizer side arrays
   kScratch2,
   kOptimSide,  // optimizer side arrays uploaded from the host (Adafactor statistics)
+  kCudnnQkv,   // precision.attention = cudnn: qkv in bf16 [B,T,3C]
+  kCudnnOut,   // ... the attention output in bf16 [B,T,C]
+  kCudnnDout,  // ... its gradient in bf16 [B,T,C]
+  kCudnnDqkv,  // ... dq, dk, dv in bf16 [B,T,3C]
+  kCudnnWork,  // ... cuDNN's own workspace (the deterministic backward's dP buffer)
   kCount
 };
 
@@ -148,6 +159,9 @@ class CudaBackend final : public Backend {
   void count_up(int64_t bytes) { note_up(bytes); }
   void count_down(int64_t bytes) { note_down(bytes); }
 
+  // Forward and backward calls cuDNN's attention ran (0 when it never ran).
+  int64_t cudnn_attention_calls() const;
+
   // The 8-bit optimizer's two QuantMaps (quant8.h) in device memory, uploaded on first use.
   const void* quant_maps();
 
@@ -163,6 +177,10 @@ class CudaBackend final : public Backend {
   DeviceAllocator allocator_;
   std::array<Buffer, static_cast<size_t>(WorkSlot::kCount)> work_;
   Buffer quant_maps_;
+  // precision.attention = cudnn, made on the first such call (cudnn_attention.h).
+  std::unique_ptr<CudnnAttention, void (*)(CudnnAttention*)> cudnn_{nullptr,
+                                                                    cudnn_attention_delete};
+  CudnnAttention& cudnn_attention();
 };
 
 }  // namespace ledgerlm::cuda

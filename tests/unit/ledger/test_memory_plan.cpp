@@ -150,3 +150,27 @@ TEST(MemoryPlan, ConfigTableCountsPaddingHonestly) {
 
 }  // namespace
 }  // namespace ledgerlm
+
+namespace ledgerlm {
+namespace {
+
+// precision.attention = cudnn at GPT-2 124M's shape, B = 2: the CUDA backend's bf16 slots for
+// qkv, out, dout and dqkv (8 x B*T*C elements, 2 bytes each) and the deterministic backward's
+// dP buffer (B*H*T64^2 bf16) with its fp32 row sums (B*H*T), counted by hand; absent otherwise.
+TEST(MemoryPlan, CudnnAttentionBuffersCountedOnlyWhenChosen) {
+  PlanInput in = recipe(124000000);
+  in.shapes = {12, 12, 768, 50304, 1024};
+  in.micro_batch = 2;
+  const MemoryPlan own = memory_plan_compute(in);
+  for (const auto& c : own.components) EXPECT_NE(c.name, "workspace.cudnn_attention");
+  in.cudnn_attention = true;
+  const MemoryPlan dnn = memory_plan_compute(in);
+  const int64_t btc = 2 * 1024 * 768;
+  const int64_t expected = 8 * btc * 2 + 2 * 12 * 1024 * 1024 * 2 + 2 * 12 * 1024 * 4;
+  EXPECT_EQ(expected, 75595776);
+  EXPECT_EQ(component(dnn, "workspace.cudnn_attention"), expected);
+  EXPECT_EQ(dnn.per_rank_peak - own.per_rank_peak, expected);
+}
+
+}  // namespace
+}  // namespace ledgerlm
