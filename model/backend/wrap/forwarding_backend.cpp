@@ -11,7 +11,9 @@ namespace ledgerlm {
 class ForwardingBackend::Op {
  public:
   Op(ForwardingBackend& be, const char* name) : be_(be), name_(name) { be_.op_begin(name_); }
-  ~Op() { be_.op_end(name_); }
+  // May throw: a wrapper's op_end may wait for the device, which reports an asynchronous error
+  // of the op there (op_end itself stays quiet while an exception is already in flight).
+  ~Op() noexcept(false) { be_.op_end(name_); }
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
 
@@ -47,6 +49,9 @@ MemSpace ForwardingBackend::memory_space() const {
 }
 bool ForwardingBackend::device_memory(DeviceMemoryInfo* info) {
   return inner_->device_memory(info);
+}
+void ForwardingBackend::synchronize() {
+  inner_->synchronize();
 }
 Buffer ForwardingBackend::allocate(MemTag tag, size_t bytes) {
   return inner_->allocate(tag, bytes);

@@ -5,10 +5,12 @@
 //
 // Around each op (every call that reaches the backend's memory: copies, conversions, reductions,
 // the model's ops and the optimizer's kernels; not the queries name, num_threads, tracker,
-// memory_space, device_memory, transfers, nor allocate) it calls op_begin and op_end with the
-// op's name, so a wrapper that acts the same way around every op overrides those two alone.
-// op_end also runs when the op throws. Calls do not nest: the inner backend's own calls (a fused
-// op's default composition, optimizer_ops' default loop) stay inside the inner backend.
+// memory_space, device_memory, transfers, nor allocate and synchronize) it calls op_begin and
+// op_end with the op's name, so a wrapper that acts the same way around every op overrides those
+// two alone. op_end also runs when the op throws, with the exception in flight: it must not throw
+// then; otherwise it may (a device error that a synchronize in it reports). Calls do not nest:
+// the inner backend's own calls (a fused op's default composition, optimizer_ops' default loop)
+// stay inside the inner backend.
 #pragma once
 
 #include <memory>
@@ -37,6 +39,7 @@ class ForwardingBackend : public Backend {
   MemoryTracker& tracker() override;
   MemSpace memory_space() const override;
   bool device_memory(DeviceMemoryInfo* info) override;
+  void synchronize() override;
   Buffer allocate(MemTag tag, size_t bytes) override;
   void copy_from_host(Tensor dst, const void* src, int64_t n) override;
   void copy_to_host(void* dst, Tensor src, int64_t n) override;
