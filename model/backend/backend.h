@@ -119,6 +119,9 @@ class Backend {
   virtual void reset_transfers() { transfers_ = TransferStats{}; }
   virtual std::string name() const = 0;
   virtual int num_threads() const = 0;
+  // The accelerator's name as its driver reports it (cudaDeviceProp::name, e.g. "NVIDIA H200"):
+  // what `ledgerlm bench` looks its peak rate up by. Empty for host-memory backends.
+  virtual std::string device_name() const { return ""; }
 
   // ---- memory -------------------------------------------------------------------------------
   virtual MemoryTracker& tracker() = 0;

@@ -83,6 +83,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   int num_threads() const override { return 1; }
+  std::string device_name() const override;
 
   MemoryTracker& tracker() override { return tracker_; }
   MemSpace memory_space() const override { return MemSpace::kDevice; }

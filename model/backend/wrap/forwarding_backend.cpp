@@ -38,6 +38,9 @@ void ForwardingBackend::reset_transfers() {
 std::string ForwardingBackend::name() const {
   return inner_->name();
 }
+std::string ForwardingBackend::device_name() const {
+  return inner_->device_name();
+}
 int ForwardingBackend::num_threads() const {
   return inner_->num_threads();
 }
