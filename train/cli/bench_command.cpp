@@ -10,7 +10,6 @@
 // On the CPU one set of steps gives both (synchronize does nothing there).
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "model/backend/peak_flops.h"
 #include "model/backend/wrap/profiling_backend.h"
 #include "model/base/check.h"
+#include "model/base/dtype.h"
 #include "model/base/rng.h"
 #include "optim/schedule.h"
 #include "train/cli/commands.h"
@@ -104,12 +104,39 @@ double isolated_gemm_seconds(Backend& be, const GemmArgs& shape) {
   return median(t);
 }
 
+// Uniform values in [-1, 1) in `ab` (fp32 or bf16) for an operand of `count` elements: a GPU
+// multiplying zeros draws less power and holds higher clocks than on real data, so a rate
+// measured on zero-filled operands would be optimistic.
+Buffer random_operand(Backend& be, int64_t count, DType ab, uint64_t seed) {
+  Buffer buf = be.allocate(MemTag::kWorkspace, static_cast<size_t>(count) * dtype_size(ab));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&x] {  // xorshift64*: fast, and the values only need to be non-trivial
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    return static_cast<float>(static_cast<double>((x * 0x2545F4914F6CDD1Dull) >> 40) /
+                                  static_cast<double>(1ull << 23) -
+                              1.0);
+  };
+  if (ab == DType::kBF16) {
+    std::vector<uint16_t> host(static_cast<size_t>(count));
+    for (auto& v : host) v = f32_to_bf16(next());
+    be.copy_from_host(Tensor(buf.data(), ab), host.data(), count);
+  } else {
+    std::vector<float> host(static_cast<size_t>(count));
+    for (auto& v : host) v = next();
+    be.copy_from_host(Tensor(buf.data(), ab), host.data(), count);
+  }
+  return buf;
+}
+
 // The device's attainable GEMM rate: C[n,n] (fp32) = A B^T with A, B [n,n] in `ab` (bf16 for
-// precision.matmul = bf16, fp32 otherwise, on TF32 tensor cores when `tf32`), one warm-up call,
-// then the best of 5, each timed from an empty queue to its completion. TFLOP/s.
+// precision.matmul = bf16, fp32 otherwise, on TF32 tensor cores when `tf32`) on random values,
+// one warm-up call, then the best of 5, each timed from an empty queue to its completion.
+// TFLOP/s.
 double measured_gemm_tflops(Backend& be, int64_t n, DType ab, bool tf32) {
-  Buffer a = be.allocate(MemTag::kWorkspace, static_cast<size_t>(n * n) * dtype_size(ab));
-  Buffer b = be.allocate(MemTag::kWorkspace, static_cast<size_t>(n * n) * dtype_size(ab));
+  Buffer a = random_operand(be, n * n, ab, 1);
+  Buffer b = random_operand(be, n * n, ab, 2);
   Buffer c = be.allocate(MemTag::kWorkspace, static_cast<size_t>(n * n) * sizeof(float));
   GemmArgs g;
   g.a = Tensor(a.data(), ab);
