@@ -44,8 +44,7 @@ dir="${out:-$(mktemp -d /tmp/bench_gpu.XXXXXX)}"
 log="$dir/bench_gpu.log"
 : >"$log"
 say() { echo "bench_gpu: $*" | tee -a "$log"; }
-# shellcheck disable=SC2206
-shape_flags=($shape)
+read -ra shape_flags <<<"$shape"
 
 # --- the start: the largest micro-batch the planner predicts to fit ----------------------------
 mem_gb="${BENCH_DEVICE_MEMORY_GB:-}"
@@ -53,7 +52,14 @@ if [[ -z "$mem_gb" ]] && command -v nvidia-smi >/dev/null; then
   mib="$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)"
   [[ "$mib" =~ ^[0-9]+$ ]] && mem_gb="$(awk -v m="$mib" 'BEGIN { printf "%.3f", m * 1048576 / 1e9 }')"
 fi
-candidates=(${BENCH_MICRO_BATCHES:-16 8 4 2 1})
+read -ra candidates <<<"${BENCH_MICRO_BATCHES:-16 8 4 2 1}"
+for mb in "${candidates[@]}"; do
+  [[ "$mb" =~ ^[1-9][0-9]*$ ]] || {
+    echo "bench_gpu: error: BENCH_MICRO_BATCHES must be positive whole numbers, got '$mb'" >&2
+    exit 2
+  }
+done
+((${#candidates[@]} > 0)) || { echo "bench_gpu: error: BENCH_MICRO_BATCHES is empty" >&2; exit 2; }
 start=0
 if [[ -n "$mem_gb" ]]; then
   start=-1

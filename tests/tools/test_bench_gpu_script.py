@@ -128,6 +128,9 @@ def main():
                       f"last line '{last}' (want '{want_last}')")
             if not ok:
                 print(output)
+        rc, tried, output, last = run(fake, {"FAKE_MODE": "good", "BENCH_MICRO_BATCHES": "8 x"}, tmp)
+        check(rc == 2 and not tried and "BENCH_MICRO_BATCHES must be positive whole numbers" in output,
+              f"bad micro-batch list: exit {rc} (want 2), benched {tried}, '{output.strip()}'")
         rc, _, output, last = run(fake, {"FAKE_MODE": "good", "BENCH_DEVICE_MEMORY_GB": "5"}, tmp)
         check("is predicted to fit 5 GB: trying 4" in output,
               "device 5 GB: the output says none was predicted to fit")
