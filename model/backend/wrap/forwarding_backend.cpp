@@ -41,6 +41,9 @@ std::string ForwardingBackend::name() const {
 std::string ForwardingBackend::device_name() const {
   return inner_->device_name();
 }
+void ForwardingBackend::synchronize() {
+  inner_->synchronize();
+}
 int ForwardingBackend::num_threads() const {
   return inner_->num_threads();
 }
@@ -52,9 +55,6 @@ MemSpace ForwardingBackend::memory_space() const {
 }
 bool ForwardingBackend::device_memory(DeviceMemoryInfo* info) {
   return inner_->device_memory(info);
-}
-void ForwardingBackend::synchronize() {
-  inner_->synchronize();
 }
 Buffer ForwardingBackend::allocate(MemTag tag, size_t bytes) {
   return inner_->allocate(tag, bytes);

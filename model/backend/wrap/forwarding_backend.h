@@ -36,11 +36,11 @@ class ForwardingBackend : public Backend {
   std::string name() const override;
   int num_threads() const override;
   std::string device_name() const override;
+  void synchronize() override;
 
   MemoryTracker& tracker() override;
   MemSpace memory_space() const override;
   bool device_memory(DeviceMemoryInfo* info) override;
-  void synchronize() override;
   Buffer allocate(MemTag tag, size_t bytes) override;
   void copy_from_host(Tensor dst, const void* src, int64_t n) override;
   void copy_to_host(void* dst, Tensor src, int64_t n) override;
