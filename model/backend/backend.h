@@ -125,6 +125,15 @@ class Backend {
   virtual void reset_transfers() { transfers_ = TransferStats{}; }
   virtual std::string name() const = 0;
   virtual int num_threads() const = 0;
+  // The accelerator's name as its driver reports it (cudaDeviceProp::name, e.g. "NVIDIA H200"):
+  // what `ledgerlm bench` looks its peak rate up by. Empty for host-memory backends.
+  virtual std::string device_name() const { return ""; }
+  // Waits until every op called so far has finished on the device, and reports (as an Error
+  // naming the backend and the failing call) an asynchronous error the device raised meanwhile.
+  // Host-memory backends finish each op before it returns: for them it does nothing. Timing
+  // code calls it before reading a host clock, so device work is charged to the op that queued
+  // it rather than to whichever later op happens to wait for the device.
+  virtual void synchronize() {}
 
   // ---- memory -------------------------------------------------------------------------------
   virtual MemoryTracker& tracker() = 0;

@@ -117,6 +117,12 @@ void* CudaBackend::workspace(WorkSlot slot, size_t bytes) {
   return buf.data();
 }
 
+std::string CudaBackend::device_name() const {
+  cudaDeviceProp prop{};
+  LLM_CUDA(cudaGetDeviceProperties(&prop, device_));
+  return prop.name;
+}
+
 void CudaBackend::synchronize() {
   LLM_CUDA(cudaStreamSynchronize(stream_));
   LLM_CUDA(cudaGetLastError());

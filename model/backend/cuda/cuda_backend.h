@@ -94,6 +94,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   int num_threads() const override { return 1; }
+  std::string device_name() const override;
 
   MemoryTracker& tracker() override { return tracker_; }
   MemSpace memory_space() const override { return MemSpace::kDevice; }
@@ -151,8 +152,9 @@ class CudaBackend final : public Backend {
   // synchronizes the stream first (the old buffer may still be in use by queued kernels).
   void* workspace(WorkSlot slot, size_t bytes);
   size_t cublas_workspace_bytes() const { return kCublasWorkspace; }
-  // Waits for everything queued on the stream; throws on an asynchronous kernel error.
-  void synchronize();
+  // Waits for everything queued on the stream (cudaStreamSynchronize); an asynchronous kernel
+  // error is an Error naming the call and the CUDA error.
+  void synchronize() override;
   // The tracker's totals next to cudaMemGetInfo (the device counterpart of the CPU's VmHWM check).
   CudaMemoryReport memory_report();
   // Counts bytes moved by host <-> device staging inside ops (e.g. Adafactor's host statistics).

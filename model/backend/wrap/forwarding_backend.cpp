@@ -11,7 +11,9 @@ namespace ledgerlm {
 class ForwardingBackend::Op {
  public:
   Op(ForwardingBackend& be, const char* name) : be_(be), name_(name) { be_.op_begin(name_); }
-  ~Op() { be_.op_end(name_); }
+  // May throw: a wrapper's op_end may wait for the device, which reports an asynchronous error
+  // of the op there (op_end itself stays quiet while an exception is already in flight).
+  ~Op() noexcept(false) { be_.op_end(name_); }
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
 
@@ -35,6 +37,12 @@ void ForwardingBackend::reset_transfers() {
 }
 std::string ForwardingBackend::name() const {
   return inner_->name();
+}
+std::string ForwardingBackend::device_name() const {
+  return inner_->device_name();
+}
+void ForwardingBackend::synchronize() {
+  inner_->synchronize();
 }
 int ForwardingBackend::num_threads() const {
   return inner_->num_threads();

@@ -4,11 +4,13 @@
 // here once and reaches every wrapper.
 //
 // Around each op (every call that reaches the backend's memory: copies, conversions, reductions,
-// the model's ops and the optimizer's kernels; not the queries name, num_threads, tracker,
-// memory_space, device_memory, transfers, nor allocate) it calls op_begin and op_end with the
-// op's name, so a wrapper that acts the same way around every op overrides those two alone.
-// op_end also runs when the op throws. Calls do not nest: the inner backend's own calls (a fused
-// op's default composition, optimizer_ops' default loop) stay inside the inner backend.
+// the model's ops and the optimizer's kernels; not the queries name, device_name, num_threads,
+// tracker, memory_space, device_memory, transfers, nor allocate and synchronize) it calls op_begin
+// and op_end with the op's name, so a wrapper that acts the same way around every op overrides
+// those two alone. op_end also runs when the op throws, with the exception in flight: it must not
+// throw then; otherwise it may (a device error that a synchronize in it reports). Calls do not
+// nest: the inner backend's own calls (a fused op's default composition, optimizer_ops' default
+// loop) stay inside the inner backend.
 #pragma once
 
 #include <memory>
@@ -33,6 +35,8 @@ class ForwardingBackend : public Backend {
   void reset_transfers() override;
   std::string name() const override;
   int num_threads() const override;
+  std::string device_name() const override;
+  void synchronize() override;
 
   MemoryTracker& tracker() override;
   MemSpace memory_space() const override;

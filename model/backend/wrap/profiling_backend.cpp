@@ -1,61 +1,69 @@
 // Per-op timing wrapper (see profiling_backend.h).
 #include "model/backend/wrap/profiling_backend.h"
 
+#include <exception>
 #include <utility>
 
 namespace ledgerlm {
 namespace {
 
-class Timer {
- public:
-  Timer(std::map<std::string, OpTime>& times, const char* name)
-      : slot_(times[name]), t0_(std::chrono::steady_clock::now()) {}
-  ~Timer() {
-    slot_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    ++slot_.calls;
-  }
-
- private:
-  OpTime& slot_;
-  std::chrono::steady_clock::time_point t0_;
-};
+double seconds_between(std::chrono::steady_clock::time_point t0,
+                       std::chrono::steady_clock::time_point t1) {
+  return std::chrono::duration<double>(t1 - t0).count();
+}
 
 }  // namespace
 
+std::chrono::steady_clock::time_point ProfilingBackend::synced_now() {
+  inner().synchronize();
+  return std::chrono::steady_clock::now();
+}
+
 void ProfilingBackend::op_begin(const char*) {
-  op_start_ = std::chrono::steady_clock::now();
+  if (timing_) op_start_ = synced_now();
 }
 void ProfilingBackend::op_end(const char* op) {
+  // An op that threw is not timed, and its error is the one to report: no synchronize then.
+  if (!timing_ || std::uncaught_exceptions() > 0) return;
   OpTime& slot = times_[op];
-  slot.seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - op_start_).count();
+  slot.seconds += seconds_between(op_start_, synced_now());
   ++slot.calls;
 }
 
 void ProfilingBackend::gemm(const GemmArgs& args) {
+  if (!timing_) return inner().gemm(args);
   std::string key = std::string(args.trans_a ? "T" : "N") + (args.trans_b ? "T " : "N ") +
                     std::to_string(args.m) + "x" + std::to_string(args.n) + "x" +
                     std::to_string(args.k) + (args.bias.empty() ? "" : " +bias") +
                     (args.accumulate ? " +=C" : "");
+  const auto t0 = synced_now();
+  inner().gemm(args);
+  const double seconds = seconds_between(t0, synced_now());
+  OpTime& all = times_["gemm"];
+  all.seconds += seconds;
+  ++all.calls;
   OpTime& shape = gemm_times_[key];
-  const auto t0 = std::chrono::steady_clock::now();
-  {
-    Timer tm(times_, "gemm");
-    inner().gemm(args);
-  }
-  shape.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  shape.seconds += seconds;
   shape.calls += 1;
   shape.shape = args;
   shape.flops +=
       2.0 * static_cast<double>(args.m) * static_cast<double>(args.n) * static_cast<double>(args.k);
 }
 void ProfilingBackend::optimizer_op(const OptimOp& op, double* sums) {
-  Timer tm(times_, "optimizer");
+  if (!timing_) return inner().optimizer_op(op, sums);
+  const auto t0 = synced_now();
   inner().optimizer_op(op, sums);
+  OpTime& slot = times_["optimizer"];
+  slot.seconds += seconds_between(t0, synced_now());
+  ++slot.calls;
 }
 void ProfilingBackend::optimizer_ops(const OptimOp* ops, int64_t count) {
-  Timer tm(times_, "optimizer");
+  if (!timing_) return inner().optimizer_ops(ops, count);
+  const auto t0 = synced_now();
   inner().optimizer_ops(ops, count);
+  OpTime& slot = times_["optimizer"];
+  slot.seconds += seconds_between(t0, synced_now());
+  ++slot.calls;
 }
 
 }  // namespace ledgerlm
