@@ -4,6 +4,8 @@
 # looks for them (LEDGERLM_CUDNN_FRONTEND_INCLUDE). Called by scripts/setup.sh for CUDA builds
 # and by scripts/gpu/gpu_bundle.sh. Does nothing when that version is already there.
 #   usage: scripts/cudnn_frontend.sh BUILD_DIR
+#   LEDGERLM_CUDNN_FRONTEND=required  fail when the headers cannot be had (scripts/test.sh sets it
+#                                     for CUDA builds, so CI always compiles the cuDNN attention)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${1:?usage: scripts/cudnn_frontend.sh BUILD_DIR}
@@ -17,7 +19,7 @@ cudnn_frontend_dir="$build_dir/third_party/cudnn_frontend"
 if [ "$(cat "$cudnn_frontend_dir/VERSION" 2>/dev/null)" != "$cudnn_frontend_version" ]; then
   wheel_dir=$(mktemp -d)
   if /usr/bin/python3 -m pip download -q --no-deps --only-binary=:all: -d "$wheel_dir" \
-      "nvidia-cudnn-frontend==$cudnn_frontend_version" >/dev/null 2>&1; then
+      "nvidia-cudnn-frontend==$cudnn_frontend_version" >"$wheel_dir/pip.log" 2>&1; then
     rm -rf "$cudnn_frontend_dir"
     mkdir -p "$cudnn_frontend_dir"
     /usr/bin/python3 - "$wheel_dir" "$cudnn_frontend_dir" <<'PY'
@@ -28,7 +30,13 @@ with zipfile.ZipFile(wheel) as z:
 PY
     echo "$cudnn_frontend_version" >"$cudnn_frontend_dir/VERSION"
   else
-    echo "cudnn_frontend: could not download the cuDNN frontend $cudnn_frontend_version: building without the cuDNN attention"
+    reason=$(tail -n 1 "$wheel_dir/pip.log")
+    if [ "${LEDGERLM_CUDNN_FRONTEND:-}" = required ]; then
+      echo "cudnn_frontend: could not download the cuDNN frontend $cudnn_frontend_version ($reason)" >&2
+      rm -rf "$wheel_dir"
+      exit 1
+    fi
+    echo "cudnn_frontend: could not download the cuDNN frontend $cudnn_frontend_version ($reason): building without the cuDNN attention"
   fi
   rm -rf "$wheel_dir"
 fi

@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev libtomlplusplus-dev
   libsentencepiece-dev libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
   libgtest-dev libssl-dev python3 python3-torch python3-numpy python3-scipy python3-matplotlib python3-protobuf bible-kjv
-  xz-utils bzip2 clang libclang-rt-14-dev ccache)  # clang + libFuzzer: scripts/fuzz.sh; python3-protobuf: the tests' TensorBoard reader
+  xz-utils bzip2 clang libclang-rt-14-dev ccache python3-pip)  # clang + libFuzzer: scripts/fuzz.sh; python3-protobuf: the tests' TensorBoard reader;
+  # python3-pip: the cuDNN frontend's headers for CUDA builds (scripts/cudnn_frontend.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

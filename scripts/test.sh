@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   export LEDGERLM_CUDA=on   # prove the CUDA backend compiles (it runs only where a GPU is)
+  export LEDGERLM_CUDNN_FRONTEND=required  # and its cuDNN attention with it
 fi
 export OMP_WAIT_POLICY=PASSIVE
 mkdir -p build

@@ -2,9 +2,10 @@
 # Builds what scripts/gpu/gpu_check.sh runs on a GPU machine that has only the CUDA toolkit, CMake,
 # ninja and Python (no OpenBLAS, sentencepiece, OpenMPI or GoogleTest): the ledgerlm binary and
 # the GPU test binaries (the backend op harness test_backend_ops, the ops at GPT-2 shapes, the
-# fp64 gradient checks and tests/cuda), built here for
-# sm_90 without MPI, plus the non-CUDA shared libraries they load (OpenBLAS, libgfortran, libgomp,
-# sentencepiece, tomlplusplus, libstdc++, ...). The CUDA libraries (cudart, cuBLAS, cuBLASLt) are
+# fp64 gradient checks and tests/cuda, the NCCL Comm's one-rank test among them), built here for
+# sm_90 without MPI (the NCCL Comm then wraps the single Comm; libnccl.so.2 is opened at run time
+# from the GPU machine's toolkit or site-packages, never copied), plus the non-CUDA shared
+# libraries they load (OpenBLAS, libgfortran, libgomp, sentencepiece, tomlplusplus, libstdc++, ...). The CUDA libraries (cudart, cuBLAS, cuBLASLt) are
 # never copied: the GPU machine's toolkit or its Python site-packages (nvidia/*/lib) provide them;
 # BUILD_INFO records the commit, flags, nvcc version, ldd output and the newest GLIBC needed. Also writes DIR.tar.xz (the copy to send
 # where transfers are size-limited) and prints both sizes.
@@ -25,7 +26,8 @@ bash scripts/cudnn_frontend.sh "$build"  # precision.attention = cudnn (headers 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=ON -DLEDGERLM_MPI=OFF \
   -DLEDGERLM_ONEDNN=OFF -DLEDGERLM_CUDA_ARCHITECTURES="${LEDGERLM_CUDA_ARCHITECTURES:-90}" >/dev/null
 targets=(ledgerlm test_backend_ops test_cuda_training test_cuda_device test_cudnn_attention
-  test_backend_gpt2_shapes test_ops_gradcheck test_model_gradcheck test_model_lora_gradcheck)
+  test_backend_gpt2_shapes test_ops_gradcheck test_model_gradcheck test_model_lora_gradcheck
+  test_comm_nccl)
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

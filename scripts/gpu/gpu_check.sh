@@ -2,9 +2,10 @@
 # One prepared check for a GPU machine (see docs/gpu.md), under one deadline: the environment
 # (build info, driver, CUDA library locations), an ldd preflight, the CUDA tests (the op harness,
 # the ops at GPT-2 124M shapes against the CPU, the fp64 gradient checks on the cuda backend, the
-# training tests; failing cases rerun with LEDGERLM_CUDA_SYNC_CHECK=1 and under compute-sanitizer
-# when present), a 200-step
-# training run of the small shape on the GPU next to the CPU, and scripts/gpu/bench_gpu.sh.
+# training tests, the NCCL Comm with one rank; failing cases rerun with LEDGERLM_CUDA_SYNC_CHECK=1
+# and under compute-sanitizer when present), a 200-step training run of the small shape on the
+# GPU next to the CPU (and its first steps again with dist.comm = nccl, one rank), and
+# scripts/gpu/bench_gpu.sh.
 #
 #   scripts/gpu/gpu_check.sh --out DIR [--deadline SECONDS] [--dry]
 #
@@ -145,9 +146,9 @@ stage_preflight() {  # every library each binary needs resolves, or one line nam
   for f in "$bin_dir/ledgerlm" "$(find_test test_backend_ops)" "$(find_test test_cuda_training)" \
       "$(find_test test_cuda_device)" "$(find_test test_backend_gpt2_shapes)" \
       "$(find_test test_ops_gradcheck)" "$(find_test test_model_gradcheck)" \
-      "$(find_test test_model_lora_gradcheck)"; do
+      "$(find_test test_model_lora_gradcheck)" "$(find_test test_comm_nccl)"; do
     if [[ -z "$f" || ! -x "$f" ]]; then
-      # A CPU-only build has no test_cuda_device: the dry run goes on without it.
+      # A CPU-only build has no test_cuda_device nor test_comm_nccl: the dry run goes on.
       [[ $dry -eq 1 && "$f" != "$bin_dir/ledgerlm" ]] && continue
       echo "gpu_check: preflight: binary missing: ${f:-a test binary}"
       return 1
@@ -191,12 +192,16 @@ stage_test_model_gradcheck() { run_gtest test_model_gradcheck '*/cuda'; }
 stage_test_model_lora_gradcheck() { run_gtest test_model_lora_gradcheck '*/cuda'; }
 stage_test_cuda_training() { run_gtest test_cuda_training; }
 stage_test_cudnn_attention() { run_gtest test_cudnn_attention; }
+# The NCCL Comm with one rank over the single Comm (the bundle has no MPI): NCCL's initialisation,
+# every device-tensor collective (a sum of one term is the rank's own value), the async forms.
+stage_test_comm_nccl() { run_gtest test_comm_nccl; }
 stage_rerun_failed() {  # failing cases again: synchronizing launch checks, then memcheck
   local sanitizer t name cases
   sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)"
   local any=0
   for name in test_cuda_device test_backend_ops test_cuda_training test_cudnn_attention \
-      test_backend_gpt2_shapes test_ops_gradcheck test_model_gradcheck test_model_lora_gradcheck; do
+      test_comm_nccl test_backend_gpt2_shapes test_ops_gradcheck test_model_gradcheck \
+      test_model_lora_gradcheck; do
     cases="$(grep -hoE '^\[  FAILED  \] [A-Za-z0-9_/.]+' "$work/logs/$name.log" 2>/dev/null |
       awk '{print $4}' | sort -u | paste -sd:)"
     [[ -n "$cases" ]] || continue
@@ -251,6 +256,36 @@ print(' '.join(random.choice(w) for _ in range($([[ $dry -eq 1 ]] && echo 20000 
     ((r == 0)) || rc=1
     results+="train on $dev ($steps steps): exit $r; "
   done
+  # dist.comm = nccl with one rank: 20 steps with and without it. One rank reduces no gradient
+  # (dist.zero is then 0, and ModelState::reduce_gradients returns before any collective), so
+  # the NCCL Comm is initialised, carries the host values through the single Comm and is torn
+  # down, while the arithmetic is the plain run's: the losses must be equal bit for bit (a rerun
+  # on one GPU is bitwise by construction, docs/gpu.md "Determinism"). Dry: the CPU refuses it.
+  if [[ $dry -eq 1 ]]; then
+    local refusal
+    refusal="$("$bin_dir/ledgerlm" train --data.dir "$work/data" --train.out_dir "$work/runs" \
+      --train.name small_nccl_cpu $shape --train.micro_batch 8 --train.max_steps 2 \
+      --train.device cpu --dist.comm nccl 2>&1)"
+    local r=$?
+    echo "$refusal" | tail -3
+    if ((r != 0)) && grep -q 'dist.comm = nccl needs train.device = cuda' <<<"$refusal"; then
+      results+="dist.comm = nccl on the cpu: refused (exit $r); "
+    else
+      rc=1
+      results+="dist.comm = nccl on the cpu: exit $r, without the refusal; "
+    fi
+  else
+    local comm
+    for comm in auto nccl; do  # auto: the single Comm at one rank
+      "$bin_dir/ledgerlm" train --data.dir "$work/data" --train.out_dir "$work/runs" \
+        --train.name "small_gpu_$comm" $shape --train.micro_batch 8 --train.max_steps 20 \
+        --train.eval_interval 0 --train.log_interval 10 --train.save_interval 0 \
+        --train.device cuda --dist.comm "$comm"
+      local r=$?
+      ((r == 0)) || rc=1
+      results+="train on gpu, dist.comm = $comm (20 steps): exit $r; "
+    done
+  fi
   rm -rf "$work/data"
   # Weights and checkpoints are not evidence (and would crowd the size-limited archive).
   find "$work/runs" -type f \( -name "*.safetensors" -o -size +1024k \) -delete 2>/dev/null
@@ -270,6 +305,32 @@ if common:
 if g:
     print(f"small shape on the GPU: loss {g[min(g)]:.4f} at step {min(g)} -> {g[max(g)]:.4f} at step {max(g)}")
 PY
+  if [[ $dry -eq 0 ]]; then
+    python3 - "$work" <<'PY' || { rc=1; results+="dist.comm = nccl: losses or comm differ; "; }
+import json, sys
+work = sys.argv[1]
+def losses(name):
+    try:
+        return {r["step"]: r["loss"] for r in map(json.loads, open(f"{work}/runs/{name}/metrics.jsonl")) if "loss" in r}
+    except OSError:
+        return {}
+def comm(name):
+    try:
+        return json.load(open(f"{work}/runs/{name}/summary.json")).get("comm")
+    except (OSError, ValueError):
+        return None
+plain, nccl = losses("small_gpu_auto"), losses("small_gpu_nccl")
+if not plain or sorted(plain) != sorted(nccl):
+    sys.exit(f"dist.comm = nccl: steps {sorted(nccl)} vs the plain run's {sorted(plain)}")
+worst = max(plain, key=lambda s: abs(plain[s] - nccl[s]))
+diff = abs(plain[worst] - nccl[worst])
+print(f"dist.comm = nccl, one rank, steps 1..{max(plain)}: comm {comm('small_gpu_nccl')} vs "
+      f"{comm('small_gpu_auto')}; max |loss difference| vs the plain run {diff:.3e} at step {worst} "
+      f"({nccl[worst]!r} vs {plain[worst]!r}; must be 0: bit for bit)")
+if diff != 0 or comm("small_gpu_nccl") != "nccl":
+    sys.exit(1)
+PY
+  fi
   echo "$results"  # last, so the summary line says which run failed
   return $rc
 }
@@ -290,7 +351,7 @@ export -f site_nvidia_libs toolkit_libs find_test run_gtest stage_environment st
   stage_test_cuda_device stage_test_backend_ops stage_test_cuda_training \
   stage_test_cudnn_attention stage_test_backend_gpt2_shapes \
   stage_test_ops_gradcheck stage_test_model_gradcheck stage_test_model_lora_gradcheck \
-  stage_rerun_failed \
+  stage_test_comm_nccl stage_rerun_failed \
   stage_train_small stage_bench
 
 status=0
@@ -338,12 +399,13 @@ run_stage test_cuda_device 30
 run_stage test_backend_ops 60
 run_stage test_cuda_training 120
 run_stage test_cudnn_attention 60
+run_stage test_comm_nccl 30
 run_stage test_backend_gpt2_shapes 60
 run_stage test_ops_gradcheck 20
 run_stage test_model_gradcheck 30
 run_stage test_model_lora_gradcheck 30
 run_stage rerun_failed 60
-run_stage train_small 90
+run_stage train_small 100
 run_stage bench 150
 echo "done: status $status after $(elapsed) s" >>"$work/summary.txt"
 pack

@@ -21,9 +21,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "scripts", "gpu", "gpu_check.sh")
 STAGES = ["environment", "preflight", "test_cuda_device", "test_backend_ops",
-          "test_cuda_training", "test_cudnn_attention", "test_backend_gpt2_shapes",
-          "test_ops_gradcheck", "test_model_gradcheck", "test_model_lora_gradcheck",
-          "rerun_failed", "train_small", "bench"]
+          "test_cuda_training", "test_cudnn_attention", "test_comm_nccl",
+          "test_backend_gpt2_shapes", "test_ops_gradcheck", "test_model_gradcheck",
+          "test_model_lora_gradcheck", "rerun_failed", "train_small", "bench"]
 VERDICTS = {"ok", "failed", "skipped", "timeout"}
 MAX_FILES, MAX_LEVELS, MAX_BYTES = 5, 2, 16 * 1024 * 1024
 failures = []

@@ -1,5 +1,7 @@
 // The NCCL Comm (comm_select.h): device tensors move between GPUs through NCCL, host values go
-// through the Comm it wraps (MPI). Built in CUDA builds with MPI only (LEDGERLM_HAVE_NCCL);
+// through the Comm it wraps: MPI's, or in a build without MPI the single one (one rank, where
+// the unique id needs no broadcast, the barrier and the agreements are the rank's own and the
+// sums are of one term). Built in every CUDA build that found nccl.h (LEDGERLM_HAVE_NCCL);
 // libnccl.so.2 is opened at run time, so the binary starts on a machine without it.
 //
 // Ordering without blocking the host: each collective runs on this Comm's own stream, after an
@@ -454,7 +456,10 @@ class NcclComm final : public Comm {
   }
 
   // From the watch thread, while the main thread may be blocked on the device: the line, the
-  // run's record, the communicator aborted (its kernels end), then every rank.
+  // run's record, the communicator aborted (its kernels end), then every rank. With one rank
+  // there is no other to end, and the single Comm's abort (std::exit) would run the exit
+  // handlers (the CUDA runtime's teardown among them) beside a main thread still inside a CUDA
+  // call: the process ends at once instead, its output flushed.
   [[noreturn]] void end_job(const std::string& line) {
     std::fprintf(stderr, "ledgerlm: error: %s (ending every rank of the job)\n", line.c_str());
     std::fflush(stderr);
@@ -463,6 +468,10 @@ class NcclComm final : public Comm {
       if (last_words_) last_words_(line);
     }
     abort_comm();
+    if (world() == 1) {
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
     host_.abort(1);
     std::_Exit(1);  // not reached
   }

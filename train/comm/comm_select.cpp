@@ -22,7 +22,7 @@ CommPlan comm_choose(const std::string& asked, const std::string& device, int wo
               device, "; NCCL moves GPU memory only: use dist.comm = auto or mpi)");
   LLM_REQUIRE(nccl_built,
               "dist.comm = nccl: this build of ledgerlm has no NCCL Comm (it needs a CUDA build "
-              "with MPI; use dist.comm = auto or mpi)");
+              "that found nccl.h; use dist.comm = auto or mpi)");
   return CommPlan::kNccl;
 }
 
@@ -110,7 +110,7 @@ bool comm_nccl_built() {
 std::unique_ptr<Comm> comm_create_nccl(Comm& host, Backend& be, std::string* why) {
   (void)host;
   (void)be;
-  *why = "this build of ledgerlm has no NCCL Comm (it needs a CUDA build with MPI)";
+  *why = "this build of ledgerlm has no NCCL Comm (it needs a CUDA build that found nccl.h)";
   return nullptr;
 }
 #endif

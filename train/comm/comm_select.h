@@ -1,7 +1,8 @@
 // Which Comm carries a run's device tensors (dist.comm), NCCL's library loaded at run time, and
 // the NCCL Comm's factory. Pure decisions (comm_choose, nccl_version_check) are apart from the
 // effects so that the rules are tested on any machine; the NCCL Comm itself (comm_nccl.cpp)
-// exists only in builds with CUDA and MPI.
+// exists in every CUDA build that found nccl.h, with MPI or without (then over the single Comm,
+// one rank).
 //
 // dist.comm = auto takes NCCL when the device is cuda, the job has several ranks and NCCL loads
 // on every rank, else the host Comm (MPI, or single with one rank). mpi never uses NCCL. nccl
@@ -53,7 +54,7 @@ std::vector<std::string> nccl_library_names();
 // The symbols the NCCL Comm resolves (nccl_library_open checks all of them).
 const std::vector<const char*>& nccl_symbols();
 
-// True in builds that contain the NCCL Comm (CUDA and MPI).
+// True in builds that contain the NCCL Comm (CUDA, nccl.h found; MPI or not).
 bool comm_nccl_built();
 
 // The NCCL Comm over `host` (which stays the caller's: it must outlive the result) for the

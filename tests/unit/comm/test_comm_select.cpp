@@ -1,6 +1,7 @@
 // dist.comm's rules and NCCL's loader (train/comm/comm_select.h), on any machine:
 //   - auto takes NCCL only on cuda with several ranks in a build that has it; mpi never;
 //   - nccl is refused with device cpu and in a build without the NCCL Comm, in one line each;
+//   - every CUDA build that found nccl.h has the NCCL Comm, with MPI or without;
 //   - NCCL's version codes decode in both of nccl.h's formats, and another major is refused;
 //   - a library path that does not exist is a reason naming it, never a crash;
 //   - comm_for_run falls back to the host Comm with auto (one line naming the rank and why), and
@@ -50,9 +51,23 @@ TEST(CommSelect, NcclIsRefusedOnTheCpuAndInABuildWithoutIt) {
   err = error_of([] { comm_choose("nccl", "cuda", 2, false); });
   EXPECT_EQ(err,
             "dist.comm = nccl: this build of ledgerlm has no NCCL Comm (it needs a CUDA build "
-            "with MPI; use dist.comm = auto or mpi)");
+            "that found nccl.h; use dist.comm = auto or mpi)");
   err = error_of([] { comm_choose("gloo", "cuda", 2, true); });
   EXPECT_EQ(err, "dist.comm: expected one of auto, mpi, nccl (got 'gloo')");
+}
+
+// Every CUDA build that found nccl.h has the NCCL Comm, MPI or not: a build without MPI (the GPU
+// bundle) runs it with one rank over the single Comm, where dist.comm = nccl is allowed and auto
+// stays on the host Comm.
+TEST(CommSelect, EveryCudaBuildWithTheHeaderHasTheNcclComm) {
+#if defined(LEDGERLM_TEST_CUDA_WITH_NCCL_HEADER)
+  EXPECT_TRUE(comm_nccl_built()) << "a CUDA build that found nccl.h lacks the NCCL Comm";
+  std::unique_ptr<Comm> single = comm_create_single();
+  EXPECT_EQ(comm_choose("nccl", "cuda", single->world(), comm_nccl_built()), CommPlan::kNccl);
+  EXPECT_EQ(comm_choose("auto", "cuda", single->world(), comm_nccl_built()), CommPlan::kHost);
+#else
+  GTEST_SKIP() << "skipped: not a CUDA build that found nccl.h";
+#endif
 }
 
 TEST(CommSelect, NcclVersionCodesDecodeInBothFormats) {
