@@ -150,12 +150,14 @@ def main():
               "fail: failures.txt names the stage with its log's tail")
 
         # 3. A hung stage under a 12 s deadline: killed at its cap, the rest skipped, the
-        # whole run within the deadline (plus 5 s for the final pack and listing).
+        # whole run within the deadline (plus 5 s for the final pack and listing). The first
+        # stage hangs, so that it starts at once however loaded the machine is (a later one
+        # could start with under 5 s left and be skipped instead of killed).
         out = os.path.join(tmp, "hung")
-        rc, log, secs = dry_run(build, out, {"GPU_CHECK_SLEEP_STAGE": "test_cuda_device:600"},
+        rc, log, secs = dry_run(build, out, {"GPU_CHECK_SLEEP_STAGE": "environment:600"},
                                 ["--deadline", "12"])
         v = check_shape(out, "hung")
-        check(v.get("test_cuda_device") == ["timeout"], "hung: the sleeping stage timed out")
+        check(v.get("environment") == ["timeout"], "hung: the sleeping stage timed out")
         check(v.get("bench") == ["skipped"], "hung: stages past the deadline skipped")
         check(secs < 12 + 5, f"hung: the run took {secs:.1f} s < 17 s")
         check(rc != 0, f"hung: exit {rc} != 0")
