@@ -347,12 +347,30 @@ stage_bench() {  # dry: the same script on the CPU binary at a tiny shape (its l
     "$repo_root/scripts/gpu/bench_gpu.sh" --out "$work/bench" | tee "$work/bench/summary.txt"
   return "${PIPESTATUS[0]}"
 }
+# The same benchmark with our attention kernel (precision.attention = own) at the micro-batch the
+# first one ran (auto: cuDNN's fused attention where it loads): the two side by side say what
+# the attention costs. Dry: the CPU binary again (the CPU always runs its own kernel).
+stage_bench_own() {
+  mkdir -p "$work/bench_own"
+  local ran
+  ran="$(sed -nE 's/.*ok: micro_batch ([0-9]+) ran.*/\1/p' "$work/bench/summary.txt" 2>/dev/null | tail -1)"
+  if [[ $dry -eq 1 ]]; then
+    export BENCH_DEVICE=cpu BENCH_SHAPE="--model.n_layer 1 --model.n_head 2 --model.n_embd 32 \
+--model.block_size 64 --model.vocab_size 64 --train.seq_len 64 --optim.lr 0.01"
+    ran="${ran:-8}"
+  fi
+  [[ -n "$ran" ]] && export BENCH_MICRO_BATCHES="$ran"
+  LEDGERLM_BIN="$bin_dir/ledgerlm" BENCH_STEPS=4 BENCH_WARMUP=1 BENCH_DEADLINE="$STAGE_CAP" \
+    "$repo_root/scripts/gpu/bench_gpu.sh" --out "$work/bench_own" --precision.attention own |
+    tee "$work/bench_own/summary.txt"
+  return "${PIPESTATUS[0]}"
+}
 export -f site_nvidia_libs toolkit_libs find_test run_gtest stage_environment stage_preflight \
   stage_test_cuda_device stage_test_backend_ops stage_test_cuda_training \
   stage_test_cudnn_attention stage_test_backend_gpt2_shapes \
   stage_test_ops_gradcheck stage_test_model_gradcheck stage_test_model_lora_gradcheck \
   stage_test_comm_nccl stage_rerun_failed \
-  stage_train_small stage_bench
+  stage_train_small stage_bench stage_bench_own
 
 status=0
 stop_reason=""
@@ -407,6 +425,7 @@ run_stage test_model_lora_gradcheck 30
 run_stage rerun_failed 60
 run_stage train_small 100
 run_stage bench 150
+run_stage bench_own 90
 echo "done: status $status after $(elapsed) s" >>"$work/summary.txt"
 pack
 note "what comes back from $out:"

@@ -23,7 +23,7 @@ SCRIPT = os.path.join(REPO, "scripts", "gpu", "gpu_check.sh")
 STAGES = ["environment", "preflight", "test_cuda_device", "test_backend_ops",
           "test_cuda_training", "test_cudnn_attention", "test_comm_nccl",
           "test_backend_gpt2_shapes", "test_ops_gradcheck", "test_model_gradcheck",
-          "test_model_lora_gradcheck", "rerun_failed", "train_small", "bench"]
+          "test_model_lora_gradcheck", "rerun_failed", "train_small", "bench", "bench_own"]
 VERDICTS = {"ok", "failed", "skipped", "timeout"}
 MAX_FILES, MAX_LEVELS, MAX_BYTES = 5, 2, 16 * 1024 * 1024
 failures = []
@@ -135,6 +135,7 @@ def main():
         check(rc == 0, f"plain: exit {rc} == 0")
         check(v.get("train_small") == ["ok"], "plain: train_small ran on the guard backend")
         check(v.get("bench") == ["ok"], "plain: bench ran the tiny CPU shape and passed its checks")
+        check(v.get("bench_own") == ["ok"], "plain: bench_own ran with precision.attention = own")
         check("what comes back" in log, "plain: the listing of what comes back is printed")
 
         # 2. A failing stage: named in failures.txt, later stages still run, packing happens.
