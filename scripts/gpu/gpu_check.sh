@@ -289,47 +289,10 @@ print(' '.join(random.choice(w) for _ in range($([[ $dry -eq 1 ]] && echo 20000 
   rm -rf "$work/data"
   # Weights and checkpoints are not evidence (and would crowd the size-limited archive).
   find "$work/runs" -type f \( -name "*.safetensors" -o -size +1024k \) -delete 2>/dev/null
-  python3 - "$work" <<'PY'
-import json, sys
-work = sys.argv[1]
-def losses(dev):
-    try:
-        return {r["step"]: r["loss"] for r in map(json.loads, open(f"{work}/runs/small_{dev}/metrics.jsonl")) if "loss" in r}
-    except OSError:
-        return {}
-g, c = losses("gpu"), losses("cpu")
-common = sorted(set(g) & set(c))
-if common:
-    worst = max(abs(g[s] - c[s]) / abs(c[s]) for s in common)
-    print(f"small shape, steps 1..{common[-1]}: max relative loss difference GPU vs CPU {worst:.2e}")
-if g:
-    print(f"small shape on the GPU: loss {g[min(g)]:.4f} at step {min(g)} -> {g[max(g)]:.4f} at step {max(g)}")
-PY
+  python3 "$repo_root/scripts/gpu/run_losses.py" compare "$work/runs/small_gpu" "$work/runs/small_cpu"
   if [[ $dry -eq 0 ]]; then
-    python3 - "$work" <<'PY' || { rc=1; results+="dist.comm = nccl: losses or comm differ; "; }
-import json, sys
-work = sys.argv[1]
-def losses(name):
-    try:
-        return {r["step"]: r["loss"] for r in map(json.loads, open(f"{work}/runs/{name}/metrics.jsonl")) if "loss" in r}
-    except OSError:
-        return {}
-def comm(name):
-    try:
-        return json.load(open(f"{work}/runs/{name}/summary.json")).get("comm")
-    except (OSError, ValueError):
-        return None
-plain, nccl = losses("small_gpu_auto"), losses("small_gpu_nccl")
-if not plain or sorted(plain) != sorted(nccl):
-    sys.exit(f"dist.comm = nccl: steps {sorted(nccl)} vs the plain run's {sorted(plain)}")
-worst = max(plain, key=lambda s: abs(plain[s] - nccl[s]))
-diff = abs(plain[worst] - nccl[worst])
-print(f"dist.comm = nccl, one rank, steps 1..{max(plain)}: comm {comm('small_gpu_nccl')} vs "
-      f"{comm('small_gpu_auto')}; max |loss difference| vs the plain run {diff:.3e} at step {worst} "
-      f"({nccl[worst]!r} vs {plain[worst]!r}; must be 0: bit for bit)")
-if diff != 0 or comm("small_gpu_nccl") != "nccl":
-    sys.exit(1)
-PY
+    python3 "$repo_root/scripts/gpu/run_losses.py" bitwise "$work/runs/small_gpu_auto" \
+      "$work/runs/small_gpu_nccl" nccl || { rc=1; results+="dist.comm = nccl: losses or comm differ; "; }
   fi
   echo "$results"  # last, so the summary line says which run failed
   return $rc
