@@ -2,7 +2,8 @@
 //   - a run predicted above a limit (LEDGERLM_MEMORY_LIMIT_BYTES, set by the test) is refused in
 //     one line with the planner's figure, well within a second, and leaves nothing in runs/;
 //   - train.memory_check = false starts it anyway; a run needing ~80% of the limit trains;
-//   - model.n_layer = 1000000 is refused at once (its table alone took ~20 s and ~4 GB), and
+//   - model.n_layer = 1000000 is refused at once (its table alone took ~20 s and ~4 GB), with or
+//     without train.freeze, and
 //     each size key past its bound (n_layer 1e9, ...) in one line naming it;
 //   - `ulimit -v` is one of the limits read;
 //   - `ledgerlm memory` answers for 1e8 blocks under a 2 GB address-space limit (the table of
@@ -143,6 +144,16 @@ TEST_F(MemoryAdmission, AMillionBlocksRefusedAtOnce) {
   EXPECT_LT(r.seconds, 1.0);
   EXPECT_NE(r.err.find("memory: this run needs"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(root_ + "/runs/million"));
+  // train.freeze is checked against the parameter table: for a million blocks that check
+  // waits for the table the run builds after admission (before, validation built it: ~10 s,
+  // ~4 GB).
+  r = run("train" + flags("million_frozen") +
+              " --model.n_layer 1000000 --model.n_embd 1024 --train.freeze 'block.0.*'",
+          0);
+  expect_one_line_error(r);
+  EXPECT_LT(r.seconds, 1.0);
+  EXPECT_NE(r.err.find("memory: this run needs"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(root_ + "/runs/million_frozen"));
 }
 
 // Each size key has a bound the code can represent, refused in one line naming the key.
