@@ -19,6 +19,7 @@
 #include "train/run/run_dir.h"
 #include "train/run/run_summary.h"
 #include "train/run/tensorboard.h"
+#include "train/run/test_stop_hook.h"
 
 namespace ledgerlm {
 namespace {
@@ -233,6 +234,7 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   run.print_tensors = cmd.print_tensors;
   run.cfg = cmd.run;
   RunConfig& cfg = run.cfg;
+  test_stop_in(run.rank, "startup");  // as the rank begins reading the data
   // Everything that reads input comes first: config, data (meta.json, tokenizer, shards).
   comm_agree(comm, [&] {
     // Before the data is resolved: an adopted vocab_size is checked against the data's.
