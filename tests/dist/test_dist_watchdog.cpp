@@ -3,6 +3,10 @@
 //     the bound with exit 1 and one line naming rank 1 and the phase, rank 0's summary.json says
 //     "failed" with that line, no process of the job is left (the stopped rank included), and
 //     the last checkpoint resumes bit for bit like an uninterrupted run;
+//   - rank 1 stopping itself (LEDGERLM_TEST_STOP_IN) as it enters start-up (reading the data),
+//     an evaluation, a weights save or a checkpoint save, each at step 2: the same bound, one
+//     line naming rank 1 and that phase, no process left; a failed start-up leaves no run
+//     directory, and a later phase's failure is in summary.json (and no checkpoint half-written);
 //   - rank 1 paused 3 s at a step (LEDGERLM_TEST_PAUSE_AT): rank 0 waits for it sleeping (under
 //     half a core; the busy-wait it replaced used a whole one), the run finishes, and the header
 //     states the timeout rule with the configured value;
@@ -196,6 +200,87 @@ TEST_F(DistWatchdog, StoppedRankIsNamedNothingIsLeftAndTheLastCheckpointResumesB
   ASSERT_EQ(ta.size(), tb.size());
   for (const auto& [key, ref] : tb) EXPECT_TRUE(ta.at(key) == ref) << key << " differs";
 }
+
+// A rank that stops in a phase other than a step (LEDGERLM_TEST_STOP_IN, test_stop_hook.h): the
+// phase's name in the census's words, and the flags that make the phase come at step 2.
+struct StopCase {
+  const char* phase;  // the hook's name for it
+  const char* flags;
+  const char* where;  // CommWatch::where()
+};
+
+void PrintTo(const StopCase& c, std::ostream* os) {
+  *os << c.phase;
+}
+
+class DistWatchdogPhase : public DistWatchdog, public ::testing::WithParamInterface<StopCase> {};
+
+// Rank 1 stops itself as it enters the phase (world 2, dist.timeout_s 3): the job ends within
+// the bound with one line naming rank 1 and the phase, leaves no process, and, once the run
+// exists, rank 0 records the failure in summary.json; a start-up that fails leaves no run.
+TEST_P(DistWatchdogPhase, RankStoppedInThePhaseIsNamedAndNothingIsLeft) {
+  LEDGERLM_REQUIRE_MPI();
+  const StopCase& c = GetParam();
+  const std::string name = std::string("stopped_in_") + c.phase;
+  testing::Background job =
+      testing::start_background(train(flags(name, 6) + c.flags + " --dist.timeout_s 3",
+                                      std::string("LEDGERLM_TEST_STOP_IN=1:") + c.phase),
+                                out_ + "/bg_" + name);
+  ASSERT_GT(job.pid, 0);
+  // The bound counts from the moment rank 1 is seen stopped (state T).
+  bool stopped = false;
+  for (int i = 0; i < 600 && !stopped && job.wait(0.1) == -1; ++i)
+    for (const JobProcess& p : job_processes(marker(name)))
+      if (p.rank == 1 && p.state == 'T') stopped = true;
+  const auto t0 = Clock::now();
+  const int rc = job.wait(60);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (rc == -1) kill_job(name);
+  ASSERT_TRUE(stopped) << "rank 1 was never seen stopped:\n" << job.log();
+  ASSERT_NE(rc, -1) << "the job still ran 60 s after rank 1 stopped:\n" << job.log();
+  std::printf("%s: job ended %.1f s after rank 1 stopped (dist.timeout_s 3)\n", c.phase, seconds);
+  EXPECT_NE(rc, 0);
+  EXPECT_LT(seconds, kBoundSeconds);
+  const std::string log = job.log();
+  EXPECT_EQ(count(log, "ledgerlm: error:"), 1) << log;
+  const size_t at = log.find("ledgerlm: error: rank 1 did not take part in the ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string line = log.substr(at, log.find('\n', at) - at);
+  std::printf("%s\n", line.c_str());
+  EXPECT_NE(line.find(std::string(" within 3 s (") + c.where +
+                      "; dist.timeout_s = 3); ending "
+                      "the job"),
+            std::string::npos)
+      << "the phase: " << c.where << "\n"
+      << line;
+  std::vector<JobProcess> left = job_processes(marker(name));
+  for (int i = 0; i < 50 && !left.empty(); ++i) {
+    testing::run_command("sleep 0.1");
+    left = job_processes(marker(name));
+  }
+  for (const JobProcess& p : left)
+    ADD_FAILURE() << "left behind: pid " << p.pid << " state " << p.state << " rank " << p.rank;
+  kill_job(name);
+  if (std::string(c.phase) == "startup") {
+    EXPECT_FALSE(fs::exists(dir(name))) << "a start-up that failed leaves no run directory";
+    return;
+  }
+  const nlohmann::json summary = read_summary(dir(name));
+  ASSERT_TRUE(summary.is_object()) << "no summary.json:\n" << log;
+  EXPECT_EQ(summary.value("status", ""), "failed");
+  EXPECT_EQ("ledgerlm: error: " + summary.value("failed", ""), line);
+  EXPECT_EQ(summary.value("steps", -1), 2) << "the last step that completed";
+  // The checkpoint of step 2 never began to be written (its first act is the ranks' agreement).
+  EXPECT_TRUE(!fs::exists(dir(name) + "/ckpt") || fs::is_empty(dir(name) + "/ckpt"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Phases, DistWatchdogPhase,
+    ::testing::Values(StopCase{"startup", "", "start-up"},
+                      StopCase{"evaluation", " --train.eval_interval 2", "evaluation at step 2"},
+                      StopCase{"weights", " --train.save_interval 2", "weights save at step 2"},
+                      StopCase{"checkpoint", "", "checkpoint save at step 2"}),  // ckpt.interval 2
+    [](const ::testing::TestParamInfo<StopCase>& info) { return std::string(info.param.phase); });
 
 TEST_F(DistWatchdog, RankWaitingForASlowRankSleepsAndTheRunFinishes) {
   LEDGERLM_REQUIRE_MPI();

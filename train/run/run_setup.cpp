@@ -19,6 +19,7 @@
 #include "train/run/run_dir.h"
 #include "train/run/run_summary.h"
 #include "train/run/tensorboard.h"
+#include "train/run/test_stop_hook.h"
 
 namespace ledgerlm {
 namespace {
@@ -233,6 +234,14 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   run.print_tensors = cmd.print_tensors;
   run.cfg = cmd.run;
   RunConfig& cfg = run.cfg;
+  static_assert(CommWatch::kFloorFactor == 5.0,
+                "the help of dist.timeout_s (config_keys.cpp) and README state the factor");
+  // From here the collectives wait this run's dist.timeout_s, so that a rank hung reading the
+  // data (a stalled filesystem) ends the job within it too. A value that validate() refuses
+  // below waits the default until then; a rank with another value is refused by
+  // check_same_config, which already waits with it.
+  comm.watch().begin_run(cfg.dist.timeout_s > 0 ? cfg.dist.timeout_s : DistConfig{}.timeout_s);
+  test_stop_in(run.rank, "startup");  // as the rank begins reading the data
   // Everything that reads input comes first: config, data (meta.json, tokenizer, shards).
   comm_agree(comm, [&] {
     // Before the data is resolved: an adopted vocab_size is checked against the data's.
@@ -281,11 +290,6 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
           cfg.optim.beta2);
     check_command(cmd, cfg);
   });
-  static_assert(CommWatch::kFloorFactor == 5.0,
-                "the help of dist.timeout_s (config_keys.cpp) and README state the factor");
-  // From here the collectives wait this run's dist.timeout_s (a rank with another value is
-  // refused by the next check, which already waits with it).
-  comm.watch().begin_run(cfg.dist.timeout_s);
   check_same_config(comm, cfg);
   check_same_data(comm, cfg, run.meta);
   run.stage = zero_stage_effective(cfg, run.world);

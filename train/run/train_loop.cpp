@@ -23,6 +23,7 @@
 #include "train/run/run_summary.h"
 #include "train/run/stop_signal.h"
 #include "train/run/tensorboard.h"
+#include "train/run/test_stop_hook.h"
 #include "train/step/train_step.h"
 
 namespace ledgerlm {
@@ -160,7 +161,8 @@ class TrainLoop {
   // Test hooks for the failure tests, each "RANK:STEP" for that rank when it begins that step:
   // LEDGERLM_TEST_KILL_AT kills it with SIGKILL (a rank dying mid-run); LEDGERLM_TEST_FAIL_AT
   // throws an Error on it alone; LEDGERLM_TEST_PAUSE_AT="RANK:STEP:SECONDS" makes it sleep that
-  // long (a slow rank).
+  // long (a slow rank). LEDGERLM_TEST_STOP_IN stops a rank as it enters a phase other than a
+  // step (test_stop_hook.h).
   void test_hooks(int64_t step) const {
     auto at = [&](const char* var, double* seconds) {
       const char* v = std::getenv(var);
@@ -377,6 +379,7 @@ class TrainLoop {
   void run_eval(int64_t at_step) {
     if (val_starts_.empty()) return;
     comm().watch().begin(CommPhase::kEvaluation, at_step);
+    test_stop_in(run_.rank, "evaluation");
     const auto t0 = Clock::now();
     state_.use_eval_weights(true);  // the weights the optimizer returns (Schedule-Free: x)
     EvalResult ev = evaluate_windows_ranks(
@@ -406,11 +409,13 @@ class TrainLoop {
 
   void save_weights() {
     comm().watch().begin(CommPhase::kWeights, ls_.step);
+    test_stop_in(run_.rank, "weights");
     state_.save_weights(run_.run_dir + "/model.safetensors");
   }
 
   void save_checkpoint() {
     comm().watch().begin(CommPhase::kCheckpoint, ls_.step);
+    test_stop_in(run_.rank, "checkpoint");
     // The records up to this step are durable before the checkpoint that ends them.
     if (log_) log_->sync();
     if (tb_) tb_->sync();
