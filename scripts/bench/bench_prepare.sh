@@ -74,7 +74,7 @@ timed() {
 }
 
 row() {  # size encoder wall mbps rss notes
-  printf '%-8s %-28s %9.1f %9.2f %10s %s\n' "$1" "$2" "$3" "$4" "$5" "$6"
+  printf '%-8s %-31s %9.1f %9.2f %10s %s\n' "$1" "$2" "$3" "$4" "$5" "$6"
 }
 
 prepare_row() {  # size corpus label tokenizer-args...
@@ -143,7 +143,7 @@ for name, ref in (("whole text", whole), ("line by line", by_line)):
 PY
 rm -rf "$work/out" "$work/check.txt" "$work/hf_sample.txt"
 
-printf '%-8s %-28s %9s %9s %10s %s\n' size encoder wall_s MB/s peak_MiB notes
+printf '%-8s %-31s %9s %9s %10s %s\n' size encoder wall_s MB/s peak_MiB notes
 for size in "${sizes[@]}"; do
   corpus="$work/corpus_$size.txt"
   "$py" scripts/bench/make_corpus.py "$source_text" "$corpus" "$size" --seed 1 >/dev/null
