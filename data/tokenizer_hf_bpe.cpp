@@ -39,8 +39,8 @@ namespace {
 // one long line of CJK (a single piece) or digits fill memory.
 constexpr size_t kMaxCachedPiece = 256;
 // The tokenizer's own cache is emptied when it holds this many ids (about 64 MiB of ids plus the
-// keys); an encoder's when it holds this many pieces (about 20 MiB with their keys and ids), so
-// that `prepare` stays in bounded memory on every core.
+// keys); an encoder's when it holds this many pieces (about 24 MiB with their keys and ids,
+// measured), so that `prepare` stays in bounded memory on every core.
 constexpr size_t kMaxCachedIds = size_t{1} << 24;
 constexpr size_t kMaxEncoderPieces = size_t{1} << 18;
 
