@@ -4,7 +4,7 @@
 //     one 2.4 MB line and on 2.2 MB without any white space (hard cuts), test.bin too with a
 //     --test-fraction; where no hard cut is needed the ids are those of encoding each part whole;
 //   - peak memory stays bounded: an 80 MB corpus prepares in at most 76 MiB above what a tiny input
-//   takes;
+//     takes;
 //   - a flipped byte in a shard stops `train` with one line naming the file and the MiB block,
 //     before the run directory is made;
 //   - a format-1 data directory (what ledgerlm wrote before shard checksums) gets one line saying
