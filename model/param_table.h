@@ -17,6 +17,11 @@
 namespace ledgerlm {
 
 constexpr int64_t kSmallTensor = 4096;  // fewer elements: kept in fp32 optimizer state
+// The most blocks a whole parameter table is built for before a run is admitted: past it the
+// table itself (a few KB per block) would cost what memory admission checks for, so the planner
+// computes per block x count (train/ledger/plan_layers.h) and config validation leaves the
+// train.freeze globs to the table the admitted run builds.
+constexpr int64_t kWholeTableMaxBlocks = 4096;
 
 enum class ParamKind : uint8_t { kEmbedding, kMatrix, kBias, kNormWeight };
 enum class InitKind : uint8_t { kNormal, kOnes, kZeros };
@@ -83,8 +88,8 @@ struct ParamTable {
 // other tensor is frozen.
 ParamTable param_table_build(const ModelConfig& config, const ParamTableOptions& options = {});
 
-// Marks the tensors matched by `patterns` frozen: a comma-separated list of shell globs (*, ?, [0-5]) over
-// the table's names or their Hugging Face names ("block.[0-5].*", "embed.*",
+// Marks the tensors matched by `patterns` frozen: a comma-separated list of shell globs (*, ?,
+// [0-5]) over the table's names or their Hugging Face names ("block.[0-5].*", "embed.*",
 // "transformer.h.0.mlp.*"). A pattern that matches nothing, or freezing every tensor, is an
 // Error naming train.freeze.
 void param_table_freeze(ParamTable* table, const std::string& patterns);

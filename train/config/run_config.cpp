@@ -8,7 +8,6 @@
 #include "model/base/check.h"
 #include "model/base/dtype.h"
 #include "model/param_table.h"
-#include "train/ledger/plan_layers.h"
 
 namespace ledgerlm {
 namespace {
@@ -117,10 +116,10 @@ void RunConfig::validate() const {
   ckpt.validate();
   run_config_check_sizes(*this);  // before anything builds a table of model.n_layer blocks
   // Patterns that match nothing, or freeze everything, named before the run starts. Past
-  // kExactPlanLayers blocks building the table here would itself cost what memory admission is
+  // kWholeTableMaxBlocks blocks building the table here would itself cost what memory admission is
   // about to refuse (1e6 blocks: ~4 GB and ~10 s), so there the same check runs where the run
   // builds its table (train/step/placement.cpp), after admission.
-  if (!train.freeze.empty() && model.n_layer <= kExactPlanLayers) {
+  if (!train.freeze.empty() && model.n_layer <= kWholeTableMaxBlocks) {
     ParamTable table = param_table_build(model);
     param_table_freeze(&table, train.freeze);
   }

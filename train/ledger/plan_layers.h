@@ -13,12 +13,13 @@
 
 #include <cstdint>
 
+#include "model/param_table.h"
 #include "train/config/run_config.h"
 #include "train/ledger/memory_plan.h"
 
 namespace ledgerlm {
 
-constexpr int64_t kExactPlanLayers = 4096;
+constexpr int64_t kExactPlanLayers = kWholeTableMaxBlocks;
 
 // The plan of `config` for rank `rank` of `world` (arguments as plan_input_from_config). Past
 // kExactPlanLayers blocks the returned plan's input has no tensors or units (figures only).
