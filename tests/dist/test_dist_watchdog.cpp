@@ -125,6 +125,29 @@ class DistWatchdog : public ::testing::Test {
   static void kill_job(const std::string& name) {
     for (const JobProcess& p : job_processes(marker(name))) ::kill(p.pid, SIGKILL);
   }
+  // Fails the test on whatever of job `name` is still alive a few seconds after it ended, the
+  // stopped rank included (mpirun kills it: SIGKILL ends a stopped process; its exit is reaped by
+  // init shortly after mpirun's), then kills it.
+  static void expect_nothing_left(const std::string& name) {
+    std::vector<JobProcess> left = job_processes(marker(name));
+    for (int i = 0; i < 50 && !left.empty(); ++i) {
+      testing::run_command("sleep 0.1");
+      left = job_processes(marker(name));
+    }
+    for (const JobProcess& p : left)
+      ADD_FAILURE() << "left behind: pid " << p.pid << " state " << p.state << " rank " << p.rank;
+    kill_job(name);
+  }
+  // The job's one error line, which must name rank 1 as the one that did not arrive ("" if not).
+  static std::string timeout_line(const std::string& log) {
+    EXPECT_EQ(count(log, "ledgerlm: error:"), 1) << log;
+    const size_t at = log.find("ledgerlm: error: rank 1 did not take part in the ");
+    EXPECT_NE(at, std::string::npos) << log;
+    if (at == std::string::npos) return "";
+    const std::string line = log.substr(at, log.find('\n', at) - at);
+    std::printf("%s\n", line.c_str());
+    return line;
+  }
   static std::string data_, out_;
 };
 std::string DistWatchdog::data_, DistWatchdog::out_;
@@ -155,24 +178,12 @@ TEST_F(DistWatchdog, StoppedRankIsNamedNothingIsLeftAndTheLastCheckpointResumesB
   EXPECT_NE(rc, 0);
   EXPECT_LT(seconds, kBoundSeconds);
   const std::string log = job.log();
-  EXPECT_EQ(count(log, "ledgerlm: error:"), 1) << log;
-  const size_t at = log.find("ledgerlm: error: rank 1 did not take part in the ");
-  ASSERT_NE(at, std::string::npos) << log;
-  const std::string line = log.substr(at, log.find('\n', at) - at);
-  std::printf("%s\n", line.c_str());
+  const std::string line = timeout_line(log);
+  ASSERT_FALSE(line.empty());
   EXPECT_NE(line.find(" within 3 s ("), std::string::npos) << line;
   EXPECT_NE(line.find(" step "), std::string::npos) << "the phase and step: " << line;
   EXPECT_NE(line.find("; dist.timeout_s = 3); ending the job"), std::string::npos) << line;
-  // Nothing of the job is left, the stopped rank included (mpirun kills it: SIGKILL ends a
-  // stopped process). Its exit is reaped by init shortly after mpirun's: allow a few seconds.
-  std::vector<JobProcess> left = job_processes(marker(name));
-  for (int i = 0; i < 50 && !left.empty(); ++i) {
-    testing::run_command("sleep 0.1");
-    left = job_processes(marker(name));
-  }
-  for (const JobProcess& p : left)
-    ADD_FAILURE() << "left behind: pid " << p.pid << " state " << p.state << " rank " << p.rank;
-  kill_job(name);
+  expect_nothing_left(name);  // the stopped rank included
   // Rank 0 recorded the failed run.
   const nlohmann::json summary = read_summary(dir(name));
   ASSERT_TRUE(summary.is_object()) << "no summary.json";
@@ -242,25 +253,15 @@ TEST_P(DistWatchdogPhase, RankStoppedInThePhaseIsNamedAndNothingIsLeft) {
   EXPECT_NE(rc, 0);
   EXPECT_LT(seconds, kBoundSeconds);
   const std::string log = job.log();
-  EXPECT_EQ(count(log, "ledgerlm: error:"), 1) << log;
-  const size_t at = log.find("ledgerlm: error: rank 1 did not take part in the ");
-  ASSERT_NE(at, std::string::npos) << log;
-  const std::string line = log.substr(at, log.find('\n', at) - at);
-  std::printf("%s\n", line.c_str());
+  const std::string line = timeout_line(log);
+  ASSERT_FALSE(line.empty());
   EXPECT_NE(line.find(std::string(" within 3 s (") + c.where +
                       "; dist.timeout_s = 3); ending "
                       "the job"),
             std::string::npos)
       << "the phase: " << c.where << "\n"
       << line;
-  std::vector<JobProcess> left = job_processes(marker(name));
-  for (int i = 0; i < 50 && !left.empty(); ++i) {
-    testing::run_command("sleep 0.1");
-    left = job_processes(marker(name));
-  }
-  for (const JobProcess& p : left)
-    ADD_FAILURE() << "left behind: pid " << p.pid << " state " << p.state << " rank " << p.rank;
-  kill_job(name);
+  expect_nothing_left(name);  // the stopped rank included
   if (std::string(c.phase) == "startup") {
     EXPECT_FALSE(fs::exists(dir(name))) << "a start-up that failed leaves no run directory";
     return;
