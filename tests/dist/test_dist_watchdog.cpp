@@ -3,10 +3,11 @@
 //     the bound with exit 1 and one line naming rank 1 and the phase, rank 0's summary.json says
 //     "failed" with that line, no process of the job is left (the stopped rank included), and
 //     the last checkpoint resumes bit for bit like an uninterrupted run;
-//   - rank 1 stopping itself (LEDGERLM_TEST_STOP_IN) as it enters start-up (reading the data),
-//     an evaluation, a weights save or a checkpoint save, each at step 2: the same bound, one
-//     line naming rank 1 and that phase, no process left; a failed start-up leaves no run
-//     directory, and a later phase's failure is in summary.json (and no checkpoint half-written);
+//   - rank 1 stopping itself (LEDGERLM_TEST_STOP_IN) as it begins reading its config, as it
+//     enters start-up (reading the data), an evaluation, a weights save or a checkpoint save, each
+//     at step 2: the same bound, one line naming rank 1 and that phase, no process left; a failed
+//     start-up leaves no run directory, and a later phase's failure is in summary.json (and no
+//     checkpoint half-written);
 //   - rank 1 paused 3 s at a step (LEDGERLM_TEST_PAUSE_AT): rank 0 waits for it sleeping (under
 //     half a core; the busy-wait it replaced used a whole one), the run finishes, and the header
 //     states the timeout rule with the configured value;
@@ -262,7 +263,7 @@ TEST_P(DistWatchdogPhase, RankStoppedInThePhaseIsNamedAndNothingIsLeft) {
       << "the phase: " << c.where << "\n"
       << line;
   expect_nothing_left(name);  // the stopped rank included
-  if (std::string(c.phase) == "startup") {
+  if (std::string(c.phase) == "config" || std::string(c.phase) == "startup") {
     EXPECT_FALSE(fs::exists(dir(name))) << "a start-up that failed leaves no run directory";
     return;
   }
@@ -277,7 +278,7 @@ TEST_P(DistWatchdogPhase, RankStoppedInThePhaseIsNamedAndNothingIsLeft) {
 
 INSTANTIATE_TEST_SUITE_P(
     Phases, DistWatchdogPhase,
-    ::testing::Values(StopCase{"startup", "", "start-up"},
+    ::testing::Values(StopCase{"config", "", "start-up"}, StopCase{"startup", "", "start-up"},
                       StopCase{"evaluation", " --train.eval_interval 2", "evaluation at step 2"},
                       StopCase{"weights", " --train.save_interval 2", "weights save at step 2"},
                       StopCase{"checkpoint", "", "checkpoint save at step 2"}),  // ckpt.interval 2

@@ -18,6 +18,7 @@
 #include "train/cli/memory_command.h"
 #include "train/comm/comm.h"
 #include "train/run/run_dir.h"
+#include "train/run/test_stop_hook.h"
 
 namespace ledgerlm {
 namespace {
@@ -300,11 +301,17 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
     if (*train) {
       for (int i = 0; i < argc; ++i)
         train_cmd.request.command_line += (i ? " " : "") + shell_quote(i ? argv[i] : "ledgerlm");
-      // Until this run's config is read, the collectives wait dist.timeout_s's default.
+      // Until this rank has read the run's config, its collectives wait dist.timeout_s's
+      // default. A rank that has read it waits the run's own value from then on, so that a rank
+      // hung reading the config file (a stalled filesystem) ends the job within that value too
+      // (the ranks' values are compared once every rank has its config: run_setup.cpp).
       comm->watch().begin_run(DistConfig{}.timeout_s);
       comm_agree(*comm, [&] {
+        test_stop_in(comm->rank(), "config");  // as the rank begins reading its config
         config_apply(&train_cmd.config);
         train_cmd.request.explicit_keys = train_cmd.config.explicit_keys;
+        const double timeout_s = train_cmd.request.run.dist.timeout_s;
+        if (timeout_s > 0) comm->watch().begin_run(timeout_s);
       });
       return command_train(train_cmd, *comm);
     }

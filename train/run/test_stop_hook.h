@@ -5,7 +5,8 @@
 
 namespace ledgerlm {
 
-// LEDGERLM_TEST_STOP_IN="RANK:PHASE", PHASE one of startup, evaluation, weights, checkpoint:
+// LEDGERLM_TEST_STOP_IN="RANK:PHASE", PHASE one of config (reading the config file), startup
+// (reading the data), evaluation, weights, checkpoint:
 // rank RANK raises SIGSTOP the first time it enters that phase (its every thread stops; only
 // SIGKILL or SIGCONT can end or resume it). Callers pass the phase they begin, under these names.
 void test_stop_in(int rank, const char* phase);
