@@ -236,11 +236,10 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   RunConfig& cfg = run.cfg;
   static_assert(CommWatch::kFloorFactor == 5.0,
                 "the help of dist.timeout_s (config_keys.cpp) and README state the factor");
-  // From here the collectives wait this run's dist.timeout_s, so that a rank hung reading the
-  // data (a stalled filesystem) ends the job within it too. A value that validate() refuses
-  // below waits the default until then; a rank with another value is refused by
+  // The collectives wait this run's dist.timeout_s since this rank read its config (cli.cpp),
+  // so a rank hung reading the data (a stalled filesystem) ends the job within it too. A value
+  // that validate() refuses below waited the default; a rank with another value is refused by
   // check_same_config, which already waits with it.
-  comm.watch().begin_run(cfg.dist.timeout_s > 0 ? cfg.dist.timeout_s : DistConfig{}.timeout_s);
   test_stop_in(run.rank, "startup");  // as the rank begins reading the data
   // Everything that reads input comes first: config, data (meta.json, tokenizer, shards).
   comm_agree(comm, [&] {
