@@ -7,13 +7,25 @@
 // stage 0 for every optimizer and precision. One exception, by construction: with gradient
 // accumulation, stages 2-3 sum each micro-batch's gradient into the shard (0 + g1, then + g2)
 // where stage 0 lets backward accumulate into the running sum (the kernels add g2 onto g1
-// inside their own reductions): the same two terms, added in another order, differ by an ulp of
-// the gradient. That case is compared per tensor within 1e-6 x max|ref| (weights) and 1e-5 x
-// max|ref| (fp32 states): AdamW normalises the step by sqrt(v), so an ulp-level gradient change
-// moves each update by an ulp-level fraction of lr (3e-3) — ~1e-9 after 4 steps against weights
-// of ~0.02..1 — while a wrongly reduced gradient moves weights by ~lr.
+// inside their own reductions): the same terms, added in another order, differ by an ulp of the
+// summands. That case is checked by its effect:
+// - the fp32 weights within 1e-5 x max|ref| (all of them). Where an element's two micro-batch
+//   gradients nearly cancel, the reordered sum can change sign, and AdamW's m / (sqrt(v) + eps)
+//   turns that into an update of up to lr x |g| / (|g| + eps): measured 1.1e-6 x max|ref| after 4
+//   steps with fp32 weights (AVX-512 and AVX2 paths), 1.4e-6 on the portable path (bf16 case). A
+//   wrongly reduced gradient (a micro-batch lost or doubled) turns most updates, ~lr = 3e-3 each.
+// - losses bitwise at step 1 (the same weights, the same forward) and within 1e-7 relative
+//   after: measured 1.4e-10 to 5.8e-10 with fp32 weights; a wrong reduction moves them by ~1e-3.
+// - the optimizer states are not compared: a per-tensor bound is not meaningful for them, since
+//   the ulp noise of a sum scales with its summands, which the state does not show (a tensor
+//   whose gradients nearly cancel differed by 5e-5 x its own max|m| on the portable path).
+// With bf16 compute weights the losses are often bitwise after step 1 too (the ulp-level
+// master difference seldom crosses a bf16 rounding boundary) but that is luck, not
+// construction: an -O1 AVX2 build crossed one at step 3, and the portable path does too, so
+// the test never demands it. The fp32 case shows the reordering on every build and path.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -83,6 +95,7 @@ TEST(TrainZeroMachinery, ForcedStagesOnOneRankAreBitIdenticalToStageZero) {
   const Case cases[] = {
       {"adamw fp32", "adamw", "fp32", "fp32", 1, 0.0},
       {"adamw bf16 + master, accum 2, dropout", "adamw", "bf16", "fp32", 2, 0.1},
+      {"adamw fp32, accum 2", "adamw", "fp32", "fp32", 2, 0.0},
       {"adamw bf16 no master (stochastic)", "adamw", "bf16", "none", 1, 0.0},
       {"sgd", "sgd", "fp32", "fp32", 1, 0.0},
       {"lamb", "lamb", "fp32", "fp32", 1, 0.0},
@@ -110,15 +123,24 @@ TEST(TrainZeroMachinery, ForcedStagesOnOneRankAreBitIdenticalToStageZero) {
                                   (reshard ? "" : " (no reshard)");
         const Trained got = train(cfg, stage, 4);
         ASSERT_EQ(got.losses.size(), ref.losses.size());
-        for (size_t s = 0; s < ref.losses.size(); ++s)
+        // Bitwise where the order of every operation is stage 0's: every step without
+        // accumulation, and step 1 (the initial weights) with it.
+        const bool reordered = c.accum > 1 && stage >= 2;
+        for (size_t s = 0; s < ref.losses.size(); ++s) {
+          if (reordered && s > 0) {
+            const double rel = std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]);
+            std::printf("%s step %zu: loss differs by %.3g relative (bound 1e-7)\n", label.c_str(),
+                        s + 1, rel);
+            EXPECT_LE(rel, 1e-7) << label << " step " << s + 1 << ": " << got.losses[s] << " vs "
+                                 << ref.losses[s];
+            continue;
+          }
           EXPECT_EQ(std::memcmp(&got.losses[s], &ref.losses[s], sizeof(double)), 0)
               << label << " step " << s + 1 << ": " << got.losses[s] << " vs " << ref.losses[s];
+        }
         ASSERT_EQ(got.states.size(), ref.states.size()) << label;
-        if (c.accum > 1 && stage >= 2) {
-          expect_close(label + " weights", got.master, ref.master, 1e-6);
-          for (size_t k = 0; k < ref.states.size(); ++k)
-            expect_close(label + " state view " + std::to_string(k), got.states[k], ref.states[k],
-                         1e-5);
+        if (reordered) {
+          expect_close(label + " weights", got.master, ref.master, 1e-5);
           continue;
         }
         EXPECT_TRUE(got.master == ref.master) << label << ": fp32 weights differ";
