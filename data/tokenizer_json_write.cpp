@@ -2,6 +2,7 @@
 // mapping is described in tokenizer_json.h).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -128,7 +129,15 @@ HfTokenizerFiles hf_tokenizer_files_bpe(std::string_view model_proto, const std:
                            {"special", false}});
     names[static_cast<size_t>(id)] = std::move(name);
   }
+  // byte_fallback looks the bytes up by these names.
   LLM_REQUIRE(bytes == 256, origin, ": has ", bytes, " byte pieces, expected 256");
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    const auto it = ids.find(name);
+    LLM_REQUIRE(it != ids.end() && m.pieces[static_cast<size_t>(it->second)].type == Type::kByte,
+                origin, ": has no byte piece ", name);
+  }
   LLM_REQUIRE(!eot.empty(), origin, ": has no control piece ", kEotText);
   LLM_REQUIRE(!unk.empty(), origin, ": has no unknown piece");
 
