@@ -1,7 +1,10 @@
 // `ledgerlm export --format hf` end to end: train a tiny run (bytes tokenizer, vocab 257 padded
 // to 320), export it, check the tensor names and shapes against Hugging Face GPT-2's naming, load
 // the export with tests/reference's own safetensors reader into the PyTorch reference model and
-// reproduce our logits. Also: --out that exists and an unknown --format are refused.
+// reproduce our logits. Also: --out that exists and an unknown --format are refused. The
+// exported tokenizers (bytes here, bpe in ExportHfBpe) are read by
+// tests/tools/hf_tokenizer_read.py, which encodes as transformers' AutoTokenizer does, and must
+// give exactly ledgerlm's ids.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -13,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/safetensors.h"
+#include "data/tokenizer.h"
 #include "model/backend/backend.h"
 #include "model/gpt.h"
 #include "tests/support/test_util.h"
@@ -94,10 +98,47 @@ TEST_F(ExportHf, NamesShapesConfigAndTokenizer) {
   EXPECT_EQ(cfg["n_positions"], kCtx);
   EXPECT_EQ(cfg["eos_token_id"], 256);
   auto tok = nlohmann::json::parse(testing::read_file(hf + "/tokenizer.json"));
-  EXPECT_EQ(tok["model"]["vocab"].size(), 256u);
+  EXPECT_EQ(tok["model"]["vocab"].size(), 257u);
   EXPECT_EQ(tok["model"]["vocab"]["a"], 97);  // printable bytes map to themselves
-  EXPECT_EQ(tok["added_tokens"][0]["id"], 256);
+  EXPECT_EQ(tok["model"]["vocab"]["<|endoftext|>"], 256);
+  EXPECT_TRUE(tok["added_tokens"].empty());  // so the literal text is bytes, as ledgerlm has it
+  auto tok_cfg = nlohmann::json::parse(testing::read_file(hf + "/tokenizer_config.json"));
+  EXPECT_EQ(tok_cfg["tokenizer_class"], "PreTrainedTokenizerFast");
+  EXPECT_EQ(tok_cfg["eos_token"], "<|endoftext|>");
+  EXPECT_EQ(tok_cfg["split_special_tokens"], true);
   EXPECT_FALSE(fs::exists(*dir_ + "/hf.tmp"));
+}
+
+// Encodes `texts` with tests/tools/hf_tokenizer_read.py (AutoTokenizer's behaviour, modelled
+// independently of ledgerlm's writer) on the tokenizer files in `hf`: per text, ids and decode.
+std::vector<std::pair<std::vector<int32_t>, std::string>> hf_read(
+    const std::string& hf, const std::vector<std::string>& texts, const std::string& scratch) {
+  testing::write_file(scratch + "/texts.json", nlohmann::json(texts).dump());
+  auto r = run_command(testing::python3() + " " + testing::source_dir() +
+                       "/tests/tools/hf_tokenizer_read.py " + hf + " " + scratch +
+                       "/texts.json > " + scratch + "/read.json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::pair<std::vector<int32_t>, std::string>> out;
+  if (r.exit_code != 0) return out;
+  for (const auto& e : nlohmann::json::parse(testing::read_file(scratch + "/read.json")))
+    out.emplace_back(e["ids"].get<std::vector<int32_t>>(), e["decoded"].get<std::string>());
+  return out;
+}
+
+TEST_F(ExportHf, BytesTokenizerJsonGivesTheByteIds) {
+  // Every byte is its own id; the eot's text is bytes too, as ledgerlm's bytes tokenizer has it.
+  const std::vector<std::string> texts = {
+      "in the beginning 42\n", "tabs\t\tand  spaces   \r\n\n",
+      "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 caf\xc3\xa9 \xe2\x96\x81 \xc4\xa0\xc4\x8a",
+      std::string("nul\0 del\x7f <|endoftext|> <unk>", 29), ""};
+  auto got = hf_read(*dir_ + "/hf", texts, *dir_);
+  ASSERT_EQ(got.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<int32_t> want(texts[i].begin(), texts[i].end());
+    for (auto& b : want) b &= 0xff;
+    EXPECT_EQ(got[i].first, want) << "text " << i;
+    EXPECT_EQ(got[i].second, texts[i]) << "text " << i;
+  }
 }
 
 TEST_F(ExportHf, ReferenceReproducesOurLogits) {
@@ -149,6 +190,65 @@ TEST_F(ExportHf, RefusesExistingOutAndUnknownFormat) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("expected hf"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(*dir_ + "/x"));
+}
+
+// A run on a bpe tokenizer ledgerlm trained (tests/reference/fixtures/spm_bpe, written by
+// tests/reference/gen_spm_tokenizer_fixture.py with the ids transformers' AutoTokenizer gave on
+// the export of a run on it). Before, the export held tokenizer.model only and AutoTokenizer
+// loaded a GPT2Tokenizer with other ids.
+class ExportHfBpe : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::make_temp_dir("export_hf_bpe_"));
+    std::string text;
+    for (int i = 0; i < 400; ++i)
+      text += "And God said, Let there be light " + std::to_string(i) + "\n";
+    testing::write_file(*dir_ + "/corpus.txt", text);
+    auto r = run_command(testing::ledgerlm_binary() + " prepare --input " + *dir_ +
+                         "/corpus.txt --out " + *dir_ + "/data --tokenizer from:" + fixture());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = run_command(testing::ledgerlm_binary() + " train --data.dir " + *dir_ +
+                    "/data --train.out_dir " + *dir_ +
+                    " --train.name run --model.n_layer 1 --model.n_head 1 --model.n_embd 16"
+                    " --model.block_size 16 --train.seq_len 16 --train.micro_batch 2"
+                    " --train.max_steps 1 --train.eval_windows 1 --train.threads 1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = run_command(testing::ledgerlm_binary() + " export --run " + *dir_ +
+                    "/run --format hf --out " + *dir_ + "/hf");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string fixture() {
+    return testing::source_dir() + "/tests/reference/fixtures/spm_bpe";
+  }
+  static std::string* dir_;
+};
+std::string* ExportHfBpe::dir_ = nullptr;
+
+TEST_F(ExportHfBpe, TokenizerGivesAutoTokenizersIdsOnHardText) {
+  const std::string hf = *dir_ + "/hf";
+  auto cfg = nlohmann::json::parse(testing::read_file(hf + "/tokenizer_config.json"));
+  EXPECT_EQ(cfg["tokenizer_class"], "PreTrainedTokenizerFast");
+  EXPECT_EQ(cfg["eos_token"], "<|endoftext|>");
+  EXPECT_EQ(cfg["unk_token"], "<unk>");
+  EXPECT_EQ(cfg["model_max_length"], 16);
+  EXPECT_TRUE(fs::exists(hf + "/tokenizer.model"));
+
+  const auto expected = nlohmann::json::parse(testing::read_file(fixture() + "/expected.json"));
+  std::vector<std::string> texts;
+  for (const auto& c : expected["cases"]) texts.push_back(c["text"].get<std::string>());
+  auto got = hf_read(hf, texts, *dir_);
+  ASSERT_EQ(got.size(), texts.size());
+  auto ours = tokenizer_load(*dir_ + "/data");
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto& c = expected["cases"][i];
+    const auto want = c["ids"].get<std::vector<int32_t>>();
+    // AutoTokenizer's ids (when the fixture was written) are the ids ledgerlm trains on ...
+    EXPECT_EQ(ours->encode(texts[i]), want) << c["name"];
+    // ... and the exported tokenizer.json gives them, and decodes them back to the text.
+    EXPECT_EQ(got[i].first, want) << c["name"];
+    EXPECT_EQ(got[i].second, texts[i]) << c["name"];
+  }
 }
 
 }  // namespace

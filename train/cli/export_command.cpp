@@ -1,7 +1,8 @@
 // `ledgerlm export --format hf`: a run's weights as a Hugging Face GPT2LMHeadModel directory —
 // model.safetensors (HF tensor names and Conv1D layout, real vocab rows only), config.json and
-// the tokenizer (the sentencepiece tokenizer.model; for the bytes tokenizer a tokenizer.json
-// that maps token b to byte b; for hf-bpe the Hugging Face files the data was prepared with). A
+// the tokenizer: for bpe and bytes, tokenizer.json and tokenizer_config.json that transformers'
+// AutoTokenizer loads with exactly ledgerlm's ids (data/tokenizer_json.h), and for bpe also the
+// sentencepiece tokenizer.model; for hf-bpe the Hugging Face files the data was prepared with. A
 // run without data (`import` without --data) has no tokenizer: its export is the weights and
 // config.json only. Built in a temporary directory and renamed, so --out is either absent or
 // complete.
@@ -9,13 +10,14 @@
 
 #include <cstdio>
 #include <filesystem>
-
-#include <nlohmann/json.hpp>
+#include <fstream>
+#include <sstream>
 
 #include "ckpt/finite_weights.h"
 #include "ckpt/hf_export.h"
 #include "ckpt/peft_export.h"
 #include "ckpt/safetensors.h"
+#include "data/tokenizer_json.h"
 #include "model/base/atomic_file.h"
 #include "model/base/check.h"
 #include "train/cli/commands.h"
@@ -26,63 +28,6 @@ namespace ledgerlm {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string utf8_of(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xc0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    s += static_cast<char>(0xe0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-  return s;
-}
-
-// A tokenizers-library tokenizer.json for the bytes tokenizer: byte-level pre-tokenization maps
-// each byte to one printable character (GPT-2's byte-to-unicode table) and a BPE model without
-// merges gives every byte its own id = the byte value; <|endoftext|> is id `eot`.
-void write_bytes_tokenizer_json(const std::string& path, int64_t eot) {
-  nlohmann::json vocab = nlohmann::json::object();
-  uint32_t next = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-    vocab[utf8_of(printable ? b : next++)] = b;
-  }
-  nlohmann::json byte_level = {{"type", "ByteLevel"},
-                               {"add_prefix_space", false},
-                               {"trim_offsets", false},
-                               {"use_regex", false}};
-  nlohmann::json j = {{"version", "1.0"},
-                      {"truncation", nullptr},
-                      {"padding", nullptr},
-                      {"added_tokens",
-                       {{{"id", eot},
-                         {"content", "<|endoftext|>"},
-                         {"single_word", false},
-                         {"lstrip", false},
-                         {"rstrip", false},
-                         {"normalized", false},
-                         {"special", true}}}},
-                      {"normalizer", nullptr},
-                      {"pre_tokenizer", byte_level},
-                      {"post_processor", nullptr},
-                      {"decoder", byte_level},
-                      {"model",
-                       {{"type", "BPE"},
-                        {"dropout", nullptr},
-                        {"unk_token", nullptr},
-                        {"continuing_subword_prefix", nullptr},
-                        {"end_of_word_suffix", nullptr},
-                        {"fuse_unk", false},
-                        {"byte_fallback", false},
-                        {"vocab", vocab},
-                        {"merges", nlohmann::json::array()}}}};
-  write_file_atomic(path, j.dump(1) + "\n");
-}
 
 void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
   // The weights come to the host once; the export reads that copy.
@@ -98,18 +43,27 @@ void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
   }
   hf_write_config_json(dir + "/config.json", run.config.model, extras);
   if (!run.tokenizer) return;  // no data attached: nothing to say about the text
-  const std::string spm = run.config.data.dir + "/tokenizer.model";
-  if (run.meta.tokenizer == "bytes") {
-    write_bytes_tokenizer_json(dir + "/tokenizer.json", run.meta.eot_id);
-  } else if (run.meta.tokenizer == "hf-bpe") {
+  if (run.meta.tokenizer == "hf-bpe") {
     run.tokenizer->save(dir);  // tokenizer.json (or vocab.json + merges.txt) as read
-  } else {
-    LLM_REQUIRE(fs::exists(spm), "export: the run's data directory '", run.config.data.dir,
-                "' has no tokenizer.model");
-    std::error_code ec;
-    fs::copy_file(spm, dir + "/tokenizer.model", ec);
-    LLM_REQUIRE(!ec, "cannot write '", dir, "/tokenizer.model': ", ec.message());
+    return;
   }
+  HfTokenizerFiles files;
+  if (run.meta.tokenizer == "bytes") {
+    files = hf_tokenizer_files_bytes(run.meta.eot_id, run.config.model.block_size);
+  } else {
+    // The tokenizer run_load checked, written as tokenizer.model (for sentencepiece users) and
+    // read back for the mapping.
+    run.tokenizer->save(dir);
+    const std::string spm = dir + "/tokenizer.model";
+    std::ifstream in(spm, std::ios::binary);
+    std::ostringstream proto;
+    proto << in.rdbuf();
+    LLM_REQUIRE(in && !in.bad(), "export: cannot read back '", spm, "'");
+    files = hf_tokenizer_files_bpe(proto.str(), run.config.data.dir + "/tokenizer.model",
+                                   run.config.model.block_size);
+  }
+  write_file_atomic(dir + "/tokenizer.json", files.tokenizer_json);
+  write_file_atomic(dir + "/tokenizer_config.json", files.tokenizer_config_json);
 }
 
 // The adapters of a LoRA run (its model.safetensors holds them beside the frozen base).
@@ -189,9 +143,10 @@ int command_export(const ExportCommand& cmd) {
     throw;
   }
   const char* tokenizer = !with_data                      ? "no tokenizer (the run has no data)"
-                          : run.meta.tokenizer == "bytes" ? "tokenizer.json"
-                          : run.meta.tokenizer == "bpe"   ? "tokenizer.model"
-                                                          : "the tokenizer's Hugging Face files";
+                          : run.meta.tokenizer == "bytes" ? "tokenizer.json, tokenizer_config.json"
+                          : run.meta.tokenizer == "bpe"
+                              ? "tokenizer.json, tokenizer_config.json, tokenizer.model"
+                              : "the tokenizer's Hugging Face files";
   std::printf(
       "exported %s (%lld parameters) as Hugging Face GPT-2 to %s: model.safetensors, "
       "config.json, %s\n",

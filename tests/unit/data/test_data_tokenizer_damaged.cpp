@@ -5,6 +5,7 @@
 // garbage, a JSON file, and real sentencepiece models ledgerlm did not make (default
 // normalization, no eot, no byte fallback). Each one is refused with one Error naming the file,
 // or — for a flip that leaves a valid model ledgerlm can use — loads and round-trips exactly.
+// The Hugging Face export's reading of tokenizer.model (data/tokenizer_json.h) gets the same set.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,6 +15,7 @@
 #include <sentencepiece_trainer.h>
 
 #include "data/tokenizer.h"
+#include "data/tokenizer_json.h"
 #include "model/base/check.h"
 #include "tests/support/data_test_support.h"
 #include "tests/support/test_util.h"
@@ -97,6 +99,55 @@ TEST(TokenizerDamaged, EveryVariantRefusedNamingTheFileOrUsable) {
   }
   // Every whole-file variant is refused; most flips are too.
   EXPECT_GE(refused, 7 + 6);
+}
+
+// The export's own protobuf reading and its checks of the settings it maps: a model it cannot
+// reproduce exactly is one Error naming the file, never a crash or a quietly different tokenizer.
+TEST(TokenizerDamaged, HfExportRefusesModelsItCannotReproduceNamingTheFile) {
+  const std::string origin = "data/tokenizer.model";
+  auto export_result = [&](const std::string& bytes) -> std::string {
+    try {
+      const HfTokenizerFiles f = hf_tokenizer_files_bpe(bytes, origin, 0);
+      return f.tokenizer_json.empty() ? "empty tokenizer.json" : "";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      return msg.find(origin) == std::string::npos ? "error without the file name: " + msg : msg;
+    }
+  };
+  const std::string good = good_model();
+  EXPECT_EQ(export_result(good), "");
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"empty", ""},
+      {"garbage", "this is not a sentencepiece model at all\n"},
+      {"zeros", std::string(4096, '\0')},
+      {"default_settings", foreign_model({})},
+      {"unigram", foreign_model({{"model_type", "unigram"},
+                                 {"normalization_rule_name", "identity"},
+                                 {"add_dummy_prefix", "false"},
+                                 {"remove_extra_whitespaces", "false"},
+                                 {"byte_fallback", "true"}})},
+      {"dummy_prefix", foreign_model({{"normalization_rule_name", "identity"},
+                                      {"remove_extra_whitespaces", "false"},
+                                      {"byte_fallback", "true"}})},
+      {"no_byte_fallback", foreign_model({{"normalization_rule_name", "identity"},
+                                          {"add_dummy_prefix", "false"},
+                                          {"remove_extra_whitespaces", "false"}})},
+      {"truncated_7", good.substr(0, 7)},
+      {"truncated_half", good.substr(0, good.size() / 2)},
+  };
+  for (const auto& [name, bytes] : refused) {
+    const std::string r = export_result(bytes);
+    EXPECT_NE(r, "") << name;
+    EXPECT_EQ(r.find("error without the file name"), std::string::npos) << name << ": " << r;
+  }
+  // Flipped bytes anywhere: refused naming the file, or a model that still reads (a flipped
+  // score or piece byte), never a crash.
+  for (size_t at = 0; at < good.size(); at += good.size() / 40 + 1) {
+    std::string flipped = good;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x5a);
+    const std::string r = export_result(flipped);
+    EXPECT_EQ(r.find("error without the file name"), std::string::npos) << at << ": " << r;
+  }
 }
 
 }  // namespace
