@@ -82,6 +82,21 @@ bool hf_name_is_ignored(const std::string& name) {
   return name == "lm_head.weight" || ends_with(".attn.bias") || ends_with(".attn.masked_bias");
 }
 
+std::string utf8_of(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xc0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    s += static_cast<char>(0xe0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return s;
+}
+
 }  // namespace
 
 std::vector<HfTensor> hf_tensors_from_params(const ParamTable& table, Tensor params) {
@@ -222,6 +237,48 @@ void hf_write_config_json(const std::string& path, const ModelConfig& config,
     std::remove(tmp.c_str());
     fail(error_message("cannot write '", path, "'"));
   }
+}
+
+// A tokenizers-library tokenizer.json for the bytes tokenizer: byte-level pre-tokenization maps
+// each byte to one printable character (GPT-2's byte-to-unicode table) and a BPE model without
+// merges gives every byte its own id = the byte value; <|endoftext|> is id `eot`.
+std::string hf_bytes_tokenizer_json(int64_t eot) {
+  nlohmann::json vocab = nlohmann::json::object();
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+    vocab[utf8_of(printable ? b : next++)] = b;
+  }
+  nlohmann::json byte_level = {{"type", "ByteLevel"},
+                               {"add_prefix_space", false},
+                               {"trim_offsets", false},
+                               {"use_regex", false}};
+  nlohmann::json j = {{"version", "1.0"},
+                      {"truncation", nullptr},
+                      {"padding", nullptr},
+                      {"added_tokens",
+                       {{{"id", eot},
+                         {"content", "<|endoftext|>"},
+                         {"single_word", false},
+                         {"lstrip", false},
+                         {"rstrip", false},
+                         {"normalized", false},
+                         {"special", true}}}},
+                      {"normalizer", nullptr},
+                      {"pre_tokenizer", byte_level},
+                      {"post_processor", nullptr},
+                      {"decoder", byte_level},
+                      {"model",
+                       {{"type", "BPE"},
+                        {"dropout", nullptr},
+                        {"unk_token", nullptr},
+                        {"continuing_subword_prefix", nullptr},
+                        {"end_of_word_suffix", nullptr},
+                        {"fuse_unk", false},
+                        {"byte_fallback", false},
+                        {"vocab", vocab},
+                        {"merges", nlohmann::json::array()}}}};
+  return j.dump(1) + "\n";
 }
 
 }  // namespace ledgerlm

@@ -57,4 +57,8 @@ void hf_write_config_json(const std::string& path, const ModelConfig& config,
 // The text hf_write_config_json writes (hf_import.h reads it back to the same ModelConfig).
 std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras& extras = {});
 
+// The tokenizer.json of the bytes tokenizer (token b is byte b, `eot` is <|endoftext|>) that
+// export writes, and import --data compares a model's tokenizer.json with.
+std::string hf_bytes_tokenizer_json(int64_t eot);
+
 }  // namespace ledgerlm

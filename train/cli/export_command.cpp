@@ -27,63 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string utf8_of(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xc0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    s += static_cast<char>(0xe0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-  return s;
-}
-
-// A tokenizers-library tokenizer.json for the bytes tokenizer: byte-level pre-tokenization maps
-// each byte to one printable character (GPT-2's byte-to-unicode table) and a BPE model without
-// merges gives every byte its own id = the byte value; <|endoftext|> is id `eot`.
-void write_bytes_tokenizer_json(const std::string& path, int64_t eot) {
-  nlohmann::json vocab = nlohmann::json::object();
-  uint32_t next = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-    vocab[utf8_of(printable ? b : next++)] = b;
-  }
-  nlohmann::json byte_level = {{"type", "ByteLevel"},
-                               {"add_prefix_space", false},
-                               {"trim_offsets", false},
-                               {"use_regex", false}};
-  nlohmann::json j = {{"version", "1.0"},
-                      {"truncation", nullptr},
-                      {"padding", nullptr},
-                      {"added_tokens",
-                       {{{"id", eot},
-                         {"content", "<|endoftext|>"},
-                         {"single_word", false},
-                         {"lstrip", false},
-                         {"rstrip", false},
-                         {"normalized", false},
-                         {"special", true}}}},
-                      {"normalizer", nullptr},
-                      {"pre_tokenizer", byte_level},
-                      {"post_processor", nullptr},
-                      {"decoder", byte_level},
-                      {"model",
-                       {{"type", "BPE"},
-                        {"dropout", nullptr},
-                        {"unk_token", nullptr},
-                        {"continuing_subword_prefix", nullptr},
-                        {"end_of_word_suffix", nullptr},
-                        {"fuse_unk", false},
-                        {"byte_fallback", false},
-                        {"vocab", vocab},
-                        {"merges", nlohmann::json::array()}}}};
-  write_file_atomic(path, j.dump(1) + "\n");
-}
-
 void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
   // The weights come to the host once; the export reads that copy.
   std::vector<float> host(static_cast<size_t>(run.table.total));
@@ -100,7 +43,7 @@ void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
   if (!run.tokenizer) return;  // no data attached: nothing to say about the text
   const std::string spm = run.config.data.dir + "/tokenizer.model";
   if (run.meta.tokenizer == "bytes") {
-    write_bytes_tokenizer_json(dir + "/tokenizer.json", run.meta.eot_id);
+    write_file_atomic(dir + "/tokenizer.json", hf_bytes_tokenizer_json(run.meta.eot_id));
   } else if (run.meta.tokenizer == "hf-bpe") {
     run.tokenizer->save(dir);  // tokenizer.json (or vocab.json + merges.txt) as read
   } else {
