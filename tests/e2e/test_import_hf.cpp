@@ -527,5 +527,28 @@ TEST_F(ImportHf, DataMustBePreparedWithTheModelsTokenizer) {
   EXPECT_TRUE(nothing_left("tok_none"));
 }
 
+// NaN or infinity in the weights is refused at import, naming the tensor and the first bad
+// element, and nothing is written (not left for eval or sample to find).
+TEST_F(ImportHf, RefusesNonFiniteWeightsNamingTheTensor) {
+  const std::vector<std::tuple<std::string, int64_t, float, std::string>> cases = {
+      {"transformer.h.1.mlp.c_fc.weight", 5, std::numeric_limits<float>::quiet_NaN(),
+       "holds nan at element 5"},
+      {"transformer.ln_f.bias", 63, -std::numeric_limits<float>::infinity(),
+       "holds -inf at element 63"},
+  };
+  int n = 0;
+  for (const auto& [tensor, at, value, message] : cases) {
+    const std::string name = "nonfinite" + std::to_string(n++);
+    const std::string model = copy_fixture(name);
+    edit_tensors(
+        model, [&, &tensor = tensor, at = at, value = value](std::map<std::string, RawTensor>& t) {
+          std::memcpy(t.at(tensor).bytes.data() + at * sizeof(float), &value, sizeof(float));
+        });
+    const auto r = import(model, name);
+    expect_one_line_error(r, {model + "/model.safetensors", "tensor '" + tensor + "'", message});
+    EXPECT_TRUE(nothing_left(name));
+  }
+}
+
 }  // namespace
 }  // namespace ledgerlm
