@@ -550,5 +550,39 @@ TEST_F(ImportHf, RefusesNonFiniteWeightsNamingTheTensor) {
   }
 }
 
+// export --lora-only names the base the adapters go on in adapter_config.json: the Hugging Face
+// directory of an imported base, which transformers loads as it is; for a base ledgerlm trained,
+// that run's directory.
+TEST_F(ImportHf, PeftAdapterNamesItsBaseModel) {
+  const std::string model = tokenized_model("tok_model", {"tokenizer.json"});
+  const std::string data = prepared("data_hf", "hf:" + model);
+  ASSERT_EQ(import(model, "peft_base", " --data " + data).exit_code, 0);
+  const std::string runs = *dir_ + "/runs";
+  const std::string common = " --data.dir " + data + " --train.out_dir " + runs +
+                             " --train.seq_len 32 --train.micro_batch 2 --train.max_steps 1"
+                             " --train.eval_interval 0 --train.eval_windows 2 --train.threads 1";
+  auto base_of = [&](const std::string& lora_run) {
+    const auto e = ledgerlm("export --run " + runs + "/" + lora_run + " --lora-only --out " +
+                            *dir_ + "/" + lora_run + "_peft");
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    return json::parse(testing::read_file(*dir_ + "/" + lora_run + "_peft/adapter_config.json"))
+        .at("base_model_name_or_path");
+  };
+  auto r = ledgerlm("train --train.name peft_lora --lora.rank 2 --init-from " + runs +
+                    "/peft_base" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(base_of("peft_lora"), fs::absolute(model).lexically_normal().string());
+
+  // A base ledgerlm trained (here: from the import, a step at lr 0) has no Hugging Face
+  // directory: the adapter names the run it was trained on.
+  r = ledgerlm("train --train.name peft_full --optim.lr 0 --init-from " + runs + "/peft_base" +
+               common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = ledgerlm("train --train.name peft_lora2 --lora.rank 2 --init-from " + runs + "/peft_full" +
+               common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(base_of("peft_lora2"), fs::absolute(runs + "/peft_full").lexically_normal().string());
+}
+
 }  // namespace
 }  // namespace ledgerlm
