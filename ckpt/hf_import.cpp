@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/finite_weights.h"
 #include "ckpt/safetensors.h"
 #include "model/backend/common/op_constants.h"
 #include "model/base/check.h"
@@ -191,13 +192,17 @@ HfModel hf_read_model_dir(const std::string& dir) {
     auto [it, fresh] = given_as.emplace(name, info.name);
     LLM_REQUIRE(fresh, where, ": tensor '", name, "' is there twice (as '", it->second, "' and '",
                 info.name, "')");
+    std::vector<float> data = file.read_f32(info.name);
+    // NaN or infinity would import and only fail later, in eval or sample: refused here, naming
+    // the tensor as the file names it and its first bad element, before anything is written.
+    require_finite_weights(where, info.name, info.shape, data);
     if (name == "lm_head.weight") {
       has_lm_head = true;
-      lm_head = file.read_f32(info.name);
+      lm_head = std::move(data);
       lm_head_shape = info.shape;
       continue;
     }
-    model.tensors.push_back({name, info.shape, file.read_f32(info.name)});
+    model.tensors.push_back({name, info.shape, std::move(data)});
   }
 
   // The LM head must be the token embedding: a file that stores it (some tools do, untied or

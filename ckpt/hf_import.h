@@ -42,7 +42,8 @@ ModelConfig hf_config_from_json(const std::string& text, const std::string& orig
 // Reads DIR/config.json and DIR/model.safetensors (tensors of any float dtype, widened to fp32)
 // and checks the tensors against the config: names with or without the "transformer." prefix,
 // every parameter present once with its shape, nothing else but the mask buffers and a tied
-// lm_head. A directory with pytorch_model.bin but no model.safetensors is refused with how to
+// lm_head, every value finite (a NaN or infinity is refused naming the tensor and its first bad
+// element). A directory with pytorch_model.bin but no model.safetensors is refused with how to
 // convert it.
 HfModel hf_read_model_dir(const std::string& dir);
 

@@ -44,6 +44,8 @@ json parse_json(const std::string& bytes, const std::string& file) {
 struct RawBpe {
   std::vector<std::pair<std::string, int64_t>> vocab;
   std::vector<std::pair<std::string, std::string>> merges;
+  // merges.txt only: the line of each merge, so that a fault names the line of the file it is on.
+  std::vector<int64_t> merge_lines;
   std::vector<HfAddedToken> added;
   bool ignore_merges = false;
 };
@@ -78,6 +80,80 @@ void require_byte_level_or_null(const json& j, const char* key, const std::strin
               v.dump().substr(0, 80), ", expected null or {\"type\": \"ByteLevel\"} (GPT-2's)");
 }
 
+// What a post-processor adds to the ids of one text, as "'<s>' before and '</s>' after each text",
+// or "" when it adds nothing (ids unchanged; it may still move offsets, which ledgerlm never
+// uses). ledgerlm encodes documents and separates them itself, so it can follow only a
+// post-processor that adds nothing; one of an unknown kind, or a template it cannot read, is
+// refused in one line naming `file` and the key.
+std::string post_processor_additions(const json& pp, const std::string& file) {
+  if (pp.is_null()) return "";
+  const std::string shown = pp.dump().substr(0, 120);
+  auto refuse_shape = [&](const char* why) {
+    fail(error_message(file, ": key 'post_processor' is ", shown,
+                       ", expected null, ByteLevel, "
+                       "TemplateProcessing or a Sequence of them (",
+                       why, ")"));
+  };
+  if (!pp.is_object() || !pp.contains("type") || !pp.at("type").is_string())
+    refuse_shape("no type");
+  const std::string type = pp.at("type").get<std::string>();
+  // "'a', 'b'" for a list of tokens.
+  auto quoted = [](const std::vector<std::string>& tokens) {
+    std::string out;
+    for (const std::string& t : tokens) out += (out.empty() ? "'" : ", '") + t + "'";
+    return out;
+  };
+  auto describe = [&](const std::vector<std::string>& before,
+                      const std::vector<std::string>& after) -> std::string {
+    if (before.empty() && after.empty()) return "";
+    std::string out;
+    if (!before.empty()) out += quoted(before) + " before";
+    if (!after.empty()) out += (out.empty() ? "" : " and ") + quoted(after) + " after";
+    return out + " each text";
+  };
+  if (type == "ByteLevel") return "";  // trims or shifts offsets only
+  if (type == "Sequence") {
+    if (!pp.contains("processors") || !pp.at("processors").is_array())
+      refuse_shape("a Sequence without 'processors'");
+    for (const json& p : pp.at("processors")) {
+      std::string adds = post_processor_additions(p, file);
+      if (!adds.empty()) return adds;
+    }
+    return "";
+  }
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    // {"cls": ["<s>", 0], "sep": ["</s>", 2]}: cls before, sep after every single text.
+    auto token = [&](const char* key) {
+      const bool ok = pp.contains(key) && pp.at(key).is_array() && !pp.at(key).empty() &&
+                      pp.at(key)[0].is_string();
+      if (!ok) refuse_shape("a processor without its cls and sep tokens");
+      return pp.at(key)[0].get<std::string>();
+    };
+    return describe({token("cls")}, {token("sep")});
+  }
+  if (type != "TemplateProcessing") refuse_shape("a kind that adds tokens or is unknown");
+  // "single": [{"SpecialToken": {"id": "<|endoftext|>", ...}}, {"Sequence": {"id": "A", ...}}].
+  if (!pp.contains("single") || !pp.at("single").is_array())
+    refuse_shape("a TemplateProcessing without its 'single' template");
+  std::vector<std::string> before, after;
+  int sequences = 0;
+  for (const json& piece : pp.at("single")) {
+    if (piece.is_object() && piece.contains("Sequence") && piece.at("Sequence").is_object() &&
+        piece.at("Sequence").value("id", "") == "A") {
+      ++sequences;
+    } else if (piece.is_object() && piece.contains("SpecialToken") &&
+               piece.at("SpecialToken").is_object() && piece.at("SpecialToken").contains("id") &&
+               piece.at("SpecialToken").at("id").is_string()) {
+      (sequences == 0 ? before : after)
+          .push_back(piece.at("SpecialToken").at("id").get<std::string>());
+    } else {
+      refuse_shape("a 'single' template piece other than $A or a special token");
+    }
+  }
+  if (sequences != 1) refuse_shape("a 'single' template that does not hold $A exactly once");
+  return describe(before, after);
+}
+
 RawBpe read_tokenizer_json(const std::string& bytes, const std::string& file) {
   const json j = parse_json(bytes, file);
   LLM_REQUIRE(j.is_object(), file, ": expected a JSON object");
@@ -93,7 +169,14 @@ RawBpe read_tokenizer_json(const std::string& bytes, const std::string& file) {
               ", expected {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": "
               "true} (GPT-2's)");
   require_byte_level_or_null(j, "decoder", file);
-  require_byte_level_or_null(j, "post_processor", file);
+  if (j.contains("post_processor")) {
+    // transformers 5 saves GPT-2 with an identity TemplateProcessing (single = $A): accepted, as
+    // is anything else that leaves the ids of a single text as they are.
+    const std::string adds = post_processor_additions(j.at("post_processor"), file);
+    LLM_REQUIRE(adds.empty(), file, ": post_processor adds ", adds,
+                ", expected one that adds nothing to a text (ledgerlm ends each document with ",
+                kEotText, " itself; set \"post_processor\" to null to use this tokenizer)");
+  }
   for (const char* key : {"truncation", "padding"}) {
     LLM_REQUIRE(is_null_or_absent(j, key), file, ": key '", key,
                 "' is set, expected null (ledgerlm encodes whole documents)");
@@ -166,6 +249,7 @@ RawBpe read_vocab_merges(const std::string& vocab_bytes, const std::string& voca
     LLM_REQUIRE(split_merge(line, &merge), merges_file, ": line ", line_no, " is \"",
                 line.substr(0, 80), "\", expected two tokens separated by one space");
     raw.merges.push_back(std::move(merge));
+    raw.merge_lines.push_back(line_no);
   }
   // As GPT-2's tokenizers do: its end-of-text entry of vocab.json is a special token, split out
   // of the text before pre-tokenization.
@@ -175,8 +259,11 @@ RawBpe read_vocab_merges(const std::string& vocab_bytes, const std::string& voca
   return raw;
 }
 
-// Ids, byte strings and merges resolved and checked. `vocab_file` names the file in errors.
-HfBpeSpec resolve(const RawBpe& raw, const std::string& vocab_file) {
+// Ids, byte strings and merges resolved and checked. Errors name the file that holds the fault:
+// `vocab_file` for the vocabulary and added tokens, `merges_file` for the merges (the same file
+// for tokenizer.json).
+HfBpeSpec resolve(const RawBpe& raw, const std::string& vocab_file,
+                  const std::string& merges_file) {
   std::unordered_map<std::string, int32_t> by_text;
   int64_t size = 0;
   for (const auto& [token, id] : raw.vocab) {
@@ -234,8 +321,11 @@ HfBpeSpec resolve(const RawBpe& raw, const std::string& vocab_file) {
   for (size_t r = 0; r < raw.merges.size(); ++r) {
     const auto& [a, b] = raw.merges[r];
     auto ia = by_text.find(a), ib = by_text.find(b), ic = by_text.find(a + b);
-    LLM_REQUIRE(ia != by_text.end() && ib != by_text.end() && ic != by_text.end(), vocab_file,
-                ": merge ", r, " (\"", a, " ", b, "\") names a token not in the vocabulary");
+    const std::string at =
+        r < raw.merge_lines.size() ? ": line " + std::to_string(raw.merge_lines[r]) + ":" : ":";
+    LLM_REQUIRE(ia != by_text.end() && ib != by_text.end() && ic != by_text.end(), merges_file, at,
+                " merge ", r, " (\"", a, " ", b, "\") names a token not in the vocabulary",
+                merges_file == vocab_file ? std::string() : " of " + vocab_file);
     spec.merges.push_back({ia->second, ib->second, ic->second});
   }
   return spec;
@@ -262,8 +352,9 @@ HfBpeSpec hf_bpe_read(const std::string& dir) {
   auto path = [&](size_t i) { return (fs::path(dir) / files[i].name).string(); };
   HfBpeSpec spec =
       files.size() == 1
-          ? resolve(read_tokenizer_json(files[0].bytes, path(0)), path(0))
-          : resolve(read_vocab_merges(files[0].bytes, path(0), files[1].bytes, path(1)), path(0));
+          ? resolve(read_tokenizer_json(files[0].bytes, path(0)), path(0), path(0))
+          : resolve(read_vocab_merges(files[0].bytes, path(0), files[1].bytes, path(1)), path(0),
+                    path(1));
   spec.files = std::move(files);
   return spec;
 }
@@ -273,6 +364,49 @@ std::string hf_bpe_id(const std::vector<HfFile>& files) {
   std::string listing;
   for (const auto& f : files) listing += sha256_hex(f.bytes) + "  " + f.name + "\n";
   return "hf-bpe:" + sha256_hex(listing);
+}
+
+std::string hf_bpe_difference(const HfBpeSpec& a, const std::string& a_name, const HfBpeSpec& b,
+                              const std::string& b_name) {
+  // A token as the vocabulary files spell it (byte-level text; an added token as written).
+  auto spelled = [](const HfBpeSpec& s, size_t id) {
+    for (const HfAddedToken& t : s.added)
+      if (static_cast<size_t>(t.id) == id) return t.content;
+    return byte_level_encode(s.token_bytes[id]);
+  };
+  if (a.token_bytes.size() != b.token_bytes.size())
+    return error_message(a_name, " has ", a.token_bytes.size(), " tokens, ", b_name, " ",
+                         b.token_bytes.size());
+  for (size_t id = 0; id < a.token_bytes.size(); ++id) {
+    const std::string sa = spelled(a, id), sb = spelled(b, id);
+    if (sa != sb)
+      return error_message("id ", id, " is \"", sa, "\" in ", a_name, " but \"", sb, "\" in ",
+                           b_name);
+  }
+  auto added_ids = [](const HfBpeSpec& s) {
+    std::vector<int32_t> ids;
+    for (const HfAddedToken& t : s.added) ids.push_back(t.id);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  if (added_ids(a) != added_ids(b))
+    return error_message("the added tokens differ (", a.added.size(), " in ", a_name, ", ",
+                         b.added.size(), " in ", b_name, ")");
+  const size_t n = std::min(a.merges.size(), b.merges.size());
+  for (size_t r = 0; r < n; ++r) {
+    const HfBpeSpec::Merge &ma = a.merges[r], &mb = b.merges[r];
+    if (ma.left != mb.left || ma.right != mb.right)
+      return error_message("merge ", r, " is \"", spelled(a, ma.left), " ", spelled(a, ma.right),
+                           "\" in ", a_name, " but \"", spelled(b, mb.left), " ",
+                           spelled(b, mb.right), "\" in ", b_name);
+  }
+  if (a.merges.size() != b.merges.size())
+    return error_message(a_name, " has ", a.merges.size(), " merges, ", b_name, " ",
+                         b.merges.size());
+  if (a.ignore_merges != b.ignore_merges)
+    return error_message("model.ignore_merges is ", a.ignore_merges ? "true" : "false", " in ",
+                         a_name, " but ", b.ignore_merges ? "true" : "false", " in ", b_name);
+  return "";
 }
 
 }  // namespace ledgerlm

@@ -2,8 +2,11 @@
 // pre-tokenizer) or vocab.json + merges.txt, checked to be something the byte-level BPE encoder
 // (tokenizer_hf_bpe.cpp) reproduces exactly. What it cannot reproduce — a normalizer, another
 // pre-tokenizer or model, BPE dropout, subword prefixes, added tokens that strip spaces, no
-// <|endoftext|>, a byte missing from the vocabulary — is refused with one line naming the file
-// and the key.
+// <|endoftext|>, a byte missing from the vocabulary, a post-processor that adds tokens to a text
+// — is refused with one line naming the file and the key. A post-processor that adds nothing
+// (null; ByteLevel, which moves offsets only; TemplateProcessing whose single template is just
+// $A, as transformers 5 saves GPT-2; a Sequence of these) is accepted; one that adds tokens is
+// refused saying what it adds ("post_processor adds '<|endoftext|>' after each text").
 #pragma once
 
 #include <cstdint>
@@ -53,5 +56,12 @@ HfBpeSpec hf_bpe_read(const std::string& dir);
 // `sha256sum` listing ("<hex>  vocab.json\n<hex>  merges.txt\n"), from `files` as hf_bpe_files
 // returns them.
 std::string hf_bpe_id(const std::vector<HfFile>& files);
+
+// How the ids of two tokenizers differ, "" when they give the same ids to every text: the first
+// id whose token differs, then the merges, added tokens and ignore_merges. It compares what the
+// files define rather than their bytes, so the same tokenizer as tokenizer.json and as
+// vocab.json + merges.txt is the same. The answer names the tokenizers `a_name` and `b_name`.
+std::string hf_bpe_difference(const HfBpeSpec& a, const std::string& a_name, const HfBpeSpec& b,
+                              const std::string& b_name);
 
 }  // namespace ledgerlm

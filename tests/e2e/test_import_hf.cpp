@@ -13,8 +13,10 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -126,6 +128,52 @@ class ImportHf : public ::testing::Test {
       EXPECT_EQ(r.exit_code, 0) << r.output;
     }
     return data;
+  }
+  // The syllable corpus the data tests prepare, written once.
+  static std::string corpus() {
+    const std::string path = *dir_ + "/corpus.txt";
+    if (fs::exists(path)) return path;
+    std::string text;
+    uint64_t x = 5;
+    static const char* syll[] = {"ka", "lo", "mi", "ne", "ru", "sa", "te", "vi", "do", "pe",
+                                 "gu", "zo", "ha", "ji", "be", "fu", "xi", "qa", "wy", "ol"};
+    for (int i = 0; i < 40000; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      text += syll[(x >> 33) % 20];
+      if ((x >> 40) % 3 == 0) text += (i % 12 == 11) ? "\n" : " ";
+    }
+    testing::write_file(path, text);
+    return path;
+  }
+  // The corpus prepared into *dir_/NAME with `tokenizer_flags` (once).
+  static std::string prepared(const std::string& name, const std::string& tokenizer_flags) {
+    const std::string data = *dir_ + "/" + name;
+    if (!fs::exists(data)) {
+      const auto r = ledgerlm("prepare --input " + corpus() + " --out " + data + " --tokenizer " +
+                              tokenizer_flags + " --val-fraction 0.1");
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+    }
+    return data;
+  }
+  static std::string tokenizer_fixture() {
+    return testing::source_dir() + "/tests/reference/fixtures/hf_tokenizer";
+  }
+  // The fixture model with a tokenizer beside it: the hf_tokenizer fixture's (1000 learned
+  // tokens + <|endoftext|>: 1001 ids), config.json's vocab_size 1001 and wte one zero row
+  // longer. `files`: which of the tokenizer's files go with it. Made once per name.
+  static std::string tokenized_model(const std::string& name,
+                                     const std::vector<std::string>& files) {
+    const std::string dst = *dir_ + "/" + name;
+    if (fs::exists(dst)) return dst;
+    copy_fixture(name);
+    edit_config(dst, [](json& c) { c["vocab_size"] = 1001; });
+    edit_tensors(dst, [](std::map<std::string, RawTensor>& t) {
+      RawTensor& wte = t.at("transformer.wte.weight");
+      wte.shape[0] += 1;
+      wte.bytes.resize(wte.bytes.size() + static_cast<size_t>(wte.shape[1]) * sizeof(float), 0);
+    });
+    for (const std::string& f : files) fs::copy_file(tokenizer_fixture() + "/" + f, dst + "/" + f);
+    return dst;
   }
   static bool nothing_left(const std::string& run) {
     if (fs::exists(*dir_ + "/runs/" + run)) return false;
@@ -390,23 +438,12 @@ TEST_F(ImportHf, RefusesExistingOutUnknownFormatAndForeignData) {
   expect_one_line_error(r, {"no data attached", "--data"});
 }
 
-// With data of the model's vocab attached: eval and sample run, and train --init-from takes the
-// architecture from the run (and refuses a flag that contradicts it).
+// With data prepared with the model's tokenizer attached: eval and sample run, and train
+// --init-from takes the architecture from the run (and refuses a flag that contradicts it).
 TEST_F(ImportHf, DataEvalSampleAndInitFrom) {
-  std::string text;
-  uint64_t x = 5;
-  static const char* syll[] = {"ka", "lo", "mi", "ne", "ru", "sa", "te", "vi", "do", "pe",
-                               "gu", "zo", "ha", "ji", "be", "fu", "xi", "qa", "wy", "ol"};
-  for (int i = 0; i < 40000; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    text += syll[(x >> 33) % 20];
-    if ((x >> 40) % 3 == 0) text += (i % 12 == 11) ? "\n" : " ";
-  }
-  testing::write_file(*dir_ + "/corpus.txt", text);
-  auto r = ledgerlm("prepare --input " + *dir_ + "/corpus.txt --out " + *dir_ +
-                    "/data --vocab-size 1000 --val-fraction 0.1");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = import(fixture_dir(), "with_data", " --data " + *dir_ + "/data");
+  const std::string model = tokenized_model("tok_model", {"tokenizer.json"});
+  const std::string data = prepared("data_hf", "hf:" + model);
+  auto r = import(model, "with_data", " --data " + data);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string run = *dir_ + "/runs/with_data";
   r = ledgerlm("eval --run " + run + " --max-windows 4 --threads 1");
@@ -417,14 +454,14 @@ TEST_F(ImportHf, DataEvalSampleAndInitFrom) {
 
   // No model flags: the run's architecture. optim.lr 0 leaves the weights as they started, so
   // the new run's weights show the start was the import, bit for bit.
-  const std::string common = " --data.dir " + *dir_ + "/data --train.out_dir " + *dir_ +
+  const std::string common = " --data.dir " + data + " --train.out_dir " + *dir_ +
                              "/runs --train.seq_len 32 --train.micro_batch 2 --train.max_steps 1"
                              " --train.eval_interval 0 --train.eval_windows 2 --train.threads 1"
                              " --optim.lr 0 --init-from " +
                              run;
   r = ledgerlm("train --train.name ft" + common);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("--init-from " + run + ": model.vocab_size = 1000, model.n_layer = 2"),
+  EXPECT_NE(r.output.find("--init-from " + run + ": model.vocab_size = 1001, model.n_layer = 2"),
             std::string::npos)
       << r.output;
   const std::string toml = testing::read_file(*dir_ + "/runs/ft/config.toml");
@@ -443,8 +480,108 @@ TEST_F(ImportHf, DataEvalSampleAndInitFrom) {
   EXPECT_FALSE(fs::exists(*dir_ + "/runs/deeper"));
   // Data of another vocab than the run's is refused in the run's terms.
   r = ledgerlm("train --train.name other_vocab" + common + " --data.dir " + bytes_data());
-  expect_one_line_error(r, {"--init-from", "its model has vocab 1000", "has vocab 257"});
+  expect_one_line_error(r, {"--init-from", "its model has vocab 1001", "has vocab 257"});
   EXPECT_FALSE(fs::exists(*dir_ + "/runs/other_vocab"));
+}
+
+// --data must hold the model's own tokenizer: the vocab size alone would take data of any
+// tokenizer that size, and eval would print a meaningless loss.
+TEST_F(ImportHf, DataMustBePreparedWithTheModelsTokenizer) {
+  const std::string model = tokenized_model("tok_model", {"tokenizer.json"});
+  const std::string data = prepared("data_hf", "hf:" + model);
+  auto r = import(model, "tok_same", " --data " + data);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // The same tokenizer as vocab.json + merges.txt beside the model is the same tokenizer.
+  r = import(tokenized_model("tok_model_vm", {"vocab.json", "merges.txt"}), "tok_vm",
+             " --data " + data);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+
+  // Another Hugging Face tokenizer of the same size: two ids swapped.
+  json tok = json::parse(testing::read_file(tokenizer_fixture() + "/tokenizer.json"));
+  json& vocab = tok["model"]["vocab"];
+  ASSERT_EQ(vocab["\u0120the"], 258);
+  std::swap(vocab["\u0120the"], vocab["\u0120and"]);
+  fs::create_directories(*dir_ + "/tok_swapped");
+  ASSERT_TRUE(testing::write_file(*dir_ + "/tok_swapped/tokenizer.json", tok.dump()));
+  const std::string swapped = prepared("data_swapped", "hf:" + *dir_ + "/tok_swapped");
+  ASSERT_EQ(json::parse(testing::read_file(swapped + "/meta.json"))["vocab_size"], 1001);
+  r = import(model, "tok_swapped", " --data " + swapped);
+  expect_one_line_error(r, {"was not prepared with the model's tokenizer", "id 258 is",
+                            "prepare --tokenizer hf:" + model});
+  EXPECT_TRUE(nothing_left("tok_swapped"));
+
+  // ledgerlm's own BPE of the same size.
+  const std::string bpe = prepared("data_bpe1001", "bpe --vocab-size 1001");
+  ASSERT_EQ(json::parse(testing::read_file(bpe + "/meta.json"))["vocab_size"], 1001);
+  r = import(model, "tok_bpe", " --data " + bpe);
+  expect_one_line_error(r, {"was not prepared with the model's tokenizer", "ledgerlm's BPE"});
+  EXPECT_TRUE(nothing_left("tok_bpe"));
+
+  // A model directory without tokenizer files cannot show its tokenizer: --data is refused.
+  const std::string bpe1000 = prepared("data_bpe1000", "bpe --vocab-size 1000");
+  ASSERT_EQ(json::parse(testing::read_file(bpe1000 + "/meta.json"))["vocab_size"], 1000);
+  r = import(fixture_dir(), "tok_none", " --data " + bpe1000);
+  expect_one_line_error(
+      r,
+      {"has no tokenizer", "expected tokenizer.json, vocab.json + merges.txt, or tokenizer.model"});
+  EXPECT_TRUE(nothing_left("tok_none"));
+}
+
+// NaN or infinity in the weights is refused at import, naming the tensor and the first bad
+// element, and nothing is written (not left for eval or sample to find).
+TEST_F(ImportHf, RefusesNonFiniteWeightsNamingTheTensor) {
+  const std::vector<std::tuple<std::string, int64_t, float, std::string>> cases = {
+      {"transformer.h.1.mlp.c_fc.weight", 5, std::numeric_limits<float>::quiet_NaN(),
+       "holds nan at element 5"},
+      {"transformer.ln_f.bias", 63, -std::numeric_limits<float>::infinity(),
+       "holds -inf at element 63"},
+  };
+  int n = 0;
+  for (const auto& [tensor, at, value, message] : cases) {
+    const std::string name = "nonfinite" + std::to_string(n++);
+    const std::string model = copy_fixture(name);
+    edit_tensors(
+        model, [&, &tensor = tensor, at = at, value = value](std::map<std::string, RawTensor>& t) {
+          std::memcpy(t.at(tensor).bytes.data() + at * sizeof(float), &value, sizeof(float));
+        });
+    const auto r = import(model, name);
+    expect_one_line_error(r, {model + "/model.safetensors", "tensor '" + tensor + "'", message});
+    EXPECT_TRUE(nothing_left(name));
+  }
+}
+
+// export --lora-only names the base the adapters go on in adapter_config.json: the Hugging Face
+// directory of an imported base, which transformers loads as it is; for a base ledgerlm trained,
+// that run's directory.
+TEST_F(ImportHf, PeftAdapterNamesItsBaseModel) {
+  const std::string model = tokenized_model("tok_model", {"tokenizer.json"});
+  const std::string data = prepared("data_hf", "hf:" + model);
+  ASSERT_EQ(import(model, "peft_base", " --data " + data).exit_code, 0);
+  const std::string runs = *dir_ + "/runs";
+  const std::string common = " --data.dir " + data + " --train.out_dir " + runs +
+                             " --train.seq_len 32 --train.micro_batch 2 --train.max_steps 1"
+                             " --train.eval_interval 0 --train.eval_windows 2 --train.threads 1";
+  auto base_of = [&](const std::string& lora_run) {
+    const auto e = ledgerlm("export --run " + runs + "/" + lora_run + " --lora-only --out " +
+                            *dir_ + "/" + lora_run + "_peft");
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    return json::parse(testing::read_file(*dir_ + "/" + lora_run + "_peft/adapter_config.json"))
+        .at("base_model_name_or_path");
+  };
+  auto r = ledgerlm("train --train.name peft_lora --lora.rank 2 --init-from " + runs +
+                    "/peft_base" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(base_of("peft_lora"), fs::absolute(model).lexically_normal().string());
+
+  // A base ledgerlm trained (here: from the import, a step at lr 0) has no Hugging Face
+  // directory: the adapter names the run it was trained on.
+  r = ledgerlm("train --train.name peft_full --optim.lr 0 --init-from " + runs + "/peft_base" +
+               common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = ledgerlm("train --train.name peft_lora2 --lora.rank 2 --init-from " + runs + "/peft_full" +
+               common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(base_of("peft_lora2"), fs::absolute(runs + "/peft_full").lexically_normal().string());
 }
 
 }  // namespace

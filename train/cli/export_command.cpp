@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ckpt/checkpoint.h"
 #include "ckpt/finite_weights.h"
 #include "ckpt/hf_export.h"
 #include "ckpt/peft_export.h"
@@ -66,8 +67,39 @@ void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
   write_file_atomic(dir + "/tokenizer_config.json", files.tokenizer_config_json);
 }
 
+// What adapter_config.json's base_model_name_or_path names: the model the adapters were trained
+// on, the frozen base. That is the run's recorded --init-from source (its last checkpoint's
+// frozen.init_from). When that source is a run `import` made, its weights file records the
+// Hugging Face directory it came from, which transformers and PEFT load as they are: that
+// directory. Otherwise the base exists only as ledgerlm weights, and the absolute path of the
+// source (or, for a base from the seed's init, of the run itself) says which weights to export
+// with `export --format hf` and load the adapter onto.
+std::string peft_base_path(const std::string& run_dir) {
+  const std::string run_abs = fs::absolute(run_dir).lexically_normal().string();
+  const std::string latest = checkpoint_latest(run_dir + "/ckpt");
+  if (latest.empty()) return run_abs;
+  const CheckpointReader ckpt = CheckpointReader::open(latest);
+  const nlohmann::json& meta = ckpt.meta();
+  std::string source;
+  if (meta.contains("frozen") && meta.at("frozen").is_object() &&
+      meta.at("frozen").contains("init_from") && meta.at("frozen").at("init_from").is_string())
+    source = meta.at("frozen").at("init_from").get<std::string>();
+  if (source.empty()) return run_abs;
+  // init_from's sources: a weights file, a run directory (its model.safetensors), a checkpoint.
+  fs::path weights(source);
+  if (fs::is_directory(weights)) weights /= "model.safetensors";
+  if (fs::is_regular_file(weights)) {
+    const SafeTensorsFile f = SafeTensorsFile::open(weights.string());
+    const auto it = f.metadata().find("imported_from");
+    if (it != f.metadata().end() && fs::is_regular_file(fs::path(it->second) / "config.json"))
+      return it->second;
+  }
+  return source;
+}
+
 // The adapters of a LoRA run (its model.safetensors holds them beside the frozen base).
-void export_peft(const std::string& run_dir, const std::string& dir) {
+// Returns the base it names (peft_base_path).
+std::string export_peft(const std::string& run_dir, const std::string& dir) {
   const RunConfig config = run_load_config(run_dir);
   LLM_REQUIRE(config.model.lora.enabled(), "export --lora-only: run '", run_dir,
               "' has no adapters (lora.rank = 0); export its weights without --lora-only");
@@ -88,7 +120,10 @@ void export_peft(const std::string& run_dir, const std::string& dir) {
     tensors.push_back({peft_tensor_name(table, p), p.shape, std::move(v)});
   }
   hf_write_safetensors(dir + "/adapter_model.safetensors", tensors);
-  write_file_atomic(dir + "/adapter_config.json", peft_adapter_config_json(config.model.lora, ""));
+  const std::string base = peft_base_path(run_dir);
+  write_file_atomic(dir + "/adapter_config.json",
+                    peft_adapter_config_json(config.model.lora, base));
+  return base;
 }
 
 }  // namespace
@@ -105,8 +140,9 @@ int command_export(const ExportCommand& cmd) {
         cmd.out_dir + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
     fs::remove_all(tmp);
     fs::create_directories(tmp);
+    std::string base;
     try {
-      export_peft(cmd.run_dir, tmp);
+      base = export_peft(cmd.run_dir, tmp);
       fs::rename(tmp, cmd.out_dir);
     } catch (...) {
       std::error_code ec;
@@ -115,9 +151,9 @@ int command_export(const ExportCommand& cmd) {
     }
     std::printf(
         "exported the LoRA adapters of %s as a PEFT adapter to %s: "
-        "adapter_model.safetensors, adapter_config.json (load on the base model with "
-        "PeftModel.from_pretrained)\n",
-        cmd.run_dir.c_str(), cmd.out_dir.c_str());
+        "adapter_model.safetensors, adapter_config.json (base_model_name_or_path %s; load on "
+        "the base model with PeftModel.from_pretrained)\n",
+        cmd.run_dir.c_str(), cmd.out_dir.c_str(), base.c_str());
     return 0;
   }
   auto backend = backend_create("cpu", {1, 0});

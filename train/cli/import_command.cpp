@@ -1,9 +1,10 @@
 // `ledgerlm import --format hf`: a Hugging Face GPT2LMHeadModel directory as a ledgerlm run
 // directory — config.toml (the model section from config.json, data.dir from --data) and
 // model.safetensors under the parameter table's names, fp32 — so that eval, sample, export and
-// `train --init-from` take it like a run ledgerlm trained. Everything is read and checked first;
-// the run is then built in a temporary directory and renamed, so --out is either absent or
-// complete.
+// `train --init-from` take it like a run ledgerlm trained. --data must have been prepared with
+// the model directory's own tokenizer (import_command_tokenizer.h). Everything is read and
+// checked first; the run is then built in a temporary directory and renamed, so --out is either
+// absent or complete.
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "data/meta.h"
 #include "model/base/check.h"
 #include "train/cli/commands.h"
+#include "train/cli/import_command_tokenizer.h"
 #include "train/run/run_dir.h"
 #include "train/step/placement.h"
 
@@ -42,6 +44,7 @@ RunConfig import_config(const ImportCommand& cmd, const std::string& out_dir,
                 " (prepare the data with the model's tokenizer: prepare "
                 "--tokenizer hf:",
                 cmd.from, ")");
+    import_require_data_tokenizer(cmd.from, cmd.data_dir, meta);
     cfg.data.dir = cmd.data_dir;
     run_resolve_data(&cfg);  // the data as a whole (shards, tokenizer); records tokenizer_id
   }

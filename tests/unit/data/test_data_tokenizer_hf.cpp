@@ -2,8 +2,10 @@
 // the tokenizers library on the committed fixture (tests/reference/gen_hf_tokenizer_fixture.py
 // made it once; no Python runs here), from tokenizer.json, from vocab.json + merges.txt and from
 // the older string form of merges; exact round trips; the pre-tokenizer's pieces and the Unicode
-// classes it uses; the per-word cache under concurrent callers; and the refusal, one line naming
-// file and key, of every tokenizer directory it cannot reproduce.
+// classes it uses; the per-word cache under concurrent callers; the refusal, one line naming
+// file and key, of every tokenizer directory it cannot reproduce; post-processors that add
+// nothing (transformers 5's identity template) accepted, those that add tokens refused saying
+// what they add; and the comparison of two tokenizers by the ids they define.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,11 +13,14 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "data/byte_level.h"
+#include "data/hf_bpe_files.h"
+#include "data/prepare.h"
 #include "data/pretokenize_gpt2.h"
 #include "data/tokenizer.h"
 #include "data/unicode_classes.h"
@@ -362,6 +367,123 @@ TEST(HfBpeTokenizer, RefusesWhatItCannotReproduce) {
   TokDir not_json({{"tokenizer.json", "{\"model\": "}});
   EXPECT_NE(error_of([&] { tokenizer_load_hf(not_json.path()); }).find("invalid JSON"),
             std::string::npos);
+}
+
+// The shards `prepare --tokenizer hf:DIR` writes for a fixed corpus with `tokenizer_json`:
+// train.bin and val.bin, concatenated.
+std::string shards_with(const std::string& tokenizer_json) {
+  TokDir tok({{"tokenizer.json", tokenizer_json}});
+  testing::TempDir tmp("llm_hfshards_");
+  std::string corpus;
+  for (const Case& c : expected_cases()) corpus += c.text + "\n";
+  testing::write_file(tmp.file("corpus.txt"), corpus);
+  PrepareOptions opt;
+  opt.inputs = {tmp.file("corpus.txt")};
+  opt.out_dir = tmp.file("out");
+  opt.tokenizer = "hf:" + tok.path();
+  opt.val_fraction = 0.1;
+  opt.threads = 1;
+  opt.quiet = true;
+  data_prepare(opt);
+  return testing::read_file(tmp.file("out/train.bin")) +
+         testing::read_file(tmp.file("out/val.bin"));
+}
+
+// transformers 5's identity template: single = $A, pair = $A $B, no special tokens.
+json identity_template() {
+  return json::parse(R"({"type": "TemplateProcessing",
+    "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+    "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+    "special_tokens": {}})");
+}
+
+TEST(HfBpeTokenizer, PostProcessorsThatAddNothingGiveTheSameShardsAsNull) {
+  json base = json::parse(fixture_file("tokenizer.json"));
+  base["post_processor"] = nullptr;
+  const std::string want = shards_with(base.dump());
+  ASSERT_GT(want.size(), 1000u);
+  const json byte_level = {{"type", "ByteLevel"},
+                           {"add_prefix_space", true},
+                           {"trim_offsets", true},
+                           {"use_regex", true}};
+  const std::vector<std::pair<const char*, json>> accepted = {
+      {"identity TemplateProcessing (transformers 5)", identity_template()},
+      {"ByteLevel", byte_level},
+      {"Sequence of ByteLevel and the identity template",
+       {{"type", "Sequence"}, {"processors", json::array({byte_level, identity_template()})}}},
+  };
+  for (const auto& [what, pp] : accepted) {
+    json j = base;
+    j["post_processor"] = pp;
+    std::string got;
+    try {
+      got = shards_with(j.dump());
+    } catch (const Error& e) {
+      ADD_FAILURE() << what << ": refused: " << e.what();
+      continue;
+    }
+    EXPECT_TRUE(got == want) << what << ": the shards differ from post_processor null's";
+  }
+}
+
+TEST(HfBpeTokenizer, PostProcessorsThatAddTokensAreRefusedSayingWhat) {
+  const json eot = {{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}};
+  const json seq_a = identity_template()["single"][0];
+  const std::vector<std::tuple<const char*, json, const char*>> refused = {
+      {"eot after",
+       {{"type", "TemplateProcessing"}, {"single", json::array({seq_a, eot})}},
+       "tokenizer.json: post_processor adds '<|endoftext|>' after each text"},
+      {"eot before, in a Sequence",
+       {{"type", "Sequence"},
+        {"processors",
+         json::array({{{"type", "ByteLevel"}},
+                      {{"type", "TemplateProcessing"}, {"single", json::array({eot, seq_a})}}})}},
+       "post_processor adds '<|endoftext|>' before each text"},
+      {"RoBERTa's",
+       {{"type", "RobertaProcessing"},
+        {"cls", json::array({"<s>", 0})},
+        {"sep", json::array({"</s>", 2})}},
+       "post_processor adds '<s>' before and '</s>' after each text"},
+      {"a template without $A",
+       {{"type", "TemplateProcessing"}, {"single", json::array({eot})}},
+       "key 'post_processor' is"},
+      {"an unknown kind", {{"type", "Prepend"}}, "key 'post_processor' is"},
+  };
+  for (const auto& [what, pp, message] : refused) {
+    const std::string err = load_error_after([&](json& j) { j["post_processor"] = pp; });
+    EXPECT_NE(err.find(message), std::string::npos) << what << ": got \"" << err << "\"";
+    EXPECT_EQ(err.find('\n'), std::string::npos) << what << ": not one line";
+  }
+}
+
+TEST(HfBpeTokenizer, MergesFaultsNameMergesTxt) {
+  // A merge of a token vocab.json lacks is a fault of merges.txt (at its line), not vocab.json.
+  TokDir dir({{"vocab.json", fixture_file("vocab.json")},
+              {"merges.txt", "#version: 0.2\nt h\nqqqq zzzz\n"}});
+  const std::string err = error_of([&] { tokenizer_load_hf(dir.path()); });
+  EXPECT_EQ(err.rfind(dir.file("merges.txt") + ": line 3: merge 1 (\"qqqq zzzz\")", 0), 0u) << err;
+  EXPECT_NE(err.find("names a token not in the vocabulary of "), std::string::npos) << err;
+}
+
+TEST(HfBpeTokenizer, DifferenceComparesTheIdsNotTheFileForm) {
+  // The fixture as tokenizer.json and as vocab.json + merges.txt is one tokenizer.
+  TokDir vm(
+      {{"vocab.json", fixture_file("vocab.json")}, {"merges.txt", fixture_file("merges.txt")}});
+  TokDir tj({{"tokenizer.json", fixture_file("tokenizer.json")}});
+  EXPECT_EQ(hf_bpe_difference(hf_bpe_read(tj.path()), "a", hf_bpe_read(vm.path()), "b"), "");
+  // Two ids swapped: the same size, other ids.
+  json j = json::parse(fixture_file("tokenizer.json"));
+  json& vocab = j["model"]["vocab"];
+  const std::string x = "\u0120the", y = "\u0120and";
+  ASSERT_TRUE(vocab.contains(x) && vocab.contains(y));
+  const json id_x = vocab[x];
+  vocab[x] = vocab[y];
+  vocab[y] = id_x;
+  TokDir swapped({{"tokenizer.json", j.dump()}});
+  const int first = std::min(vocab[x].get<int>(), vocab[y].get<int>());
+  EXPECT_EQ(hf_bpe_difference(hf_bpe_read(tj.path()), "a", hf_bpe_read(swapped.path()), "b")
+                .rfind("id " + std::to_string(first) + " is ", 0),
+            0u);
 }
 
 TEST(HfBpeTokenizer, IgnoreMergesTakesAWholeVocabularyEntry) {
