@@ -3,8 +3,13 @@
 #   build      setup (install + Release build, CUDA compiled when nvcc is found)
 #   quick      the ctest tests labelled unit and backend (tests/unit, tests/backend)
 #   rest       every other ctest test: e2e, dist, guard, reference, slow, cuda labels
-#   san-build  the sanitizer build (ASan + UBSan, -O1, CUDA off) in build-sanitize/
-#   san-tests  the fast CPU tests again under the sanitizers (-LE "reference|slow|guard")
+#   san-build  the sanitizer build (ASan + UBSan, -O1, CUDA off) in build-sanitize/. It starts
+#              in the background, at the lowest CPU priority, as soon as the Release build is
+#              done, and compiles on what the quick and rest stages leave idle (their tests wait
+#              on processes, mpirun, sleeps and the disk); this stage waits for what is left of it
+#              (build-sanitize/san-build.log; its own wall time is printed)
+#   san-tests  the CPU tests again under the sanitizers (-LE "reference|slow|guard|cuda": see
+#              tests/README.md for what the sanitizer pass covers and why)
 #   fuzz       scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed
 # Each stage prints its wall time and the load average at its end, each ctest stage its 10
 # slowest tests (ctest's JUnit file, junit-<stage>.xml in the build directory), and the run ends
@@ -33,8 +38,10 @@ ccache_counts() {
 start=$(date +%s)
 table=()     # one line per finished stage
 current=""   # the stage running now
+san_pid=""   # the background sanitizer build, while it runs
 summary() {
   local rc=$?
+  if [ -n "$san_pid" ]; then kill -- -"$san_pid" 2>/dev/null || kill "$san_pid" 2>/dev/null || true; fi
   [ -n "$current" ] && table+=("$(printf '%-10s %6s s  FAILED (exit %s)' "$current" $(($(date +%s) - stage_start)) "$rc")")
   echo
   echo "test: stages (wall seconds, load average at the end)"
@@ -83,15 +90,47 @@ ctest_stage() {
   return $rc
 }
 
+# san_build_wait: waits for the background sanitizer build; its log when it failed.
+san_build_wait() {
+  local rc=0
+  wait "$san_pid" || rc=$?
+  san_pid=""
+  local hm
+  hm=$(CCACHE_STATSLOG=build-sanitize/ccache-stats.log ccache_counts)
+  echo "test: the sanitizer build took $(cat build-sanitize/san-build.secs 2>/dev/null || echo '?') s of wall time in all (ccache hits ${hm% *}/$((${hm% *} + ${hm#* })))"
+  if [ "$rc" -ne 0 ]; then
+    echo "test: the sanitizer build failed (exit $rc); its last lines:"
+    grep -v '^\[' build-sanitize/san-build.log | tail -40
+  fi
+  return $rc
+}
+
 stage build scripts/setup.sh
+if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
+  # The sanitizer build in its own process group (set -m), so that the exit trap can end all of it.
+  mkdir -p build-sanitize
+  set -m
+  (
+    s0=$(date +%s)
+    export CCACHE_STATSLOG=$root/build-sanitize/ccache-stats.log  # its own, not the stages'
+    rm -f "$CCACHE_STATSLOG"
+    env LEDGERLM_BUILD_DIR=build-sanitize LEDGERLM_SANITIZE=on LEDGERLM_CUDA=off \
+      nice -n 19 scripts/setup.sh >build-sanitize/san-build.log 2>&1
+    rc=$?
+    echo $(($(date +%s) - s0)) >build-sanitize/san-build.secs
+    exit $rc
+  ) &
+  san_pid=$!
+  set +m
+fi
 # The quick tier first (labels unit and backend: tests/README.md), then everything else: together,
 # every test.
 stage quick ctest_stage build quick --timeout 600 -L '^(unit|backend)$'
 stage rest ctest_stage build rest --timeout 600 -LE '^(unit|backend)$'
 if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
-  stage san-build env LEDGERLM_BUILD_DIR=build-sanitize LEDGERLM_SANITIZE=on LEDGERLM_CUDA=off scripts/setup.sh
+  stage san-build san_build_wait
   export ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp
-  stage san-tests ctest_stage build-sanitize san --timeout 900 -LE "reference|slow|guard"
+  stage san-tests ctest_stage build-sanitize san --timeout 900 -LE "reference|slow|guard|cuda"
   unset ASAN_OPTIONS LSAN_OPTIONS
 fi
 if [ "${LEDGERLM_SKIP_FUZZ:-0}" != 1 ]; then
