@@ -2,8 +2,11 @@
 // and disk offload on the guard backend (a device stand-in whose memory host code cannot touch)
 // bit-identical to no offload, checkpoints included; a write failing as a full disk does in the
 // middle of a streamed step (one line, non-zero exit, the last checkpoint intact and resumed to
-// the uninterrupted run's weights) and a real full filesystem at start-up; the ledger's disk
-// rows (files against the planner within 1%, nothing left in the page cache); `memory --offload`.
+// the uninterrupted run's weights) and a real full filesystem at start-up, for the state files
+// and for the bandwidth probe (no run directory left behind either way); a byte of a state file
+// changed on the device (one line naming the file); two runs of one name in two out_dirs
+// sharing optim.offload_dir at the same time (each as alone); the ledger's disk rows (files
+// against the planner within 1%, nothing left in the page cache); `memory --offload`.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -125,6 +128,76 @@ TEST(OffloadCli, ARealFullFilesystemIsRefusedAtStartUp) {
   EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("optim.offload_dir"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out + "/nospace"));
+}
+
+// The state files fit, the probe of the device's bandwidth (8 MiB at least) does not: the start
+// fails there, after the state was built, and must leave no run directory (it once did, so the
+// same command was refused afterwards as a run that exists).
+TEST(OffloadCli, AProbeWithoutRoomFailsTheStartAndLeavesNoRunDirectory) {
+  testing::Tmpfs small(4 << 20);
+  if (!small.ok()) GTEST_SKIP() << small.why();
+  const std::string out = testing::make_temp_dir("offload_runs_");
+  const std::string flags =
+      " --train.max_steps 2 --optim.offload disk --optim.offload_dir " + small.path() + kSmallArena;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second: the same command again
+    const CommandResult r = train(out, "noprobe", flags);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_EQ(error_lines(r.output), 1) << r.output;
+    EXPECT_NE(r.output.find("bandwidth_probe"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("already exists"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out + "/noprobe")) << "attempt " << attempt << ": " << r.output;
+  }
+  EXPECT_TRUE(fs::is_empty(small.path())) << "the state files go with the failed start";
+}
+
+// A bit of a state file flipped on the device after it was written (test hook): the next read of
+// it fails its checksum, and the run stops in one line naming the file.
+TEST(OffloadCli, AFlippedByteInAStateFileIsOneErrorNamingTheFile) {
+  const std::string out = testing::make_temp_dir("offload_runs_");
+  const std::string flags = " --train.max_steps 6 --optim.offload disk --precision.params bf16" +
+                            std::string(kSmallArena);
+  // The 40th write is in the second step (a step writes each state range once: more than 40).
+  const CommandResult r = train(out, "flipped", flags, "LEDGERLM_OFFLOAD_TEST_DAMAGE_WRITE=40");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_EQ(error_lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find(out + "/flipped/offload/rank0."), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(".bin' is damaged: bytes ["), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out + "/flipped/model.safetensors"));
+}
+
+// Two runs named alike in two out_dirs, one optim.offload_dir, trained at the same time (a slow
+// device keeps both in their steps together): each ends with the weights of the same run trained
+// alone, bit for bit (the runs are deterministic). They once shared OFFLOAD_DIR/NAME/rank0.*.bin
+// and trained on each other's optimizer state.
+TEST(OffloadCli, RunsOfOneNameInTwoOutDirsShareAnOffloadDirAsIfAlone) {
+  const std::string root = testing::make_temp_dir("offload_runs_");
+  const std::string shared = root + "/offload";
+  const std::string flags = " --train.max_steps 6 --optim.offload disk --precision.params bf16" +
+                            std::string(kSmallArena) + " --optim.offload_dir " + shared;
+  const std::string slow = "LEDGERLM_OFFLOAD_TEST_READ_DELAY_US=1000";
+  const CommandResult alone = train(root + "/alone", "same", flags, slow);
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  const std::string cmd_a = slow + " " + testing::ledgerlm_binary() + " train" +
+                            testing::resume_tiny_flags(data_dir(), root + "/a", "same") + flags;
+  const std::string cmd_b = slow + " " + testing::ledgerlm_binary() + " train" +
+                            testing::resume_tiny_flags(data_dir(), root + "/b", "same") + flags;
+  const CommandResult both =
+      run_command("(" + cmd_a + " > " + root + "/a.log 2>&1; echo $? > " + root + "/a.rc) & " +
+                  cmd_b + " > " + root + "/b.log 2>&1; echo $? > " + root + "/b.rc; wait");
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  for (const char* run : {"a", "b"}) {
+    std::ifstream rc(root + "/" + run + ".rc"), log(root + "/" + run + ".log");
+    const std::string text((std::istreambuf_iterator<char>(log)), {});
+    int code = -1;
+    rc >> code;
+    EXPECT_EQ(code, 0) << run << ": " << text;
+    EXPECT_TRUE(same_file(root + "/alone/same/model.safetensors",
+                          root + "/" + run + "/same/model.safetensors"))
+        << run << " differs from the run alone: " << text;
+  }
+  // Each had a directory of its own there, removed when it ended.
+  EXPECT_TRUE(!fs::exists(shared) || fs::is_empty(shared));
 }
 
 // The files against the planner (1%: the bytes are exact; allocation rounds to the filesystem's

@@ -141,7 +141,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
           "master and optimizer state: none | host (device runs: host memory, CPU step) | "
           "disk (files, streamed)");
   LLM_KEY("optim", c.optim, offload_dir, S,
-          "optim.offload = disk: directory of the state files (empty: RUN_DIR/offload)");
+          "optim.offload = disk: directory of the state files (empty: RUN_DIR/offload; else "
+          "OFFLOAD_DIR/NAME-HASH, one per run directory)");
   LLM_KEY("optim", c.optim, offload_staging_mb, F,
           "optim.offload = disk: RAM staging arena in MiB (raised to what LAMB, LARS and "
           "Adafactor need for one whole tensor)");

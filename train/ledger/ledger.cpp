@@ -265,7 +265,7 @@ RunLedger::RunLedger(const RunConfig& config, ModelState& state, int world, int 
     // The device's own figures, for the step-time prediction: a probe of up to 64 MiB (the
     // state's size when smaller, at least 8 MiB) in pieces of the backend's staging size.
     const int64_t probe = std::clamp<int64_t>(impl_->plan.disk_per_rank, 8 << 20, 64 << 20);
-    impl_->disk = offload_probe_bandwidth(pager->dir(), probe, pager->staging_bytes() / 4);
+    impl_->disk = pager->probe_bandwidth(probe, pager->staging_bytes() / 4);
   }
   process_rss_bytes(&impl_->rss_at_ledger, &impl_->hwm_at_ledger);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 
 namespace ledgerlm {
 namespace {
@@ -37,6 +38,19 @@ std::string settle(int fd, int64_t offset, int64_t bytes, bool written) {
   return "";
 }
 
+std::string pread_all(int fd, char* p, int64_t bytes, int64_t offset) {
+  for (int64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(fd, p + done, static_cast<size_t>(bytes - done), offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return text_of(errno);
+    if (n == 0) return "unexpected end of file";
+    done += n;
+  }
+  return "";
+}
+
+constexpr int64_t kBlock = OffloadFile::kChecksumBlock;
+
 }  // namespace
 
 OffloadFile::OffloadFile(const std::string& path, int64_t bytes) : path_(path), bytes_(bytes) {
@@ -55,6 +69,11 @@ OffloadFile::OffloadFile(const std::string& path, int64_t bytes) : path_(path), 
            " (set optim.offload_dir to a device with room, or optim.offload = none)");
     }
   }
+  // The reserved blocks read as zeros.
+  const std::vector<char> zeros(static_cast<size_t>(kBlock), 0);
+  crcs_.assign(static_cast<size_t>((bytes + kBlock - 1) / kBlock), crc32c(zeros.data(), kBlock));
+  if (bytes % kBlock != 0) crcs_.back() = crc32c(zeros.data(), static_cast<size_t>(bytes % kBlock));
+  edges_.resize(static_cast<size_t>(2 * kBlock));
 }
 
 OffloadFile::~OffloadFile() {
@@ -62,7 +81,11 @@ OffloadFile::~OffloadFile() {
 }
 
 OffloadFile::OffloadFile(OffloadFile&& other) noexcept
-    : path_(std::move(other.path_)), bytes_(other.bytes_), fd_(std::exchange(other.fd_, -1)) {}
+    : path_(std::move(other.path_)),
+      bytes_(other.bytes_),
+      fd_(std::exchange(other.fd_, -1)),
+      crcs_(std::move(other.crcs_)),
+      edges_(std::move(other.edges_)) {}
 
 OffloadFile& OffloadFile::operator=(OffloadFile&& other) noexcept {
   if (this != &other) {
@@ -70,6 +93,8 @@ OffloadFile& OffloadFile::operator=(OffloadFile&& other) noexcept {
     path_ = std::move(other.path_);
     bytes_ = other.bytes_;
     fd_ = std::exchange(other.fd_, -1);
+    crcs_ = std::move(other.crcs_);
+    edges_ = std::move(other.edges_);
   }
   return *this;
 }
@@ -85,26 +110,60 @@ void OffloadFile::close_file() {
   fd_ = -1;
 }
 
-std::string OffloadFile::read(int64_t offset, int64_t bytes, void* dst) const {
-  char* p = static_cast<char*>(dst);
-  for (int64_t done = 0; done < bytes;) {
-    const ssize_t n = ::pread(fd_, p + done, static_cast<size_t>(bytes - done), offset + done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return text_of(errno);
-    if (n == 0) return "unexpected end of file";
-    done += n;
+std::string OffloadFile::read_edges(int64_t offset, int64_t end, int64_t* lo, int64_t* hi) {
+  *lo = offset / kBlock * kBlock;
+  *hi = std::min((end + kBlock - 1) / kBlock * kBlock, bytes_);
+  std::string err;
+  if (offset > *lo) err = pread_all(fd_, edges_.data(), offset - *lo, *lo);
+  if (err.empty() && *hi > end) err = pread_all(fd_, edges_.data() + kBlock, *hi - end, end);
+  return err;
+}
+
+uint32_t OffloadFile::block_crc(int64_t block, int64_t offset, int64_t end,
+                                const char* data) const {
+  const int64_t bs = block * kBlock, be = std::min(bs + kBlock, bytes_);
+  uint32_t crc = 0;
+  if (bs < offset) crc = crc32c(edges_.data(), static_cast<size_t>(offset - bs), crc);
+  const int64_t from = std::max(bs, offset), to = std::min(be, end);
+  crc = crc32c(data + (from - offset), static_cast<size_t>(to - from), crc);
+  if (be > end) crc = crc32c(edges_.data() + kBlock, static_cast<size_t>(be - end), crc);
+  return crc;
+}
+
+std::string OffloadFile::read(int64_t offset, int64_t bytes, void* dst, bool* damaged) {
+  if (damaged != nullptr) *damaged = false;
+  if (bytes <= 0) return "";
+  const char* p = static_cast<const char*>(dst);
+  std::string err = pread_all(fd_, static_cast<char*>(dst), bytes, offset);
+  int64_t lo = 0, hi = 0;
+  if (err.empty()) err = read_edges(offset, offset + bytes, &lo, &hi);
+  if (!err.empty()) return err;
+  for (int64_t b = lo / kBlock; b * kBlock < hi; ++b) {
+    const uint32_t got = block_crc(b, offset, offset + bytes, p);
+    const uint32_t want = crcs_[static_cast<size_t>(b)];
+    if (got == want) continue;
+    if (damaged != nullptr) *damaged = true;
+    return error_message("bytes [", b * kBlock, ", ", std::min((b + 1) * kBlock, bytes_),
+                         ") read back do not match their checksum (", crc32c_text(want),
+                         " written, ", crc32c_text(got), " read)");
   }
   return settle(fd_, offset, bytes, false);
 }
 
-std::string OffloadFile::write(int64_t offset, int64_t bytes, const void* src) const {
+std::string OffloadFile::write(int64_t offset, int64_t bytes, const void* src) {
+  if (bytes <= 0) return "";
   const char* p = static_cast<const char*>(src);
+  int64_t lo = 0, hi = 0;
+  std::string err = read_edges(offset, offset + bytes, &lo, &hi);
+  if (!err.empty()) return err;
   for (int64_t done = 0; done < bytes;) {
     const ssize_t n = ::pwrite(fd_, p + done, static_cast<size_t>(bytes - done), offset + done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return text_of(errno);
     done += n;
   }
+  for (int64_t b = lo / kBlock; b * kBlock < hi; ++b)
+    crcs_[static_cast<size_t>(b)] = block_crc(b, offset, offset + bytes, p);
   return settle(fd_, offset, bytes, true);
 }
 
@@ -129,11 +188,10 @@ int64_t OffloadFile::allocated_bytes() const {
   return static_cast<int64_t>(st.st_blocks) * 512;
 }
 
-DiskBandwidth offload_probe_bandwidth(const std::string& dir, int64_t bytes, int64_t chunk) {
+DiskBandwidth offload_probe_bandwidth(const std::string& path, int64_t bytes, int64_t chunk) {
   using Clock = std::chrono::steady_clock;
   DiskBandwidth bw;
   bw.probe_bytes = bytes;
-  const std::string path = dir + "/.bandwidth_probe";
   std::vector<char> buf(static_cast<size_t>(chunk));
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<char>(i * 131 + 7);
   {

@@ -1,11 +1,13 @@
 // OffloadPager (see offload_pager.h): the staging arena, its entries and the I/O thread.
 #include "train/offload/offload_pager.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -33,20 +35,32 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// LEDGERLM_OFFLOAD_TEST_DAMAGE_WRITE: the device changes a byte behind the pager's back (through
+// a descriptor of its own, so the file's checksums do not see it).
+void damage_byte(const std::string& path, int64_t offset) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return;
+  unsigned char c = 0;
+  if (::pread(fd, &c, 1, offset) == 1) {
+    c ^= 0x10;
+    if (::pwrite(fd, &c, 1, offset) != 1) std::perror("damage_byte");
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 OffloadPager::OffloadPager(const std::string& dir, const std::string& prefix, int64_t staging_bytes,
                            MemoryTracker* tracker)
     : dir_(dir), prefix_(prefix) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  LLM_REQUIRE(!ec && std::filesystem::is_directory(dir), "optim.offload_dir '", dir,
-              "': cannot create the directory (", ec.message(), ")");
+  // Before any file is created (or truncated): it creates the directory too.
+  lock_ = std::make_unique<OffloadLock>(dir + "/" + prefix + ".lock");
   arena_bytes_ = round_up(std::max<int64_t>(staging_bytes, kAlign), kAlign);
   arena_ = Buffer(tracker, MemTag::kOffloadStaging, static_cast<size_t>(arena_bytes_));
   arena_data_ = arena_.as<char>();
   read_delay_us_ = env_int("LEDGERLM_OFFLOAD_TEST_READ_DELAY_US", 0);
   fail_write_at_ = env_int("LEDGERLM_OFFLOAD_TEST_FAIL_WRITE", -1);
+  damage_write_at_ = env_int("LEDGERLM_OFFLOAD_TEST_DAMAGE_WRITE", -1);
   io_ = std::thread([this] { io_loop(); });
 }
 
@@ -63,6 +77,7 @@ OffloadPager::~OffloadPager() {
     ::munmap(r.base, static_cast<size_t>(r.reserved));
     if (r.file) ::unlink(r.file->path().c_str());
   }
+  lock_.reset();  // the files are gone: another job may take the directory now
   std::error_code ec;
   std::filesystem::remove(dir_, ec);  // when empty
 }
@@ -367,10 +382,15 @@ void OffloadPager::relocate(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   LLM_REQUIRE(!ec, "optim.offload = disk: cannot create '", dir, "': ", ec.message());
   std::lock_guard<std::mutex> lock(mutex_);
+  lock_->rename_to(dir + "/" + prefix_ + ".lock");  // still held: the files follow it
   for (Region& r : regions_)
     if (r.file) r.file->rename_to(dir + "/" + prefix_ + "." + r.name + ".bin");
   std::filesystem::remove(dir_, ec);  // only when empty (other ranks' files may remain)
   dir_ = dir;
+}
+
+DiskBandwidth OffloadPager::probe_bandwidth(int64_t bytes, int64_t chunk) const {
+  return offload_probe_bandwidth(dir_ + "/" + prefix_ + ".bandwidth_probe", bytes, chunk);
 }
 
 OffloadStats OffloadPager::stats() const {
@@ -399,19 +419,23 @@ void OffloadPager::io_loop() {
     ++busy_;
     // Copies: entries_ may grow (and move) while the lock is released.
     const Entry& job_entry = entries_[static_cast<size_t>(job.entry)];
-    const OffloadFile& file = *regions_[static_cast<size_t>(job_entry.region)].file;
+    OffloadFile& file = *regions_[static_cast<size_t>(job_entry.region)].file;
     const int64_t off = job_entry.off, bytes = job_entry.bytes;
     char* staged = arena_data_ + job_entry.arena_off;
-    const bool fail_now = job.write && fail_write_at_ > 0 && ++writes_seen_ == fail_write_at_;
+    if (job.write) ++writes_seen_;
+    const bool fail_now = job.write && fail_write_at_ > 0 && writes_seen_ == fail_write_at_;
+    const bool damage_now = job.write && damage_write_at_ > 0 && writes_seen_ == damage_write_at_;
     lock.unlock();
     const auto t0 = Clock::now();
     std::string err;
+    bool damaged = false;
     if (job.write) {
       err = fail_now ? std::strerror(ENOSPC) : file.write(off, bytes, staged);
+      if (err.empty() && damage_now) damage_byte(file.path(), off);
     } else {
       if (read_delay_us_ > 0)
         std::this_thread::sleep_for(std::chrono::microseconds(read_delay_us_));
-      err = file.read(off, bytes, staged);
+      err = file.read(off, bytes, staged, &damaged);
     }
     const double s = seconds_since(t0);
     lock.lock();
@@ -425,6 +449,11 @@ void OffloadPager::io_loop() {
       stats_.bytes_read += bytes;
       ++stats_.reads;
     }
+    if (damaged && error_.empty())
+      error_ = "optim.offload = disk: '" + file.path() + "' is damaged: " + err +
+               " (the device returned other bytes than were written to it; the last checkpoint "
+               "is intact: check the device or set optim.offload_dir to another, then --resume "
+               "auto)";
     if (!err.empty() && error_.empty())
       error_ = std::string("optim.offload = disk: ") + (job.write ? "writing " : "reading ") +
                std::to_string(bytes) + " bytes of '" + file.path() + "' failed: " + err +

@@ -18,7 +18,10 @@
 //
 // Two environment variables exist for the tests: LEDGERLM_OFFLOAD_TEST_READ_DELAY_US delays every
 // read (a slow device, so that ordering bugs between prefetch, write-behind and use would show)
-// and LEDGERLM_OFFLOAD_TEST_FAIL_WRITE=N makes the N-th write fail as a full disk does.
+// and LEDGERLM_OFFLOAD_TEST_FAIL_WRITE=N makes the N-th write fail as a full disk does;
+// LEDGERLM_OFFLOAD_TEST_DAMAGE_WRITE=N flips a bit of the N-th write's first byte in the file
+// after it is written, as a failing device would (offload_file.h: the next read of it fails its
+// checksum).
 #pragma once
 
 #include <condition_variable>
@@ -33,6 +36,7 @@
 
 #include "model/base/memory.h"
 #include "train/offload/offload_file.h"
+#include "train/offload/offload_lock.h"
 
 namespace ledgerlm {
 
@@ -57,7 +61,9 @@ class OffloadPager {
  public:
   enum class Access { kRead, kWrite, kReadWrite };  // kWrite: every byte overwritten, none read
 
-  // Files are created in `dir` as PREFIX.NAME.bin; the arena holds `staging_bytes`.
+  // Files are created in `dir` as PREFIX.NAME.bin, after PREFIX.lock there is taken (throws
+  // Error naming the holder when another process has it: offload_lock.h); the arena holds
+  // `staging_bytes`.
   OffloadPager(const std::string& dir, const std::string& prefix, int64_t staging_bytes,
                MemoryTracker* tracker);
   ~OffloadPager();
@@ -85,6 +91,10 @@ class OffloadPager {
   // Moves every file into `dir` (same filesystem; open descriptors stay valid) and removes the
   // old directory if it is empty: a run's files are created before its directory exists.
   void relocate(const std::string& dir);
+
+  // The device's sequential bandwidth under dir(), measured with a scratch file of this pager's
+  // own (PREFIX.bandwidth_probe, under its lock: ranks sharing the directory probe apart).
+  DiskBandwidth probe_bandwidth(int64_t bytes, int64_t chunk) const;
 
   OffloadStats stats() const;
   std::vector<OffloadRegionInfo> regions() const;
@@ -138,6 +148,7 @@ class OffloadPager {
   void io_loop();
 
   std::string dir_, prefix_;
+  std::unique_ptr<OffloadLock> lock_;
   std::vector<Region> regions_;
   Buffer arena_;
   char* arena_data_ = nullptr;
@@ -159,7 +170,7 @@ class OffloadPager {
   bool stop_ = false;
   std::string error_;
   OffloadStats stats_;
-  int64_t read_delay_us_ = 0, fail_write_at_ = -1, writes_seen_ = 0;
+  int64_t read_delay_us_ = 0, fail_write_at_ = -1, damage_write_at_ = -1, writes_seen_ = 0;
   std::thread io_;
 };
 

@@ -323,6 +323,9 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
     run.loader->read_first(run.loop.step, cfg.train.seq_len,
                            run.meta.val.tokens > 0 ? cfg.train.eval_windows : 0);
   });
+  comm_agree(comm, [&] {
+    run.ledger = std::make_unique<RunLedger>(cfg, *run.state, run.world, run.rank);
+  });
 
   // Only now does the run directory change. A directory this start made is removed again if the
   // start fails, but only once its lock is ours (another job may have taken it in between).

@@ -2,7 +2,8 @@
 // that changes nothing on disk until every input has been checked — config and data (meta.json,
 // tokenizer, both shards) first; then the run's lock (run_lock.h) when the run directory exists,
 // the checkpoint to resume (format, checksums, sizes, config compatibility), the backend, the
-// data loader and the model state with its weights; and only then the run directory (created and
+// data loader, the model state with its weights and the ledger (its planner checks, and under
+// optim.offload = disk its probe of the device); and only then the run directory (created and
 // locked for a new run, removed again if the start fails after creating it), its metrics and
 // config.toml.
 //
@@ -22,6 +23,7 @@
 #include "data/meta.h"
 #include "model/backend/backend.h"
 #include "train/comm/comm.h"
+#include "train/ledger/ledger.h"
 #include "train/run/run_checkpoint.h"
 #include "train/run/run_lock.h"
 #include "train/run/train_request.h"
@@ -45,6 +47,9 @@ struct TrainRun {
   std::unique_ptr<Comm> device_comm;
   std::unique_ptr<DataLoader> loader;
   std::unique_ptr<ModelState> state;
+  // Built with the state, before the run directory changes: it can fail (a device that cannot
+  // be written under optim.offload = disk). Declared after the state, which it refers to.
+  std::unique_ptr<RunLedger> ledger;
   LoopState loop;  // restored counters when resuming, zero otherwise
   // Resume: the checkpoint directory, its size, the load time and the config keys that changed.
   std::string resumed_from;

@@ -44,7 +44,7 @@ class TrainLoop {
         state_(*run.state),
         ls_(run.loop),
         batches_(*run.loader),
-        ledger_(run.cfg, *run.state, run.world, run.rank) {
+        ledger_(*run.ledger) {
     if (run.lead()) log_ = std::make_unique<MetricsLog>(run.run_dir + "/metrics.jsonl");
     if (run.lead() && cfg_.train.tensorboard) tb_ = std::make_unique<TensorBoardLog>(run.run_dir);
     const DataMeta& meta = run.meta;
@@ -573,7 +573,7 @@ class TrainLoop {
   ModelState& state_;
   LoopState& ls_;
   LoaderBatches batches_;
-  RunLedger ledger_;
+  RunLedger& ledger_;                        // run_setup's
   std::unique_ptr<MetricsLog> log_;          // rank 0's
   std::unique_ptr<TensorBoardLog> tb_;       // rank 0's, unless train.tensorboard = false
   double last_b_simple_ = NAN;               // train.gns: of this job's last step

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "model/base/check.h"
+#include "model/base/crc32c.h"
 #include "optim/grad_clip.h"
 #include "optim/optim_groups.h"
 #include "train/step/zero_units.h"
@@ -38,9 +41,18 @@ Buffer alloc(Backend& be, MemTag tag, int64_t elements, DType dt) {
 }  // namespace
 
 std::string offload_dir_for_run(const RunConfig& config) {
-  if (config.optim.offload_dir.empty())
-    return config.train.out_dir + "/" + config.train.name + "/offload";
-  return config.optim.offload_dir + "/" + config.train.name;
+  const std::string run_dir = config.train.out_dir + "/" + config.train.name;
+  if (config.optim.offload_dir.empty()) return run_dir + "/offload";
+  // Runs of one name in different out_dirs share optim.offload_dir: the run directory's own
+  // path (symbolic links resolved, so two spellings of one run agree) tells them apart. Its lock
+  // (offload_lock.h) refuses whatever would still meet there.
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(run_dir, ec);
+  std::string canonical = std::filesystem::weakly_canonical(absolute, ec).string();
+  if (ec) canonical = absolute.lexically_normal().string();
+  char hash[16];
+  std::snprintf(hash, sizeof hash, "%08x", crc32c(canonical.data(), canonical.size()));
+  return config.optim.offload_dir + "/" + config.train.name + "-" + hash;
 }
 
 namespace {

@@ -38,7 +38,8 @@ namespace ledgerlm {
 class ZeroUnits;
 
 // Where optim.offload = disk keeps a run's state files: RUN_DIR/offload, or
-// optim.offload_dir/NAME.
+// optim.offload_dir/NAME-HASH, HASH the CRC-32C (8 hex digits) of the run directory's canonical
+// path: one directory per run directory.
 std::string offload_dir_for_run(const RunConfig& config);
 
 struct StepStats {

@@ -2,14 +2,20 @@
 // of read-modify-write passes over a buffer several times the staging arena (each byte staged
 // more than three times per step, read twice per step as LAMB's two passes do) against the same
 // arithmetic on a RAM copy, with a slow device so that read-ahead, write-behind and reuse
-// overlap; ranges that overlap earlier ones; a write that fails as a full disk does.
+// overlap; ranges that overlap earlier ones; a write that fails as a full disk does; a byte of a
+// file changed behind the pager's back (its checksums); a second pager on the same files (the
+// lock), and the ranks' pagers beside each other.
 // Exact equality throughout: the pager moves bytes, it computes nothing.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model/base/check.h"
@@ -158,6 +164,104 @@ TEST(OffloadPager, FilesAreReservedAtStartAndRemovedAtTheEnd) {
   }
   EXPECT_FALSE(std::filesystem::exists(path)) << "the state files are scratch";
   EXPECT_EQ(tracker.usage(MemTag::kOffloadStaging).current, 0);
+}
+
+// Ranges read back in pieces of 1000 floats (4000 bytes: they start and end inside 4 KiB
+// checksum blocks, so each read also checks the neighbouring bytes of its edge blocks).
+void read_unaligned(OffloadPager& pager, float* base, int64_t n) {
+  for (int64_t b = 0; b < n; b += 1000) {
+    const int64_t k = std::min<int64_t>(1000, n - b);
+    pager.acquire(base + b, k * 4, OffloadPager::Access::kRead);
+    pager.release(base + b, k * 4, false);
+  }
+}
+
+TEST(OffloadPager, AByteChangedInAFileIsAnErrorNamingTheFile) {
+  TempDir dir("ledgerlm_pager_");
+  MemoryTracker tracker;
+  const int64_t n = 60000;  // 240 KB, 3.7x the arena: what was written is read from the file
+  OffloadPager pager(dir.file("state"), "rank0", 64 << 10, &tracker);
+  auto* base = static_cast<float*>(pager.add_region("optim.m", MemTag::kOptimM, n * 4));
+  pass_paged(pager, base, n, 3000, 1, 0);  // every byte written, in unaligned pieces
+  pager.flush();
+  read_unaligned(pager, base, n);  // intact: every block matches
+  // The device changes one byte (in the middle of a block, which reads start and end inside).
+  const std::string path = pager.regions().at(0).path;
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  const off_t at = 4096 * 3 + 1234;
+  unsigned char c = 0;
+  ASSERT_EQ(::pread(fd, &c, 1, at), 1);
+  c ^= 0x01;
+  ASSERT_EQ(::pwrite(fd, &c, 1, at), 1);
+  ::close(fd);
+  std::string message;
+  try {
+    read_unaligned(pager, base, n);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("'" + path + "' is damaged"), std::string::npos) << message;
+  EXPECT_NE(message.find("bytes [12288, 16384)"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+}
+
+TEST(OffloadPager, ASecondPagerOnTheSameFilesIsRefusedNamingTheHolder) {
+  TempDir dir("ledgerlm_pager_");
+  MemoryTracker tracker;
+  const std::string state = dir.file("state");
+  {
+    OffloadPager first(state, "rank0", 64 << 10, &tracker);
+    auto* base = static_cast<float*>(first.add_region("master", MemTag::kMaster, 4096 * 4));
+    pass_paged(first, base, 4096, 1024, 1, 0);
+    first.flush();
+    // Another job's rank 0 there would truncate and overwrite these files.
+    std::string message;
+    try {
+      OffloadPager second(state, "rank0", 64 << 10, &tracker);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("is in use by pid " + std::to_string(::getpid())), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(state), std::string::npos) << message;
+    // The refused pager created nothing: the first one's values are intact.
+    std::vector<float> ram(4096);
+    for (size_t i = 0; i < ram.size(); ++i) ram[i] = 1.0f;
+    EXPECT_EQ(first_mismatch(read_all(first, base, 4096), ram), -1);
+    // Another rank of the same job locks its own prefix beside it.
+    OffloadPager rank1(state, "rank1", 64 << 10, &tracker);
+    rank1.add_region("master", MemTag::kMaster, 4096 * 4);
+  }
+  // Once the holder has ended, the next job takes the directory, which it left empty.
+  EXPECT_FALSE(std::filesystem::exists(state)) << "files and locks removed with their pagers";
+  OffloadPager next(state, "rank0", 64 << 10, &tracker);
+}
+
+TEST(OffloadPager, RanksSharingADirectoryProbeTheDeviceApart) {
+  TempDir dir("ledgerlm_pager_");
+  MemoryTracker tracker;
+  OffloadPager rank0(dir.file("state"), "rank0", 64 << 10, &tracker);
+  OffloadPager rank1(dir.file("state"), "rank1", 64 << 10, &tracker);
+  // Two ranks of one host probing at once, as they do at start-up, several times over.
+  for (int rep = 0; rep < 4; ++rep) {
+    std::string err0, err1;
+    std::thread other([&] {
+      try {
+        rank1.probe_bandwidth(4 << 20, 16 << 10);
+      } catch (const Error& e) {
+        err1 = e.what();
+      }
+    });
+    try {
+      rank0.probe_bandwidth(4 << 20, 16 << 10);
+    } catch (const Error& e) {
+      err0 = e.what();
+    }
+    other.join();
+    EXPECT_EQ(err0, "");
+    EXPECT_EQ(err1, "");
+  }
 }
 
 }  // namespace
