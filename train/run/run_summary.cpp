@@ -66,6 +66,19 @@ nlohmann::json run_summary_read(const std::string& run_dir) {
   return s;
 }
 
+bool run_summary_finished_at(const std::string& run_dir, int64_t step) {
+  nlohmann::json s;
+  try {
+    s = run_summary_read(run_dir);
+  } catch (const Error&) {
+    return false;  // a damaged summary is written again by the job that completes the run
+  }
+  std::error_code ec;
+  return s.is_object() && s.value("status", std::string()) == "finished" && s.contains("steps") &&
+         s["steps"].is_number_integer() && s["steps"].get<int64_t>() == step &&
+         fs::is_regular_file(fs::path(run_dir) / "model.safetensors", ec);
+}
+
 void run_summary_remove(const std::string& run_dir) {
   std::error_code ec;
   fs::remove(run_dir + "/summary.json", ec);
