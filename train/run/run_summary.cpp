@@ -8,6 +8,7 @@
 #include "ckpt/checkpoint.h"
 #include "data/sha256.h"
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 #include "train/run/run_dir.h"
 
 namespace ledgerlm {
@@ -16,11 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LLM_REQUIRE(in, "cannot read '", path, "'");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  LLM_REQUIRE(!in.bad(), "cannot read '", path, "'");
-  return text;
+  const int fd = input_file_open(path, "run file");
+  LLM_REQUIRE(fd >= 0, "cannot read '", path, "' (", errno_text(), ")");
+  return input_file_read_fd(fd, path, "run file");
 }
 
 int64_t dir_bytes(const fs::path& dir) {
