@@ -8,6 +8,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 
@@ -43,7 +44,10 @@ std::string checkpoint_latest(const std::string& root) {
     auto all = checkpoint_list(root);
     return all.empty() ? std::string() : all.back().second;
   }
-  std::ifstream f(pointer);
+  const int fd = input_file_open(pointer.string(), "checkpoint pointer");
+  LLM_REQUIRE(fd >= 0, "checkpoint pointer '", pointer.string(), "' cannot be read (", errno_text(),
+              ")");
+  std::istringstream f(input_file_read_fd(fd, pointer.string(), "checkpoint pointer"));
   std::string name;
   std::getline(f, name);
   LLM_REQUIRE(!name.empty() && name.find('/') == std::string::npos, "checkpoint pointer '",

@@ -10,6 +10,7 @@
 #include "ckpt/checkpoint.h"
 #include "model/base/check.h"
 #include "model/base/crc32c.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 
@@ -84,13 +85,12 @@ void check_meta_checksum(const json& m, const std::string& meta_path) {
 }
 
 json read_meta(const std::string& meta_path, int64_t* bytes) {
-  std::ifstream f(meta_path, std::ios::binary);
-  LLM_REQUIRE(f, "checkpoint file '", meta_path, "' cannot be read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *bytes += static_cast<int64_t>(ss.str().size());
+  const int fd = input_file_open(meta_path, "checkpoint file");
+  LLM_REQUIRE(fd >= 0, "checkpoint file '", meta_path, "' cannot be read (", errno_text(), ")");
+  const std::string text = input_file_read_fd(fd, meta_path, "checkpoint file");
+  *bytes += static_cast<int64_t>(text.size());
   try {
-    return json::parse(ss.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
     fail(error_message("checkpoint file '", meta_path, "' is not valid JSON (", e.what(), ")"));
   }

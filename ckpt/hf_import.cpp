@@ -13,6 +13,7 @@
 #include "ckpt/safetensors.h"
 #include "model/backend/common/op_constants.h"
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 namespace {
@@ -67,11 +68,9 @@ class ConfigJson {
 };
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LLM_REQUIRE(in.good(), "import: cannot read '", path, "'");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+  const int fd = input_file_open(path, "import: config file");
+  LLM_REQUIRE(fd >= 0, "import: cannot read '", path, "' (", errno_text(), ")");
+  return input_file_read_fd(fd, path, "import: config file");
 }
 
 // The full HF name of a tensor: GPT2Model saves its tensors without the "transformer." prefix

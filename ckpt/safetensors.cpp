@@ -16,6 +16,7 @@
 
 #include "model/base/check.h"
 #include "model/base/crc32c.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 
@@ -200,7 +201,7 @@ void SafeTensorsWriter::write_atomic(const std::string& path) const {
 SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   SafeTensorsFile f;
   f.path_ = path;
-  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  f.fd_ = input_file_open(path, "safetensors file");
   LLM_REQUIRE(f.fd_ >= 0, "cannot open safetensors file '", path, "': ", errno_text());
   struct stat st;
   LLM_REQUIRE(::fstat(f.fd_, &st) == 0, "cannot stat '", path, "': ", errno_text());

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 
 namespace fs = std::filesystem;
 
@@ -176,7 +177,7 @@ std::vector<std::string> corpus_list_files(const std::vector<std::string>& input
 }
 
 InputFile::InputFile(const std::string& path, const std::string& name) : name_(name) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd_ = input_file_open(path, "--input file");
   LLM_REQUIRE(fd_ >= 0, "--input ", name, ": cannot open for reading (", std::strerror(errno), ")");
   struct stat st;
   if (::fstat(fd_, &st) != 0) {

@@ -9,6 +9,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 namespace {
@@ -32,11 +33,9 @@ std::string data_tokenizer_id(const std::string& dir, const DataMeta& meta) {
   if (meta.tokenizer == "bytes") return "bytes";
   if (meta.tokenizer == "hf-bpe") return tokenizer_hf_id(dir);
   const std::string path = (fs::path(dir) / "tokenizer.model").string();
-  std::ifstream f(path, std::ios::binary);
-  LLM_REQUIRE(f, path, ": cannot open the tokenizer model");
-  std::ostringstream bytes;
-  bytes << f.rdbuf();
-  return "bpe:" + sha256_hex(bytes.str());
+  const int fd = input_file_open(path, "tokenizer model");
+  LLM_REQUIRE(fd >= 0, path, ": cannot open the tokenizer model (", errno_text(), ")");
+  return "bpe:" + sha256_hex(input_file_read_fd(fd, path, "tokenizer model"));
 }
 
 DataCheck data_check(const std::string& dir) {

@@ -14,6 +14,7 @@
 #include "data/sha256.h"
 #include "data/tokenizer.h"
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 namespace {
@@ -24,12 +25,7 @@ using nlohmann::json;
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 
 std::string read_whole(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  LLM_REQUIRE(f, path.string(), ": cannot open");
-  std::ostringstream buf;
-  buf << f.rdbuf();
-  LLM_REQUIRE(!f.bad(), path.string(), ": cannot read");
-  return buf.str();
+  return input_file_read(path.string(), "tokenizer file");
 }
 
 json parse_json(const std::string& bytes, const std::string& file) {

@@ -12,11 +12,12 @@
 #include <utility>
 
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 
 MappedFile::MappedFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  const int fd = input_file_open(path, "file");
   LLM_REQUIRE(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {

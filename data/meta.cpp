@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 namespace {
@@ -95,11 +96,13 @@ void meta_write(const std::string& path, const DataMeta& meta) {
 
 DataMeta meta_read(const std::string& dir) {
   std::string file = (std::filesystem::path(dir) / "meta.json").string();
-  std::ifstream f(file, std::ios::binary);
-  LLM_REQUIRE(f, file, ": cannot open (is ", dir, " a directory made by `ledgerlm prepare`?)");
+  const int fd = input_file_open(file, "data file");
+  LLM_REQUIRE(fd >= 0, file, ": cannot open (is ", dir,
+              " a directory made by `ledgerlm prepare`?)");
+  const std::string text = input_file_read_fd(fd, file, "data file");
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const json::exception& e) {
     fail(error_message(file, ": invalid JSON (", e.what(), ")"));
   }

@@ -2,6 +2,10 @@
 // verified on first read (see shard.h for the layout). Writing: shard_writer.cpp.
 #include "data/shard.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +15,7 @@
 
 #include "model/base/check.h"
 #include "model/base/crc32c.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 
@@ -35,17 +40,34 @@ int shard_token_width(int64_t vocab_size) {
 }
 
 ShardHeader shard_read_header(const std::string& path) {
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
-  LLM_REQUIRE(!ec, "token shard ", path, ": cannot read (", ec.message(), ")");
-  std::ifstream f(path, std::ios::binary);
-  LLM_REQUIRE(f, "token shard ", path, ": cannot open");
+  const int fd = input_file_open(path, "token shard");
+  LLM_REQUIRE(fd >= 0, "token shard ", path, ": cannot open (", errno_text(), ")");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  LLM_REQUIRE(::fstat(fd, &st) == 0, "token shard ", path, ": cannot read (", errno_text(), ")");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  // `bytes` at `offset`, all of them (false on a read error or end of file).
+  auto read_at = [fd](void* dst, uint64_t bytes, uint64_t offset) {
+    char* p = static_cast<char*>(dst);
+    while (bytes > 0) {
+      const ssize_t n = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      p += n;
+      bytes -= static_cast<uint64_t>(n);
+      offset += static_cast<uint64_t>(n);
+    }
+    return true;
+  };
   // The magic and version first, so that a version-1 shard (24-byte header) gets its own message.
   LLM_REQUIRE(size >= 12, "token shard ", path, ": truncated header (", size,
               " bytes, expected at least ", kShardHeaderBytes, ")");
   char raw[kShardHeaderBytes] = {};
-  f.read(raw, static_cast<std::streamsize>(std::min<uint64_t>(size, kShardHeaderBytes)));
-  LLM_REQUIRE(f || f.eof(), "token shard ", path, ": cannot read the header");
+  LLM_REQUIRE(read_at(raw, std::min<uint64_t>(size, kShardHeaderBytes), 0), "token shard ", path,
+              ": cannot read the header");
   LLM_REQUIRE(std::memcmp(raw, kShardMagic, 8) == 0, "token shard ", path,
               ": wrong magic (expected LLMTOKS1; not a ledgerlm token shard)");
   ShardHeader h;
@@ -81,9 +103,8 @@ ShardHeader shard_read_header(const std::string& path) {
               " trailing bytes after ", h.count, " tokens and their checksums (expected size ",
               expected, ")");
   h.block_crcs.resize(blocks);
-  f.seekg(static_cast<std::streamoff>(kShardHeaderBytes + token_bytes));
-  f.read(reinterpret_cast<char*>(h.block_crcs.data()), static_cast<std::streamsize>(4 * blocks));
-  LLM_REQUIRE(f, "token shard ", path, ": cannot read the checksum table");
+  LLM_REQUIRE(read_at(h.block_crcs.data(), 4 * blocks, kShardHeaderBytes + token_bytes),
+              "token shard ", path, ": cannot read the checksum table");
   const uint32_t crc = crc32c(h.block_crcs.data(), 4 * blocks, crc32c(raw, 28));
   LLM_REQUIRE(crc == stored_crc, "token shard ", path,
               ": the header or the checksum table fails its checksum (stored ",

@@ -23,6 +23,7 @@
 
 #include "data/tokenizer.h"
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 namespace {
@@ -192,12 +193,10 @@ std::unique_ptr<Tokenizer> tokenizer_bpe_from_proto(std::string model_proto,
 }
 
 std::unique_ptr<Tokenizer> tokenizer_load_bpe(const std::string& model_path) {
-  std::ifstream f(model_path, std::ios::binary);
-  LLM_REQUIRE(f, model_path, ": cannot open the tokenizer model");
-  std::ostringstream buf;
-  buf << f.rdbuf();
-  LLM_REQUIRE(!f.bad(), model_path, ": cannot read the tokenizer model");
-  return tokenizer_bpe_from_proto(buf.str(), model_path);
+  const int fd = input_file_open(model_path, "tokenizer model");
+  LLM_REQUIRE(fd >= 0, model_path, ": cannot open the tokenizer model (", errno_text(), ")");
+  return tokenizer_bpe_from_proto(input_file_read_fd(fd, model_path, "tokenizer model"),
+                                  model_path);
 }
 
 }  // namespace ledgerlm

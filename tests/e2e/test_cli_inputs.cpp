@@ -6,11 +6,16 @@
 //   - prepare --val-fraction 0 gives data a run trains on without evaluation;
 //   - sample refuses non-finite and out-of-range sampling parameters;
 //   - a tokenizer swapped for another with the same vocabulary size is refused on resume, eval
-//     and sample; an edited checkpoint meta.json (its step) is refused on resume.
+//     and sample; an edited checkpoint meta.json (its step) is refused on resume;
+//   - a FIFO given where a file is read (config, import's files, tokenizer.json, meta.json) is
+//     refused at once instead of blocking forever.
 // Each failure is one "ledgerlm: error: ..." line and a non-zero exit.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -50,10 +55,12 @@ CommandResult ledgerlm(const std::string& args) {
 }
 
 // Exactly one line "ledgerlm: error: ..." on stderr containing every needle; non-zero exit.
-void expect_one_line_error(const std::string& args, std::initializer_list<std::string> needles) {
+// `prefix` goes before the binary (a `timeout` for a command that must not block).
+void expect_one_line_error(const std::string& args, std::initializer_list<std::string> needles,
+                           const std::string& prefix = "") {
   const std::string err = testing::make_temp_dir("cli_inputs_err_") + "/stderr";
-  CommandResult r = testing::run_command("{ " + testing::ledgerlm_binary() + " " + args + " 2>" +
-                                         err + " >/dev/null; }");
+  CommandResult r = testing::run_command("{ " + prefix + testing::ledgerlm_binary() + " " + args +
+                                         " 2>" + err + " >/dev/null; }");
   EXPECT_NE(r.exit_code, 0) << "accepted: ledgerlm " << args;
   const std::string text = read_file(err);
   EXPECT_EQ(text.rfind("ledgerlm: error: ", 0), 0u) << text;
@@ -346,6 +353,50 @@ TEST_F(CliInputs, EditedCheckpointStepRefused) {
       "train --config " + q(run + "/config.toml") + " --train.max_steps 6 --resume auto",
       {"step_000004/meta.json", "fails its checksum"});
   EXPECT_EQ(read_file(run + "/metrics.jsonl"), metrics);
+}
+
+// A FIFO without a writer, named where ledgerlm reads a file, blocked the open (or the read)
+// forever without a word. Every such read refuses anything but a regular file, in one line that
+// names the file and what it is. Each command runs under `timeout -s KILL 20`: a regression fails
+// (killed, no error line) instead of hanging the suite; a refusal takes milliseconds.
+TEST_F(CliInputs, FifoInputsRefusedInOneLine) {
+  const std::string dir = testing::make_temp_dir("cli_inputs_fifo_");
+  auto fifo = [](const std::string& path) {
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << path << ": " << std::strerror(errno);
+  };
+  auto refused = [&](const std::string& args, const std::string& path) {
+    expect_one_line_error(args, {"'" + path + "' is a FIFO, expected a regular file"},
+                          "timeout -s KILL 20 ");
+  };
+  // --config
+  fifo(dir + "/config.toml");
+  refused("train --config " + q(dir + "/config.toml"), dir + "/config.toml");
+  // import: config.json, then model.safetensors
+  const std::string hf = testing::source_dir() + "/tests/reference/fixtures/hf_gpt2_tiny";
+  for (const std::string f : {"config.json", "model.safetensors"}) {
+    const std::string model = dir + "/model_" + f;
+    fs::create_directories(model);
+    for (const std::string g : {"config.json", "model.safetensors"})
+      if (g != f) fs::copy_file(hf + "/" + g, model + "/" + g);
+    fifo(model + "/" + f);
+    refused("import --format hf --from " + q(model) + " --out " + q(dir + "/runs_" + f),
+            model + "/" + f);
+    EXPECT_FALSE(fs::exists(dir + "/runs_" + f)) << "a refused import left its output";
+  }
+  // prepare --tokenizer hf:DIR with tokenizer.json
+  fs::create_directories(dir + "/tok");
+  fifo(dir + "/tok/tokenizer.json");
+  refused("prepare --input " + q(data_ + ".txt") + " --out " + q(dir + "/data") +
+              " --tokenizer hf:" + q(dir + "/tok"),
+          dir + "/tok/tokenizer.json");
+  // A data directory's meta.json
+  fs::create_directories(dir + "/data_fifo");
+  for (const auto& e : fs::directory_iterator(data_))
+    if (e.path().filename() != "meta.json")
+      fs::copy_file(e.path(), fs::path(dir + "/data_fifo") / e.path().filename());
+  fifo(dir + "/data_fifo/meta.json");
+  refused("train" + tiny_flags(dir + "/data_fifo", dir + "/runs", "f") + " --train.max_steps 1",
+          dir + "/data_fifo/meta.json");
 }
 
 }  // namespace

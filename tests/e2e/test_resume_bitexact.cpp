@@ -204,6 +204,52 @@ TEST(ResumeAuto, FinishedRunIsLeftAsItIs) {
   EXPECT_EQ(testing::read_file(out + "/run/metrics.jsonl"), metrics);
 }
 
+// A run killed after its final checkpoint was committed but before its weights and summary were
+// written (SIGKILL at the final save's prune stage: step 4 is the 2nd save) is completed by
+// --resume auto: no step is trained, and model.safetensors and summary.json are written as an
+// uninterrupted run writes them (weights byte for byte; status, steps, tokens and the final
+// losses equal). It used to say "nothing to do" and leave the run without weights forever.
+TEST(ResumeAuto, KilledAfterFinalCheckpointIsCompleted) {
+  const std::string out = testing::make_temp_dir("resume_final_kill_");
+  const std::string flags = " --train.max_steps 4 --ckpt.interval 2 --optim.name adamw";
+  auto ref = train(base_flags(out, "ref") + flags);
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  auto killed = run_command("LEDGERLM_TEST_CKPT_KILL=prune@2 exec " + testing::ledgerlm_binary() +
+                            " train" + base_flags(out, "run") + flags);
+  ASSERT_TRUE(killed.exit_code == 137 || killed.exit_code == -1) << killed.output;
+  ASSERT_TRUE(fs::exists(out + "/run/ckpt/" + checkpoint_dir_name(4) + "/meta.json"));
+  ASSERT_FALSE(fs::exists(out + "/run/model.safetensors"));
+  ASSERT_FALSE(fs::exists(out + "/run/summary.json"));
+  const std::string resume =
+      testing::ledgerlm_binary() + " train --config " + out + "/run/config.toml --resume auto 2>&1";
+  auto again = run_command(resume);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(again.output.find("nothing to do"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("step 5"), std::string::npos) << "trained a step: " << again.output;
+  expect_same_file(out + "/ref/model.safetensors", out + "/run/model.safetensors");
+  const auto want = nlohmann::json::parse(testing::read_file(out + "/ref/summary.json"));
+  const auto got = nlohmann::json::parse(testing::read_file(out + "/run/summary.json"));
+  for (const char* key :
+       {"status", "steps", "tokens", "final_loss", "final_val_loss", "final_val_bpb",
+        "best_val_loss", "best_val_bpb", "skipped_steps", "params", "ckpt", "weights_bytes"})
+    EXPECT_EQ(got[key], want[key]) << key;
+  EXPECT_EQ(got["status"], "finished");
+  EXPECT_TRUE(got["final_loss"].is_number());
+  // The log ends with the summary, and each step is logged once.
+  expect_same_losses(out + "/ref", out + "/run", 1, 4);
+  std::istringstream log(testing::read_file(out + "/run/metrics.jsonl"));
+  std::string line, last;
+  while (std::getline(log, line)) last = line;
+  EXPECT_EQ(nlohmann::json::parse(last).value("status", ""), "finished") << last;
+  // Now it is finished: a further --resume auto has nothing to do and changes nothing.
+  const std::string summary = testing::read_file(out + "/run/summary.json");
+  auto third = run_command(resume);
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_NE(third.output.find("its budget is spent: nothing to do"), std::string::npos)
+      << third.output;
+  EXPECT_EQ(testing::read_file(out + "/run/summary.json"), summary);
+}
+
 // --resume auto continues the same run directory and metrics.jsonl; a changed step budget is
 // allowed and logged. The constant schedule makes the LR independent of the budget, so 6 steps
 // then 6 more must equal 12 in one go.

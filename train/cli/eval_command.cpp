@@ -7,6 +7,7 @@
 #include "data/loader.h"
 #include "data/shard.h"
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 #include "model/gpt.h"
 #include "train/cli/commands.h"
 #include "train/run/evaluator.h"
@@ -25,11 +26,9 @@ int command_eval(const EvalCommand& cmd) {
   double tokens_per_byte = 0.0;
   std::string what;
   if (!cmd.text_file.empty()) {
-    std::ifstream in(cmd.text_file, std::ios::binary);
-    LLM_REQUIRE(in.good(), "--text: cannot read '", cmd.text_file, "'");
-    std::ostringstream os;
-    os << in.rdbuf();
-    std::string text = os.str();
+    const int fd = input_file_open(cmd.text_file, "--text file");
+    LLM_REQUIRE(fd >= 0, "--text: cannot read '", cmd.text_file, "' (", errno_text(), ")");
+    std::string text = input_file_read_fd(fd, cmd.text_file, "--text file");
     LLM_REQUIRE(!text.empty(), "--text: '", cmd.text_file, "' is empty");
     std::vector<int32_t> ids = run.tokenizer->encode(text);
     tokens = token_array_make(ids, run.meta.vocab_size, &backend->tracker());

@@ -16,6 +16,7 @@
 
 #include "model/base/atomic_file.h"
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 #include "train/config/config_file.h"
 #include "train/config/config_keys.h"
 #include "train/config/run_config.h"
@@ -527,10 +528,12 @@ void read_objective(const toml::table& doc, const std::string& origin, json* man
 }  // namespace
 
 json study_plan(const std::string& study_path, const json& previous) {
-  LLM_REQUIRE(fs::is_regular_file(study_path), "study file '", study_path, "' not found");
+  std::error_code ec;
+  LLM_REQUIRE(fs::exists(study_path, ec), "study file '", study_path, "' not found");
+  const std::string text = input_file_read(study_path, "study file");
   toml::table doc;
   try {
-    doc = toml::parse_file(study_path);
+    doc = toml::parse(text, study_path);
   } catch (const toml::parse_error& e) {
     fail(error_message(study_path, ": ", e.description(), " (line ", e.source().begin.line, ")"));
   }

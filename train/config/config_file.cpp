@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 
 namespace ledgerlm {
 namespace {
@@ -145,12 +146,11 @@ std::set<std::string> config_load_file(const std::string& path,
   std::error_code ec;
   LLM_REQUIRE(!std::filesystem::is_directory(path, ec), "config file '", path,
               "' is a directory; expected a TOML file (e.g. ", path, "/config.toml)");
-  std::ifstream in(path, std::ios::binary);
-  LLM_REQUIRE(in.good(), "config file '", path, "': cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  LLM_REQUIRE(!in.bad(), "config file '", path, "': cannot be read");
-  return config_load_toml(text.str(), "config file '" + path + "'", keys);
+  // A FIFO or a device is refused too, in one line, before anything waits on it.
+  const int fd = input_file_open(path, "config file");
+  LLM_REQUIRE(fd >= 0, "config file '", path, "': cannot be read (", errno_text(), ")");
+  const std::string text = input_file_read_fd(fd, path, "config file");
+  return config_load_toml(text, "config file '" + path + "'", keys);
 }
 
 }  // namespace ledgerlm

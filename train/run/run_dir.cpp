@@ -135,6 +135,19 @@ int64_t run_metrics_truncate(const std::string& run_dir, int64_t step) {
   return broken;
 }
 
+nlohmann::json run_metrics_at_step(const std::string& run_dir, int64_t step) {
+  nlohmann::json merged = nlohmann::json::object();
+  std::ifstream in(run_dir + "/metrics.jsonl", std::ios::binary);
+  if (!in) return merged;
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json rec = nlohmann::json::parse(line, nullptr, false);
+    if (!rec.is_object() || rec.contains("summary") || record_step(rec) != step) continue;
+    merged.update(rec);
+  }
+  return merged;
+}
+
 RunConfig run_load_config(const std::string& run_dir) {
   std::string path = run_dir + "/config.toml";
   LLM_REQUIRE(fs::exists(path), "run '", run_dir,

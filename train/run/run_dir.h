@@ -6,6 +6,8 @@
 #include <map>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "data/meta.h"
 #include "model/base/atomic_file.h"
 #include "train/config/run_config.h"
@@ -40,6 +42,11 @@ std::map<std::string, std::string> run_config_flat(const RunConfig& config);
 // disk) are dropped, atomically, so the log reads as one clean run. Returns the number of
 // unparseable lines dropped.
 int64_t run_metrics_truncate(const std::string& run_dir, int64_t step);
+
+// The records of metrics.jsonl at `step` merged into one object (later keys win; summaries and
+// unreadable lines skipped); an empty object when there are none or no log. A job that completes
+// a run without training a step reads the run's final figures (loss, val bpb) from it.
+nlohmann::json run_metrics_at_step(const std::string& run_dir, int64_t step);
 
 // `text` as one shell word: unchanged when it holds only [A-Za-z0-9_./:=@%+,-], else in single
 // quotes. Commands ledgerlm prints for the user to run (resume hints) quote their paths with it.

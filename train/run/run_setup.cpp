@@ -182,7 +182,7 @@ class CreatedRunDir {
 void reset_run_dir(const TrainRun& run) {
   if (!run.lead()) return;
   // A finished run resumed with its budget spent trains nothing (train_loop): left as it is.
-  if (run.resuming() && loop_budget_spent(run.cfg.train, run.loop)) return;
+  if (run.finished) return;
   run_summary_remove(run.run_dir);  // written again when this job ends
   if (run.resuming()) {
     const int64_t broken = run_metrics_truncate(run.run_dir, run.loop.step);
@@ -341,6 +341,10 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
                 "' is not visible on this rank (several hosts need train.out_dir on a shared "
                 "filesystem)");
   });
+  // Rank 0 reads the run's files; every rank agrees on whether there is anything left to do.
+  const bool finished = run.lead() && run.resuming() && loop_budget_spent(cfg.train, run.loop) &&
+                        run_summary_finished_at(run.run_dir, run.loop.step);
+  run.finished = comm.all_gather_text(std::string(finished ? "1" : "0")).front() == "1";
   comm_agree(comm, [&] {
     reset_run_dir(run);
     if (run.lead()) run_write_config(run.run_dir, cfg);

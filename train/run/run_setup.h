@@ -58,6 +58,10 @@ struct TrainRun {
   nlohmann::json changed = nlohmann::json::object();
   nlohmann::json batch_changed;  // resume_global_batch_change(), null when the same
   bool print_tensors = false;    // TrainRequest::print_tensors
+  // Resumed at a spent budget and already finished (run_summary_finished_at): nothing to train
+  // or write. At a spent budget but not finished (killed after its final checkpoint), the job
+  // trains no step and writes the weights and the summary.
+  bool finished = false;
 
   bool resuming() const { return !resumed_from.empty(); }
   bool lead() const { return rank == 0; }  // prints and writes the run's files

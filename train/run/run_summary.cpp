@@ -8,6 +8,7 @@
 #include "ckpt/checkpoint.h"
 #include "data/sha256.h"
 #include "model/base/check.h"
+#include "model/base/input_file.h"
 #include "train/run/run_dir.h"
 
 namespace ledgerlm {
@@ -16,11 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LLM_REQUIRE(in, "cannot read '", path, "'");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  LLM_REQUIRE(!in.bad(), "cannot read '", path, "'");
-  return text;
+  const int fd = input_file_open(path, "run file");
+  LLM_REQUIRE(fd >= 0, "cannot read '", path, "' (", errno_text(), ")");
+  return input_file_read_fd(fd, path, "run file");
 }
 
 int64_t dir_bytes(const fs::path& dir) {
@@ -64,6 +63,19 @@ nlohmann::json run_summary_read(const std::string& run_dir) {
   LLM_REQUIRE(s.is_object() && s.contains("summary") && s["summary"] == true, "'", path,
               "' is not a ledgerlm run summary (expected a JSON object with \"summary\": true)");
   return s;
+}
+
+bool run_summary_finished_at(const std::string& run_dir, int64_t step) {
+  nlohmann::json s;
+  try {
+    s = run_summary_read(run_dir);
+  } catch (const Error&) {
+    return false;  // a damaged summary is written again by the job that completes the run
+  }
+  std::error_code ec;
+  return s.is_object() && s.value("status", std::string()) == "finished" && s.contains("steps") &&
+         s["steps"].is_number_integer() && s["steps"].get<int64_t>() == step &&
+         fs::is_regular_file(fs::path(run_dir) / "model.safetensors", ec);
 }
 
 void run_summary_remove(const std::string& run_dir) {

@@ -27,6 +27,12 @@ void run_summary_write(const std::string& run_dir, const nlohmann::json& summary
 // finished a step); a file that is not a JSON object is an error naming it.
 nlohmann::json run_summary_read(const std::string& run_dir);
 
+// True when the run in RUN_DIR finished at `step`: its summary.json says "finished" at that step
+// and its weights (model.safetensors) exist. A run killed after its final checkpoint but before
+// those files were written (or one whose summary says it failed or stopped) is not finished:
+// --resume auto completes it. An unreadable summary.json counts as none.
+bool run_summary_finished_at(const std::string& run_dir, int64_t step);
+
 // Removes RUN_DIR/summary.json (a new, overwritten or resumed run has not ended yet).
 void run_summary_remove(const std::string& run_dir);
 

@@ -55,13 +55,14 @@ class TrainLoop {
     if (meta.val.tokens > 0)
       val_starts_ = run.loader->val_windows(cfg_.train.seq_len, cfg_.train.eval_windows);
     last_saved_ = run.resuming() ? ls_.step : -1;
+    if (run.resuming() && run.lead() && budget_spent(ls_.train_seconds)) restore_final_figures();
   }
 
   int run() {
     // A finished run resumed with the same budget (a rerun of a sweep, --resume auto): nothing to
-    // train. Leave its files as they are; rewriting summary.json from a job that ran no step
-    // would lose its final loss.
-    if (run_.resuming() && budget_spent(ls_.train_seconds)) {
+    // train. Leave its files as they are. A run at its budget that has no finished summary or no
+    // weights (killed after its final checkpoint) goes on: train() trains no step and writes them.
+    if (run_.finished) {
       if (run_.lead())
         std::printf(
             "run %s: already at step %lld, its budget is spent: nothing to do (raise "
@@ -151,6 +152,20 @@ class TrainLoop {
 
   Comm& comm() { return *run_.comm; }
 
+  // The figures of the checkpoint's step that the summary reports but the checkpoint does not
+  // keep (the step's training loss, its evaluation's bpb, B_simple), from the run's log, which is
+  // durable up to the checkpoint: a job that trains no further step (completing a run killed
+  // after its final checkpoint) then writes the summary a normal finish wrote.
+  void restore_final_figures() {
+    const json rec = run_metrics_at_step(run_.run_dir, ls_.step);
+    auto number = [&](const char* key, double* to) {
+      if (rec.contains(key) && rec[key].is_number()) *to = rec[key].get<double>();
+    };
+    number("loss", &last_loss_);
+    number("val_bpb", &last_bpb_);
+    number("b_simple", &last_b_simple_);
+  }
+
   // How to continue this run (under mpirun: the same launch, with the resume flag).
   std::string resume_command() const {
     const std::string base =
@@ -226,6 +241,11 @@ class TrainLoop {
       std::printf("no val split in %s (prepared with --val-fraction 0): no evaluation\n",
                   cfg_.data.dir.c_str());
     if (run_.resuming()) print_resume();
+    if (run_.resuming() && budget_spent(ls_.train_seconds))
+      std::printf(
+          "run %s: already at step %lld, its budget is spent, but its weights or finished "
+          "summary are missing: writing them\n",
+          run_.run_dir.c_str(), static_cast<long long>(ls_.step));
     std::fflush(stdout);
   }
 

@@ -23,6 +23,9 @@ std::string state_tensor_name(const ParamTable& table, const StateView& v) {
                       : "optim." + v.name;
 }
 
+// The host buffer frozen_sha256() hashes through (the checkpoint writer's default chunk).
+constexpr int64_t kFrozenHashChunkBytes = 4 << 20;
+
 }  // namespace
 
 void ModelState::init_weights(uint64_t seed) {
@@ -298,9 +301,25 @@ std::vector<CkptPiece> ModelState::checkpoint_pieces() {
 std::string ModelState::frozen_sha256() {
   if (frozen_.empty()) return "";
   if (!frozen_sha256_.empty()) return frozen_sha256_;
-  std::string bytes(static_cast<size_t>(frozen_table_.total) * dtype_size(plan_.params), '\0');
-  backend_.copy_to_host(bytes.data(), frozen(), frozen_table_.total);
-  frozen_sha256_ = sha256_hex(bytes);
+  // No whole host copy: that would be a second copy of the base model at checkpoint time,
+  // outside the ledger. Host memory is hashed in place; device memory streams through one
+  // bounded host buffer (the checkpoint writer's chunk size). The digest is the same: SHA-256 of
+  // the same bytes in the same order.
+  const int64_t es = static_cast<int64_t>(dtype_size(plan_.params));
+  const int64_t chunk = std::min<int64_t>(kFrozenHashChunkBytes / es, frozen_table_.total);
+  const bool in_place = backend_.memory_space() == MemSpace::kHost;
+  std::vector<char> buffer(in_place ? 0 : static_cast<size_t>(chunk * es));
+  Sha256 hasher;
+  for (int64_t done = 0; done < frozen_table_.total; done += chunk) {
+    const int64_t n = std::min(chunk, frozen_table_.total - done);
+    const char* bytes = static_cast<const char*>(frozen_.data()) + done * es;
+    if (!in_place) {
+      backend_.copy_to_host(buffer.data(), frozen().offset(done), n);
+      bytes = buffer.data();
+    }
+    hasher.update(std::string_view(bytes, static_cast<size_t>(n * es)));
+  }
+  frozen_sha256_ = hasher.hex_digest();
   return frozen_sha256_;
 }
 
