@@ -104,10 +104,10 @@ void meta_write(const std::string& path, const DataMeta& meta) {
   json sources = {
       {"files", meta.sources.files}, {"bytes", meta.sources.bytes}, {"list", kSourcesFile}};
   // Only when something was skipped: otherwise meta.json is byte for byte what it was before.
-  if (meta.sources.skipped.total() > 0) {
+  if (meta.skipped.total() > 0) {
     json skipped = json::object();
     for (const SkippedKind& k : kSkippedKinds)
-      if (meta.sources.skipped.*k.count > 0) skipped[k.key] = meta.sources.skipped.*k.count;
+      if (meta.skipped.*k.count > 0) skipped[k.key] = meta.skipped.*k.count;
     sources["skipped"] = skipped;
   }
   json j = {{"format_version", kDataFormatVersion},
@@ -189,7 +189,7 @@ DataMeta meta_read(const std::string& dir) {
       const json& skipped = j.at("sources").at("skipped");
       for (const SkippedKind& k : kSkippedKinds)
         if (skipped.is_object() && skipped.contains(k.key))
-          m.sources.skipped.*k.count = get_key<int64_t>(skipped, k.key, file + " sources.skipped");
+          m.skipped.*k.count = get_key<int64_t>(skipped, k.key, file + " sources.skipped");
     }
   }
   return m;

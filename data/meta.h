@@ -43,9 +43,6 @@ struct DataSkipped {
 struct DataSourcesInfo {
   int64_t files = 0;
   int64_t bytes = 0;
-  // In meta.json's "sources" as "skipped" only when something was: a directory with nothing
-  // skipped gets the meta.json it always had.
-  DataSkipped skipped;
 };
 
 // One line for people: "skipped 2 FIFOs, 1 device, 3 symbolic links to folders (not followed)";
@@ -78,6 +75,9 @@ struct DataMeta {
   DataSplitInfo val;
   DataSplitInfo test;  // has_test only
   DataSourcesInfo sources;
+  // In meta.json's "sources" as "skipped" only when something was: a directory with nothing
+  // skipped gets the meta.json it always had.
+  DataSkipped skipped;
 };
 
 // Writes `meta` as pretty JSON to `path` (plain write: callers build in a temp directory).

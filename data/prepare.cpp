@@ -218,9 +218,9 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   pass_options.chunk_bytes = options.chunk_bytes;
   const EncodePassResult pass = prepare_encode_corpus(pass_options, *tok, stdin_copy, tmp);
   LLM_REQUIRE(pass.sources.files > 0, "--input: no files found in ", options.inputs.front(),
-              empty_corpus_why(pass.sources.skipped));
+              empty_corpus_why(pass.skipped));
   // Entries that are no regular file (FIFOs, devices, linked folders) are not read: said once.
-  if (pass.sources.skipped.total() > 0) say(data_skipped_text(pass.sources.skipped));
+  if (pass.skipped.total() > 0) say(data_skipped_text(pass.skipped));
   LLM_REQUIRE(pass.sources.bytes > 0, "--input: the corpus is empty (", pass.sources.files,
               " file(s), 0 bytes)");
   LLM_REQUIRE(pass.train.documents > 0, "--input: no training text left after taking ",
@@ -242,6 +242,7 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
     meta.test = pass.test;
   }
   meta.sources = pass.sources;
+  meta.skipped = pass.skipped;
   {
     const double mb =
         static_cast<double>(meta.train.bytes + meta.val.bytes + meta.test.bytes) / 1e6;
