@@ -79,8 +79,9 @@ struct OptimConfig {
   // host memory, the step on the CPU: device backends), disk (files under offload_dir, streamed
   // through offload_staging_mb of RAM). Results are bit-identical across the three.
   std::string offload = "none";
-  std::string offload_dir;          // "": RUN_DIR/offload
-  double offload_staging_mb = 64;  // staging arena in MiB (raised to what whole-tensor kernels need)
+  std::string offload_dir;  // "": RUN_DIR/offload
+  // The staging arena in MiB (raised to what whole-tensor kernels need).
+  double offload_staging_mb = 64;
   // Storage of the state that mirrors the parameters (m, v, momentum; Adafactor's m and vector
   // v): fp32 or bf16 (updated in fp32, rounded to nearest even on store). Set from the
   // precision.state key by the trainer, not an optim.* key. 8-bit AdamW's codes/absmax and
