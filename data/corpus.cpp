@@ -102,6 +102,35 @@ CorpusSplit split_points(uint64_t n, double val_fraction, double test_fraction,
 
 CorpusFiles::CorpusFiles(std::vector<std::string> inputs) : inputs_(std::move(inputs)) {}
 
+// Counted by what the entry is, or for a symbolic link what it points to: a FIFO read as a
+// document would block prepare until something writes to it, a device could be endless, and a
+// linked folder would be a second copy of a tree (or a loop), so none is read, but a user who
+// wonders where a document went sees how many of each were passed over.
+void CorpusFiles::count_skipped(const fs::directory_entry& entry) {
+  std::error_code ec;
+  const bool link = entry.is_symlink(ec);
+  if (ec) {
+    skipped_.other += 1;
+    return;
+  }
+  const fs::file_status st = entry.status(ec);
+  if (st.type() == fs::file_type::not_found) {
+    (link ? skipped_.broken_links : skipped_.other) += 1;
+  } else if (ec) {
+    skipped_.other += 1;
+  } else if (link && fs::is_directory(st)) {
+    skipped_.folder_links += 1;
+  } else if (fs::is_fifo(st)) {
+    skipped_.fifos += 1;
+  } else if (fs::is_character_file(st) || fs::is_block_file(st)) {
+    skipped_.devices += 1;
+  } else if (fs::is_socket(st)) {
+    skipped_.sockets += 1;
+  } else {
+    skipped_.other += 1;
+  }
+}
+
 void CorpusFiles::push_directory(const std::string& dir) {
   Level level;
   level.dir = dir;
@@ -117,7 +146,10 @@ void CorpusFiles::push_directory(const std::string& dir) {
     // A real directory is walked; a symbolic link to one is not (as a recursive listing that
     // does not follow links); a regular file, or a link to one, is read.
     const bool is_dir = it->is_directory(type_ec) && !it->is_symlink(type_ec);
-    if (!is_dir && !it->is_regular_file(type_ec)) continue;
+    if (!is_dir && !it->is_regular_file(type_ec)) {
+      count_skipped(*it);
+      continue;
+    }
     // Sorting the names of directories with a '/' after them orders the walk as sorting the
     // full paths would: "a/x" comes after "a.txt" ('/' > '.') and before "a0".
     if (is_dir) name += '/';

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <istream>
 #include <string>
@@ -11,12 +12,15 @@
 #include <utility>
 #include <vector>
 
+#include "data/meta.h"
+
 namespace ledgerlm {
 
 // The --input values expanded into the files to read, one at a time, in order: a file as is, a
 // directory as all regular files below it sorted by path (entries whose name starts with '.' are
 // skipped, so .git and editor droppings stay out; symbolic links to files are read, those to
-// directories are not followed), "-" as itself. The order is that of sorting the full paths as
+// directories are not followed; FIFOs, devices and sockets are not read, and counted in
+// skipped()), "-" as itself. The order is that of sorting the full paths as
 // byte strings; it is produced by walking the tree depth first with each directory's entries
 // sorted, so memory holds the entries of the directories on the current path, never the whole
 // listing (a directory of a million files: its million names, about 40 bytes each plus the
@@ -27,6 +31,9 @@ class CorpusFiles {
   // The next file; false when there are no more. Throws Error for an input that does not exist
   // or a directory that cannot be listed.
   bool next(std::string* path);
+  // The entries passed over so far, by kind (FIFOs, devices, links to folders, ...): complete
+  // once next() has returned false.
+  const DataSkipped& skipped() const { return skipped_; }
 
  private:
   struct Level {
@@ -36,11 +43,13 @@ class CorpusFiles {
     size_t next = 0;
   };
   void push_directory(const std::string& dir);
+  void count_skipped(const std::filesystem::directory_entry& entry);
 
   std::vector<std::string> inputs_;
   size_t input_ = 0;
   std::string listing_;  // the --input value being listed, for errors
   std::vector<Level> stack_;
+  DataSkipped skipped_;
 };
 
 // All of CorpusFiles at once (tests).

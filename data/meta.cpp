@@ -69,9 +69,48 @@ std::string meta_source_line(const DataSource& s) {
   return json{{"path", s.path}, {"bytes", s.bytes}, {"sha256", s.sha256}}.dump() + "\n";
 }
 
+namespace {
+
+// The kinds of DataSkipped: meta.json's key, and the words of the printed line.
+struct SkippedKind {
+  int64_t DataSkipped::*count;
+  const char* key;
+  const char* one;
+  const char* many;
+};
+constexpr SkippedKind kSkippedKinds[] = {
+    {&DataSkipped::fifos, "fifos", "FIFO", "FIFOs"},
+    {&DataSkipped::devices, "devices", "device", "devices"},
+    {&DataSkipped::sockets, "sockets", "socket", "sockets"},
+    {&DataSkipped::folder_links, "folder_links", "symbolic link to a folder (not followed)",
+     "symbolic links to folders (not followed)"},
+    {&DataSkipped::broken_links, "broken_links", "broken symbolic link", "broken symbolic links"},
+    {&DataSkipped::other, "other", "other entry", "other entries"},
+};
+
+}  // namespace
+
+std::string data_skipped_text(const DataSkipped& skipped) {
+  std::string text;
+  for (const SkippedKind& k : kSkippedKinds) {
+    const int64_t n = skipped.*k.count;
+    if (n == 0) continue;
+    text += text.empty() ? "skipped " : ", ";
+    text += std::to_string(n) + " " + (n == 1 ? k.one : k.many);
+  }
+  return text;
+}
+
 void meta_write(const std::string& path, const DataMeta& meta) {
   json sources = {
       {"files", meta.sources.files}, {"bytes", meta.sources.bytes}, {"list", kSourcesFile}};
+  // Only when something was skipped: otherwise meta.json is byte for byte what it was before.
+  if (meta.skipped.total() > 0) {
+    json skipped = json::object();
+    for (const SkippedKind& k : kSkippedKinds)
+      if (meta.skipped.*k.count > 0) skipped[k.key] = meta.skipped.*k.count;
+    sources["skipped"] = skipped;
+  }
   json j = {{"format_version", kDataFormatVersion},
             {"tokenizer", meta.tokenizer},
             {"vocab_size", meta.vocab_size},
@@ -149,6 +188,12 @@ DataMeta meta_read(const std::string& dir) {
     m.sources.bytes = get_key<int64_t>(j.at("sources"), "bytes", file + " sources");
     LLM_REQUIRE(m.sources.files >= 0 && m.sources.bytes >= 0, file,
                 ": negative count in 'sources'");
+    if (j.at("sources").contains("skipped")) {
+      const json& skipped = j.at("sources").at("skipped");
+      for (const SkippedKind& k : kSkippedKinds)
+        if (skipped.is_object() && skipped.contains(k.key))
+          m.skipped.*k.count = get_key<int64_t>(skipped, k.key, file + " sources.skipped");
+    }
   }
   return m;
 }

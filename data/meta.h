@@ -25,10 +25,29 @@ struct DataSource {
   std::string sha256;
 };
 
+// What a walk of --input directories passed over without reading, by kind: entries that are no
+// regular file or directory. A symbolic link counts as what it points to, except one to a
+// directory (never followed) and one to nothing. Hidden names ('.' first) are skipped by rule and
+// not counted.
+struct DataSkipped {
+  int64_t fifos = 0;
+  int64_t devices = 0;  // character and block devices
+  int64_t sockets = 0;
+  int64_t folder_links = 0;  // symbolic links to directories
+  int64_t broken_links = 0;  // symbolic links to nothing
+  int64_t other = 0;         // any other kind, or one whose kind could not be read
+  int64_t total() const { return fifos + devices + sockets + folder_links + broken_links + other; }
+  bool operator==(const DataSkipped&) const = default;
+};
+
 struct DataSourcesInfo {
   int64_t files = 0;
   int64_t bytes = 0;
 };
+
+// One line for people: "skipped 2 FIFOs, 1 device, 3 symbolic links to folders (not followed)";
+// "" when nothing was skipped.
+std::string data_skipped_text(const DataSkipped& skipped);
 
 // One line of sources.jsonl (with its newline).
 std::string meta_source_line(const DataSource& source);
@@ -56,6 +75,9 @@ struct DataMeta {
   DataSplitInfo val;
   DataSplitInfo test;  // has_test only
   DataSourcesInfo sources;
+  // In meta.json's "sources" as "skipped" only when something was: a directory with nothing
+  // skipped gets the meta.json it always had.
+  DataSkipped skipped;
 };
 
 // Writes `meta` as pretty JSON to `path` (plain write: callers build in a temp directory).

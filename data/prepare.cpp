@@ -85,6 +85,12 @@ std::string held_out(const PrepareOptions& options) {
   return error_message("--val-fraction ", options.val_fraction, " for validation");
 }
 
+// The end of the "no files found" error: with what the walk passed over, when it passed over
+// something (a directory of FIFOs is not empty to its owner).
+std::string empty_corpus_why(const DataSkipped& skipped) {
+  return skipped.total() > 0 ? " (" + data_skipped_text(skipped) + ")" : " (empty corpus)";
+}
+
 }  // namespace
 
 void PrepareOptions::validate() const {
@@ -169,6 +175,7 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   // bpe: trained on the train parts only, at most bpe_sample_bytes of them.
   if (!tok) {
     int64_t files = 0, bytes = 0;
+    DataSkipped skipped;
     const DocumentWalk walk = [&](const TrainPartVisitor& visit) {
       files = bytes = 0;
       CorpusFiles corpus(options.inputs);
@@ -181,10 +188,11 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
         visit(file,
               corpus_split_points(file, options.val_fraction, options.test_fraction).val_begin);
       }
+      skipped = corpus.skipped();
     };
     const BpeSample sample = bpe_sample(walk, options.bpe_sample_bytes);
     LLM_REQUIRE(files > 0, "--input: no files found in ", options.inputs.front(),
-                " (empty corpus)");
+                empty_corpus_why(skipped));
     LLM_REQUIRE(bytes > 0, "--input: the corpus is empty (", files, " file(s), 0 bytes)");
     LLM_REQUIRE(sample.train_bytes > 0, "--input: no training text left after taking ",
                 held_out(options));
@@ -210,7 +218,9 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   pass_options.chunk_bytes = options.chunk_bytes;
   const EncodePassResult pass = prepare_encode_corpus(pass_options, *tok, stdin_copy, tmp);
   LLM_REQUIRE(pass.sources.files > 0, "--input: no files found in ", options.inputs.front(),
-              " (empty corpus)");
+              empty_corpus_why(pass.skipped));
+  // Entries that are no regular file (FIFOs, devices, linked folders) are not read: said once.
+  if (pass.skipped.total() > 0) say(data_skipped_text(pass.skipped));
   LLM_REQUIRE(pass.sources.bytes > 0, "--input: the corpus is empty (", pass.sources.files,
               " file(s), 0 bytes)");
   LLM_REQUIRE(pass.train.documents > 0, "--input: no training text left after taking ",
@@ -232,6 +242,7 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
     meta.test = pass.test;
   }
   meta.sources = pass.sources;
+  meta.skipped = pass.skipped;
   {
     const double mb =
         static_cast<double>(meta.train.bytes + meta.val.bytes + meta.test.bytes) / 1e6;

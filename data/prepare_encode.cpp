@@ -213,6 +213,7 @@ EncodePassResult prepare_encode_corpus(const EncodePassOptions& options, const T
     result.sources.files += 1;
     result.sources.bytes += static_cast<int64_t>(file.size());
   }
+  result.skipped = files.skipped();
   feeder.finish();
   sources.close();
   LLM_REQUIRE(sources, "error while writing ", sources_path, " (disk full?)");

@@ -26,6 +26,7 @@ struct EncodePassOptions {
 struct EncodePassResult {
   DataSplitInfo train, val, test;  // test: zero without a test split
   DataSourcesInfo sources;
+  DataSkipped skipped;  // directory entries not read (FIFOs, devices, links to folders, ...)
   double seconds = 0.0;
   int threads = 0;
 };

@@ -76,11 +76,38 @@ void OptimConfig::validate() const {
               ")");
   require_beta(lion_beta1, "optim.lion_beta1");
   require_beta(lion_beta2, "optim.lion_beta2");
-  LLM_REQUIRE(std::isfinite(sf_weight_lr_power) && sf_weight_lr_power >= 0.0,
-              "optim.sf_weight_lr_power: expected a finite value >= 0 (got ", sf_weight_lr_power,
-              ")");
+  // The average weights step t by lr_max^power (the authors use 2; 0 is a plain average). Past
+  // 16 the weight of any LR below 1e-19 underflows double (and past 1e19 overflows), so the
+  // average's coefficient becomes 0/0 or 0 and x silently stops moving; 16 already gives the
+  // post-warmup iterates all the weight, so nothing useful lies above it.
+  LLM_REQUIRE(std::isfinite(sf_weight_lr_power) && sf_weight_lr_power >= 0.0 &&
+                  sf_weight_lr_power <= kMaxSfWeightLrPower,
+              "optim.sf_weight_lr_power: expected in [0, ", kMaxSfWeightLrPower,
+              "] (the averaging weight lr_max^power; the authors use 2, and past ",
+              kMaxSfWeightLrPower, " the weights underflow and the average stops moving) (got ",
+              sf_weight_lr_power, ")");
+  // The same underflow at a given LR: the peak LR's weight must be a normal double, or every
+  // iterate's weight is 0 (or inf) and the averaged weights never move.
+  LLM_REQUIRE(
+      name != "adamw_schedulefree" || lr == 0.0 || std::isnormal(std::pow(lr, sf_weight_lr_power)),
+      "optim.sf_weight_lr_power = ", sf_weight_lr_power, " with optim.lr = ", lr,
+      ": lr^power is not a normal double, so the averaged weights would never move; "
+      "lower the power (the authors use 2)");
   require_beta(ademamix_beta3, "optim.ademamix_beta3");
   require_nonneg(ademamix_alpha, "optim.ademamix_alpha");
+  // AdEMAMix warms beta3 up through the EMAs' half-lives, log(0.5) / log(beta + 1e-8) (the
+  // authors' formula): a beta within 1e-8 of 1 gives a negative half-life and a warmup beta3
+  // above 1, which makes the slow EMA subtract the gradients it should add.
+  if (name == "ademamix") {
+    LLM_REQUIRE(beta1 + 1e-8 < 1.0,
+                "optim.beta1: ademamix needs it below 1 - 1e-8 (its beta3 "
+                "warmup takes log(beta1 + 1e-8)) (got ",
+                beta1, ")");
+    LLM_REQUIRE(ademamix_beta3 + 1e-8 < 1.0,
+                "optim.ademamix_beta3: expected below 1 - 1e-8 (its "
+                "warmup takes log(beta3 + 1e-8)) (got ",
+                ademamix_beta3, ")");
+  }
   LLM_REQUIRE(ademamix_warmup >= 0,
               "optim.ademamix_warmup: expected >= 0 (0: the run's length; got ", ademamix_warmup,
               ")");

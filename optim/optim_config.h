@@ -13,6 +13,9 @@ namespace ledgerlm {
 inline constexpr const char* kOptimizerNames =
     "sgd, adamw, lamb, lars, adafactor, adamw8bit, lion, adamw_schedulefree, ademamix or muon";
 
+// Largest optim.sf_weight_lr_power: lr^16 stays a normal double for every LR in [1e-19, 1e19].
+inline constexpr double kMaxSfWeightLrPower = 16.0;
+
 struct OptimConfig {
   // sgd | adamw | lamb | lars | adafactor | adamw8bit | lion | adamw_schedulefree | ademamix |
   // muon
@@ -53,7 +56,7 @@ struct OptimConfig {
   double lion_beta2 = 0.99;
   // adamw_schedulefree (betas and eps: optim.beta1, beta2, eps): the x average weights step t by
   // lr_max^power (the authors' weight_lr_power)
-  double sf_weight_lr_power = 2.0;
+  double sf_weight_lr_power = 2.0;  // 0..kMaxSfWeightLrPower
   // ademamix (beta1, beta2, eps shared with adamw): the slow EMA's beta3 and mixing alpha, both
   // warmed up over ademamix_warmup steps (0: the run's length in steps)
   double ademamix_beta3 = 0.9999;
@@ -76,8 +79,9 @@ struct OptimConfig {
   // host memory, the step on the CPU: device backends), disk (files under offload_dir, streamed
   // through offload_staging_mb of RAM). Results are bit-identical across the three.
   std::string offload = "none";
-  std::string offload_dir;          // "": RUN_DIR/offload
-  double offload_staging_mb = 64;  // staging arena in MiB (raised to what whole-tensor kernels need)
+  std::string offload_dir;  // "": RUN_DIR/offload
+  // The staging arena in MiB (raised to what whole-tensor kernels need).
+  double offload_staging_mb = 64;
   // Storage of the state that mirrors the parameters (m, v, momentum; Adafactor's m and vector
   // v): fp32 or bf16 (updated in fp32, rounded to nearest even on store). Set from the
   // precision.state key by the trainer, not an optim.* key. 8-bit AdamW's codes/absmax and

@@ -10,10 +10,13 @@
 //   - a format-1 data directory (what ledgerlm wrote before shard checksums) gets one line saying
 //     to re-run prepare, and prepare with --tokenizer from:OLD on the same input gives it the same
 //     tokens.
+//   - FIFOs, devices and links to folders in an input directory are counted by kind, in one line
+//     and in meta.json, which stays as it was for a directory with nothing skipped.
 // About 10 s on 2 cores (the 80 MB corpus 4 s of it); about 25 s under AddressSanitizer, which
 // skips the memory test.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -309,6 +312,56 @@ std::string format_one_shard(const std::string& path) {
   std::string out = raw.substr(0, 24);
   out[8] = 1;
   return out + raw.substr(32, count * width);
+}
+
+// A directory's FIFOs, devices and links to folders are not read (a FIFO would block prepare, a
+// linked folder is a second copy of a tree); they used to be passed over without a word. One line
+// now counts them by kind, and meta.json's "sources" records the counts; a directory with nothing
+// skipped gets the meta.json, sources.jsonl and shards it always had (no "skipped" key, no line).
+TEST_F(PrepareScale, SkippedEntriesAreCountedByKindAndRecordedOnlyThen) {
+  const std::string in = root_ + "/odd";
+  fs::create_directories(in + "/real");
+  write_file(in + "/a.txt", words_doc(5, 40));
+  write_file(in + "/real/b.txt", words_doc(6, 40));
+  const std::string clean = root_ + "/odd_clean", odd = root_ + "/odd_out";
+  CommandResult r =
+      ledgerlm("prepare --input " + q(in) + " --out " + q(clean) + " --tokenizer bytes");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("skipped"), std::string::npos) << r.output;
+  const nlohmann::json clean_meta = nlohmann::json::parse(read_file(clean + "/meta.json"));
+  EXPECT_FALSE(clean_meta["sources"].contains("skipped")) << clean_meta.dump();
+
+  ASSERT_EQ(::mkfifo((in + "/pipe1").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((in + "/real/pipe2").c_str(), 0600), 0);
+  fs::create_symlink("/dev/null", in + "/null");               // a device, through a link
+  fs::create_directory_symlink(in + "/real", in + "/linked");  // a folder, not followed
+  fs::create_symlink(in + "/nowhere", in + "/dangling");       // a link to nothing
+  fs::create_directories(in + "/.hidden");                     // skipped by rule, not counted
+  ASSERT_TRUE(fs::is_character_file("/dev/null"));
+  r = ledgerlm("prepare --input " + q(in) + " --out " + q(odd) + " --tokenizer bytes");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prepare: skipped 2 FIFOs, 1 device, 1 symbolic link to a folder (not "
+                          "followed), 1 broken symbolic link\n"),
+            std::string::npos)
+      << r.output;
+  nlohmann::json meta = nlohmann::json::parse(read_file(odd + "/meta.json"));
+  EXPECT_EQ(
+      meta["sources"]["skipped"],
+      nlohmann::json({{"fifos", 2}, {"devices", 1}, {"folder_links", 1}, {"broken_links", 1}}))
+      << meta.dump();
+  // Everything else is the clean directory's: the same documents, the same tokens.
+  meta["sources"].erase("skipped");
+  EXPECT_EQ(meta, clean_meta);
+  for (const char* f : {"/sources.jsonl", "/train.bin", "/val.bin"})
+    EXPECT_TRUE(read_file(odd + f) == read_file(clean + f)) << f << " differs";
+
+  // Nothing but skipped entries: the "no files" error says what was passed over.
+  const std::string only = root_ + "/only_odd";
+  fs::create_directories(only);
+  ASSERT_EQ(::mkfifo((only + "/pipe").c_str(), 0600), 0);
+  expect_one_line_error(
+      "prepare --input " + q(only) + " --out " + q(root_ + "/only_out") + " --tokenizer bytes",
+      {"no files found in " + only, "skipped 1 FIFO"});
 }
 
 TEST_F(PrepareScale, FormatOneDataDirectoryIsRefusedWithTheRemedy) {

@@ -125,6 +125,7 @@ Resolved resolve(MemoryCommand& cmd) {
     LLM_REQUIRE(r.model.vocab_size > 0, "model.vocab_size = 0 and no prepared data in '",
                 r.data.dir, "': give --vocab V (or --model.vocab_size, or --data.dir)");
     r.model.validate();
+    lora_check_off(r.model.lora);
     run_config_check_sizes(r);
     return {true, threads, data_bytes};
   }

@@ -180,7 +180,7 @@ bool study_plan_finals(json* manifest, const StudyLossOf& loss_of) {
       if (matches) {
         std::string wall_arm = arm;
         wall_arm.append("_wall")
-            .append(seconds_text(finals["wall_clock_seconds"].get<double>()))
+            .append(study_number_name(seconds_text(finals["wall_clock_seconds"].get<double>())))
             .append("s");
         finals["arms"][wall_arm] = finals["arms"][arm];
         finals["arms"][wall_arm]["wall_clock"] = true;

@@ -330,7 +330,18 @@ std::string study_name_part(const std::string& key, const std::string& value,
   std::string label = same > 1 ? key : tail(key);
   for (char& ch : label)
     if (ch == '.') ch = '-';
-  return label + value;
+  return label + study_number_name(value);
+}
+
+std::string study_number_name(const std::string& text) {
+  double v = 0;
+  const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (res.ec != std::errc() || res.ptr != text.data() + text.size()) return text;
+  const size_t e = text.find("e+");
+  if (e == std::string::npos) return text;
+  size_t digits = e + 2;
+  while (digits + 1 < text.size() && text[digits] == '0') ++digits;
+  return text.substr(0, e + 1) + text.substr(digits);
 }
 
 std::string study_filesystem_safe(std::string name) {

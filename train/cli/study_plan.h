@@ -28,6 +28,11 @@ int study_sweep_edge(const std::map<int, double>& loss_by_exponent);
 // last component, or the whole key (dots as dashes) when another of ALL_KEYS ends alike.
 std::string study_name_part(const std::string& key, const std::string& value,
                             const std::vector<std::string>& all_keys);
+// A value's text as a run name writes it: a number's positive exponent without its '+' (no
+// run-name character; it used to become '-', naming 1e+06 as 1e-06) and without leading zeros
+// ("1e+06" -> "1e6", "1.5e+20" -> "1.5e20"). Everything else, negative exponents included
+// ("1e-06"), is the text itself, so the names of earlier manifests stay as they were.
+std::string study_number_name(const std::string& text);
 // NAME with every character a file name should not hold replaced by '-'.
 std::string study_filesystem_safe(std::string name);
 

@@ -119,8 +119,9 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("optim", c.optim, lion_beta1, F, "lion: interpolation of the update's sign");
   LLM_KEY("optim", c.optim, lion_beta2, F, "lion: momentum decay");
   LLM_KEY("optim", c.optim, sf_weight_lr_power, F,
-          "adamw_schedulefree: averaging weight lr_max^power");
-  LLM_KEY("optim", c.optim, ademamix_beta3, F, "ademamix: slow EMA decay (after warmup)");
+          "adamw_schedulefree: averaging weight lr_max^power, 0..16 (the authors' 2)");
+  LLM_KEY("optim", c.optim, ademamix_beta3, F,
+          "ademamix: slow EMA decay (after warmup), below 1 - 1e-8");
   LLM_KEY("optim", c.optim, ademamix_alpha, F, "ademamix: slow EMA weight (after warmup)");
   LLM_KEY("optim", c.optim, ademamix_warmup, I,
           "ademamix: alpha and beta3 warmup steps (0: the run's length)");

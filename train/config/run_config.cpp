@@ -33,6 +33,21 @@ bool is_run_name(const std::string& name) {
 
 }  // namespace
 
+// The defaults are what is compared, not whether a key was written: every run's resolved
+// config.toml writes all of them.
+void lora_check_off(const LoraConfig& lora) {
+  if (lora.enabled()) return;
+  const LoraConfig defaults;
+  std::string set;
+  auto add = [&](const std::string& part) { set += (set.empty() ? "" : ", ") + part; };
+  if (lora.targets != defaults.targets) add("lora.targets = \"" + lora.targets + "\"");
+  if (!(lora.alpha == defaults.alpha)) add(error_message("lora.alpha = ", lora.alpha));
+  if (!(lora.dropout == defaults.dropout)) add(error_message("lora.dropout = ", lora.dropout));
+  LLM_REQUIRE(set.empty(), "lora.rank = 0 means no adapters (every weight trains), but ", set,
+              " asked for them: set lora.rank >= 1 for a LoRA fine-tune, or leave the other "
+              "[lora] keys at their defaults for full training");
+}
+
 void DataConfig::validate() const {
   LLM_REQUIRE(!dir.empty(), "data.dir: expected a directory");
 }
@@ -108,6 +123,7 @@ void CkptConfig::validate() const {
 
 void RunConfig::validate() const {
   model.validate();
+  lora_check_off(model.lora);
   data.validate();
   train.validate();
   optim.validate();

@@ -110,6 +110,11 @@ struct RunConfig {
   void validate() const;  // every section; model.vocab_size must be resolved first
 };
 
+// lora.rank = 0 means no adapters: the run trains every weight. A [lora] section whose other keys
+// are set away from their defaults asked for adapters, so it is refused (an Error naming those
+// keys) rather than silently turned into full training. Part of RunConfig::validate().
+void lora_check_off(const LoraConfig& lora);
+
 // The sizes together: the model's parameters and one micro-batch's activations, estimated in
 // floating point, must stay far enough below 2^63 that the planner's and the allocator's int64
 // byte counts cannot overflow. Throws Error naming the keys. (Each key's own range is checked by

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 
 #include "tests/support/test_util.h"
 #include "train/cli/study_plan.h"
+#include "train/config/config_keys.h"
 
 namespace ledgerlm {
 namespace {
@@ -70,6 +73,45 @@ TEST(StudyPlan, NamesOverridesAndGridsAreTheAxisValues) {
   EXPECT_EQ(lion["optim.lr"], "1e-04");          // the shortest exact text of 1e-4
   EXPECT_EQ(lion["optim.weight_decay"], "3.0");  // 3 and 3.0 are one value
   EXPECT_EQ(m["runs"][7]["axes"]["train.seed"], "2");
+}
+
+// A float's canonical text writes a positive exponent as "e+06"; '+' is no run-name character
+// and used to become '-', so 1e+06 was named lr1e-06, the name of 1e-06. The name now drops the
+// '+' and the exponent's leading zeros; every name of a value written without "e+" is as before
+// (published manifests name their runs so). Each name reads back to its exact value.
+TEST(StudyNames, NumbersKeepTheirExponentSignAndReadBack) {
+  RunConfig cfg;
+  ConfigKey lr_key;
+  for (const ConfigKey& k : config_keys(cfg))
+    if (k.full() == "optim.lr") lr_key = k;
+  const std::vector<std::pair<double, std::string>> cases = {
+      {1e-06, "lr1e-06"},      {1e+06, "lr1e6"},
+      {-1e+06, "lr-1e6"},      {-1e-06, "lr-1e-06"},
+      {0.0, "lr0.0"},          {-2.5, "lr-2.5"},
+      {1.5e+20, "lr1.5e20"},   {123456789, "lr123456789.0"},
+      {1e+05, "lr1e5"},        {2.5e-300, "lr2.5e-300"},
+      {1.7e+308, "lr1.7e308"}, {0.003, "lr0.003"},
+      {1e-04, "lr1e-04"}};
+  std::set<std::string> seen;
+  for (const auto& [value, want] : cases) {
+    cfg.optim.lr = value;
+    const std::string name = study_name_part("optim.lr", config_value_text(lr_key), {"optim.lr"});
+    EXPECT_EQ(name, want) << value;
+    EXPECT_EQ(study_filesystem_safe(name), name) << "not a run name: " << name;
+    EXPECT_TRUE(seen.insert(name).second) << "two values named " << name;
+    EXPECT_EQ(std::strtod(name.c_str() + 2, nullptr), value) << name;
+  }
+  // Text that is no number is left as it is.
+  EXPECT_EQ(study_number_name("e+06"), "e+06");
+  EXPECT_EQ(study_number_name("adamw"), "adamw");
+}
+
+// Through a whole plan: 1e-6 and 1e6 on one axis are two runs with two names.
+TEST(StudyPlan, LargeAndSmallLrAreTwoNames) {
+  const json m = study_plan(write_study("[base]\n\"train.max_steps\" = 5\n[axes]\n"
+                                        "\"optim.lr\" = [1e-6, 1e6, 1e5]\n"),
+                            json());
+  EXPECT_EQ(names(m), (std::vector<std::string>{"lr1e-06", "lr1e6", "lr1e5"}));
 }
 
 TEST(StudyPlan, SameFileSameManifest) {

@@ -211,6 +211,34 @@ TEST(RunName, LettersDigitsDotUnderscoreDash) {
     EXPECT_EQ(refused(good), "") << good;
 }
 
+// lora.rank = 0 means no adapters; a config that also set lora.targets (or alpha, dropout) with it
+// used to train every weight in silence. Refused in one line naming the keys; their defaults,
+// which every resolved config.toml writes, stay accepted with rank 0.
+TEST(ConfigValidate, LoraKeysWithRankZeroRefusedByName) {
+  auto validated = [](const std::string& text) {
+    RunConfig c;
+    c.model.vocab_size = 256;
+    c.train.max_steps = 1;
+    std::string err = load(text, &c);
+    if (err.empty()) err = error_of([&] { c.validate(); });
+    return err;
+  };
+  std::string err = validated("[lora]\ntargets = \"qkv,mlp_fc\"\n");
+  EXPECT_NE(err.find("lora.rank = 0"), std::string::npos) << err;
+  EXPECT_NE(err.find("lora.targets = \"qkv,mlp_fc\""), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  err = validated("[lora]\nrank = 0\nalpha = 32.0\ndropout = 0.1\n");
+  EXPECT_NE(err.find("lora.alpha = 32, lora.dropout = 0.1"), std::string::npos) << err;
+  EXPECT_EQ(err.find("lora.targets"), std::string::npos) << err;
+  // Off with every [lora] key at its default (as config.toml writes them), and on with rank >= 1.
+  EXPECT_EQ(validated("[lora]\nrank = 0\nalpha = 16.0\ndropout = 0.0\ntargets = \"qkv\"\n"), "");
+  EXPECT_EQ(validated("[lora]\nrank = 4\ntargets = \"qkv,mlp_fc\"\ndropout = 0.1\n"), "");
+  RunConfig defaults;
+  defaults.model.vocab_size = 256;
+  defaults.train.max_steps = 1;
+  EXPECT_EQ(validated(config_to_toml(config_keys(defaults))), "");
+}
+
 }  // namespace
 }  // namespace ledgerlm
 

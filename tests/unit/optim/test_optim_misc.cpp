@@ -177,6 +177,50 @@ TEST(OptimConfigValidate, NamesTheOffendingKey) {
   expect_rejected(c, "optim.min_lr_ratio");
 }
 
+// Schedule-Free's averaging weight lr_max^power: the authors use 2; past 16 (or at a power and LR
+// whose lr^power underflows) every weight is 0 and the returned weights x never move, which
+// trained to the end with exit 0 before this was refused.
+TEST(OptimConfigValidate, ScheduleFreeWeightPowerIsBoundedTo16) {
+  OptimConfig ok;
+  ok.name = "adamw_schedulefree";
+  ok.schedule = "constant";
+  EXPECT_NO_THROW(ok.validate());
+  OptimConfig c = ok;
+  c.sf_weight_lr_power = 0.0;  // a plain average of the iterates
+  EXPECT_NO_THROW(c.validate());
+  c.sf_weight_lr_power = 16.0;
+  EXPECT_NO_THROW(c.validate());
+  for (double p : {16.5, 1e9, -1.0}) {
+    c.sf_weight_lr_power = p;
+    expect_rejected(c, "optim.sf_weight_lr_power");
+  }
+  // Inside the range, an LR whose weight underflows: lr^16 = 1e-320 is no normal double.
+  c = ok;
+  c.sf_weight_lr_power = 16.0;
+  c.lr = 1e-20;
+  expect_rejected(c, "optim.sf_weight_lr_power");
+  c.lr = 1e-19;  // 1e-304: still normal
+  EXPECT_NO_THROW(c.validate());
+}
+
+// AdEMAMix's warmup takes log(beta + 1e-8) of beta1 and beta3: a beta in [1 - 1e-8, 1) gave a
+// negative half-life and a warmup beta3 above 1.
+TEST(OptimConfigValidate, AdemamixBetasStayBelowOneMinus1e8) {
+  OptimConfig ok;
+  ok.name = "ademamix";
+  EXPECT_NO_THROW(ok.validate());
+  OptimConfig c = ok;
+  c.ademamix_beta3 = 0.9999999;
+  EXPECT_NO_THROW(c.validate());
+  c.ademamix_beta3 = 0.999999995;
+  expect_rejected(c, "optim.ademamix_beta3");
+  c = ok;
+  c.beta1 = 0.999999995;
+  expect_rejected(c, "optim.beta1");
+  c.name = "adamw";  // only ademamix takes that logarithm
+  EXPECT_NO_THROW(c.validate());
+}
+
 // The one group rule: matrices decay, embeddings decay unless optim.decay_embeddings = false,
 // biases and norm weights never; LR multipliers per group.
 TEST(OptimGroups, RuleByKindAndConfig) {
