@@ -11,6 +11,7 @@ gpu_check sets, and gpu_pack.py's tar.gz fallback (GPU_PACK_NO_XZ=1) and its cut
 Three dry runs, about 20 s in all on 2 cores.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -150,17 +151,26 @@ def main():
         check("stage test_backend_ops failed" in text and "GPU_CHECK_FAIL_STAGE" in text,
               "fail: failures.txt names the stage with its log's tail")
 
-        # 3. A hung stage under a 12 s deadline: killed at its cap, the rest skipped, the
-        # whole run within the deadline (plus 5 s for the final pack and listing). The first
+        # 3. A hung stage under a 12 s deadline: killed at its cap, the rest skipped. The first
         # stage hangs, so that it starts at once however loaded the machine is (a later one
-        # could start with under 5 s left and be skipped instead of killed).
+        # could start with under 5 s left and be skipped instead of killed). What the script
+        # guarantees is checked, not how fast this machine is: the stage's cap fits the
+        # deadline and the stage ran no longer than that cap plus timeout's 5 s kill grace,
+        # as the summary line states; the whole run (packing and listing on a loaded machine
+        # included: 12-20 s seen) ends far below the stage's 600 s sleep.
         out = os.path.join(tmp, "hung")
         rc, log, secs = dry_run(build, out, {"GPU_CHECK_SLEEP_STAGE": "environment:600"},
                                 ["--deadline", "12"])
         v = check_shape(out, "hung")
         check(v.get("environment") == ["timeout"], "hung: the sleeping stage timed out")
         check(v.get("bench") == ["skipped"], "hung: stages past the deadline skipped")
-        check(secs < 12 + 5, f"hung: the run took {secs:.1f} s < 17 s")
+        m = re.search(r"stage environment timeout (\d+) s \(cap (\d+) s", log)
+        check(m is not None, "hung: the summary line states the stage's time and cap")
+        if m:
+            took, cap = int(m.group(1)), int(m.group(2))
+            check(cap <= 12, f"hung: the cap {cap} s fits the 12 s deadline")
+            check(took <= cap + 5, f"hung: the stage took {took} s <= its cap {cap} s + 5")
+        check(secs < 12 + 60, f"hung: the run took {secs:.1f} s < 72 s (the stage sleeps 600)")
         check(rc != 0, f"hung: exit {rc} != 0")
     if failures:
         print(f"{len(failures)} check(s) failed")
