@@ -38,6 +38,9 @@ trap cleanup EXIT
 cd "$work"
 [ "$(command -v ledgerlm)" = /usr/bin/ledgerlm ] || { echo "package: ledgerlm is not /usr/bin/ledgerlm" >&2; exit 1; }
 ledgerlm --help >/dev/null
+# The OpenMP OpenBLAS through the installed binary's run path, not the default pthread build.
+ldd /usr/bin/ledgerlm | grep -c "openblas-openmp/libopenblas.so.0" >/dev/null ||
+  { echo "package: the installed ledgerlm does not load the OpenMP OpenBLAS:" >&2; ldd /usr/bin/ledgerlm >&2; exit 1; }
 for i in $(seq 1 1200); do echo "in the beginning was the word, and the word was $((i % 31))."; done >corpus.txt
 ledgerlm prepare --input corpus.txt --tokenizer bytes --out data/tiny >/dev/null
 configs=/usr/share/ledgerlm/configs
