@@ -1,7 +1,7 @@
 // A run's own copy of its tokenizer: runs/NAME/tokenizer/ holds the data directory's meta.json and
-// tokenizer files (bpe: tokenizer.model; hf-bpe: tokenizer.json, or vocab.json + merges.txt;
-// bytes: none), a few KiB to ~2 MiB. With it eval --text, sample and export need the run alone;
-// the data directory is read only to train and to eval on a split.
+// tokenizer files (bpe: tokenizer.model, ~65 KB at vocab 4096; hf-bpe: tokenizer.json, or
+// vocab.json + merges.txt, ~1.4 MB for GPT-2's; bytes: none). With it eval --text, sample and
+// export need the run alone; the data directory is read only to train and to eval on a split.
 #pragma once
 
 #include <string>
