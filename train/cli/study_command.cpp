@@ -572,8 +572,12 @@ int command_study_run(const StudyRunCommand& cmd) {
     for (const json& r : manifest["runs"]) {
       if (run_state(cmd.dir + "/runs/" + r["name"].get<std::string>()) != "pending") continue;
       std::string line;
-      for (const std::string& a : train_argv(manifest, r, cmd.dir, threads))
-        line += (line.empty() ? "" : " ") + shell_quote(a);
+      // Appended piece by piece: `"..." + std::string&&` here trips GCC 12's -Wrestrict false
+      // positive (GCC bug 105329) once inlining changes.
+      for (const std::string& a : train_argv(manifest, r, cmd.dir, threads)) {
+        if (!line.empty()) line += ' ';
+        line += shell_quote(a);
+      }
       std::printf("%s\n", line.c_str());
     }
     return 0;
