@@ -10,9 +10,9 @@
 #       /var/tmp/ledgerlm-fresh), with git and ca-certificates installed beforehand (the user's own
 #       tools, not timed) and then the package lists and the archive cache removed, so that
 #       scripts/demo.sh's apt-get update and every download are inside the timing. SOURCE is a
-#       URL, or a local checkout (bind-mounted read-only and cloned from there: the network part
-#       of the clone is then left out; it is a few MB). Runs on cores 0 and 1 only (taskset), like
-#       a 2-core machine. Writes ROOT.log with each line of the clone and the demo prefixed by the
+#       URL, or a local clone, not a worktree (bind-mounted read-only and cloned from there: the
+#       network part of the clone is then left out; it is a few MB). ROOT must not exist. Runs on
+#       cores 0 and 1 only (taskset), like a 2-core machine. Writes ROOT.log with each line of the clone and the demo prefixed by the
 #       seconds since the clone began.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -38,11 +38,12 @@ floor() {
 fresh_chroot() {
   local source=$1 root=${2:-/var/tmp/ledgerlm-fresh}
   [ "$(id -u)" -eq 0 ] || { echo "first_hour: chroot needs root" >&2; exit 1; }
-  if [ ! -x "$root/usr/bin/apt-get" ]; then
-    debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian
-  fi
+  # A root left by an earlier measurement holds the demo's packages: never reused.
+  [ ! -e "$root" ] || { echo "first_hour: $root exists; remove it (a fresh root is the point)" >&2; exit 1; }
+  debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian
   for d in proc sys dev dev/pts; do mountpoint -q "$root/$d" || mount --bind "/$d" "$root/$d"; done
-  trap 'for d in src dev/pts dev sys proc; do umount "$root/$d" 2>/dev/null || true; done' EXIT
+  # ROOT expanded now: the trap runs after this function's locals are gone.
+  trap "for d in src dev/pts dev sys proc; do umount \"$root/\$d\" 2>/dev/null || true; done" EXIT
   cp /etc/resolv.conf "$root/etc/resolv.conf"
   chroot "$root" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends \
@@ -71,5 +72,5 @@ fresh_chroot() {
 case "${1:-}" in
   floor) floor ;;
   chroot) shift; fresh_chroot "$@" ;;
-  *) sed -n '2,17p' "$0"; exit 2 ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
 esac
