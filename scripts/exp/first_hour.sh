@@ -12,8 +12,8 @@
 #       scripts/demo.sh's apt-get update and every download are inside the timing. SOURCE is a
 #       URL, or a local clone, not a worktree (bind-mounted read-only and cloned from there: the
 #       network part of the clone is then left out; it is a few MB). ROOT must not exist. Runs on
-#       cores 0 and 1 only (taskset), like a 2-core machine. Writes ROOT.log with each line of the clone and the demo prefixed by the
-#       seconds since the clone began.
+#       cores 0 and 1 only (taskset), like a 2-core machine. Writes ROOT.log with each line of the
+#       clone and the demo prefixed by the seconds since the clone began.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/../.." && pwd)"
 
