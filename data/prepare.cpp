@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include "data/bpe_sample.h"
 #include "data/corpus.h"
@@ -43,6 +44,47 @@ class TempDirGuard {
 
  private:
   std::string path_;
+};
+
+// Creates the missing parent directories of --out (a new user's `--out data_out/mine` in a fresh
+// checkout), and removes them again unless release()d: a failed prepare leaves nothing behind.
+class MissingParents {
+ public:
+  explicit MissingParents(const fs::path& parent) {
+    std::error_code ec;
+    std::vector<fs::path> missing;  // deepest first
+    fs::path p = parent;
+    while (!p.empty() && !fs::exists(fs::symlink_status(p, ec))) {
+      missing.push_back(p);
+      if (p == p.parent_path()) break;
+      p = p.parent_path();
+    }
+    LLM_REQUIRE(p.empty() || fs::is_directory(p, ec), "--out: ", p.string(),
+                " is not a directory (expected a directory to hold the prepared data)");
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+      if (::mkdir(it->c_str(), 0777) == 0) {
+        created_.push_back(*it);
+      } else if (errno != EEXIST) {
+        const int err = errno;
+        remove_created();
+        fail(error_message("--out: cannot create parent directory ", it->string(), " (",
+                           strerror(err), ")"));
+      }
+    }
+  }
+  ~MissingParents() { remove_created(); }
+  MissingParents(const MissingParents&) = delete;
+  MissingParents& operator=(const MissingParents&) = delete;
+  void release() { created_.clear(); }
+
+ private:
+  // Deepest first; remove() leaves a directory that something else has put files into.
+  void remove_created() {
+    std::error_code ec;
+    for (auto it = created_.rbegin(); it != created_.rend(); ++it) fs::remove(*it, ec);
+    created_.clear();
+  }
+  std::vector<fs::path> created_;  // shallowest first
 };
 
 // `dir` without trailing slashes, so that "out/" and "out" name the same sibling temp dir.
@@ -127,14 +169,11 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
     if (!options.quiet) std::cout << "prepare: " << line << std::endl;
   };
 
-  // Refuse before reading anything: the output must not exist, its parent must.
+  // Refuse before reading anything: the output must not exist.
   const std::string out = normalize_out(options.out_dir);
   std::error_code ec;
   LLM_REQUIRE(!fs::exists(fs::symlink_status(out, ec)), "--out ", out,
               " already exists; refusing to overwrite (choose a new directory or remove it)");
-  fs::path parent = fs::absolute(out).parent_path();
-  LLM_REQUIRE(fs::is_directory(parent, ec), "--out ", out, ": parent directory ", parent.string(),
-              " does not exist");
 
   // A given tokenizer is read first: a directory it cannot use is refused before the corpus is.
   std::unique_ptr<Tokenizer> tok;
@@ -152,6 +191,9 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
     tok = tokenizer_make_bytes();
   }
 
+  // Missing parents of --out are made here (and removed again if prepare fails), once the
+  // options and a given tokenizer have been accepted.
+  MissingParents parents(fs::absolute(out).parent_path());
   // Everything is built in a sibling temp dir, then published with one rename.
   std::string templ = out + ".tmp-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
@@ -272,6 +314,7 @@ PrepareSummary data_prepare(const PrepareOptions& options) {
   meta_write((fs::path(tmp) / "meta.json").string(), meta);
   publish_dir(tmp, out);
   guard.release();
+  parents.release();
 
   PrepareSummary summary;
   summary.out_dir = out;

@@ -2,6 +2,10 @@
 # Installs ledgerlm's dependencies from Debian's apt (only what is missing; quiet when all is
 # there) and builds into build/. The CUDA backend is built when a GPU is present or
 # LEDGERLM_CUDA=on (and nvcc is found).
+#   LEDGERLM_SETUP       all (default): every package, the tests' included, and every target;
+#                        runtime: only what building and running the ledgerlm binary needs, and
+#                        only that target (scripts/demo.sh: no test-only packages such as
+#                        python3-torch or GoogleTest, no test executables)
 #   LEDGERLM_BUILD_DIR   build directory (default: build)
 #   LEDGERLM_CUDA        on | off | auto (default auto: on when nvidia-smi sees a GPU)
 #   LEDGERLM_SANITIZE    on: AddressSanitizer + UBSan build (CUDA off, -O1)
@@ -11,11 +15,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+setup=${LEDGERLM_SETUP:-all}
+case "$setup" in all | runtime) ;; *) echo "setup: LEDGERLM_SETUP=$setup: expected all or runtime" >&2; exit 2 ;; esac
+# What building and running ledgerlm needs (libdnnl: the faster fp32 GEMMs; python3, bible-kjv,
+# xz-utils, bzip2: scripts/demo.sh and scripts/prepare_default.sh).
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev libtomlplusplus-dev
-  libsentencepiece-dev libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
-  libgtest-dev libssl-dev python3 python3-torch python3-numpy python3-scipy python3-matplotlib python3-protobuf bible-kjv
-  xz-utils bzip2 clang libclang-rt-14-dev ccache python3-pip)  # clang + libFuzzer: scripts/fuzz.sh; python3-protobuf: the tests' TensorBoard reader;
-  # python3-pip: the cuDNN frontend's headers for CUDA builds (scripts/cudnn_frontend.sh)
+  libsentencepiece-dev libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libssl-dev ccache
+  python3 bible-kjv xz-utils bzip2)
+# The rest: multi-process training and its tests (OpenMPI), the tests and their references
+# (GoogleTest, PyTorch, NumPy, SciPy, matplotlib: also `study report`; python3-protobuf: the
+# tests' TensorBoard reader), clang + libFuzzer (scripts/fuzz.sh), python3-pip (the cuDNN
+# frontend's headers for CUDA builds, scripts/cudnn_frontend.sh).
+if [ "$setup" = all ]; then
+  packages+=(libopenmpi-dev openmpi-bin libgtest-dev python3-torch python3-numpy python3-scipy
+    python3-matplotlib python3-protobuf clang libclang-rt-14-dev python3-pip)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -57,6 +71,10 @@ fi
 # CUDA builds: the cuDNN frontend headers (precision.attention = cudnn) into the build directory.
 if [ "$cuda" = on ]; then bash scripts/cudnn_frontend.sh "$build_dir"; fi
 
+# runtime: the ledgerlm target alone, configured without the tests (GoogleTest is not installed).
+tests=ON
+targets=()
+if [ "$setup" = runtime ]; then tests=OFF targets=(--target ledgerlm); fi
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=$cuda_flag \
-  -DLEDGERLM_SANITIZE=$sanitize "${launcher[@]}" >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
+  -DLEDGERLM_SANITIZE=$sanitize -DLEDGERLM_TESTS=$tests "${launcher[@]}" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}"

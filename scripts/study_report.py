@@ -39,9 +39,17 @@ import sys
 import tomllib
 from pathlib import Path
 
-import numpy as np
-from scipy import stats
+try:
+    import matplotlib  # noqa: F401  (figures.py draws with it)
+    import numpy as np
+    from scipy import stats
+except ImportError as e:
+    # An installed ledgerlm recommends these packages; a machine without them gets one line.
+    sys.exit(f"ledgerlm: error: study report needs numpy, scipy and matplotlib ({e}): "
+             "apt-get install python3-numpy python3-scipy python3-matplotlib")
 
+# No __pycache__ beside the programs: an installed copy (/usr/share/ledgerlm) belongs to the package.
+sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import batch_science  # noqa: E402
 import figures  # noqa: E402

@@ -3,6 +3,7 @@
 #   build      setup (install + Release build, CUDA compiled when nvcc is found)
 #   quick      the ctest tests labelled unit and backend (tests/unit, tests/backend)
 #   rest       every other ctest test: e2e, dist, guard, reference, slow, cuda labels
+#   package    scripts/package_check.sh: the Debian package of a CPU build, installed with apt, run, removed
 #   san-build  the sanitizer build (ASan + UBSan, -O1, CUDA off) in build-sanitize/. It starts
 #              in the background, at the lowest CPU priority, as soon as the Release build is
 #              done, and compiles on what the quick and rest stages leave idle (their tests wait
@@ -127,6 +128,7 @@ fi
 # every test.
 stage quick ctest_stage build quick --timeout 600 -L '^(unit|backend)$'
 stage rest ctest_stage build rest --timeout 600 -LE '^(unit|backend)$'
+stage package scripts/package_check.sh
 if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
   stage san-build san_build_wait
   export ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp

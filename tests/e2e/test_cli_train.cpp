@@ -272,6 +272,69 @@ TEST_F(CliTest, SamplingReproducibleAndCacheInvariant) {
   EXPECT_NE(other.output, outputs[1]) << "seed 3 and seed 99 gave the same text";
 }
 
+// A run keeps a copy of its tokenizer (runs/NAME/tokenizer): with its data directory moved away,
+// eval --text, sample and export give what they gave before (bit for bit: the same tokenizer,
+// the same weights); what reads the data (eval --split, resume) says the data directory is gone
+// in one line, and works again once it is back. bpe, so that the copy is a real file
+// (tokenizer.model).
+TEST_F(CliTest, EvalSampleExportWorkAfterTheDataDirectoryMoves) {
+  const std::string data = root_ + "/bpe_data", moved = root_ + "/bpe_data_moved";
+  CommandResult r = run_command(bin() + " prepare --input " + root_ + "/corpus.txt --out " + data +
+                                " --tokenizer bpe --vocab-size 320");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string flags = base_flags("portable");  // on this data, not the suite's bytes data
+  flags.replace(flags.find(data_), data_.size(), data);
+  r = run_command(bin() + " train" + flags + " --train.max_steps 10 --train.micro_batch 4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string run = run_dir("portable");
+  ASSERT_TRUE(fs::is_regular_file(run + "/tokenizer/tokenizer.model"));
+  EXPECT_EQ(read_file(run + "/tokenizer/tokenizer.model"), read_file(data + "/tokenizer.model"));
+  ASSERT_TRUE(write_file(root_ + "/held_out.txt", make_corpus(3000).substr(1000)));
+
+  const std::string eval_text =
+                        " eval --run " + run + " --threads 2 --text " + root_ + "/held_out.txt",
+                    sample = " sample --run " + run +
+                             " --threads 2 --tokens 20 --prompt 'The lord ' --seed 1",
+                    eval_split = " eval --run " + run + " --threads 2 --split val",
+                    resume = " train --config " + run + "/config.toml --train.max_steps 12" +
+                             " --resume auto";
+  const CommandResult eval_before = run_command(bin() + eval_text);
+  const CommandResult sample_before = run_command(bin() + sample);
+  ASSERT_EQ(eval_before.exit_code, 0) << eval_before.output;
+  ASSERT_EQ(sample_before.exit_code, 0) << sample_before.output;
+  ASSERT_EQ(run_command(bin() + " export --run " + run + " --format hf --out " + root_ +
+                        "/portable_hf_before")
+                .exit_code,
+            0);
+
+  fs::rename(data, moved);
+  const CommandResult eval_after = run_command(bin() + eval_text);
+  const CommandResult sample_after = run_command(bin() + sample);
+  EXPECT_EQ(eval_after.exit_code, 0) << eval_after.output;
+  EXPECT_EQ(eval_after.output, eval_before.output);
+  EXPECT_EQ(sample_after.exit_code, 0) << sample_after.output;
+  EXPECT_EQ(sample_after.output, sample_before.output);
+  r = run_command(bin() + " export --run " + run + " --format hf --out " + root_ +
+                  "/portable_hf_after");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* f : {"tokenizer.json", "tokenizer.model", "model.safetensors"})
+    EXPECT_EQ(read_file(root_ + "/portable_hf_after/" + f),
+              read_file(root_ + "/portable_hf_before/" + f))
+        << f;
+  // What reads the data names the missing directory.
+  EXPECT_NE(expect_error(eval_split).find("'" + data + "' does not exist"), std::string::npos);
+  const std::string err = root_ + "/resume_err.txt";
+  r = run_command("{ " + bin() + resume + " 2>" + err + " >/dev/null; }");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(read_file(err).find(data), std::string::npos) << read_file(err);
+
+  fs::rename(moved, data);
+  r = run_command(bin() + eval_split);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(bin() + resume);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 TEST_F(CliTest, BadTrainInputIsOneErrorLine) {
   const std::string train_cmd = "train --train.max_steps 2";
   auto check = [&](const std::string& name, const std::string& extra, const std::string& needle) {

@@ -241,8 +241,10 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       "--python", study_report_cmd.python,
       "the Python with numpy, scipy and matplotlib (default: $LEDGERLM_PYTHON, "
       "else /usr/bin/python3)");
-  study_report_app->add_option("--script", study_report_cmd.script,
-                               "the report program (default: scripts/study_report.py)");
+  study_report_app->add_option(
+      "--script", study_report_cmd.script,
+      "the report program (default: scripts/study_report.py, found relative to this binary: "
+      "PREFIX/share/ledgerlm/ when installed, else the checkout)");
   study_report_app->add_option(
       "--publish", study_report_cmd.publish,
       "then copy the report, its PNGs, the manifest and each run's summary, config, evaluation "

@@ -1,6 +1,8 @@
 // Config keys as command-line flags (see config_flags.h).
 #include "train/cli/config_flags.h"
 
+#include <CLI/CLI.hpp>
+
 #include "train/config/config_file.h"
 
 namespace ledgerlm {

@@ -35,19 +35,21 @@ int command_eval(const EvalCommand& cmd) {
     tokens_per_byte = static_cast<double>(ids.size()) / static_cast<double>(text.size());
     what = cmd.text_file;
   } else {
+    // A split is read from the data directory itself (the run keeps only its tokenizer).
+    const DataMeta data = run_load_data(run);
     // The test split exists only in a directory prepared with --test-fraction; the trainer
     // never reads it, so this is the one place its tokens are used.
-    LLM_REQUIRE(cmd.split != "test" || run.meta.has_test, "data dir '", run.config.data.dir,
+    LLM_REQUIRE(cmd.split != "test" || data.has_test, "data dir '", run.config.data.dir,
                 "' has no test split (prepare it with --test-fraction)");
-    const DataSplitInfo& s = cmd.split == "val"    ? run.meta.val
-                             : cmd.split == "test" ? run.meta.test
-                                                   : run.meta.train;
+    const DataSplitInfo& s = cmd.split == "val"    ? data.val
+                             : cmd.split == "test" ? data.test
+                                                   : data.train;
     LLM_REQUIRE(s.tokens > 0, "the ", cmd.split, " split of '", run.config.data.dir, "' is empty (",
                 cmd.split == "test" ? "prepared with a --test-fraction too small for its documents?"
                                     : "prepared with --val-fraction 0?",
                 "): use --split train or --text FILE");
     const std::string path = run.config.data.dir + "/" + cmd.split + ".bin";
-    tokens = shard_load(path, &backend->tracker(), run.meta.vocab_size);
+    tokens = shard_load(path, &backend->tracker(), data.vocab_size);
     tokens_per_byte =
         static_cast<double>(s.tokens) / static_cast<double>(std::max<int64_t>(s.bytes, 1));
     what = path;

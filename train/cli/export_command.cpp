@@ -60,7 +60,7 @@ void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
     std::ostringstream proto;
     proto << in.rdbuf();
     LLM_REQUIRE(in && !in.bad(), "export: cannot read back '", spm, "'");
-    files = hf_tokenizer_files_bpe(proto.str(), run.config.data.dir + "/tokenizer.model",
+    files = hf_tokenizer_files_bpe(proto.str(), run.tokenizer_dir + "/tokenizer.model",
                                    run.config.model.block_size);
   }
   write_file_atomic(dir + "/tokenizer.json", files.tokenizer_json);
@@ -159,7 +159,7 @@ int command_export(const ExportCommand& cmd) {
   auto backend = backend_create("cpu", {1, 0});
   // An imported run without data is exported from its weights alone.
   LLM_REQUIRE(fs::is_directory(cmd.run_dir), "run '", cmd.run_dir, "' does not exist");
-  const bool with_data = !run_load_config(cmd.run_dir).data.dir.empty();
+  const bool with_data = run_has_tokenizer(cmd.run_dir);
   LoadedRun run =
       with_data ? run_load(cmd.run_dir, *backend) : run_load_model(cmd.run_dir, *backend);
   fs::path out(cmd.out_dir);

@@ -17,6 +17,7 @@
 #include "train/cli/commands.h"
 #include "train/cli/import_command_tokenizer.h"
 #include "train/run/run_dir.h"
+#include "train/run/run_tokenizer.h"
 #include "train/step/placement.h"
 
 namespace ledgerlm {
@@ -93,6 +94,7 @@ int command_import(const ImportCommand& cmd) {
     write_weights(tmp + "/model.safetensors", table, host,
                   fs::absolute(cmd.from).lexically_normal().string());
     run_write_config(tmp, cfg, "ledgerlm import");
+    if (!cfg.data.dir.empty()) run_tokenizer_save(tmp, cfg.data.dir);
     fs::rename(tmp, out_dir, ec);
     LLM_REQUIRE(!ec, "import: cannot rename '", tmp, "' to '", out_dir, "': ", ec.message());
   } catch (...) {

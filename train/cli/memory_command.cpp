@@ -7,6 +7,8 @@
 // from the config, or --layers --hidden --heads --seq (and --vocab) next to --params.
 #include "train/cli/memory_command.h"
 
+#include <CLI/CLI.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <thread>

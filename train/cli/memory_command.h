@@ -5,10 +5,13 @@
 #include <cstdint>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "train/cli/config_flags.h"
 #include "train/ledger/memory_plan.h"
+
+// CLI11 declared only, as in config_flags.h.
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace ledgerlm {
 

@@ -41,6 +41,7 @@
 #include "model/base/atomic_file.h"
 #include "model/base/check.h"
 #include "train/cli/commands.h"
+#include "train/cli/install_layout.h"
 #include "train/cli/study_finals.h"
 #include "train/cli/study_objective.h"
 #include "train/cli/study_plan.h"
@@ -57,20 +58,6 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void on_stop_signal(int) {
   g_stop = 1;
-}
-
-// This binary, for the runs a study spawns. When it was replaced on disk while the study ran (a
-// rebuild, an upgrade) the link names the old file with " (deleted)": the new file at that path is
-// what a run then starts.
-std::string self_exe() {
-  std::error_code ec;
-  std::string p = fs::read_symlink("/proc/self/exe", ec).string();
-  if (ec) return "ledgerlm";
-  const std::string deleted = " (deleted)";
-  if (p.size() > deleted.size() &&
-      p.compare(p.size() - deleted.size(), deleted.size(), deleted) == 0)
-    p.resize(p.size() - deleted.size());
-  return p;
 }
 
 std::string shell_quote(const std::string& s) {
@@ -585,8 +572,12 @@ int command_study_run(const StudyRunCommand& cmd) {
     for (const json& r : manifest["runs"]) {
       if (run_state(cmd.dir + "/runs/" + r["name"].get<std::string>()) != "pending") continue;
       std::string line;
-      for (const std::string& a : train_argv(manifest, r, cmd.dir, threads))
-        line += (line.empty() ? "" : " ") + shell_quote(a);
+      // Appended piece by piece: `"..." + std::string&&` here trips GCC 12's -Wrestrict false
+      // positive (GCC bug 105329) once inlining changes.
+      for (const std::string& a : train_argv(manifest, r, cmd.dir, threads)) {
+        if (!line.empty()) line += ' ';
+        line += shell_quote(a);
+      }
       std::printf("%s\n", line.c_str());
     }
     return 0;
@@ -650,16 +641,16 @@ int command_study_report(const StudyReportCommand& cmd) {
   study_manifest_read(cmd.dir);  // a clear error before Python starts
   std::string script = cmd.script;
   if (script.empty()) {
-    const fs::path exe_dir = fs::path(self_exe()).parent_path();
-    for (const fs::path& p :
-         {exe_dir / "../scripts/study_report.py", exe_dir / "scripts/study_report.py",
-          exe_dir / "../share/ledgerlm/study_report.py"})
-      if (fs::exists(p)) {
-        script = p.lexically_normal().string();
-        break;
-      }
-    LLM_REQUIRE(!script.empty(), "study report: scripts/study_report.py not found beside ",
-                exe_dir.string(), " (pass --script PATH)");
+    // Beside the binary: installed under PREFIX/share/ledgerlm, or in the checkout holding the
+    // build directory (install_layout.h).
+    script = install_find("scripts/study_report.py");
+    if (script.empty()) {
+      std::string looked;
+      for (const std::string& p : install_candidates("scripts/study_report.py"))
+        looked += (looked.empty() ? "" : ", ") + p;
+      fail(error_message("study report: the report program was not found (looked for ", looked,
+                         "; pass --script PATH)"));
+    }
   }
   std::string python = cmd.python;
   if (python.empty()) {

@@ -2,6 +2,8 @@
 #include "train/run/loaded_run.h"
 
 #include <filesystem>
+#include <memory>
+#include <string>
 
 #include "ckpt/finite_weights.h"
 #include "ckpt/safetensors.h"
@@ -9,6 +11,7 @@
 #include "model/base/check.h"
 #include "model/lora_merge.h"
 #include "train/run/run_dir.h"
+#include "train/run/run_tokenizer.h"
 #include "train/step/placement.h"
 
 namespace ledgerlm {
@@ -55,30 +58,66 @@ LoadedRun run_load_model(const std::string& run_dir, Backend& backend) {
   return run;
 }
 
-LoadedRun run_load(const std::string& run_dir, Backend& backend) {
-  LLM_REQUIRE(std::filesystem::is_directory(run_dir), "run '", run_dir, "' does not exist");
-  // The data is checked before the weights are read: its errors are the likelier ones.
-  const RunConfig config = run_load_config(run_dir);
-  LLM_REQUIRE(!config.data.dir.empty(), "run '", run_dir,
-              "' has no data attached (data.dir is empty: imported without --data); import it "
-              "again with --data DIR, or set data.dir in its config.toml to a directory prepared "
-              "with the model's tokenizer");
-  DataMeta meta = meta_read(config.data.dir);
-  LLM_REQUIRE(meta.vocab_size == config.model.vocab_size, "run '", run_dir,
-              "': its model has vocab ", config.model.vocab_size, " but the data in '",
-              config.data.dir, "' has vocab ", meta.vocab_size);
-  std::unique_ptr<Tokenizer> tokenizer = tokenizer_load(config.data.dir);
+namespace {
+
+// The tokenizer in `dir` (the run's copy or its data directory) with its meta.json, checked
+// against the run's vocab and the tokenizer it was trained with.
+void load_tokenizer(const std::string& run_dir, const RunConfig& config, const std::string& dir,
+                    DataMeta* meta, std::unique_ptr<Tokenizer>* tokenizer) {
+  *meta = meta_read(dir);
+  LLM_REQUIRE(meta->vocab_size == config.model.vocab_size, "run '", run_dir,
+              "': its model has vocab ", config.model.vocab_size, " but the tokenizer in '", dir,
+              "' has vocab ", meta->vocab_size);
+  *tokenizer = tokenizer_load(dir);
   const std::string& trained_with = config.data.tokenizer_id;  // "" in runs made before it
   if (!trained_with.empty()) {
-    const std::string now = data_tokenizer_id(config.data.dir, meta);
+    const std::string now = data_tokenizer_id(dir, *meta);
     LLM_REQUIRE(now == trained_with, "run '", run_dir, "' was trained with tokenizer ",
-                trained_with, " but the data in '", config.data.dir, "' now has ", now,
-                " (the tokenizer was replaced)");
+                trained_with, " but '", dir, "' now has ", now, " (the tokenizer was replaced)");
   }
+}
+
+}  // namespace
+
+LoadedRun run_load(const std::string& run_dir, Backend& backend) {
+  LLM_REQUIRE(std::filesystem::is_directory(run_dir), "run '", run_dir, "' does not exist");
+  // The tokenizer is checked before the weights are read: its errors are the likelier ones. The
+  // run's own copy first; runs without one (older runs, imports) read their data directory.
+  const RunConfig config = run_load_config(run_dir);
+  std::string tokenizer_dir = run_tokenizer_dir(run_dir);
+  if (tokenizer_dir.empty()) {
+    LLM_REQUIRE(!config.data.dir.empty(), "run '", run_dir,
+                "' has no data attached (data.dir is empty: imported without --data); import it "
+                "again with --data DIR, or set data.dir in its config.toml to a directory "
+                "prepared with the model's tokenizer");
+    tokenizer_dir = config.data.dir;
+  }
+  DataMeta meta;
+  std::unique_ptr<Tokenizer> tokenizer;
+  load_tokenizer(run_dir, config, tokenizer_dir, &meta, &tokenizer);
   LoadedRun run = run_load_model(run_dir, backend);
   run.meta = std::move(meta);
   run.tokenizer = std::move(tokenizer);
+  run.tokenizer_dir = tokenizer_dir;
   return run;
+}
+
+DataMeta run_load_data(const LoadedRun& run) {
+  const std::string& dir = run.config.data.dir;
+  std::error_code ec;
+  LLM_REQUIRE(!dir.empty() && std::filesystem::is_directory(dir, ec), "run '", run.dir,
+              "': its data directory '", dir,
+              "' does not exist (moved or removed?); a split is read from the data: set data.dir "
+              "in the run's config.toml to where the data is now, or evaluate a file with --text "
+              "FILE, which needs the run alone");
+  DataMeta meta;
+  std::unique_ptr<Tokenizer> tokenizer;
+  load_tokenizer(run.dir, run.config, dir, &meta, &tokenizer);
+  return meta;
+}
+
+bool run_has_tokenizer(const std::string& run_dir) {
+  return !run_tokenizer_dir(run_dir).empty() || !run_load_config(run_dir).data.dir.empty();
 }
 
 }  // namespace ledgerlm

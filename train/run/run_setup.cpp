@@ -18,6 +18,7 @@
 #include "train/run/memory_admission.h"
 #include "train/run/run_dir.h"
 #include "train/run/run_summary.h"
+#include "train/run/run_tokenizer.h"
 #include "train/run/tensorboard.h"
 #include "train/run/test_stop_hook.h"
 
@@ -347,7 +348,10 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
   run.finished = comm.all_gather_text(std::string(finished ? "1" : "0")).front() == "1";
   comm_agree(comm, [&] {
     reset_run_dir(run);
-    if (run.lead()) run_write_config(run.run_dir, cfg);
+    if (run.lead()) {
+      run_write_config(run.run_dir, cfg);
+      run_tokenizer_save(run.run_dir, cfg.data.dir);  // eval, sample, export: the run alone
+    }
     run.state->offload_settle();
   });
   if (created) created->keep();

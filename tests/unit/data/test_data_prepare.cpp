@@ -235,6 +235,26 @@ TEST(Prepare, RefusesExistingOutAndLeavesItUntouched) {
   EXPECT_NE(error_of([&] { data_prepare(opt); }).find("already exists"), std::string::npos);
 }
 
+// A new user's `--out data_out/mine` in a fresh checkout: the missing parents are made.
+TEST(Prepare, CreatesMissingParentsOfOut) {
+  TempDir tmp;
+  testing::write_file(tmp.file("in.txt"), make_doc(1, 50));
+  PrepareOptions opt;
+  opt.inputs = {tmp.file("in.txt")};
+  opt.out_dir = tmp.file("data_out/deeper/mine");
+  opt.tokenizer = "bytes";
+  opt.quiet = true;
+  data_prepare(opt);
+  EXPECT_TRUE(fs::is_regular_file(tmp.file("data_out/deeper/mine/meta.json")));
+  // The existing --out is still refused, now that its parents exist.
+  EXPECT_NE(error_of([&] { data_prepare(opt); }).find("already exists"), std::string::npos);
+  // A parent that is a file is refused with its name, and nothing is made.
+  opt.out_dir = tmp.file("in.txt/sub/mine");
+  const std::string msg = error_of([&] { data_prepare(opt); });
+  EXPECT_NE(msg.find("in.txt is not a directory"), std::string::npos) << msg;
+  EXPECT_EQ(tmp.entries(), (std::vector<std::string>{"data_out", "in.txt"}));
+}
+
 TEST(Prepare, RefusesBadInputsWithoutPartialOutput) {
   TempDir tmp;
   PrepareOptions opt;
@@ -269,9 +289,11 @@ TEST(Prepare, RefusesBadInputsWithoutPartialOutput) {
   opt.tokenizer = "bpe";
   opt.vocab_size = 10;
   EXPECT_NE(error_of([&] { data_prepare(opt); }).find("--vocab-size"), std::string::npos);
+  // A failure with missing parents of --out removes the parents it made.
   opt.out_dir = tmp.file("no/such/parent");
   opt.vocab_size = 300;
-  EXPECT_NE(error_of([&] { data_prepare(opt); }).find("parent directory"), std::string::npos);
+  opt.inputs = {tmp.file("empty.txt")};
+  EXPECT_NE(error_of([&] { data_prepare(opt); }).find("empty"), std::string::npos);
 
   // None of the failures left anything next to the inputs.
   EXPECT_EQ(tmp.entries(),
