@@ -285,7 +285,10 @@ TEST_F(CliInputs, SamplingParametersMustBeFinite) {
 }
 
 // Two BPE tokenizers with the same vocabulary size: swapping tokenizer.model used to resume,
-// evaluate and sample silently with the wrong one.
+// evaluate and sample silently with the wrong one. The data directory's tokenizer is what
+// training and eval on a split read: replaced, they refuse. sample reads the run's own copy
+// (runs/NAME/tokenizer), which is still the right one, so it goes on working; that copy
+// replaced, it refuses too.
 TEST_F(CliInputs, SwappedTokenizerRefused) {
   const std::string a = root_ + "/tok_a", b = root_ + "/tok_b", out = root_ + "/swap_runs";
   prepare(a, words_text({"north", "south", "east", "west", "wind"}, 4000, 5), "--vocab-size 300");
@@ -305,6 +308,10 @@ TEST_F(CliInputs, SwappedTokenizerRefused) {
   expect_one_line_error("train" + tiny_flags(a, out, "r") + " --train.max_steps 4 --resume auto",
                         {"data.tokenizer_id", "cannot resume"});
   expect_one_line_error("eval --run " + q(run), {"tokenizer was replaced"});
+  r = ledgerlm("sample --run " + q(run) + " --tokens 2");
+  EXPECT_EQ(r.exit_code, 0) << "sample reads the run's own copy: " << r.output;
+  fs::copy_file(b + "/tokenizer.model", run + "/tokenizer/tokenizer.model",
+                fs::copy_options::overwrite_existing);
   expect_one_line_error("sample --run " + q(run) + " --tokens 2", {"tokenizer was replaced"});
 }
 
@@ -329,6 +336,11 @@ TEST_F(CliInputs, HfTokenizerRunRefusesAReplacedTokenizerJson) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   write_file(data + "/tokenizer.json",
              nlohmann::json::parse(read_file(fixture + "/tokenizer.json")).dump(1));
+  // sample reads the run's own copy of tokenizer.json, untouched; the copy replaced by the
+  // equivalent file is refused as the data's is.
+  r = ledgerlm("sample --run " + q(run) + " --prompt " + q("it's the") + " --tokens 3");
+  EXPECT_EQ(r.exit_code, 0) << "sample reads the run's own copy: " << r.output;
+  write_file(run + "/tokenizer/tokenizer.json", read_file(data + "/tokenizer.json"));
   expect_one_line_error("sample --run " + q(run) + " --tokens 2", {"tokenizer was replaced"});
   expect_one_line_error(
       "train --config " + q(run + "/config.toml") + " --train.max_steps 4 --resume auto",
