@@ -431,13 +431,15 @@ def cpu_line(runs):
 
 
 def version():
-    root = Path(__file__).resolve().parent.parent
+    """The commit of the report program's checkout, and whether the program itself (scripts/)
+    differs from it: the reports and results it writes into the same checkout do not count."""
+    here = Path(__file__).resolve().parent
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True, text=True,
-                               check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain",
+                                "--untracked-files=no", "--", "."], capture_output=True,
+                               text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "(not a git checkout)"
     return head + (" (with uncommitted changes)" if dirty else "")
