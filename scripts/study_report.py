@@ -926,7 +926,7 @@ def speedup_lines(group, seed_curves):
              "seeds, the median seed and its target re-chosen in each, a resample in which the "
              "arm does not reach the target counting as speedup 0; 95% percentile (with 3 seeds "
              "a coarse interval: a resample has only 10 distinct seed multisets per arm).", "",
-             "| arm | seeds reaching it | tokens to target (median seed) | speedup | 95% CI |",
+             "| arm | seeds reaching it | tokens to target (median over seeds) | speedup | 95% CI |",
              "|---|---|---|---|---|"]
     for a in group["arms"]:
         curves = [c for c in seed_curves.get(a, []) if c]
