@@ -917,7 +917,8 @@ def speedup_lines(group, seed_curves):
     if not point:
         return []
     lines = [f"Tokens to target: target = the final eval-window val loss of "
-             f"`{group['baseline']}`'s median seed (the seed with the median final loss), {point['target']:.4f}, which "
+             f"`{group['baseline']}`'s median seed (the seed with the median final loss), "
+             f"{point['target']:.4f}, which "
              f"that seed first reaches at {point['base_tokens']:.0f} tokens; each arm's tokens: "
              "the median over its seeds of the tokens at which each seed's eval curve first "
              "reaches it (linear between eval points; a seed that never does counts as never); "
@@ -926,7 +927,8 @@ def speedup_lines(group, seed_curves):
              "seeds, the median seed and its target re-chosen in each, a resample in which the "
              "arm does not reach the target counting as speedup 0; 95% percentile (with 3 seeds "
              "a coarse interval: a resample has only 10 distinct seed multisets per arm).", "",
-             "| arm | seeds reaching it | tokens to target (median over seeds) | speedup | 95% CI |",
+             "| arm | seeds reaching it | tokens to target (median over seeds) | speedup | "
+             "95% CI |",
              "|---|---|---|---|---|"]
     for a in group["arms"]:
         curves = [c for c in seed_curves.get(a, []) if c]
