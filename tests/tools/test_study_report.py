@@ -46,7 +46,8 @@ three token-budget and wall-clock groups), by hand:
   run: summary and first metrics record disagree after a resume), or some runs with a commit and
   some without are refused with one line and exit 1, nothing written, unless --allow-dirty or
   --allow-mixed-builds, which mark the report at its top; runs that record no build (published
-  before ledgerlm recorded it) are marked PROVENANCE UNKNOWN, not refused.
+  before ledgerlm recorded it) are marked PROVENANCE UNKNOWN, not refused. The report program's
+  own dirty flag counts its scripts only (check_program_version).
 - Cost (lion, 9 runs): optimizer 1.0 ms, step 1.8 s * 1000 / 100 = 18 ms (wall runs 14.4 s / 800
   steps = 18 ms), share 1 / 18 = 5.6%, state 4000 bytes / 1000 params = 4.00.
 - Wall clock: 15 s asked; 15.9 s is +6.0% (out), 15.7 s +4.7% (in), 14.2 s -5.3% (out), 14.3 s
@@ -461,6 +462,37 @@ def check_provenance():
                 failures.append(f"provenance, {what}: runs with a build are not unknown")
 
 
+def check_program_version():
+    """The report program's commit and dirty flag look at its own scripts/ only: a results file
+    changed in the same checkout (the report just written) does not make it dirty, an edited
+    script does."""
+    import shutil
+    import subprocess
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp)
+        shutil.copytree(Path(sr.__file__).parent, repo / "scripts",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (repo / "results").mkdir()
+        (repo / "results" / "REPORT.md").write_text("old\n")
+        git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(git + ["init", "-q"], check=True)
+        subprocess.run(git + ["add", "."], check=True)
+        subprocess.run(git + ["commit", "-q", "-m", "x"], check=True)
+
+        def version():
+            return subprocess.run(
+                [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                 "import study_report; print(study_report.version())", str(repo / "scripts")],
+                capture_output=True, text=True).stdout.strip()
+        (repo / "results" / "REPORT.md").write_text("new\n")
+        if "uncommitted" in version():
+            failures.append(f"a changed results file marks the report program dirty: {version()}")
+        with open(repo / "scripts" / "figures.py", "a") as f:
+            f.write("# edited\n")
+        if "uncommitted" not in version():
+            failures.append(f"an edited script must mark the report program dirty: {version()}")
+
+
 def check_finals_report():
     with tempfile.TemporaryDirectory() as tmp:
         study = finals_study(Path(tmp))
@@ -544,6 +576,7 @@ check_pieces()
 check_finals_report()
 check_seed_stats()
 check_provenance()
+check_program_version()
 for f in failures:
     print("FAIL:", f)
 print("study_report statistics:", "FAILED" if failures else "all checks passed")
