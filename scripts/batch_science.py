@@ -7,7 +7,9 @@ the per-G best LR, the optimizer arms at the largest G, and B_simple (train.gns)
 
 G is counted in sequences: world x train.micro_batch x train.accum; tokens per step = G x
 train.seq_len. scripts/study_report.py calls report_lines() for such a study; the pure functions
-above it are checked by tests/tools/test_batch_science.py on synthetic data.
+above it are checked by tests/tools/test_batch_science.py on synthetic data. B_crit and B_simple
+as functions of the target loss, the latter from window means of the raw per-step estimates:
+scripts/bcrit_targets.py.
 """
 import gzip
 import json
@@ -18,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize, stats
 
+import bcrit_targets
 import figures
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -206,6 +209,11 @@ def read_study(study, manifest, target):
             else None,
             "final_val": summary.get("final_val_loss"),
             "summary": summary,
+            # The evals and the raw per-step noise estimates, for other targets than the study's
+            # (bcrit_targets.py); the memory ledger of each step is left out.
+            "records": [{k: v for k, v in r.items() if k in ("step", "tokens", "val_loss",
+                                                               "gns_trace", "gns_g2")}
+                        for r in records],
             "split": "{}x{}x{}".format(entry.get("world", 1),
                                        entry.get("overrides", {}).get("train.micro_batch", "?"),
                                        entry.get("overrides", {}).get("train.accum", 1)),
@@ -361,7 +369,8 @@ def b_simple_plot(name, lad, fits, out):
     of one sequence spikes where |G|^2 is near 0, and would flatten the rest."""
     plt = figures.pyplot()
     arms = [a for a, pts in sorted(lad.items())
-            if any(r["b_simple"] for p in pts.values() for r in p["runs_b_simple"])]
+            if any(bcrit_targets.rolling_b_simple(r["records"])[0] for p in pts.values()
+                   for r in p["runs_b_simple"])]
     if not arms:
         return None
     fig, axes = plt.subplots(1, len(arms), figsize=(4.5 * len(arms) + 1, 4.5), dpi=100,
@@ -371,8 +380,8 @@ def b_simple_plot(name, lad, fits, out):
         for g, p in sorted(lad[arm].items()):
             color = colors.setdefault(g, f"C{len(colors) % 10}")
             for j, r in enumerate(p["runs_b_simple"]):
-                if r["b_simple"]:
-                    t, b = zip(*r["b_simple"])
+                t, b = bcrit_targets.rolling_b_simple(r["records"])
+                if t:
                     values += [v for v in b if v > 0 and math.isfinite(v)]
                     ax.plot(t, b, color=color, linewidth=1, alpha=0.8,
                             label=f"G = {g}" if j == 0 else None)
@@ -380,7 +389,7 @@ def b_simple_plot(name, lad, fits, out):
         f = fits.get(arm)
         if f and f["verdict"] == "value":
             ax.axhline(f["bcrit"], color="black", linestyle="--", linewidth=1,
-                       label=f"B_crit {f['bcrit']:.1f}")
+                       label=f"B_crit {f['bcrit']:.1f} at the study's target")
         ax.set_yscale("log")
         ax.set_xlabel("tokens")
         ax.set_title(f"{name}: {arm} (dotted: the Gs tried)", fontsize=9)
@@ -458,11 +467,15 @@ def report_lines(study, manifest):
                          f"{p['from']} |")
     lines += ["", "Best LR: the sweep's LR with the fewest mean steps over its seeds, every "
               "seed reaching the target (ties: the lower LR); at the edge of its sweep a better "
-              "one may lie beyond it.", "", "## Critical batch", "",
+              "one may lie beyond it.", "", f"## Critical batch at the study's target ({target:g})",
+              "",
               "Fit of McCandlish et al.'s (S/Smin - 1)(E/Emin - 1) = 1, E = G x S sequences, "
               "i.e. S(G) = Smin + Emin/G, by least squares in log S (relative errors) with Smin, "
-              "Emin > 0; B_crit = Emin/Smin. Interval: 2000 bootstrap resamples (fixed seed), "
-              "95% percentile (with a few seeds per G narrower than the true uncertainty). When "
+              "Emin > 0; B_crit = Emin/Smin, to the steps table above (each G's finals, at the "
+              "LR the sweep chose for this target). Interval: 2000 bootstrap resamples (fixed "
+              "seed) of the finals' seeds within each G, 95% percentile: it holds the LR fixed "
+              "and says nothing about other targets, so it is narrower than the uncertainty of "
+              "B_crit itself; the next section refits at other targets and re-picks the LR. When "
               "B_crit falls outside the Gs tried the ladder does not straddle the knee and only "
               "a bound is reported.", ""]
     if not fits:
@@ -475,24 +488,27 @@ def report_lines(study, manifest):
     lines += ["", f"![steps and tokens to target vs G]({png})", "",
               "Solid: the fit; dotted: perfect scaling S = Emin/G (tokens constant); dashed "
               "vertical: B_crit.", ""]
-    lines += lr_rule_lines(name, manifest, lad, study)
-    lines += large_batch_lines(lad)
-    lines += cost_lines(lad)
+    lines += bcrit_targets.section_lines(name, runs, lad, target, study)
+    lines += lr_rule_lines(name, manifest, lad, study, target)
+    lines += large_batch_lines(lad, runs, target)
+    lines += cost_lines(lad, target)
     png = b_simple_plot(name, lad, fits, study / "b_simple.png")
-    lines += ["## Gradient noise scale", ""]
+    lines += ["## Gradient noise scale over training", ""]
     if png:
         lines += [f"![B_simple vs tokens]({png})", "",
-                  "B_simple = tr(Sigma)/|G|^2 from the EMAs train.gns logs (metrics.jsonl "
-                  "b_simple, in sequences), for each G's finals (the best sweep LR's runs without "
-                  "finals). McCandlish et al.: the noise scale grows as the loss falls, so "
-                  "B_simple late in training is the one to set against B_crit and the Gs tried.",
-                  ""]
+                  "B_simple = tr(Sigma)/|G|^2 as the ratio of centred 51-step rolling means of "
+                  "the raw per-step estimates (metrics.jsonl gns_trace and gns_g2, in sequences), "
+                  "for each G's finals (the best sweep LR's runs without finals). Not the logged "
+                  "b_simple, whose 0.95 EMA keeps an early gradient spike for ~200 steps. "
+                  "McCandlish et al.: the noise scale grows as the loss falls; the table of "
+                  "B_simple(L) above sets it against B_crit(L) target by target.", ""]
     else:
-        lines += ["No run logged b_simple (train.gns = true logs it).", ""]
+        lines += ["No run logged the per-step noise estimates (train.gns = true logs them).",
+                  ""]
     return lines
 
 
-def lr_rule_lines(name, manifest, lad, study):
+def lr_rule_lines(name, manifest, lad, study, target):
     """The per-G best LR against the fixed, linear and sqrt rules from the base G's best LR."""
     lines = ["## LR rules against the per-G optimum", ""]
     bases, rows = {}, []
@@ -511,7 +527,9 @@ def lr_rule_lines(name, manifest, lad, study):
                     f" | {best} |")
     if not rows:
         return lines + ["No arm has a best LR at two Gs: no comparison.", ""]
-    lines += ["Each rule carries the base G's best LR (the study's lr_base_batch, else the "
+    lines += [f"At the study's target ({target:g}) only: the per-G best LR moves with the "
+              "target (previous section). Each rule carries the base G's best LR (the study's "
+              "lr_base_batch, else the "
               "smallest G) to the other Gs; error: root-mean-square of ln(predicted / best LR) "
               "over the other Gs (0: every optimum predicted; ln 2 = 0.693 is a factor of 2). The "
               "best LR is only as fine as the swept grid.", "",
@@ -521,15 +539,7 @@ def lr_rule_lines(name, manifest, lad, study):
     return lines + ["", f"![best LR vs G]({png})", ""]
 
 
-def b_simple_at(run, steps):
-    """The b_simple a run logged at the step nearest STEPS (its steps to target), or None."""
-    logged = run["b_simple_steps"]
-    if steps is None or not logged:
-        return None
-    return logged[min(logged, key=lambda k: abs(k - steps))]
-
-
-def cost_lines(lad):
+def cost_lines(lad, target):
     """What each global batch costs: its split, the activations' and all tracked bytes at their
     peak (the run's ledger, rank 0), step time, tokens/s, and B_simple where it reached the
     target; means over the runs the steps table reports (finals, else the sweep's best LR)."""
@@ -537,7 +547,10 @@ def cost_lines(lad):
              "Per arm and G, over the runs the steps table reports: the split world x micro-batch "
              "x accumulation, the peak bytes of activations and of everything the ledger tracks "
              "(rank 0), ms per optimizer step, tokens/s (1 thread per run), and B_simple at the "
-             "step each run reached the target (its EMA, in sequences; mean over runs).", "",
+             "target: window means of the raw per-step estimates over the steps within "
+             f"+-{bcrit_targets.LOSS_HALF_WINDOW:g} nats of it, pooled over these runs "
+             "(sequences; not the logged EMA, which carries early gradient spikes for ~200 "
+             "steps).", "",
              "| arm | G | split | activations peak (MB) | tracked peak (MB) | step ms | "
              "tokens/s | B_simple at target |", "|---|---|---|---|---|---|---|---|"]
 
@@ -557,7 +570,7 @@ def cost_lines(lad):
                             for r in runs
                             if r["summary"].get("steps") and "train_s" in r["summary"]])
             tps = mean([r["summary"].get("mean_tokens_per_s") for r in runs])
-            bs = mean([b_simple_at(r, r["steps"]) for r in runs])
+            bs = bcrit_targets.pooled_b_simple(runs, target)[0]
             lines.append(f"| {arm} | {g} | {runs[0]['split']} | "
                          f"{'-' if act is None else format(act / 1e6, '.2f')} | "
                          f"{'-' if total is None else format(total / 1e6, '.2f')} | "
@@ -585,8 +598,10 @@ def selection_lines(manifest):
     return lines + [""]
 
 
-def large_batch_lines(lad):
-    """Steps to target per optimizer arm at the largest G that two arms or more reached."""
+def large_batch_lines(lad, runs, target):
+    """Steps to target per optimizer arm at the largest G that two arms or more reached: at the
+    study's target (the steps table's points) and at each target of bcrit_targets.target_grid
+    (each arm's best LR at that target, every run of an LR pooled)."""
     shared = [g for g in {g for pts in lad.values() for g in pts}
               if sum(g in pts and pts[g]["steps"] is not None for pts in lad.values()) >= 2]
     if not shared:
@@ -604,4 +619,32 @@ def large_batch_lines(lad):
         ci = f"[{p['low']:.1f}, {p['high']:.1f}]" if p["low"] is not None else "-"
         lines.append(f"| {arm} | {p['best_lr']:g} | {steps:.1f} | {ci} | {p['tokens']:.0f} | "
                      f"{steps / fewest:.2f} | {p['from']} |")
+    arms = sorted(arm for arm, pts in lad.items() if g in pts)
+    lines += ["", f"The same at each target (a ranking at one target need not hold at another: "
+              "an arm whose loss plateaus falls behind below its plateau). Steps to L of each "
+              "arm's best LR at L (every run of an LR pooled; in brackets the LR and its runs); "
+              "ratio: over the fewest at that target.", "",
+              "| target L | " + " | ".join(arms) + " | fewest |",
+              "|---|" + "---|" * (len(arms) + 1)]
+    # Below the grid, on until no arm reaches the target: where a plateau reverses a ranking.
+    targets = bcrit_targets.target_grid(target)
+    while len(targets) < 30 and any(
+            best_lr(bcrit_targets.cells_at(runs, arm, targets[-1]).get(g, {}))[0] is not None
+            for arm in arms):
+        targets.append(round(targets[-1] - 0.1, 6))
+    for t in targets:
+        cells, best = [], {}
+        for arm in arms:
+            by_lr = bcrit_targets.cells_at(runs, arm, t).get(g, {})
+            lr, steps = best_lr(by_lr)
+            if lr is not None:
+                best[arm] = steps
+            cells.append((arm, lr, steps, len(by_lr.get(lr, []))))
+        fewest = min(best.values()) if best else None
+        row = []
+        for arm, lr, steps, n in cells:
+            row.append("not reached" if lr is None else
+                       f"{steps:.1f} ({lr:g}, {n}) x{steps / fewest:.2f}")
+        fastest = min(best, key=best.get) if best else "-"
+        lines.append(f"| {t:g} | " + " | ".join(row) + f" | {fastest} |")
     return lines + [""]

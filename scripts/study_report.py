@@ -20,14 +20,22 @@ and heatmaps), the finals retrain each chosen setting on fresh seeds and are com
 reported split (test where the data has one), `baseline` then naming an optim.name: each group of
 arms sharing the select axes other than optim.name (one per token budget; the wall-clock arms
 form their own) is compared against its arm of that optimizer, Holm over the group. The finals'
-eval curves give tokens-to-target and speedups; their summaries the cost per optimizer. A
+eval curves give tokens to the final loss of the baseline's median seed and speedups with
+bootstrap intervals (scripts/seed_stats.py, which also gives the failure rates' exact intervals
+and the smallest effect the design could detect); their summaries the cost per optimizer.
+
+Provenance: every run records the build that trained it (summary.json and the first metrics
+record of each start: commit and dirty flag). Runs from a build with uncommitted changes are
+refused unless --allow-dirty, runs from several builds unless --allow-mixed-builds (one line,
+exit 1, nothing written); with the flag the report says so at its top. Runs that record no build
+(trained before ledgerlm recorded one) are reported under a PROVENANCE UNKNOWN banner. A
 wall-clock group names no winner when a run trained outside +-5% of the seconds asked or the
 machine was loaded at the start (mean 1-minute load average above cores - 0.5).
 
 Studies with "objective": "steps_to_target" also get scripts/batch_science.py's sections: steps
 to the target loss per global batch, the critical batch, the LR rules and B_simple.
 
-Usage: scripts/study_report.py DIR [--alpha 0.05]
+Usage: scripts/study_report.py DIR [--alpha 0.05] [--allow-dirty] [--allow-mixed-builds]
 """
 import argparse
 import json
@@ -53,6 +61,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import batch_science  # noqa: E402
 import figures  # noqa: E402
+import seed_stats  # noqa: E402
 import split_equivalence  # noqa: E402
 import ngram_baselines  # noqa: E402
 
@@ -310,13 +319,18 @@ def read_run(study, entry):
            "phase": entry.get("phase", "sweep"), "arm": entry.get("arm"),
            "from": entry.get("from"), "wall_clock": bool(entry.get("wall_clock")),
            "status": "pending", "summary": {}, "eval": {}, "full": None, "initial": None,
-           "data": None, "curve": [], "ended": None}
+           "data": None, "curve": [], "ended": None, "builds": [], "cpu": None}
     try:
         run["summary"] = json.loads((run_dir / "summary.json").read_text())
         run["status"] = run["summary"].get("status", "pending")
-        run["ended"] = (run_dir / "summary.json").stat().st_mtime
+        # The file time is when the run ended only where it ran: a published copy (gzipped
+        # metrics) checked out of git has the checkout's times.
+        if (run_dir / "metrics.jsonl").is_file():
+            run["ended"] = (run_dir / "summary.json").stat().st_mtime
     except (OSError, ValueError):
         return run
+    if isinstance(run["summary"].get("build"), dict):
+        run["builds"].append(run["summary"]["build"])
     try:
         run["eval"] = json.loads((run_dir / "study_eval.json").read_text())
         run["full"] = run["eval"]["full_val_loss"]
@@ -324,6 +338,10 @@ def read_run(study, entry):
         pass
     try:
         for rec in batch_science.read_records(run_dir):  # metrics.jsonl, or .gz when published
+            if isinstance(rec.get("build"), dict):  # each start of the run records its build
+                run["builds"].append(rec["build"])
+            if isinstance(rec.get("backend"), dict) and run["cpu"] is None:
+                run["cpu"] = rec["backend"].get("cpu")
             if "loss" in rec and "step" in rec and run["initial"] is None:
                 run["initial"] = rec["loss"]
             # A diverged eval logs val_loss null: it is no point of the curve.
@@ -399,17 +417,115 @@ def machine():
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
+def cpu_line(runs):
+    """The CPU the runs trained on, as their first metrics record names it; the machine writing
+    the report only where no run records one (it may not be the one that trained)."""
+    cpus = {}
+    for r in runs:
+        if r["cpu"]:
+            cpus[r["cpu"]] = cpus.get(r["cpu"], 0) + 1
+    if not cpus:
+        return f"- CPU: {machine()} (the machine writing this report: the runs record none)."
+    return "- CPU (as the runs record it): " + "; ".join(
+        f"{cpu} ({n} runs)" for cpu, n in sorted(cpus.items(), key=lambda kv: -kv[1])) + "."
+
+
 def version():
-    root = Path(__file__).resolve().parent.parent
+    """The commit of the report program's checkout, and whether the program itself (scripts/)
+    differs from it: the reports and results it writes into the same checkout do not count."""
+    here = Path(__file__).resolve().parent
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+        head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True, text=True,
-                               check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain",
+                                "--untracked-files=no", "--", "."], capture_output=True,
+                               text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "(not a git checkout)"
     return head + (" (with uncommitted changes)" if dirty else "")
+
+
+# ---- provenance: which build trained the runs (train/run/build_info.h) ----
+
+class ProvenanceError(Exception):
+    """The runs come from a build with uncommitted changes, or from several builds, and no flag
+    allows it: nothing is written."""
+
+
+def run_provenance(run):
+    """(commits, dirty) of RUN: the commits of the builds that trained it (its summary.json and
+    the first metrics.jsonl record of each start) and whether any of them had uncommitted changes
+    or could not tell. No commits: the run records no build (trained before ledgerlm recorded
+    one) or a build made outside git."""
+    commits, dirty = set(), False
+    for b in run["builds"]:
+        commit = b.get("commit")
+        if not commit or commit == "unknown":
+            continue
+        commits.add(commit)
+        if b.get("dirty") is not False:
+            dirty = True
+    return commits, dirty
+
+
+def provenance(runs):
+    """dict(commits: {commit: [run names]}, dirty: [run names], unknown: [run names], mixed):
+    mixed when the runs name more than one commit, or some name one and others none."""
+    out = {"commits": {}, "dirty": [], "unknown": [], "runs": len(runs)}
+    for r in runs:
+        commits, dirty = run_provenance(r)
+        if not commits:
+            out["unknown"].append(r["name"])
+        for c in sorted(commits):
+            out["commits"].setdefault(c, []).append(r["name"])
+        if dirty:
+            out["dirty"].append(r["name"])
+    out["mixed"] = len(out["commits"]) > 1 or (bool(out["commits"]) and bool(out["unknown"]))
+    return out
+
+
+def builds_text(prov):
+    parts = [f"{c[:12]} ({len(names)} runs)" for c, names in sorted(prov["commits"].items())]
+    if prov["unknown"]:
+        parts.append(f"none recorded ({len(prov['unknown'])} runs)")
+    return ", ".join(parts)
+
+
+def provenance_refusal(prov, allow_dirty=False, allow_mixed=False):
+    """The one-line reason the report is refused, or None."""
+    if prov["dirty"] and not allow_dirty:
+        return (f"study report: {len(prov['dirty'])} of {prov['runs']} runs were trained by a "
+                f"build with uncommitted changes (first: {prov['dirty'][0]}): commit, rebuild "
+                "and run them again, or pass --allow-dirty to write the report marked as such")
+    if prov["mixed"] and not allow_mixed:
+        return (f"study report: the runs were trained by different builds ({builds_text(prov)}): "
+                "run them again with one build, or pass --allow-mixed-builds to write the "
+                "report marked as such")
+    return None
+
+
+def provenance_lines(prov):
+    """The banner at the top of the report (loud: a reader must not miss it) and the header's
+    "Trained by" line."""
+    banner = []
+    if prov["dirty"]:
+        banner.append(f"> **NOT A PUBLICATION OF RECORD: {len(prov['dirty'])} of {prov['runs']} "
+                      "runs were trained by a build with uncommitted changes** (written with "
+                      "--allow-dirty): the code that trained them is in no commit.")
+    if prov["mixed"]:
+        banner.append(f"> **NOT A PUBLICATION OF RECORD: the runs come from different builds** "
+                      f"({builds_text(prov)}; written with --allow-mixed-builds).")
+    if prov["unknown"]:
+        banner.append(f"> **PROVENANCE UNKNOWN: {len(prov['unknown'])} of {prov['runs']} runs "
+                      "record no build commit** (trained before ledgerlm recorded it, or by a "
+                      "binary built outside git): which code trained them cannot be checked "
+                      "from the runs.")
+    if not prov["commits"]:
+        trained = "no run records the commit of the build that trained it"
+    else:
+        trained = builds_text(prov) + ("; with uncommitted changes" if prov["dirty"] else
+                                       "; clean builds (no uncommitted changes)")
+    return banner + ([""] if banner else []), f"- Trained by: {trained}."
 
 
 
@@ -551,18 +667,66 @@ def compare(arms, baseline, alpha=ALPHA):
     return comps, verdict(testable, baseline, alpha)
 
 
-def arms_table(arms, loss_label="mean final val loss"):
-    lines = [f"| arm | n | {loss_label} | 95% CI | tokens per parameter |", "|---|---|---|---|---|"]
+def arms_table(arms, loss_label="mean final val loss", failures=None):
+    """FAILURES: {arm: (runs kept out, runs)} adds the failure rate with its exact 95% interval."""
+    extra = " failed (95% Clopper-Pearson) |" if failures is not None else ""
+    lines = [f"| arm | n | {loss_label} | 95% CI | tokens per parameter |{extra}",
+             "|---|---|---|---|---|" + ("---|" if extra else "")]
     for arm, a in sorted(arms.items(), key=lambda kv: kv[1]["mean"]):
         ci = f"[{fmt(a['low'])}, {fmt(a['high'])}]" if a["low"] is not None else "(n < 2)"
+        rate = f" {seed_stats.rate_text(*failures.get(arm, (0, 0)))} |" if extra else ""
         lines.append(f"| {arm} | {a['n']} | {fmt(a['mean'])} | {ci} | "
-                     f"{fmt(a['tokens_per_param'], 2)} |")
+                     f"{fmt(a['tokens_per_param'], 2)} |{rate}")
+    return lines + [""]
+
+
+def kept_out(run):
+    return run["flag"] != "ok"
+
+
+def diverged(run):
+    return run["status"] == "failed"
+
+
+def failure_counts(runs, key, failed=kept_out):
+    """{KEY(run): (runs FAILED says failed, runs)} over RUNS that finished or failed."""
+    out = {}
+    for r in runs:
+        k, n = out.get(key(r), (0, 0))
+        out[key(r)] = (k + bool(failed(r)), n + 1)
+    return out
+
+
+def failure_lines(runs, what, failed=kept_out):
+    """The failure rate per optimizer over RUNS with its exact 95% interval (at 3 seeds, 0
+    failures still allows a rate up to 71%). FAILED: kept_out (failed, unstable or no better than
+    the unigram: the runs the loss statistics leave out) or diverged (status failed: a
+    steps-to-target study keeps every other run)."""
+    counts = failure_counts(runs, lambda r: r["axes"].get(OPTIM, "-"), failed)
+    if not counts:
+        return []
+    definition = ("Runs kept out of the loss statistics (failed, unstable, or no better than the "
+                  "unigram floor)" if failed is kept_out else "Runs that failed (diverged)")
+    lines = [f"## Failure rate per optimizer ({what})", "",
+             f"{definition} over the runs that ended; interval: exact binomial "
+             "(Clopper-Pearson), 95%. A run that ends high after a loss spike but below those "
+             "bars is not counted.", "",
+             "| optimizer | failed / runs (rate, 95% CI) |", "|---|---|"]
+    lines += [f"| {opt} | {seed_stats.rate_text(k, n)} |" for opt, (k, n) in sorted(counts.items())]
     return lines + [""]
 
 
 def comparison_lines(arms, baseline, alpha, veto=()):
     """The paired table against BASELINE and the verdict; VETO: reasons that forbid a winner."""
     comps, winner = compare(arms, baseline, alpha)
+    testable = [c for c in comps.values() if c.get("p") is not None]
+    pairs = min((c["n"] for c in testable), default=0)
+    effect = seed_stats.detectable_effect(pairs, len(testable), alpha)
+    power = ([f"Power: with {pairs} pairs and Holm over {len(testable)} comparisons, the "
+              f"first-ranked comparison is significant only when its mean difference exceeds "
+              f"{effect:.1f} standard deviations of its paired differences (t({pairs - 1}) at "
+              f"{100 * (1 - alpha / len(testable)):.2f}%); \"no winner\" at this n is weak "
+              "evidence that the arms do not differ.", ""] if effect is not None else [])
     lines = [f"Paired by seed: arm minus `{baseline}` (negative: lower loss than the baseline).",
              "", "| arm | pairs | mean difference | 95% CI | p | p (Holm) | corrected CI |",
              "|---|---|---|---|---|---|---|"]
@@ -576,8 +740,9 @@ def comparison_lines(arms, baseline, alpha, veto=()):
         lines += ["", f"**No winner named** (the statistics would say: "
                   f"{'Winner: ' + winner if winner else 'no winner at this n'}), because:", ""]
         lines += [f"- {why}" for why in veto]
-        return lines + [""], None
-    return lines + ["", f"**Winner: {winner}**" if winner else "**No winner at this n**", ""], winner
+        return lines + [""] + power, None
+    return lines + ["", f"**Winner: {winner}**" if winner else "**No winner at this n**", ""] + \
+        ([] if winner else power), winner
 
 
 def header_lines(study, manifest, done, reported_split):
@@ -592,6 +757,9 @@ def header_lines(study, manifest, done, reported_split):
             first = min(e - w for e, w in ends)
             span = (f", span {max(e for e, _ in ends) - first:.1f} s (first start to last end, "
                     f"from the summaries' file times)")
+        else:
+            span = (" (no span: the file times of a published copy are not when the runs "
+                    "ran)")
         lines.append(f"- Runs: {len(walls)} x {np.mean(walls):.1f} s mean wall time per run; "
                      f"total {sum(walls):.1f} s of run wall time{span}.")
     datas = sorted({r["data"] for r in done if r["data"]})
@@ -684,12 +852,15 @@ def finals_lines(manifest, final_runs, final_arms, study, alpha, cores, base, sp
              f"Each arm's chosen setting retrained on seeds {finals.get('seeds')}, compared on "
              f"the full {split} split. Baseline: optim.name = `{manifest.get('baseline')}` "
              "within each group of arms that share the select axes other than optim.name.", ""]
-    curves = {}
+    curves, seed_curves = {}, {}
     for arm in final_arms:
-        curves[arm] = mean_curve([r["curve"] for r in final_runs if r["arm"] == arm])
+        seed_curves[arm] = [r["curve"] for r in final_runs if r["arm"] == arm]
+        curves[arm] = mean_curve(seed_curves[arm])
+    failures = failure_counts(final_runs, lambda r: r["arm"])
     for key, g in groups.items():
         arms = {a: final_arms[a] for a in g["arms"]}
-        lines += [f"### {group_label(key)}", ""] + arms_table(arms, f"mean final {split} loss")
+        lines += [f"### {group_label(key)}", ""] + arms_table(arms, f"mean final {split} loss",
+                                                              failures)
         veto = ()
         if key == ("wall clock",):
             wall_runs = [r for r in final_runs if r["wall_clock"] and r["status"] == "finished"]
@@ -714,19 +885,7 @@ def finals_lines(manifest, final_runs, final_arms, study, alpha, cores, base, sp
             continue
         more, _ = comparison_lines(arms, g["baseline"], alpha, veto)
         lines += more
-        base_tokens, base_losses = curves.get(g["baseline"], ([], []))
-        if base_losses:
-            target = base_losses[-1]
-            reach = {a: tokens_to_target(*curves[a], target) for a in g["arms"]}
-            lines += [f"Tokens to target: target = `{g['baseline']}`'s mean final eval-window val "
-                      f"loss {target:.4f}; the tokens at which each arm's mean eval curve first "
-                      "reaches it (linear between eval points); speedup = the baseline's tokens "
-                      "/ the arm's.", "", "| arm | tokens to target | speedup |", "|---|---|---|"]
-            for a in g["arms"]:
-                sp = speedup(reach[g["baseline"]], reach[a])
-                lines.append(f"| {a} | {'not reached' if reach[a] is None else f'{reach[a]:.0f}'}"
-                             f" | {'-' if sp is None else f'{sp:.2f}x'} |")
-            lines.append("")
+        lines += speedup_lines(g, seed_curves)
     png = curves_plot(manifest.get("name", study.name), groups, curves,
                       study / "finals_val_curves.png", base)
     if png:
@@ -750,12 +909,57 @@ def finals_lines(manifest, final_runs, final_arms, study, alpha, cores, base, sp
     return lines
 
 
-def report(study_dir, alpha=ALPHA, cores=None):
+def speedup_lines(group, seed_curves):
+    """Tokens to target against the baseline's median seed (seed_stats.median_seed_speedup) with
+    bootstrap intervals, for the arms of one finals group."""
+    base = seed_curves.get(group["baseline"], [])
+    point = seed_stats.median_seed_speedup(base, base) if base else None
+    if not point:
+        return []
+    lines = [f"Tokens to target: target = the final eval-window val loss of "
+             f"`{group['baseline']}`'s median seed (the seed with the median final loss), "
+             f"{point['target']:.4f}, which "
+             f"that seed first reaches at {point['base_tokens']:.0f} tokens; each arm's tokens: "
+             "the median over its seeds of the tokens at which each seed's eval curve first "
+             "reaches it (linear between eval points; a seed that never does counts as never); "
+             "speedup = the baseline's tokens / the arm's. Interval: "
+             f"{seed_stats.SPEEDUP_RESAMPLES} bootstrap resamples (fixed seed) of both arms' "
+             "seeds, the median seed and its target re-chosen in each, a resample in which the "
+             "arm does not reach the target counting as speedup 0; 95% percentile (with 3 seeds "
+             "a coarse interval: a resample has only 10 distinct seed multisets per arm).", "",
+             "| arm | seeds reaching it | tokens to target (median over seeds) | speedup | "
+             "95% CI |",
+             "|---|---|---|---|---|"]
+    for a in group["arms"]:
+        curves = [c for c in seed_curves.get(a, []) if c]
+        sp = seed_stats.median_seed_speedup(base, curves)
+        if sp is None:
+            lines.append(f"| {a} | - | - | - | - |")
+            continue
+        n_reach = sum(seed_stats.tokens_to_target(c, point["target"]) is not None for c in curves)
+        if a == group["baseline"]:
+            lines.append(f"| {a} | {n_reach}/{len(curves)} | {point['base_tokens']:.0f} | 1.00x "
+                         "(reference) | - |")
+            continue
+        low, high = seed_stats.bootstrap_speedup(base, curves)
+        ci = "-" if low is None or high == 0 else f"[{low:.2f}x, {high:.2f}x]"
+        tokens = "not reached" if sp["arm_tokens"] is None else f"{sp['arm_tokens']:.0f}"
+        speed = "-" if sp["arm_tokens"] is None else f"{sp['speedup']:.2f}x"
+        lines.append(f"| {a} | {n_reach}/{len(curves)} | {tokens} | {speed} | {ci} |")
+    return lines + [""]
+
+
+def report(study_dir, alpha=ALPHA, cores=None, allow_dirty=False, allow_mixed=False):
     cores = cores or os.cpu_count()
     study = Path(study_dir)
     manifest = json.loads((study / "manifest.json").read_text())
     runs = [read_run(study, e) for e in manifest["runs"]]
     done = [r for r in runs if r["status"] in ("finished", "failed")]
+    prov = provenance(done)
+    refused = provenance_refusal(prov, allow_dirty, allow_mixed)
+    if refused:  # before anything is written
+        raise ProvenanceError(refused)
+    banner, trained = provenance_lines(prov)
     full = bool(done) and all(r["full"] is not None for r in done if r["status"] == "finished")
     for r in done:
         r["loss"], r["split"] = run_loss(r, full)
@@ -777,15 +981,16 @@ def report(study_dir, alpha=ALPHA, cores=None):
     data = next((r["data"] for r in done if r["data"]), None)
 
     steps_objective = manifest.get("objective") == "steps_to_target"
-    lines = [f"# Study {manifest.get('name', study.name)}", "",
+    lines = [f"# Study {manifest.get('name', study.name)}", ""] + banner + [
              f"- Written by scripts/study_report.py (`ledgerlm study report {study_dir}`) from "
              f"{len(done)} of {len(manifest['runs'])} planned runs (" +
              (f"{sum(r['status'] == 'failed' for r in done)} failed)." if steps_objective else
               f"{len(good)} kept)."),
              f"- Study file: {manifest.get('study')}; base config: "
              f"{manifest.get('config') or '(none: [base] keys only)'}.",
-             f"- Commit: {version()}.",
-             f"- CPU: {machine()}.",
+             trained,
+             f"- Report program: scripts/study_report.py at commit {version()}.",
+             cpu_line(done),
              ("- Compared: the steps (and tokens) to the study's target_loss on the in-run "
               "evals (train.eval_windows val windows; runs/NAME/study_eval.json "
               "steps_to_target); final losses below are context." if steps_objective else
@@ -809,8 +1014,10 @@ def report(study_dir, alpha=ALPHA, cores=None):
     if steps_objective:  # batch-size science: steps to a target, not final losses
         lines += batch_science.report_lines(study, manifest)
         lines += batch_science.selection_lines(manifest)
+        lines += failure_lines(done, "sweep and finals", diverged)
     elif finals:
         lines += ["## Sweep settings", ""] + arms_table(arms) + selection
+        lines += failure_lines([r for r in done if r["phase"] != "final"], "sweep")
     else:
         lines += ["## Arms", ""] + arms_table(arms)
         baseline = manifest.get("baseline")
@@ -892,13 +1099,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir")
     ap.add_argument("--alpha", type=float, default=ALPHA)
+    ap.add_argument("--allow-dirty", action="store_true",
+                    help="write the report even if runs were trained by a build with "
+                         "uncommitted changes (marked so at its top)")
+    ap.add_argument("--allow-mixed-builds", action="store_true",
+                    help="write the report even if the runs come from different builds "
+                         "(marked so at its top)")
     ap.add_argument("--publish", metavar="OUT",
                     help="then copy the report, PNGs, manifest and each run's summary, config, "
                          "evaluation and gzipped metrics (no weights) into OUT")
     args = ap.parse_args()
     if not (Path(args.dir) / "manifest.json").is_file():
         sys.exit(f"study_report: error: {args.dir}/manifest.json not found (ledgerlm study plan)")
-    print(f"study report: {report(args.dir, args.alpha)}")
+    try:
+        path = report(args.dir, args.alpha, allow_dirty=args.allow_dirty,
+                      allow_mixed=args.allow_mixed_builds)
+    except ProvenanceError as e:
+        print(f"ledgerlm: error: {e}", file=sys.stderr)
+        return 1
+    print(f"study report: {path}")
     if args.publish:
         print(f"study report: published to {publish(args.dir, args.publish)}")
     return 0

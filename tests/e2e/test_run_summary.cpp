@@ -6,10 +6,16 @@
 //   - compare prints the summaries side by side and exactly the config keys that differ;
 //   - compare's errors are one line;
 //   - a run that fails (diverged, fp16's consecutive-skip limit) writes one saying "failed" and
-//     why (before, it left none and compare said "running, or killed"), and resumes.
+//     why (before, it left none and compare said "running, or killed"), and resumes;
+//   - provenance: `ledgerlm --version` names the commit the binary was built from (and whether it
+//     had uncommitted changes), every run records the same in summary.json and in the first
+//     metrics.jsonl record, and cmake/build_info.cmake writes "unknown" outside git, marks an
+//     edited checkout dirty and leaves its file untouched when nothing changed.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "tests/support/run_files_test_support.h"
@@ -243,6 +249,90 @@ TEST_F(SummaryTest, CompareErrorsAreOneLine) {
   expect_error("", "runs");  // no run given
   ASSERT_TRUE(write_file(run_dir("cmp_err") + "/summary.json", "{\"steps\": 3"));
   expect_error(run_dir("cmp_err"), "summary.json");
+}
+
+// The commit and dirty word of `ledgerlm --version`'s one line, which must have this form.
+struct VersionLine {
+  std::string commit, state;
+};
+
+VersionLine parse_version(const std::string& out) {
+  std::smatch m;
+  const std::regex form(
+      "^ledgerlm [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{40}|unknown)"
+      "(, clean|, with uncommitted changes|: built outside a git checkout|, changes "
+      "unknown)\\)\n$");
+  if (!std::regex_match(out, m, form)) return {};
+  return {m[1], m[2]};
+}
+
+TEST_F(SummaryTest, VersionNamesTheCommitOfTheSourceTree) {
+  const CommandResult v = run_command(bin() + " --version");
+  ASSERT_EQ(v.exit_code, 0) << v.output;
+  const VersionLine line = parse_version(v.output);
+  ASSERT_FALSE(line.commit.empty()) << "not one version line: " << v.output;
+  const CommandResult head =
+      run_command("git -C " + testing::source_dir() + " rev-parse --verify HEAD 2>/dev/null");
+  const std::string want = head.exit_code == 0 ? head.output.substr(0, 40) : "unknown";
+  EXPECT_EQ(line.commit, want) << "the checkout the binary was built from";
+}
+
+TEST_F(SummaryTest, EveryRunRecordsTheBuildThatTrainedIt) {
+  const CommandResult r = train("build", "--train.max_steps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const VersionLine line = parse_version(run_command(bin() + " --version").output);
+  ASSERT_FALSE(line.commit.empty());
+  const json s = summary_json("build");
+  ASSERT_TRUE(s.contains("build")) << s.dump();
+  EXPECT_EQ(s["build"]["commit"], line.commit);
+  const json want_dirty = line.state == ", clean"                      ? json(false)
+                          : line.state == ", with uncommitted changes" ? json(true)
+                                                                       : json();
+  EXPECT_EQ(s["build"]["dirty"], want_dirty) << line.state;
+  EXPECT_EQ(metrics("build").front()["build"], s["build"]) << "the log's first record";
+}
+
+// The generator itself, on checkouts made here: outside git, a clean commit, an edited tracked
+// file (untracked files do not count), and a re-run that changes nothing keeps the file as it
+// was (so the build recompiles nothing).
+TEST_F(SummaryTest, BuildInfoGeneratorSaysUnknownCleanOrDirty) {
+  const std::string dir = testing::make_temp_dir("build_info");
+  const std::string out = dir + "/gen.cpp";
+  fs::create_directories(dir + "/plain");
+  auto generate = [&](const std::string& src) {
+    const CommandResult g =
+        run_command("cmake -DSRC=" + src + " -DVERSION=9.8.7 -DOUT=" + out + " -P " +
+                    testing::source_dir() + "/cmake/build_info.cmake 2>&1");
+    EXPECT_EQ(g.exit_code, 0) << g.output;
+    return read_file(out);
+  };
+  std::string text = generate(dir + "/plain");
+  EXPECT_NE(text.find("build_commit() { return \"unknown\"; }"), std::string::npos) << text;
+  EXPECT_NE(text.find("build_dirty() { return -1; }"), std::string::npos) << text;
+  EXPECT_NE(text.find("build_version() { return \"9.8.7\"; }"), std::string::npos) << text;
+
+  const std::string repo = dir + "/repo";
+  fs::create_directories(repo);
+  write_file(repo + "/a.txt", "one\n");
+  const CommandResult init =
+      run_command("cd " + repo +
+                  " && git init -q && git add a.txt && git -c user.name=t -c user.email=t@t "
+                  "commit -q -m one && git rev-parse HEAD");
+  ASSERT_EQ(init.exit_code, 0) << init.output;
+  const std::string head = init.output.substr(0, 40);
+  write_file(repo + "/untracked.txt", "not part of the build\n");
+  text = generate(repo);
+  EXPECT_NE(text.find("build_commit() { return \"" + head + "\"; }"), std::string::npos) << text;
+  EXPECT_NE(text.find("build_dirty() { return 0; }"), std::string::npos) << text;
+  const auto written = fs::last_write_time(out);
+  fs::last_write_time(out, written - std::chrono::hours(1));
+  generate(repo);
+  EXPECT_EQ(fs::last_write_time(out), written - std::chrono::hours(1))
+      << "unchanged provenance must not rewrite the file (nothing would need recompiling)";
+
+  write_file(repo + "/a.txt", "two\n");
+  text = generate(repo);
+  EXPECT_NE(text.find("build_dirty() { return 1; }"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -146,9 +146,19 @@ TEST_F(Study, StoppedAndResumedEqualsUninterrupted) {
     EXPECT_TRUE(ea["full_val_loss"].is_number()) << name;
   }
   // The report: every run finished, an interval per arm, the comparison with the baseline.
-  const CommandResult rep = study("report " + a);
+  // --allow-dirty: a checkout with uncommitted changes builds a binary whose runs say so, and
+  // the report refuses them without it (a clean checkout, as in CI, needs no flag).
+  const CommandResult rep = study("report --allow-dirty " + a);
   ASSERT_EQ(rep.exit_code, 0) << rep.output;
   const std::string md = read_file(a + "/REPORT.md");
+  // Provenance: the runs record the build that trained them, which the report names.
+  const json build = summary(a, manifest["runs"][0]["name"])["build"];
+  ASSERT_TRUE(build.is_object()) << summary(a, manifest["runs"][0]["name"]).dump();
+  const std::string commit = build["commit"];
+  const std::string trained = commit == "unknown"
+                                  ? "- Trained by: no run records the commit"
+                                  : "- Trained by: " + commit.substr(0, 12) + " (8 runs)";
+  EXPECT_NE(md.find(trained), std::string::npos) << md;
   EXPECT_NE(md.find("from 8 of 8 planned runs"), std::string::npos) << md;
   EXPECT_NE(md.find("whole val split"), std::string::npos) << md;
   EXPECT_NE(md.find("| sgd_lr0.3 | 2 |"), std::string::npos) << md;
@@ -239,7 +249,7 @@ TEST_F(Study, OptimizersSmokeStudyRunsAndReports) {
   }
   EXPECT_EQ(finals, 18);
   EXPECT_EQ(wall, 9);
-  const CommandResult rep = study("report " + dir);
+  const CommandResult rep = study("report --allow-dirty " + dir);
   ASSERT_EQ(rep.exit_code, 0) << rep.output;
   const std::string md = read_file(dir + "/REPORT.md");
   EXPECT_NE(md.find("# Study optimizers_smoke"), std::string::npos) << md;
@@ -307,7 +317,7 @@ TEST_F(Study, GlobalBatchSmokeStudyScalesTheLrByItsRule) {
   EXPECT_NE(sq.find("\nlr = 0.02\n"), std::string::npos) << sq;
   const std::string fixed = read_file(dir + "/runs/b1x8x2_lr-fixed_seed2/config.toml");
   EXPECT_NE(fixed.find("\nlr = 0.01\n"), std::string::npos) << fixed;
-  const CommandResult rep = study("report " + dir);
+  const CommandResult rep = study("report --allow-dirty " + dir);
   ASSERT_EQ(rep.exit_code, 0) << rep.output;
   const std::string md = read_file(dir + "/REPORT.md");
   EXPECT_NE(md.find("arm minus `b1x4x1_lr-fixed`"), std::string::npos) << md;

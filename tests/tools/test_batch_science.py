@@ -5,7 +5,7 @@ recovering known Smin/Emin, the bounds when the ladder misses the knee, the LR r
 a fabricated steps-to-target study (3 Gs x 3 LRs, finals, a second optimizer at the largest G)
 rendered end to end by scripts/study_report.py; and scripts/split_equivalence.py on fabricated
 splits of one global batch (a split off by 1e-6 passes, one off by 0.05 is named). Run by ctest
-(BatchScience); about 5 s.
+(BatchScience); about 12 s.
 
 Hand values:
 - Evals (0, 3.0), (10, 2.8), (20, 2.4), target 2.5: 10 + 10 * (2.8 - 2.5) / (2.8 - 2.4) = 17.5.
@@ -15,6 +15,22 @@ Hand values:
   two seeds at S x 0.95 and S x 1.05, mean S; t interval half width t(0.975, 1) x 0.05 S =
   12.7062047 x 0.05 S: at G = 8, 500 +- 317.6551. LR rules from G = 8: sqrt exact (error 0);
   fixed and linear off by ln 2 at G = 32 and ln 4 at G = 128: rms ln 2 x sqrt(2.5) = 1.0959.
+  The per-step noise estimates: tr(Sigma) = 5 + 0.1 s, |G|^2 = 1 at every tenth step s, and one
+  spike (tr 1e4) at step 10, which the logged EMA would carry and the window means must not.
+  B_simple at the target, G = 32 (finals at 190 and 210 steps; the eval curve falls 1.5 nats
+  over S steps, so +-0.05 nats is +-S/30 steps: [183.7, 196.3] holds step 190, [203, 217] step
+  210): (24 + 26) / (1 + 1) = 25.
+- Window means (check_window_b_simple): eval curve (0, 5.0), (100, 3.0), tr(Sigma) = s and
+  |G|^2 = 1 at steps 1..100 except |G|^2 = 2 at step 50 and tr 1e6 at step 5. At L = 4.0 +- 0.05
+  the curve is in the window from step 47.5 (4.05) to 52.5 (3.95): steps 48..52, tr sum 250,
+  |G|^2 sum 6, B_simple 250 / 6 = 41.6666667 (a ratio of means; the mean of the ratios would be
+  45). A curve (0, 5.0), (100, 4.0) never reaches 3.95: the window runs from 95 to the last step,
+  steps 95..100: 585 / 6 = 97.5.
+- B_crit per target (check_bcrit_targets): piecewise-linear eval curves through (0, 5.0),
+  (S1(G), 4.0), (S2(G), 3.0), S1 = 100 + 3200/G (B_crit 32 at L = 4.0), S2 = 200 + 12800/G
+  (B_crit 64 at L = 3.0); halfway, at L = 3.5, S = (S1 + S2)/2 = 150 + 8000/G: B_crit 53.333333.
+  G = 8, 32, 128; per G the best LR's cell holds three runs at 1, 0.95 and 1.05 times S (mean
+  S), a second LR one run at 1.2 S.
 """
 import gzip
 import json
@@ -141,7 +157,8 @@ def write_run(study, entry, steps, status="finished", gz=False):
     recs = []
     for s in range(0, last + 1, 10):
         if s:
-            recs.append({"step": s, "tokens": s * g * SEQ, "loss": 3.0, "b_simple": 5 + 0.1 * s})
+            recs.append({"step": s, "tokens": s * g * SEQ, "loss": 3.0, "b_simple": 5 + 0.1 * s,
+                         "gns_trace": 1e4 if s == 10 else 5 + 0.1 * s, "gns_g2": 1.0})
         recs.append({"step": s, "tokens": s * g * SEQ,
                      "val_loss": 4.0 - (4.0 - TARGET) * s / steps})
     if status == "failed":
@@ -221,7 +238,13 @@ def check_study():
                      "| adamw | 0.004 | 125.0 |",
                      # G = 32: 0.32 / 0.64 MB, 10 ms a step, B_simple 24 and 26 at steps 190 and 210
                      "| adamw | 32 | 1x32x1 | 0.32 | 0.64 | 10.00 | 1000 | 25.0 |",
-                     "| adamw_b32 | adamw_b32_lr0.002 | 200.0 | 3 |"):
+                     "| adamw_b32 | adamw_b32_lr0.002 | 200.0 | 3 |",
+                     # Every run's curve is linear from 4.0, so B_crit is 32 at every target.
+                     "## Critical batch as a function of the target",
+                     "| adamw | 2.5 (the study's) | 32.0 |", "| adamw | 3.1 | 32.0 |",
+                     "![B_crit and B_simple vs target](bcrit_vs_target.png)",
+                     "## Failure rate per optimizer (sweep and finals)",
+                     "| adamw | 1/15 (7%, [0%, 32%]) |"):
             check(f"REPORT.md has `{want}`", want in report)
         lines = [ln for ln in report.splitlines() if ln.startswith("- adamw: Smin")]
         print("  " + (lines[0] if lines else "(no B_crit line)"))
@@ -262,7 +285,60 @@ def check_equivalence():
                                           {"axes": {"batch": "1x4x1"}}]}))
 
 
-for part in (check_steps_to_target, check_fit, check_lr_rules, check_study, check_equivalence):
+def check_window_b_simple():
+    bt = bs.bcrit_targets
+    recs = evals([(0, 5.0), (100, 3.0)])
+    recs += [{"step": k, "gns_trace": 1e6 if k == 5 else float(k),
+              "gns_g2": 2.0 if k == 50 else 1.0} for k in range(1, 101)]
+    trace, g2, n = bt.window_sums(recs, 4.0)
+    close("window steps", n, 5, 0)
+    close("window B_simple (ratio of window means)", trace / g2, 250 / 6, 1e-12)
+    run = {"summary": {"status": "finished"}, "records": recs}
+    close("pooled over one run", bt.pooled_b_simple([run], 4.0)[0], 250 / 6, 1e-12)
+    close("pooled over two equal runs", bt.pooled_b_simple([run, run], 4.0)[0], 250 / 6, 1e-12)
+    short = evals([(0, 5.0), (100, 4.0)]) + [{"step": k, "gns_trace": float(k), "gns_g2": 1.0}
+                                             for k in range(1, 101)]
+    trace, g2, n = bt.window_sums(short, 4.0)
+    close("window to the last step when L - 0.05 is never reached", trace / g2, 97.5, 1e-12)
+    check("no window when L + 0.05 is never reached", bt.window_sums(short, 3.9) is None)
+
+
+def check_bcrit_targets():
+    bt = bs.bcrit_targets
+    runs = []
+    for g in (8, 32, 128):
+        s1, s2 = 100 + 3200 / g, 200 + 12800 / g
+        for lr, factors in ((1e-3, (1.0, 0.95, 1.05)), (2e-3, (1.2,))):
+            for f in factors:
+                recs = evals([(0, 5.0), (f * s1, 4.0), (f * s2, 3.0), (f * s2 + 100, 2.9)])
+                runs.append({"arm": "adamw", "g": g, "lr": lr, "records": recs,
+                             "summary": {"status": "finished"}})
+    for target, want in ((4.0, 32.0), (3.5, 8000 / 150), (3.0, 64.0)):
+        b = bt.bcrit_at(runs, "adamw", target, resamples=200)
+        close(f"B_crit at L = {target}", b["bcrit"], want, 1e-6 * want)
+        check(f"B_crit at L = {target}: best LR 1e-3 at every G",
+              all(lr == 1e-3 for lr, _ in b["best"].values()))
+        check(f"B_crit at L = {target}: the interval holds the point",
+              b["low"] is not None and b["low"] <= b["bcrit"] <= b["high"])
+        check(f"B_crit at L = {target}: resampled the one-run LRs from a pool of 9",
+              b["pool"] == 9 and b["kept"] == 200)
+    again = bt.bcrit_at(runs, "adamw", 3.5, resamples=200)
+    check("the per-target bootstrap is deterministic",
+          (again["low"], again["high"]) == (bt.bcrit_at(runs, "adamw", 3.5, 200)["low"],
+                                            bt.bcrit_at(runs, "adamw", 3.5, 200)["high"]))
+    # A G whose every run misses the target: no fit, named.
+    miss = [r for r in runs if r["g"] != 128] + [
+        {"arm": "adamw", "g": 128, "lr": 1e-3, "records": evals([(0, 5.0), (100, 4.5)]),
+         "summary": {"status": "finished"}}]
+    b = bt.bcrit_at(miss, "adamw", 4.0)
+    check("a G that misses the target: no B_crit, G named", b["bcrit"] is None and
+          b["missing"] == [128])
+    check("the target grid: 0.6 above to 0.3 below in 0.1 steps",
+          bt.target_grid(4.0) == [4.6, 4.5, 4.4, 4.3, 4.2, 4.1, 4.0, 3.9, 3.8, 3.7])
+
+
+for part in (check_steps_to_target, check_fit, check_lr_rules, check_window_b_simple,
+             check_bcrit_targets, check_study, check_equivalence):
     print(part.__name__)
     part()
 print("batch_science:", f"FAILED ({', '.join(failures)})" if failures else "all checks passed")

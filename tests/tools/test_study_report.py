@@ -3,7 +3,7 @@
 synthetic study directory (manifest, summaries, evaluations and logs written here, no training):
 the arms' intervals, the paired comparison with Holm's correction, the winner only where a
 corrected interval excludes 0, and unstable or failed runs kept out and listed. Run by ctest
-(StudyReportStatistics); takes about 5 s.
+(StudyReportStatistics); takes about 8 s.
 
 Hand computations (t quantiles: t(0.975, 3) = 3.182446305, t(0.975, 2) = 4.302652730):
 - [1, 2, 3, 4]: mean 2.5, sd sqrt(5/3) = 1.2909944, se 0.6454972, half 3.1824463 * 0.6454972
@@ -28,9 +28,26 @@ three token-budget and wall-clock groups), by hand:
 - Each group: lion - adamw = [-0.05, -0.04, -0.05]: mean -0.0466667, sd 0.0057735, se
   0.0033333, t = -14, p = 1 - 14 / sqrt(198) = 0.0050633; one comparison per group, so Holm
   leaves it at 0.005 (Holm over the two token groups together would give 0.010).
-- Tokens to target (group 1000): adamw's mean curve ends at 0.9 (the target, reached at its last
-  point, 1000 tokens); lion's passes 0.95 at 600 and 0.85 at 800: 600 + 0.05 * 200 / 0.1 = 700
-  tokens, speedup 1000 / 700 = 1.43x. Group 2000: lion's curve stays above 0.7: not reached.
+- Tokens to target (group 1000), against adamw's median seed: the seeds' curves are the arm's
+  curve + 0.01 x (k - 1), k = 0, 1, 2, so the median seed is k = 1, ending at 0.9 (the target,
+  reached at its last point, 1000 tokens). Lion's seeds cross 0.9 between 600 and 800 tokens at
+  600 + (0.95 + 0.01 (k - 1) - 0.9) x 200 / 0.1 = 680, 700, 720: median 700, speedup
+  1000 / 700 = 1.43x. Bootstrap: a resample's median seed is k = 0 (or k = 2) with probability
+  P(2 or 3 of 3 draws are it) = 7/27, so the extreme pair (baseline k, lion k) has probability
+  49/729 = 6.7% > 2.5% and the percentile interval is the extreme speedups: target 0.89 (base k
+  = 0), lion's median k = 2 crossing at 600 + 0.07 x 2000 = 740: 1000 / 740 = 1.35x; target 0.91,
+  lion's k = 0 at 600 + 0.03 x 2000 = 660: 1000 / 660 = 1.52x. Group 2000: lion's curve stays
+  above 0.7: not reached.
+- Clopper-Pearson, 95%: 0 of 3: [0, 1 - 0.025^(1/3)] = [0, 0.7075982]; 1 of 2: [1 - sqrt(0.975),
+  sqrt(0.975)] = [0.0125791, 0.9874209]; 3 of 3: [0.025^(1/3), 1] = [0.2924018, 1].
+- Detectable effect, 3 pairs, Holm over 9: t(1 - 0.05 / 18, 2) / sqrt(3); with 2 degrees of
+  freedom t(p) = q sqrt(2 / (1 - q^2)), q = 2p - 1 = 1 - 0.05 / 9: 13.3604 / 1.7320508 = 7.7136544.
+- Provenance: runs that record one clean commit pass; a dirty build, two commits (also within one
+  run: summary and first metrics record disagree after a resume), or some runs with a commit and
+  some without are refused with one line and exit 1, nothing written, unless --allow-dirty or
+  --allow-mixed-builds, which mark the report at its top; runs that record no build (published
+  before ledgerlm recorded it) are marked PROVENANCE UNKNOWN, not refused. The report program's
+  own dirty flag counts its scripts only (check_program_version).
 - Cost (lion, 9 runs): optimizer 1.0 ms, step 1.8 s * 1000 / 100 = 18 ms (wall runs 14.4 s / 800
   steps = 18 ms), share 1 / 18 = 5.6%, state 4000 bytes / 1000 params = 4.00.
 - Wall clock: 15 s asked; 15.9 s is +6.0% (out), 15.7 s +4.7% (in), 14.2 s -5.3% (out), 14.3 s
@@ -326,6 +343,156 @@ def check_pieces():
         failures.append(f"heatmap grid {xs} {ys} {grid.tolist()}")
 
 
+def check_seed_stats():
+    ss = sr.seed_stats
+    for (k, n), (lo, hi) in (((0, 3), (0.0, 0.7075982)), ((1, 2), (0.0125791, 0.9874209)),
+                             ((3, 3), (0.2924018, 1.0))):
+        got = ss.clopper_pearson(k, n)
+        close(f"Clopper-Pearson {k}/{n} low", got[0], lo)
+        close(f"Clopper-Pearson {k}/{n} high", got[1], hi)
+    if ss.clopper_pearson(0, 0) != (None, None):
+        failures.append("Clopper-Pearson of no runs must be (None, None)")
+    close("detectable effect, 3 pairs, Holm over 9", ss.detectable_effect(3, 9), 7.7136544)
+    # The median seed: the middle final loss, not the mean curve (a seed 0.3 high moves the mean).
+    def curve(final, reach):  # falls linearly from 2.0 at 0 tokens to FINAL at 1000
+        return [(0.0, 2.0), (1000.0, final)] if reach is None else [(0.0, 2.0), (reach, final)]
+    base = [curve(1.0, None), curve(1.3, None), curve(1.1, None)]
+    arm = [[(0.0, 2.0), (500.0, 1.0)]] * 3  # reaches 1.1 at 450 tokens
+    sp = ss.median_seed_speedup(base, arm)
+    close("median seed target", sp["target"], 1.1, 1e-12)
+    close("median seed tokens", sp["base_tokens"], 1000.0, 1e-9)
+    close("arm tokens to the median seed's target", sp["arm_tokens"], 450.0, 1e-9)
+    close("speedup vs the median seed", sp["speedup"], 1000 / 450, 1e-12)
+    # Deterministic: the same seed gives the same interval; identical arm seeds and one baseline
+    # seed repeated give a zero-width interval at the point value.
+    a1 = ss.bootstrap_speedup(base, arm)
+    if a1 != ss.bootstrap_speedup(base, arm):
+        failures.append("the speedup bootstrap is not deterministic with its fixed seed")
+    flat = ss.bootstrap_speedup([curve(1.1, None)] * 3, arm)
+    close("speedup interval, no spread: low", flat[0], 1000 / 450, 1e-9)
+    close("speedup interval, no spread: high", flat[1], 1000 / 450, 1e-9)
+
+
+def provenance_study(study, builds):
+    """Three seeds of arms A and B (B 0.5 lower); BUILDS: {run name: (summary build, first
+    metrics record's build)}, a build None: not recorded."""
+    runs = []
+    for seed, (a, b) in enumerate([(3.0, 2.5), (3.2, 2.71), (3.1, 2.59)], start=1):
+        for arm, loss in (("A", a), ("B", b)):
+            name = f"{arm}_seed{seed}"
+            runs.append(write_run(study, name, {"optim.name": arm, "train.seed": str(seed)},
+                                  "finished", [5, 4], loss))
+            summary_build, first_build = builds.get(name, (None, None))
+            d = study / "runs" / name
+            if summary_build:
+                s = json.loads((d / "summary.json").read_text())
+                (d / "summary.json").write_text(json.dumps({**s, "build": summary_build}))
+            if first_build:
+                text = (d / "metrics.jsonl").read_text()
+                (d / "metrics.jsonl").write_text(json.dumps({"step": 0, "build": first_build}) +
+                                                 "\n" + text)
+    (study / "manifest.json").write_text(json.dumps(
+        {"format": 1, "name": "prov", "baseline": "A", "config": "", "runs": runs}))
+    return study
+
+
+def run_main(args):
+    """study_report.main() on ARGS in this process (no interpreter start per case): (exit code,
+    stderr)."""
+    import contextlib
+    import io
+    err, argv = io.StringIO(), sys.argv
+    sys.argv = ["study_report.py"] + args
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = sr.main()
+    except SystemExit as e:
+        code = e.code
+    finally:
+        sys.argv = argv
+    return code, err.getvalue()
+
+
+def check_provenance():
+    clean = {"version": "0.1.0", "commit": "a" * 40, "dirty": False}
+    other = {**clean, "commit": "b" * 40}
+    dirty = {**clean, "dirty": True}
+    names = [f"{arm}_seed{s}" for s in (1, 2, 3) for arm in ("A", "B")]
+    everyone = {n: (clean, clean) for n in names}
+    cases = [
+        ("one clean build", everyone, [], 0, "- Trained by: aaaaaaaaaaaa (6 runs); clean builds"),
+        ("a dirty build", {**everyone, "B_seed2": (dirty, dirty)}, [], 1,
+         "ledgerlm: error: study report: 1 of 6 runs were trained by a build with uncommitted "
+         "changes (first: B_seed2): commit, rebuild and run them again, or pass --allow-dirty"),
+        ("a dirty build allowed", {**everyone, "B_seed2": (dirty, dirty)}, ["--allow-dirty"], 0,
+         "# Study prov\n\n> **NOT A PUBLICATION OF RECORD: 1 of 6 runs were trained by a build "
+         "with uncommitted changes** (written with --allow-dirty)"),
+        ("two commits", {**everyone, "A_seed3": (other, other)}, [], 1,
+         "ledgerlm: error: study report: the runs were trained by different builds (aaaaaaaaaaaa "
+         "(5 runs), bbbbbbbbbbbb (1 runs)): run them again with one build, or pass "
+         "--allow-mixed-builds"),
+        ("a resume by another build", {**everyone, "A_seed1": (clean, other)}, [], 1,
+         "the runs were trained by different builds (aaaaaaaaaaaa (6 runs), bbbbbbbbbbbb "
+         "(1 runs))"),
+        ("some runs without a build", {n: everyone[n] for n in names[:4]}, [], 1,
+         "(aaaaaaaaaaaa (4 runs), none recorded (2 runs))"),
+        ("two commits allowed", {**everyone, "A_seed3": (other, other)},
+         ["--allow-mixed-builds"], 0,
+         "> **NOT A PUBLICATION OF RECORD: the runs come from different builds** (aaaaaaaaaaaa"),
+        ("no build recorded", {}, [], 0,
+         "> **PROVENANCE UNKNOWN: 6 of 6 runs record no build commit** (trained before ledgerlm "
+         "recorded it"),
+    ]
+    for what, builds, flags, code, want in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            study = provenance_study(Path(tmp), builds)
+            returncode, stderr = run_main([str(study)] + flags)
+            report = study / "REPORT.md"
+            got = stderr if code else (report.read_text() if report.is_file() else "")
+            if returncode != code:
+                failures.append(f"provenance, {what}: exit {returncode}, want {code} "
+                                f"({stderr.strip()})")
+            elif want not in got:
+                failures.append(f"provenance, {what}: lacks {want!r}:\n{got[:600]}")
+            if code and (report.exists() or len(stderr.strip().splitlines()) != 1 or
+                         any(study.glob("*.png"))):
+                failures.append(f"provenance, {what}: a refusal must write nothing and say one "
+                                f"line: {stderr!r}")
+            if not code and "PROVENANCE UNKNOWN" in got and builds:
+                failures.append(f"provenance, {what}: runs with a build are not unknown")
+
+
+def check_program_version():
+    """The report program's commit and dirty flag look at its own scripts/ only: a results file
+    changed in the same checkout (the report just written) does not make it dirty, an edited
+    script does."""
+    import shutil
+    import subprocess
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp)
+        shutil.copytree(Path(sr.__file__).parent, repo / "scripts",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (repo / "results").mkdir()
+        (repo / "results" / "REPORT.md").write_text("old\n")
+        git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(git + ["init", "-q"], check=True)
+        subprocess.run(git + ["add", "."], check=True)
+        subprocess.run(git + ["commit", "-q", "-m", "x"], check=True)
+
+        def version():
+            return subprocess.run(
+                [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                 "import study_report; print(study_report.version())", str(repo / "scripts")],
+                capture_output=True, text=True).stdout.strip()
+        (repo / "results" / "REPORT.md").write_text("new\n")
+        if "uncommitted" in version():
+            failures.append(f"a changed results file marks the report program dirty: {version()}")
+        with open(repo / "scripts" / "figures.py", "a") as f:
+            f.write("# edited\n")
+        if "uncommitted" not in version():
+            failures.append(f"an edited script must mark the report program dirty: {version()}")
+
+
 def check_finals_report():
     with tempfile.TemporaryDirectory() as tmp:
         study = finals_study(Path(tmp))
@@ -357,9 +524,15 @@ def check_finals_report():
             "**Winner: lion_max-tokens1000_wall15s**",
             "| adamw_max-tokens1000_wall15s | 3 | 0.8100 |",
             # Tokens to target and speedup.
-            "target = `adamw_max-tokens1000`'s mean final eval-window val loss 0.9000",
-            "| lion_max-tokens1000 | 700 | 1.43x |", "| adamw_max-tokens1000 | 1000 | 1.00x |",
-            "| lion_max-tokens2000 | not reached | - |",
+            "the final eval-window val loss of `adamw_max-tokens1000`'s median seed (the seed "
+            "with the median final loss), 0.9000, which that seed first reaches at 1000 tokens",
+            "| lion_max-tokens1000 | 3/3 | 700 | 1.43x | [1.35x, 1.52x] |",
+            # The baseline's seed k = 2 ends at 0.91, above its median seed's target.
+            "| adamw_max-tokens1000 | 2/3 | 1000 | 1.00x (reference) | - |",
+            "| lion_max-tokens2000 | 0/3 | not reached | - | - |",
+            # Failure rate: no final failed; 0 of 3 still allows 71%.
+            "| lion_max-tokens1000 | 3 | 0.6633 | [0.6254, 0.7013] | 1.00 | 0/3 (0%, [0%, 71%]) |",
+            "## Failure rate per optimizer (sweep)", "| adamw | 0/24 (0%, [0%, 14%]) |",
             # Cost of lion: every final run at 18 ms a step.
             "| lion | 9 | 1.000 | 18.000 | 5.6% | 4.00 | 50000 | 12000 | 4000 | 5000 |",
             "| final_lion_max-tokens1000_wall15s_seed101 | 15.00 | 14.40 | -4.0% | - | "
@@ -401,6 +574,9 @@ check_statistics()
 check_report()
 check_pieces()
 check_finals_report()
+check_seed_stats()
+check_provenance()
+check_program_version()
 for f in failures:
     print("FAIL:", f)
 print("study_report statistics:", "FAILED" if failures else "all checks passed")

@@ -17,6 +17,7 @@
 #include "train/cli/commands.h"
 #include "train/cli/memory_command.h"
 #include "train/comm/comm.h"
+#include "train/run/build_info.h"
 #include "train/run/run_dir.h"
 #include "train/run/test_stop_hook.h"
 
@@ -79,6 +80,9 @@ std::string join_names(const std::vector<std::string>& names) {
 int cli_main(int argc, char** argv, Comm* shared_comm) {
   CLI::App app{"ledgerlm: a small, fast GPT trainer with an honest memory ledger"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", build_version_text(),
+                       "the version and the git commit this binary was built from (and whether "
+                       "it had uncommitted changes), then exit");
   app.set_help_all_flag("--help-all", "help for every subcommand");
 
   PrepareOptions prep;
@@ -249,6 +253,14 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       "--publish", study_report_cmd.publish,
       "then copy the report, its PNGs, the manifest and each run's summary, config, evaluation "
       "and gzipped metrics (no weights) into this directory (e.g. results/NAME)");
+  study_report_app->add_flag(
+      "--allow-dirty", study_report_cmd.allow_dirty,
+      "report runs trained by a build with uncommitted changes (refused without it; the report "
+      "then says so at its top)");
+  study_report_app->add_flag(
+      "--allow-mixed-builds", study_report_cmd.allow_mixed,
+      "report runs trained by different builds (refused without it; the report then says so at "
+      "its top)");
 
   // A command word that is no command (a typo: `ledgerlm trian`, `ledgerlm --help stdy`) is named
   // with the nearest one, instead of CLI11's "A subcommand is required" (or, with --help, the

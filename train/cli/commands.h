@@ -95,6 +95,8 @@ struct StudyReportCommand {
   std::string python;   // "": $LEDGERLM_PYTHON, else /usr/bin/python3 (Debian's, with scipy)
   std::string script;   // "": scripts/study_report.py found beside the binary
   std::string publish;  // "": none; else the directory the report and the runs' small files go to
+  bool allow_dirty = false;  // report runs trained by a build with uncommitted changes
+  bool allow_mixed = false;  // report runs trained by different builds
 };
 int command_study_report(const StudyReportCommand& cmd);
 

@@ -659,6 +659,8 @@ int command_study_report(const StudyReportCommand& cmd) {
   }
   std::vector<std::string> argv = {python, script, cmd.dir};
   if (!cmd.publish.empty()) argv.insert(argv.end(), {"--publish", cmd.publish});
+  if (cmd.allow_dirty) argv.push_back("--allow-dirty");
+  if (cmd.allow_mixed) argv.push_back("--allow-mixed-builds");
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

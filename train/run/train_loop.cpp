@@ -17,6 +17,7 @@
 #include "optim/schedule.h"
 #include "train/comm/comm.h"
 #include "train/ledger/ledger.h"
+#include "train/run/build_info.h"
 #include "train/run/evaluator.h"
 #include "train/run/metrics.h"
 #include "train/run/run_dir.h"
@@ -249,18 +250,21 @@ class TrainLoop {
     std::fflush(stdout);
   }
 
-  // Where the kernels run (CPU: the model, the vector path, the GEMM libraries), printed and
-  // kept in metrics.jsonl so the run records what it measured on.
+  // The first record of each start of the run (a resume by another binary adds its own): the
+  // build that trains (its commit and dirty flag, build_info.h) and where the kernels run (CPU:
+  // the model, the vector path, the GEMM libraries, also printed), so that the run records what
+  // trained it and what it measured on.
   void print_backend() {
-    if (run_.backend->name() != "cpu") return;
-    const CpuBackendReport rep =
-        cpu_backend_report(cfg_.model.n_embd / cfg_.model.n_head, cfg_.precision.matmul == "bf16");
-    std::printf("cpu: %s | path %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
-                rep.gemm.c_str());
-    log_write(
-        {{"step", ls_.step},
-         {"backend",
-          {{"cpu", rep.cpu}, {"path", rep.path}, {"kernels", rep.kernels}, {"gemm", rep.gemm}}}});
+    json rec = {{"step", ls_.step}, {"build", build_info_json()}};
+    if (run_.backend->name() == "cpu") {
+      const CpuBackendReport rep = cpu_backend_report(cfg_.model.n_embd / cfg_.model.n_head,
+                                                      cfg_.precision.matmul == "bf16");
+      std::printf("cpu: %s | path %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
+                  rep.gemm.c_str());
+      rec["backend"] = {
+          {"cpu", rep.cpu}, {"path", rep.path}, {"kernels", rep.kernels}, {"gemm", rep.gemm}};
+    }
+    log_write(rec);
   }
 
   void print_resume() {
@@ -497,7 +501,8 @@ class TrainLoop {
                     {"world", run_.world},
                     {"comm", run_.comm->name()},
                     {"global_batch", run_.world * cfg_.train.micro_batch * cfg_.train.accum},
-                    {"tokens_per_step", run_.tokens_per_step()}};
+                    {"tokens_per_step", run_.tokens_per_step()},
+                    {"build", build_info_json()}};
     if (state_.gns_source() != GnsSource::kOff) {
       summary["final_b_simple"] = finite_or_null(last_b_simple_);
       summary["gns_source"] = gns_source_name(state_.gns_source());
