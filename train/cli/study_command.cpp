@@ -30,6 +30,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -43,8 +44,10 @@
 #include "train/cli/commands.h"
 #include "train/cli/install_layout.h"
 #include "train/cli/study_finals.h"
+#include "train/cli/study_lock.h"
 #include "train/cli/study_objective.h"
 #include "train/cli/study_plan.h"
+#include "train/cli/study_slurm.h"
 #include "train/run/run_summary.h"
 
 extern char** environ;
@@ -82,8 +85,11 @@ std::string run_state(const std::string& run_dir) {
 }
 
 // The `ledgerlm train` command of one run.
+// With `how` false the command has neither --resume nor --train.overwrite (a Slurm array task
+// decides that when it starts: study_slurm.h).
 std::vector<std::string> train_argv(const json& manifest, const json& run,
-                                    const std::string& study_dir, int64_t threads) {
+                                    const std::string& study_dir, int64_t threads,
+                                    bool how = true) {
   // Absolute paths: a printed command works from any directory (xargs, a job array).
   const std::string dir = fs::absolute(study_dir).lexically_normal().string();
   const std::string name = run["name"];
@@ -109,6 +115,7 @@ std::vector<std::string> train_argv(const json& manifest, const json& run,
   // Continue where an interrupted run stopped; a run with a log but no checkpoint (killed before
   // its first save) starts over.
   const bool has_ckpt = fs::is_directory(run_dir + "/ckpt") && !fs::is_empty(run_dir + "/ckpt");
+  if (!how) return argv;
   if (has_ckpt) {
     argv.insert(argv.end(), {"--resume", "auto"});
   } else if (fs::exists(run_dir)) {
@@ -561,9 +568,32 @@ int command_study_plan(const StudyPlanCommand& cmd) {
 
 int command_study_run(const StudyRunCommand& cmd) {
   LLM_REQUIRE(cmd.jobs >= 1, "study run: -j expects >= 1 (got ", cmd.jobs, ")");
+  LLM_REQUIRE(!(cmd.slurm && cmd.print_commands),
+              "study run: --slurm and --print-commands exclude each other");
+  LLM_REQUIRE(cmd.slurm || !cmd.dry_run, "study run: --dry-run goes with --slurm");
+  study_manifest_read(cmd.dir);  // a clear error, before the lock file is made, when none
+  // One `study run` at a time on DIR (study_lock.h), held until this command returns; the
+  // manifest is read again under the lock (another one may have just widened a sweep).
+  const std::unique_ptr<StudyLock> lock =
+      StudyLock::acquire(cmd.dir, "ledgerlm study run " + cmd.dir +
+                                      (cmd.slurm            ? " --slurm"
+                                       : cmd.print_commands ? " --print-commands"
+                                                            : " -j " + std::to_string(cmd.jobs)));
   json manifest = study_manifest_read(cmd.dir);
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t threads = std::max<int64_t>(1, cores / cmd.jobs);
+  if (cmd.slurm) {
+    // Finals whose sweep has finished (selected on the summaries' windowed val loss, as with
+    // --print-commands), then every run neither finished nor queued, as a job array.
+    if (study_plan_finals(&manifest, loss_in(manifest, cmd.dir, false)) && !cmd.dry_run)
+      study_manifest_write(cmd.dir, manifest);
+    StudySlurmRunner runner;
+    runner.train_argv = [&](const json& run, int64_t run_threads) {
+      return train_argv(manifest, run, cmd.dir, run_threads, false);
+    };
+    runner.state = [&](const std::string& name) { return run_state(cmd.dir + "/runs/" + name); };
+    return study_slurm_submit(cmd, &manifest, runner);
+  }
   if (cmd.print_commands) {
     // Finals whose sweep has finished elsewhere (selected on the summaries' windowed val loss
     // when `study run` has not evaluated the runs on the whole split).
