@@ -48,14 +48,17 @@ class StudySlurm : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
-  // A study of 2 optimizers x 2 seeds of STEPS steps, planned into a new directory.
-  static std::string plan(const std::string& name, int steps) {
+  // A study of OPTIMIZERS (a TOML array) x 2 seeds of STEPS steps, planned into a new directory.
+  static std::string plan(const std::string& name, int steps,
+                          const std::string& optimizers = "[\"adamw\", \"sgd\"]") {
     const std::string file = root_ + "/" + name + ".toml", dir = root_ + "/" + name;
     write_file(file, "name = \"" + name + "\"\nconfig = \"" + testing::source_dir() +
                          "/configs/tiny_test.toml\"\n[base]\n\"data.dir\" = \"" + root_ +
                          "/data\"\n\"train.max_steps\" = " + std::to_string(steps) +
                          "\n\"train.eval_interval\" = 10\n\"optim.warmup_steps\" = 2\n"
-                         "[axes]\n\"optim.name\" = [\"adamw\", \"sgd\"]\n"
+                         "[axes]\n\"optim.name\" = " +
+                         optimizers +
+                         "\n"
                          "\"train.seed\" = [1, 2]\n\"optim.lr\" = 3e-3\n");
     const CommandResult r = study("plan " + file + " --out " + dir);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -104,8 +107,7 @@ TEST_F(StudySlurm, DryRunPrintsTheArrayScriptAndWritesNothing) {
        {"#SBATCH --array=0-3%2\n", "#SBATCH --ntasks=1\n", "#SBATCH --cpus-per-task=3\n",
         "#SBATCH --time=00:10:00\n", "#SBATCH --partition=cpu\n", "#SBATCH --signal=B:USR1@90\n",
         "#SBATCH --requeue\n", "  0) name=adamw_seed1 cmd=(", "  3) name=sgd_seed2 cmd=(",
-        "--train.threads 3", "touch \"$run_dir/STOP\"' USR1",
-        "if [ \"$rc\" -eq 75 ]; then",
+        "--train.threads 3", "touch \"$run_dir/STOP\"' USR1", "if [ \"$rc\" -eq 75 ]; then",
         "scontrol requeue \"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\"",
         "# sbatch --parsable --qos=low "})
     EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
@@ -191,7 +193,8 @@ pid_t start_task(const std::string& dir, int task, const std::string& bin, const
 TEST_F(StudySlurm, ArrayTaskEqualsLocalRunAndRequeuesAfterUsr1) {
   // Local -j 1 gives each run every core as threads: the tasks get as many (--cpus-per-run).
   const std::string cores = std::to_string(std::max(1u, std::thread::hardware_concurrency()));
-  const std::string local = plan("local", 300), slurm = plan("tasks", 300);
+  const std::string local = plan("local", 300, "[\"adamw\"]"),
+                    slurm = plan("tasks", 300, "[\"adamw\"]");
   const CommandResult ran = study("run " + local + " -j 1");
   ASSERT_EQ(ran.exit_code, 0) << ran.output;
   const std::string bin = fake_slurm("fake_tasks");
