@@ -9,8 +9,8 @@
 #              done, and compiles on what the quick and rest stages leave idle (their tests wait
 #              on processes, mpirun, sleeps and the disk); this stage waits for what is left of it
 #              (build-sanitize/san-build.log; its own wall time is printed)
-#   san-tests  the CPU tests again under the sanitizers (-LE "reference|slow|guard|cuda": see
-#              tests/README.md for what the sanitizer pass covers and why)
+#   san-tests  the CPU tests again under the sanitizers (-LE "reference|slow|guard|cuda|slurm":
+#              see tests/README.md for what the sanitizer pass covers and why)
 #   fuzz       scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed
 # Each stage prints its wall time and the load average at its end, each ctest stage its 10
 # slowest tests (ctest's JUnit file, junit-<stage>.xml in the build directory), and the run ends
@@ -132,7 +132,7 @@ stage package scripts/package_check.sh
 if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
   stage san-build san_build_wait
   export ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp
-  stage san-tests ctest_stage build-sanitize san --timeout 900 -LE "reference|slow|guard|cuda"
+  stage san-tests ctest_stage build-sanitize san --timeout 900 -LE "reference|slow|guard|cuda|slurm"
   unset ASAN_OPTIONS LSAN_OPTIONS
 fi
 if [ "${LEDGERLM_SKIP_FUZZ:-0}" != 1 ]; then
