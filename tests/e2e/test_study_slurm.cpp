@@ -142,6 +142,11 @@ TEST_F(StudySlurm, SubmitRecordsTheJobAndResubmitsOnlyWhatLeftTheQueue) {
   const CommandResult status = study("status " + dir, bin);
   EXPECT_NE(status.output.find(": 4 run(s): 1 running, 3 queued\n"), std::string::npos)
       << status.output;
+  // A local `study run` leaves them to Slurm too (and decides no sweep or finals meanwhile).
+  const CommandResult local = study("run " + dir + " -j 1", bin);
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  EXPECT_NE(local.output.find("4 run(s) left to Slurm"), std::string::npos) << local.output;
+  EXPECT_FALSE(fs::exists(dir + "/runs/adamw_seed1/metrics.jsonl"));
 
   // Task 1 finished, task 3 left the queue unfinished (a node failure): only task 3's run goes.
   fs::create_directories(dir + "/runs/adamw_seed2");

@@ -310,16 +310,29 @@ bool needs_score(const json& manifest, const std::string& run_dir) {
 
 // Runs every unfinished run of the manifest; false when stopped by a signal. Wall-clock runs go
 // last and alone.
-bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int64_t threads) {
+// Runs that a Slurm job of the study (`study run --slurm`) still holds in the queue are left to
+// it and counted in *LEFT_TO_SLURM.
+bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int64_t threads,
+                 int* left_to_slurm) {
   std::vector<std::pair<std::string, bool>> todo;  // name, needs training (else only the eval)
   std::vector<std::pair<std::string, bool>> wall_clock;
   std::map<std::string, json> by_name;
+  std::string squeue_error;
+  const std::map<std::string, std::string> queue = study_slurm_queue(manifest, &squeue_error);
+  if (!squeue_error.empty())
+    std::printf("study %s: squeue failed (%s): runs of its Slurm jobs may train twice\n",
+                dir.c_str(), squeue_error.c_str());
+  *left_to_slurm = 0;
   for (const json& r : manifest["runs"]) {
     const std::string name = r["name"];
     by_name[name] = r;
     const std::string run_dir = dir + "/runs/" + name;
     const std::string state = run_state(run_dir);
     auto& list = study_is_wall_clock(r) ? wall_clock : todo;
+    if (state == "pending" && queue.count(name)) {
+      ++*left_to_slurm;
+      continue;
+    }
     if (state == "pending") list.push_back({name, true});
     if (state == "finished" && needs_eval(manifest, r, run_dir))
       list.push_back({name, false});
@@ -622,9 +635,12 @@ int command_study_run(const StudyRunCommand& cmd) {
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   bool done = false;
+  int left_to_slurm = 0;
   std::set<std::string> reported;  // sweeps with no best, reported once
   while (true) {
-    if (!run_pending(manifest, cmd.dir, cmd.jobs, threads)) break;
+    if (!run_pending(manifest, cmd.dir, cmd.jobs, threads, &left_to_slurm)) break;
+    // Sweeps and finals are decided on every run of a sweep: not while Slurm still holds some.
+    if (left_to_slurm > 0) break;
     if (manifest["sweeps"].empty() || !extend_sweeps(&manifest, cmd.dir, &reported)) {
       if (study_plan_finals(&manifest, loss_in(manifest, cmd.dir, true))) {
         std::printf("study %s: finals planned:", cmd.dir.c_str());
@@ -651,6 +667,13 @@ int command_study_run(const StudyRunCommand& cmd) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (left_to_slurm > 0 && !g_stop) {
+    std::printf(
+        "study %s: %d run(s) left to Slurm (queued or running: `ledgerlm study status %s`); run "
+        "`ledgerlm study run %s` again once they have finished\n",
+        cmd.dir.c_str(), left_to_slurm, cmd.dir.c_str(), cmd.dir.c_str());
+    return 0;
+  }
   if (!done) {
     std::printf("study %s: stopped; run `ledgerlm study run %s` to continue\n", cmd.dir.c_str(),
                 cmd.dir.c_str());
