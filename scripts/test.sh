@@ -2,7 +2,7 @@
 # The test command, in stages, the fast ones first so that a failure shows early:
 #   build      setup (install + Release build, CUDA compiled when nvcc is found)
 #   quick      the ctest tests labelled unit and backend (tests/unit, tests/backend)
-#   rest       every other ctest test: e2e, dist, guard, reference, slow, cuda labels
+#   rest       every other ctest test: e2e, dist, guard, reference, slow, cuda, slurm labels
 #   package    scripts/package_check.sh: the Debian package of a CPU build, installed with apt, run, removed
 #   san-build  the sanitizer build (ASan + UBSan, -O1, CUDA off) in build-sanitize/. It starts
 #              in the background, at the lowest CPU priority, as soon as the Release build is
