@@ -25,10 +25,11 @@ packages=(build-essential cmake ninja-build pkg-config libcli11-dev libtomlplusp
 # The rest: multi-process training and its tests (OpenMPI), the tests and their references
 # (GoogleTest, PyTorch, NumPy, SciPy, matplotlib: also `study report`; python3-protobuf: the
 # tests' TensorBoard reader), clang + libFuzzer (scripts/fuzz.sh), python3-pip (the cuDNN
-# frontend's headers for CUDA builds, scripts/cudnn_frontend.sh).
+# frontend's headers for CUDA builds, scripts/cudnn_frontend.sh), slurm-wlm and munge (the
+# one-node Slurm that tests/slurm/test_slurm_study.sh starts; their services are not started).
 if [ "$setup" = all ]; then
   packages+=(libopenmpi-dev openmpi-bin libgtest-dev python3-torch python3-numpy python3-scipy
-    python3-matplotlib python3-protobuf clang libclang-rt-14-dev python3-pip)
+    python3-matplotlib python3-protobuf clang libclang-rt-14-dev python3-pip slurm-wlm munge)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -2,15 +2,15 @@
 # The test command, in stages, the fast ones first so that a failure shows early:
 #   build      setup (install + Release build, CUDA compiled when nvcc is found)
 #   quick      the ctest tests labelled unit and backend (tests/unit, tests/backend)
-#   rest       every other ctest test: e2e, dist, guard, reference, slow, cuda labels
+#   rest       every other ctest test: e2e, dist, guard, reference, slow, cuda, slurm labels
 #   package    scripts/package_check.sh: the Debian package of a CPU build, installed with apt, run, removed
 #   san-build  the sanitizer build (ASan + UBSan, -O1, CUDA off) in build-sanitize/. It starts
 #              in the background, at the lowest CPU priority, as soon as the Release build is
 #              done, and compiles on what the quick and rest stages leave idle (their tests wait
 #              on processes, mpirun, sleeps and the disk); this stage waits for what is left of it
 #              (build-sanitize/san-build.log; its own wall time is printed)
-#   san-tests  the CPU tests again under the sanitizers (-LE "reference|slow|guard|cuda": see
-#              tests/README.md for what the sanitizer pass covers and why)
+#   san-tests  the CPU tests again under the sanitizers (-LE "reference|slow|guard|cuda|slurm":
+#              see tests/README.md for what the sanitizer pass covers and why)
 #   fuzz       scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed
 # Each stage prints its wall time and the load average at its end, each ctest stage its 10
 # slowest tests (ctest's JUnit file, junit-<stage>.xml in the build directory), and the run ends
@@ -139,7 +139,7 @@ if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
     export LEDGERLM_CPU_ISA=avx2
     echo "test: the sanitizer pass runs the AVX2 kernels (LEDGERLM_CPU_ISA=avx2); the Release pass ran AVX-512"
   fi
-  stage san-tests ctest_stage build-sanitize san --timeout 900 -LE "reference|slow|guard|cuda"
+  stage san-tests ctest_stage build-sanitize san --timeout 900 -LE "reference|slow|guard|cuda|slurm"
   unset ASAN_OPTIONS LSAN_OPTIONS LEDGERLM_CPU_ISA
 fi
 if [ "${LEDGERLM_SKIP_FUZZ:-0}" != 1 ]; then

@@ -288,7 +288,8 @@ TEST(ResumeAuto, SameRunDirectoryWithChangedBudget) {
 }
 
 // A STOP file present at the start stops the run after its first step (it is checked after
-// every step): exit 0, a checkpoint, the STOP file removed and the resume command printed;
+// every step): exit 75 (stopped, resumable: not 0, which says finished), a checkpoint, the STOP
+// file removed and the resume command printed;
 // running that command finishes the run exactly like an uninterrupted one.
 TEST(ResumeStop, StopFileThenResumeAuto) {
   const std::string out = testing::make_temp_dir("resume_stop_");
@@ -297,7 +298,7 @@ TEST(ResumeStop, StopFileThenResumeAuto) {
   fs::create_directories(out + "/run");
   ASSERT_TRUE(testing::write_file(out + "/run/STOP", ""));
   auto stopped = train(base_flags(out, "run") + " --train.max_steps 10 --train.overwrite true");
-  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.output;
   const std::string hint =
       "resume with: ledgerlm train --config " + out + "/run/config.toml --resume auto";
   EXPECT_NE(stopped.output.find(hint), std::string::npos) << stopped.output;
@@ -311,7 +312,7 @@ TEST(ResumeStop, StopFileThenResumeAuto) {
 }
 
 // SIGTERM (and SIGUSR1, what mpirun forwards) mid-run: the step finishes, a checkpoint is saved,
-// exit 0; the checkpoint resumes.
+// exit 75 (stopped, resumable); the checkpoint resumes.
 void stop_by_signal(int sig) {
   const std::string out = testing::make_temp_dir("resume_sig_");
   const std::string log = out + "/train.log";
@@ -341,7 +342,7 @@ void stop_by_signal(int sig) {
     FAIL() << "ledgerlm did not stop after the signal: " << testing::read_file(log);
   }
   const std::string output = testing::read_file(log);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 75) << output;
   EXPECT_NE(output.find("stopped by signal"), std::string::npos) << output;
   EXPECT_NE(output.find("--resume auto"), std::string::npos) << output;
   const int64_t stopped_at = losses(out + "/run").rbegin()->first;

@@ -109,7 +109,7 @@ TEST_F(SummaryTest, StoppedRunSummaryAndOneSummaryPerLog) {
   ASSERT_EQ(train("stop", "--train.max_steps 4").exit_code, 0);
   ASSERT_TRUE(write_file(run_dir("stop") + "/STOP", ""));
   CommandResult r = train("stop", "--train.max_steps 10 --resume auto");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 75) << r.output;  // stopped, resumable
   json s = summary_json("stop");
   std::vector<json> log = metrics("stop");
   EXPECT_EQ(s, log.back());

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -332,6 +333,137 @@ TEST_F(Study, BadInputIsOneLine) {
   EXPECT_NE(no_file.exit_code, 0);
   EXPECT_NE(no_file.output.find("study file '"), std::string::npos) << no_file.output;
   EXPECT_FALSE(fs::exists(root_ + "/m/manifest.json"));
+}
+
+// Two `study run`s on one directory: the second is refused at once in one line naming the
+// first (pid and command), and changes nothing; the first goes on and stops normally.
+TEST_F(Study, SecondStudyRunOnOneDirectoryIsRefused) {
+  const std::string dir = root_ + "/locked";
+  ASSERT_EQ(study("plan " + study_file(100000) + " --out " + dir).exit_code, 0);
+  const json manifest = json::parse(read_file(dir + "/manifest.json"));
+  const std::string first = manifest["runs"][0]["name"];
+  const std::string bin = testing::ledgerlm_binary(), log = root_ + "/locked.log";
+  std::vector<std::string> argv = {bin, "study", "run", dir, "-j", "1"};
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, bin.c_str(), &actions, nullptr, args.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(dir + "/runs/" + first + "/metrics.jsonl") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::string before = read_file(dir + "/manifest.json");
+  // (A timeout: without the lock the second one would train the long runs itself.)
+  const CommandResult second =
+      run_command("timeout 30 " + testing::ledgerlm_binary() + " study run " + dir + " -j 1");
+  EXPECT_NE(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("ledgerlm: error: study '" + dir + "' is in use by pid " +
+                               std::to_string(pid)),
+            std::string::npos)
+      << second.output;
+  EXPECT_NE(second.output.find("ledgerlm study run " + dir + " -j 1"), std::string::npos)
+      << second.output;
+  EXPECT_EQ(std::count(second.output.begin(), second.output.end(), '\n'), 1) << second.output;
+  EXPECT_EQ(read_file(dir + "/manifest.json"), before);
+  EXPECT_FALSE(fs::exists(dir + "/runs/" + std::string(manifest["runs"][1]["name"])));
+  kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << read_file(log);
+  // The lock went with the first: `--print-commands` (which takes it too) runs now.
+  EXPECT_EQ(study("run " + dir + " --print-commands").exit_code, 0);
+}
+
+// A manifest edited by hand (or written by another tool) names runs that would live outside
+// runs/ or read as options: refused in one line before anything is written.
+TEST_F(Study, ManifestRunNamesLeavingRunsAreRefused) {
+  int i = 0;
+  for (const std::string bad : {"../escape", "a/b", "", "-j"}) {
+    const std::string dir = root_ + "/badname" + std::to_string(i++);
+    fs::create_directories(dir);
+    const json m = {{"format", 1},
+                    {"config", ""},
+                    {"runs", json::array({{{"name", bad},
+                                           {"world", 1},
+                                           {"axes", json::object()},
+                                           {"overrides", {{"train.max_steps", "2"}}}}})}};
+    ASSERT_TRUE(write_file(dir + "/manifest.json", m.dump()));
+    const CommandResult r = study("run " + dir);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_EQ(r.output.rfind("ledgerlm: error: " + dir + "/manifest.json: runs[0]", 0), 0)
+        << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(fs::exists(dir + "/escape") || fs::exists(dir + "/escape.log")) << bad;
+    EXPECT_FALSE(fs::exists(dir + "/runs")) << bad;
+  }
+}
+
+// `study status`: one run in each state, the queued one from a fake squeue on PATH that lists its
+// array task as PENDING; then the total line. Without squeue on PATH (no Slurm) it still works.
+TEST_F(Study, StatusShowsEachRunsState) {
+  const std::string dir = root_ + "/status";
+  const std::vector<std::string> names = {"done", "stop", "fail", "busy", "queued", "fresh"};
+  json runs = json::array();
+  for (const std::string& n : names)
+    runs.push_back(
+        {{"name", n}, {"world", 1}, {"axes", json::object()}, {"overrides", json::object()}});
+  const json m = {
+      {"format", 1},
+      {"config", ""},
+      {"runs", runs},
+      {"slurm", {{"jobs", json::array({{{"job", "4242"}, {"runs", {"fresh", "queued"}}}})}}}};
+  fs::create_directories(dir + "/runs");
+  ASSERT_TRUE(write_file(dir + "/manifest.json", m.dump()));
+  auto summary = [&](const std::string& name, const json& fields) {
+    fs::create_directories(dir + "/runs/" + name);
+    json s = {{"summary", true}};
+    s.update(fields);
+    ASSERT_TRUE(write_file(dir + "/runs/" + name + "/summary.json", s.dump()));
+  };
+  summary("done", {{"status", "finished"}});
+  summary("stop", {{"status", "stopped"}, {"stopped", "signal SIGUSR1"}});
+  summary("fail", {{"status", "failed"}, {"failed", "non-finite loss at step 3"}});
+  fs::create_directories(dir + "/runs/busy");
+  const int fd = ::open((dir + "/runs/busy/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // as a training job holds its run
+  const std::string bin_dir = root_ + "/fake_slurm";
+  fs::create_directories(bin_dir);
+  // squeue --noheader --array --me --format='%F %K %T': task 1 of job 4242 waits; 4243 is
+  // someone else's job.
+  ASSERT_TRUE(
+      write_file(bin_dir + "/squeue", "#!/bin/sh\necho '4242 1 PENDING'\necho '4243 0 RUNNING'\n"));
+  fs::permissions(bin_dir + "/squeue", fs::perms::owner_all);
+  const CommandResult r = run_command("PATH=" + bin_dir + ":$PATH " + testing::ledgerlm_binary() +
+                                      " study status " + dir);
+  ::close(fd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> want = {
+      "done    finished\n",
+      "stop    stopped: signal SIGUSR1\n",
+      "fail    failed: non-finite loss at step 3\n",
+      "busy    running\n",
+      "queued  queued: PENDING\n",
+      "fresh   not started\n",
+      "study " + dir +
+          ": 6 run(s): 1 finished, 1 running, 1 queued, 1 stopped, 1 failed, 1 not started\n"};
+  std::string expected;
+  for (const std::string& line : want) expected += line;
+  EXPECT_EQ(r.output, expected);
+  // No Slurm at all: the queued run is one not started, the lock released: busy not started.
+  const CommandResult plain =
+      run_command("PATH=/nonexistent " + testing::ledgerlm_binary() + " study status " + dir);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("queued  not started\n"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find(": 6 run(s): 1 finished, 1 stopped, 1 failed, 3 not started\n"),
+            std::string::npos)
+      << plain.output;
 }
 
 }  // namespace

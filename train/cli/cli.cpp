@@ -237,6 +237,38 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       ->capture_default_str();
   study_run_app->add_flag("--print-commands", study_run_cmd.print_commands,
                           "print one `ledgerlm train` line per unfinished run; run nothing");
+  study_run_app->add_flag("--slurm", study_run_cmd.slurm,
+                          "submit the runs neither finished nor queued as an sbatch job array "
+                          "(DIR/slurm/), recorded in the manifest");
+  study_run_app->add_option("--partition", study_run_cmd.partition, "--slurm: sbatch --partition");
+  study_run_app->add_option("--time", study_run_cmd.time,
+                            "--slurm: each run's time limit (sbatch --time); a run stopped at it "
+                            "requeues and resumes");
+  study_run_app
+      ->add_option("--cpus-per-run", study_run_cmd.cpus_per_run,
+                   "--slurm: CPUs (train.threads) per rank of a run")
+      ->capture_default_str();
+  study_run_app
+      ->add_option("--max-parallel", study_run_cmd.max_parallel,
+                   "--slurm: at most this many runs at a time (the array's %K; 0: no "
+                   "limit)")
+      ->capture_default_str();
+  study_run_app
+      ->add_option("--stop-ahead", study_run_cmd.stop_ahead,
+                   "--slurm: seconds before the time limit at which a run is told to "
+                   "save and stop (sbatch --signal=B:USR1@N)")
+      ->capture_default_str();
+  study_run_app
+      ->add_option("--sbatch-arg", study_run_cmd.sbatch_args,
+                   "--slurm: one argument passed to sbatch as it is (repeat it for more)")
+      ->allow_extra_args(false);
+  study_run_app->add_flag("--dry-run", study_run_cmd.dry_run,
+                          "--slurm: print the job script and the sbatch line; submit nothing");
+  StudyStatusCommand study_status_cmd;
+  auto* study_status_app = study->add_subcommand(
+      "status",
+      "each run: finished, running, queued (Slurm), stopped, failed or not started; a total");
+  study_status_app->add_option("dir", study_status_cmd.dir, "the study directory")->required();
   StudyReportCommand study_report_cmd;
   auto* study_report_app = study->add_subcommand(
       "report", "DIR/REPORT.md and PNGs from the finished runs (scripts/study_report.py)");
@@ -341,6 +373,7 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
     if (*study_plan_app) return command_study_plan(study_plan_cmd);
     if (*study_run_app) return command_study_run(study_run_cmd);
     if (*study_report_app) return command_study_report(study_report_cmd);
+    if (*study_status_app) return command_study_status(study_status_cmd);
     if (*eval) return command_eval(eval_cmd);
     if (*sample) return command_sample(sample_cmd);
     if (*bench) {

@@ -87,8 +87,24 @@ struct StudyRunCommand {
   std::string dir;
   int64_t jobs = 1;             // runs at a time; each gets cores / jobs threads
   bool print_commands = false;  // print the unfinished runs' `ledgerlm train` lines, run nothing
+  // --slurm (study_slurm.h): submit the runs as an sbatch job array instead of running them.
+  bool slurm = false;
+  std::string partition;                 // sbatch --partition ("": the cluster's default)
+  std::string time;                      // sbatch --time per array task ("": the default)
+  int64_t cpus_per_run = 1;              // CPUs (and train.threads) per rank of a run
+  int64_t max_parallel = 0;              // the array's %K throttle (0: none)
+  int64_t stop_ahead = 300;              // --signal=B:USR1@N: seconds before the time limit
+  std::vector<std::string> sbatch_args;  // passed to sbatch as they are
+  bool dry_run = false;                  // print the script and the sbatch line; submit nothing
 };
 int command_study_run(const StudyRunCommand& cmd);
+
+// `study status DIR` (study_status.cpp): each run finished / running / queued / stopped /
+// failed / not started, and a one-line total.
+struct StudyStatusCommand {
+  std::string dir;
+};
+int command_study_status(const StudyStatusCommand& cmd);
 
 struct StudyReportCommand {
   std::string dir;

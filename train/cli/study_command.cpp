@@ -30,6 +30,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -43,8 +44,10 @@
 #include "train/cli/commands.h"
 #include "train/cli/install_layout.h"
 #include "train/cli/study_finals.h"
+#include "train/cli/study_lock.h"
 #include "train/cli/study_objective.h"
 #include "train/cli/study_plan.h"
+#include "train/cli/study_slurm.h"
 #include "train/run/run_summary.h"
 
 extern char** environ;
@@ -82,8 +85,11 @@ std::string run_state(const std::string& run_dir) {
 }
 
 // The `ledgerlm train` command of one run.
+// With `how` false the command has neither --resume nor --train.overwrite (a Slurm array task
+// decides that when it starts: study_slurm.h).
 std::vector<std::string> train_argv(const json& manifest, const json& run,
-                                    const std::string& study_dir, int64_t threads) {
+                                    const std::string& study_dir, int64_t threads,
+                                    bool how = true) {
   // Absolute paths: a printed command works from any directory (xargs, a job array).
   const std::string dir = fs::absolute(study_dir).lexically_normal().string();
   const std::string name = run["name"];
@@ -109,6 +115,7 @@ std::vector<std::string> train_argv(const json& manifest, const json& run,
   // Continue where an interrupted run stopped; a run with a log but no checkpoint (killed before
   // its first save) starts over.
   const bool has_ckpt = fs::is_directory(run_dir + "/ckpt") && !fs::is_empty(run_dir + "/ckpt");
+  if (!how) return argv;
   if (has_ckpt) {
     argv.insert(argv.end(), {"--resume", "auto"});
   } else if (fs::exists(run_dir)) {
@@ -303,16 +310,29 @@ bool needs_score(const json& manifest, const std::string& run_dir) {
 
 // Runs every unfinished run of the manifest; false when stopped by a signal. Wall-clock runs go
 // last and alone.
-bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int64_t threads) {
+// Runs that a Slurm job of the study (`study run --slurm`) still holds in the queue are left to
+// it and counted in *LEFT_TO_SLURM.
+bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int64_t threads,
+                 int* left_to_slurm) {
   std::vector<std::pair<std::string, bool>> todo;  // name, needs training (else only the eval)
   std::vector<std::pair<std::string, bool>> wall_clock;
   std::map<std::string, json> by_name;
+  std::string squeue_error;
+  const std::map<std::string, std::string> queue = study_slurm_queue(manifest, &squeue_error);
+  if (!squeue_error.empty())
+    std::printf("study %s: squeue failed (%s): runs of its Slurm jobs may train twice\n",
+                dir.c_str(), squeue_error.c_str());
+  *left_to_slurm = 0;
   for (const json& r : manifest["runs"]) {
     const std::string name = r["name"];
     by_name[name] = r;
     const std::string run_dir = dir + "/runs/" + name;
     const std::string state = run_state(run_dir);
     auto& list = study_is_wall_clock(r) ? wall_clock : todo;
+    if (state == "pending" && queue.count(name)) {
+      ++*left_to_slurm;
+      continue;
+    }
     if (state == "pending") list.push_back({name, true});
     if (state == "finished" && needs_eval(manifest, r, run_dir))
       list.push_back({name, false});
@@ -561,9 +581,32 @@ int command_study_plan(const StudyPlanCommand& cmd) {
 
 int command_study_run(const StudyRunCommand& cmd) {
   LLM_REQUIRE(cmd.jobs >= 1, "study run: -j expects >= 1 (got ", cmd.jobs, ")");
+  LLM_REQUIRE(!(cmd.slurm && cmd.print_commands),
+              "study run: --slurm and --print-commands exclude each other");
+  LLM_REQUIRE(cmd.slurm || !cmd.dry_run, "study run: --dry-run goes with --slurm");
+  study_manifest_read(cmd.dir);  // a clear error, before the lock file is made, when none
+  // One `study run` at a time on DIR (study_lock.h), held until this command returns; the
+  // manifest is read again under the lock (another one may have just widened a sweep).
+  const std::unique_ptr<StudyLock> lock =
+      StudyLock::acquire(cmd.dir, "ledgerlm study run " + cmd.dir +
+                                      (cmd.slurm            ? " --slurm"
+                                       : cmd.print_commands ? " --print-commands"
+                                                            : " -j " + std::to_string(cmd.jobs)));
   json manifest = study_manifest_read(cmd.dir);
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t threads = std::max<int64_t>(1, cores / cmd.jobs);
+  if (cmd.slurm) {
+    // Finals whose sweep has finished (selected on the summaries' windowed val loss, as with
+    // --print-commands), then every run neither finished nor queued, as a job array.
+    if (study_plan_finals(&manifest, loss_in(manifest, cmd.dir, false)) && !cmd.dry_run)
+      study_manifest_write(cmd.dir, manifest);
+    StudySlurmRunner runner;
+    runner.train_argv = [&](const json& run, int64_t run_threads) {
+      return train_argv(manifest, run, cmd.dir, run_threads, false);
+    };
+    runner.state = [&](const std::string& name) { return run_state(cmd.dir + "/runs/" + name); };
+    return study_slurm_submit(cmd, &manifest, runner);
+  }
   if (cmd.print_commands) {
     // Finals whose sweep has finished elsewhere (selected on the summaries' windowed val loss
     // when `study run` has not evaluated the runs on the whole split).
@@ -592,9 +635,12 @@ int command_study_run(const StudyRunCommand& cmd) {
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   bool done = false;
+  int left_to_slurm = 0;
   std::set<std::string> reported;  // sweeps with no best, reported once
   while (true) {
-    if (!run_pending(manifest, cmd.dir, cmd.jobs, threads)) break;
+    if (!run_pending(manifest, cmd.dir, cmd.jobs, threads, &left_to_slurm)) break;
+    // Sweeps and finals are decided on every run of a sweep: not while Slurm still holds some.
+    if (left_to_slurm > 0) break;
     if (manifest["sweeps"].empty() || !extend_sweeps(&manifest, cmd.dir, &reported)) {
       if (study_plan_finals(&manifest, loss_in(manifest, cmd.dir, true))) {
         std::printf("study %s: finals planned:", cmd.dir.c_str());
@@ -621,6 +667,13 @@ int command_study_run(const StudyRunCommand& cmd) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (left_to_slurm > 0 && !g_stop) {
+    std::printf(
+        "study %s: %d run(s) left to Slurm (queued or running: `ledgerlm study status %s`); run "
+        "`ledgerlm study run %s` again once they have finished\n",
+        cmd.dir.c_str(), left_to_slurm, cmd.dir.c_str(), cmd.dir.c_str());
+    return 0;
+  }
   if (!done) {
     std::printf("study %s: stopped; run `ledgerlm study run %s` to continue\n", cmd.dir.c_str(),
                 cmd.dir.c_str());

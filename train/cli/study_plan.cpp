@@ -536,6 +536,71 @@ void read_objective(const toml::table& doc, const std::string& origin, json* man
   (*manifest)["target_loss"] = *v;
 }
 
+// The arms a study's `baseline` may name, as the report groups runs (scripts/study_report.py):
+// with [finals], an optim.name value or a finals arm (the select axes' name parts, as
+// study_plan_finals names them); without, a setting: a run's name without its seed part.
+std::set<std::string> baseline_candidates(const json& manifest) {
+  std::set<std::string> arms;
+  const bool finals = manifest.contains("finals");
+  for (const json& run : manifest["runs"]) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : run["axes"].items()) keys.push_back(k);
+    auto value_of = [&](const std::string& key) -> std::string {
+      if (run["axes"].contains(key)) return run["axes"][key];
+      if (run["overrides"].contains(key)) return run["overrides"][key];
+      return "";
+    };
+    if (finals) {
+      if (const std::string opt = value_of(kOptimAxis); !opt.empty()) arms.insert(opt);
+      std::string arm;
+      for (const json& key : manifest["finals"]["select"]) {
+        if (!arm.empty()) arm.push_back('_');
+        arm.append(study_name_part(key, value_of(key.get<std::string>()), keys));
+      }
+      arms.insert(study_filesystem_safe(arm.empty() ? "all" : arm));
+      continue;
+    }
+    const std::string name = run["name"];
+    if (!run["axes"].contains(kSeedAxis)) {
+      arms.insert(name);
+      continue;
+    }
+    const std::string seed =
+        study_filesystem_safe(study_name_part(kSeedAxis, run["axes"][kSeedAxis], keys));
+    if (name == seed) {
+      arms.insert("all");
+    } else if (name.size() > seed.size() + 1 &&
+               name.compare(name.size() - seed.size() - 1, seed.size() + 1, "_" + seed) == 0) {
+      arms.insert(name.substr(0, name.size() - seed.size() - 1));
+    } else {
+      arms.insert(name);
+    }
+  }
+  return arms;
+}
+
+// A `baseline` naming no arm would only show when the report runs, after the study trained: it
+// is refused when planned, naming the arms it could be.
+void check_baseline(const json& manifest, const std::string& origin) {
+  if (!manifest["baseline"].is_string()) return;
+  const std::string baseline = manifest["baseline"];
+  const std::set<std::string> arms = baseline_candidates(manifest);
+  if (arms.count(baseline)) return;
+  std::string list;
+  int shown = 0;
+  for (const std::string& a : arms) {
+    if (shown++ == 8) {
+      list += ", ...";
+      break;
+    }
+    list += (list.empty() ? "" : ", ") + a;
+  }
+  fail(error_message(origin, ": baseline '", baseline, "' names no arm of the study (",
+                     manifest.contains("finals") ? "an optim.name value or a finals arm"
+                                                 : "a run name without its seed part",
+                     ": ", list, ")"));
+}
+
 }  // namespace
 
 json study_plan(const std::string& study_path, const json& previous) {
@@ -712,6 +777,7 @@ json study_plan(const std::string& study_path, const json& previous) {
       study_validate_run(manifest["config"], overrides, origin + ": run " + name);
       if (name.empty()) name = "run";
       name = study_filesystem_safe(name);
+      study_check_run_name(name, origin + ": run '" + name + "'");
       LLM_REQUIRE(names.insert(name).second, origin, ": two runs would both be named '", name,
                   "' (axis values that differ only in characters a file name cannot hold)");
       entry["name"] = name;
@@ -767,6 +833,7 @@ json study_plan(const std::string& study_path, const json& previous) {
     if (!kept.count(r["name"].get<std::string>())) merged.push_back(r);
   manifest["sweeps"] = sweeps;
   manifest["runs"] = merged;
+  check_baseline(manifest, origin);
   return manifest;
 }
 
@@ -786,7 +853,36 @@ json study_manifest_read(const std::string& dir) {
   LLM_REQUIRE(
       m.is_object() && m.value("format", 0) == 1 && m.contains("runs") && m["runs"].is_array(),
       path, ": not a study manifest (format 1 with runs)");
+  // Each name becomes a path (runs/NAME, runs/NAME.log) and a command-line value: a manifest
+  // edited by hand or by another tool is checked before anything is written.
+  std::set<std::string> seen;
+  for (size_t i = 0; i < m["runs"].size(); ++i) {
+    const json& r = m["runs"][i];
+    const std::string where = error_message(path, ": runs[", i, "]");
+    LLM_REQUIRE(r.is_object() && r.contains("name") && r["name"].is_string(), where,
+                ": expected an object with a string \"name\"");
+    const std::string name = r["name"];
+    study_check_run_name(name, where);
+    LLM_REQUIRE(seen.insert(name).second, where, ": run name '", name, "' appears twice");
+    LLM_REQUIRE(r.contains("overrides") && r["overrides"].is_object(), where, " ('", name,
+                "'): expected an object \"overrides\"");
+  }
   return m;
+}
+
+void study_check_run_name(const std::string& name, const std::string& where) {
+  LLM_REQUIRE(!name.empty(), where, ": empty run name (expected letters, digits, '.', '-', '_')");
+  LLM_REQUIRE(name != "." && name != ".." && name.find("..") == std::string::npos, where,
+              ": run name '", name, "' holds '..' (a run directory must stay inside runs/)");
+  LLM_REQUIRE(name.find('/') == std::string::npos && name.find('\\') == std::string::npos, where,
+              ": run name '", name, "' holds a path separator (expected one file name)");
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    LLM_REQUIRE(c >= 0x20 && c != 0x7f, where, ": run name holds control character ",
+                static_cast<int>(c), " (expected letters, digits, '.', '-', '_')");
+  }
+  LLM_REQUIRE(name[0] != '-', where, ": run name '", name,
+              "' starts with '-' (it would read as an option of `ledgerlm train`)");
 }
 
 void study_manifest_write(const std::string& dir, const json& manifest) {

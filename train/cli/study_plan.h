@@ -42,7 +42,12 @@ void study_validate_run(const std::string& config_file,
                         const std::map<std::string, std::string>& overrides,
                         const std::string& where);
 
-// Reads DIR/manifest.json (an error naming it when missing or not a study manifest).
+// Refuses, in one line starting with WHERE, a run name that is no single file name inside
+// runs/: empty, holding '..' or a path separator or a control character, or starting with '-'.
+void study_check_run_name(const std::string& name, const std::string& where);
+
+// Reads DIR/manifest.json (an error naming it when missing or not a study manifest, or when a
+// run's name fails study_check_run_name or appears twice).
 nlohmann::json study_manifest_read(const std::string& dir);
 // Writes DIR/manifest.json atomically.
 void study_manifest_write(const std::string& dir, const nlohmann::json& manifest);

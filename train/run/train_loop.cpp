@@ -557,10 +557,21 @@ class TrainLoop {
     }
   }
 
+  // Every rank exits kExitStopped (stop_signal.h), after rank 0 has written the summary: mpirun
+  // ends the other ranks once one exits non-zero, so none may leave before the summary is down.
   int finish_stopped(const std::string& reason) {
     json summary = summary_record("stopped");
     summary["stopped"] = reason;
-    if (!run_.lead()) return 0;
+    if (!run_.lead()) {
+      comm().barrier();
+      return kExitStopped;
+    }
+    write_stopped(summary, reason);
+    if (run_.world > 1) comm().barrier();
+    return kExitStopped;
+  }
+
+  void write_stopped(const json& summary, const std::string& reason) {
     stop_file_clear(run_.run_dir);
     log_write({{"step", ls_.step}, {"tokens", ls_.tokens}, {"stopped", reason}});
     write_summary(summary);
@@ -570,7 +581,6 @@ class TrainLoop {
         "resume with: %s\n",
         reason.c_str(), static_cast<long long>(ls_.step), run_.run_dir.c_str(),
         checkpoint_dir_name(ls_.step).c_str(), resume_command().c_str());
-    return 0;
   }
 
   int finish() {

@@ -40,7 +40,7 @@ std::vector<std::string> names(const json& manifest) {
 }
 
 const char* kTwoOptimizers = R"(
-baseline = "adamw"
+baseline = "adamw_lr0.003"
 [base]
 "train.max_steps" = 5
 [axes]
@@ -64,7 +64,7 @@ TEST(StudyPlan, NamesOverridesAndGridsAreTheAxisValues) {
                                          "lion_lr1e-04_weight_decay3.0_seed1",
                                          "lion_lr1e-04_weight_decay3.0_seed2"};
   EXPECT_EQ(names(m), want);
-  EXPECT_EQ(m["baseline"], "adamw");
+  EXPECT_EQ(m["baseline"], "adamw_lr0.003");
   const json& first = m["runs"][0]["overrides"];
   EXPECT_EQ(first["train.max_steps"], "5");
   EXPECT_EQ(first["optim.weight_decay"], "0.1");  // a scalar in [axes]: fixed, not in the name
@@ -290,6 +290,73 @@ TEST(StudyPlan, ShippedStudiesPlanAndNameAnArmAsBaseline) {
     EXPECT_TRUE(found) << entry.path() << ": baseline '" << baseline << "' is no arm";
   }
   EXPECT_GE(files, 3);
+}
+
+// A baseline that names no arm used to show only in the report, after the study trained: it is
+// refused when planned, in one line listing the arms. Without [finals] an arm is a setting (the
+// run name without its seed part), so an optimizer's name alone is no arm; with [finals] it is.
+TEST(StudyPlan, BaselineNamingNoArmIsRefusedWhenPlanned) {
+  const std::string axes = R"(
+[base]
+"train.max_steps" = 5
+[axes]
+"optim.name" = ["adamw", "lion"]
+"train.seed" = [1, 2]
+"optim.lr" = [3e-3, 0.01]
+)";
+  const std::string no_arm =
+      error_of([&] { study_plan(write_study("baseline = \"adamw\"\n" + axes), json()); });
+  EXPECT_NE(no_arm.find(": baseline 'adamw' names no arm of the study (a run name without its "
+                        "seed part: adamw_lr0.003, adamw_lr0.01, lion_lr0.003, lion_lr0.01)"),
+            std::string::npos)
+      << no_arm;
+  EXPECT_EQ(no_arm.find('\n'), std::string::npos) << no_arm;
+  EXPECT_EQ(study_plan(write_study("baseline = \"lion_lr0.01\"\n" + axes), json())["baseline"],
+            "lion_lr0.01");
+  const std::string finals = axes + "[finals]\nseeds = [101, 102]\n";
+  EXPECT_EQ(study_plan(write_study("baseline = \"adamw\"\n" + finals), json())["baseline"],
+            "adamw");
+  const std::string typo =
+      error_of([&] { study_plan(write_study("baseline = \"adam\"\n" + finals), json()); });
+  EXPECT_NE(typo.find(": baseline 'adam' names no arm of the study (an optim.name value or a "
+                      "finals arm: adamw, lion)"),
+            std::string::npos)
+      << typo;
+  // No baseline: nothing to check (the report then makes no comparisons).
+  EXPECT_TRUE(study_plan(write_study(axes), json())["baseline"].is_null());
+}
+
+// manifest.json's run names become paths (runs/NAME) and command-line values: a name that is
+// empty, holds '..', a path separator or a control character, starts with '-', or appears twice
+// is refused when the manifest is read, in one line naming the entry.
+TEST(StudyManifest, RunNamesThatLeaveRunsAreRefusedOnRead) {
+  const std::string dir = testing::make_temp_dir("ledgerlm_study_manifest_");
+  auto read_with = [&](const std::vector<std::string>& names) {
+    json runs = json::array();
+    for (const std::string& n : names)
+      runs.push_back(
+          {{"name", n}, {"world", 1}, {"axes", json::object()}, {"overrides", json::object()}});
+    EXPECT_TRUE(
+        testing::write_file(dir + "/manifest.json", json{{"format", 1}, {"runs", runs}}.dump()));
+    return error_of([&] { study_manifest_read(dir); });
+  };
+  const std::string where = dir + "/manifest.json: runs[";
+  EXPECT_EQ(read_with({"ok", "../evil"}),
+            where + "1]: run name '../evil' holds '..' (a run directory must stay inside runs/)");
+  EXPECT_EQ(read_with({".."}),
+            where + "0]: run name '..' holds '..' (a run directory must stay inside runs/)");
+  EXPECT_EQ(read_with({"a/b"}),
+            where + "0]: run name 'a/b' holds a path separator (expected one file name)");
+  EXPECT_EQ(read_with({""}),
+            where + "0]: empty run name (expected letters, digits, '.', '-', '_')");
+  EXPECT_EQ(read_with({"a\nb"}), where +
+                                     "0]: run name holds control character 10 (expected "
+                                     "letters, digits, '.', '-', '_')");
+  EXPECT_EQ(read_with({"-j"}), where +
+                                   "0]: run name '-j' starts with '-' (it would read as an "
+                                   "option of `ledgerlm train`)");
+  EXPECT_EQ(read_with({"x", "x"}), where + "1]: run name 'x' appears twice");
+  EXPECT_EQ(read_with({"adamw_lr0.003_seed1", "lion_lr1e-04_seed2"}), "");
 }
 
 TEST(StudySweepEdge, BestAtAnEdgeWidensThatEdge) {
