@@ -214,6 +214,10 @@ class AdafactorOptimizer : public RangeOptimizer {
 
 }  // namespace
 
+bool adafactor_factors(const ParamInfo& p, const OptimConfig&) {
+  return p.shape.size() >= 2;
+}
+
 std::unique_ptr<Optimizer> optimizer_create_adafactor(const OptimConfig& config) {
   return std::make_unique<AdafactorOptimizer>(config);
 }

@@ -20,8 +20,7 @@ class AdamW8bitOptimizer : public RangeOptimizer {
   std::string name() const override { return "adamw8bit"; }
 
   double state_bytes_per_param() const override {
-    if (backend_ == nullptr || segs_.empty())
-      return 2.0 + 8.0 / static_cast<double>(config_.block_size);
+    if (backend_ == nullptr || segs_.empty()) return RangeOptimizer::state_bytes_per_param();
     return allocated_bytes_per_param();
   }
 
@@ -91,9 +90,7 @@ class AdamW8bitOptimizer : public RangeOptimizer {
     off_.assign(segs_.size(), 0);
     for (size_t k = 0; k < segs_.size(); ++k) {
       const OptimSegment& seg = segs_[k];
-      const bool small = seg.numel < kSmallTensor;
-      const bool emb32 = config_.embedding_fp32_state && seg.kind == ParamKind::kEmbedding;
-      quantized_[k] = !small && !emb32;
+      quantized_[k] = adamw8bit_quantizes(table_.params[static_cast<size_t>(seg.param)], config_);
       if (quantized_[k]) {
         LLM_ASSERT(seg.param_begin % B == 0, "tensor slice not block-aligned");
         off_[k] = q;
@@ -131,6 +128,12 @@ class AdamW8bitOptimizer : public RangeOptimizer {
 };
 
 }  // namespace
+
+bool adamw8bit_quantizes(const ParamInfo& p, const OptimConfig& config) {
+  const bool small = p.numel < kSmallTensor;
+  const bool emb32 = config.embedding_fp32_state && p.kind == ParamKind::kEmbedding;
+  return !small && !emb32;
+}
 
 std::unique_ptr<Optimizer> optimizer_create_adamw8bit(const OptimConfig& config) {
   return std::make_unique<AdamW8bitOptimizer>(config);

@@ -7,13 +7,15 @@
 //   y  the compute copy, written by every step (so fp32 runs keep a compute copy apart from the
 //      master: +4 bytes per parameter, the ledger's master row).
 // The warmup is optim.warmup_steps through the trainer's constant schedule, which scales the LR by
-// step/warmup exactly as the authors' code does; other schedules are refused (optim_config.cpp).
-// Optimizer-wide scalars — steps taken k, lr_max and the weights' sum — are checkpointed as
-// "optim.schedulefree" on rank 0; z starts as the initial weights (copied at the first step).
+// step/warmup exactly as the authors' code does; other schedules are refused
+// (schedulefree_validate). Optimizer-wide scalars — steps taken k, lr_max and the weights' sum —
+// are checkpointed as "optim.schedulefree" on rank 0; z starts as the initial weights (copied at
+// the first step).
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
+#include "model/base/check.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
 
@@ -24,7 +26,6 @@ class ScheduleFreeOptimizer : public RangeOptimizer {
  public:
   using RangeOptimizer::RangeOptimizer;
   std::string name() const override { return "adamw_schedulefree"; }
-  double state_bytes_per_param() const override { return 2.0 * state_elem_bytes(); }
   bool writes_compute_copy() const override { return true; }
 
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
@@ -115,6 +116,18 @@ class ScheduleFreeOptimizer : public RangeOptimizer {
 
 std::unique_ptr<Optimizer> optimizer_create_schedulefree(const OptimConfig& config) {
   return std::make_unique<ScheduleFreeOptimizer>(config);
+}
+
+void schedulefree_validate(const OptimConfig& c) {
+  // The underflow optim_config.cpp bounds the power for, at this LR: the peak LR's weight must be
+  // a normal double, or every iterate's weight is 0 (or inf) and the averaged weights never move.
+  LLM_REQUIRE(c.lr == 0.0 || std::isnormal(std::pow(c.lr, c.sf_weight_lr_power)),
+              "optim.sf_weight_lr_power = ", c.sf_weight_lr_power, " with optim.lr = ", c.lr,
+              ": lr^power is not a normal double, so the averaged weights would never move; "
+              "lower the power (the authors use 2)");
+  LLM_REQUIRE(c.schedule == "constant", "optim.schedule = ", c.schedule,
+              ": adamw_schedulefree replaces the LR schedule (it averages its iterates instead); "
+              "set optim.schedule = constant (optim.warmup_steps stays its warmup)");
 }
 
 }  // namespace ledgerlm

@@ -5,7 +5,10 @@
 // the run's length in steps when that is 0; the T a run started with is kept in its checkpoints,
 // and a resume that would change it is refused (the schedule would jump).
 #include <cmath>
+#include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "model/base/check.h"
 #include "optim/optim_common.h"
@@ -26,8 +29,6 @@ class AdEMAMixOptimizer : public RangeOptimizer {
  public:
   using RangeOptimizer::RangeOptimizer;
   std::string name() const override { return "ademamix"; }
-  double state_bytes_per_param() const override { return 3.0 * state_elem_bytes(); }
-
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
     const double warmup = warmup_steps(info);
@@ -109,6 +110,33 @@ class AdEMAMixOptimizer : public RangeOptimizer {
 
 std::unique_ptr<Optimizer> optimizer_create_ademamix(const OptimConfig& config) {
   return std::make_unique<AdEMAMixOptimizer>(config);
+}
+
+void ademamix_validate(const OptimConfig& c) {
+  // beta3 warms up through the EMAs' half-lives, log(0.5) / log(beta + 1e-8) (the authors'
+  // formula): a beta within 1e-8 of 1 gives a negative half-life and a warmup beta3 above 1,
+  // which makes the slow EMA subtract the gradients it should add.
+  LLM_REQUIRE(c.beta1 + 1e-8 < 1.0,
+              "optim.beta1: ademamix needs it below 1 - 1e-8 (its beta3 "
+              "warmup takes log(beta1 + 1e-8)) (got ",
+              c.beta1, ")");
+  LLM_REQUIRE(c.ademamix_beta3 + 1e-8 < 1.0,
+              "optim.ademamix_beta3: expected below 1 - 1e-8 (its "
+              "warmup takes log(beta3 + 1e-8)) (got ",
+              c.ademamix_beta3, ")");
+}
+
+std::vector<std::string> ademamix_notes(const OptimConfig& c) {
+  // AdEMAMix inherits AdamW's beta2 = 0.95; with it nu forgets within ~20 steps while the slow
+  // EMA m2 remembers, so alpha * m2 / sqrt(nu) runs away where gradients shrink (rare tokens'
+  // embedding rows): losses of ~1e3 late in a run. The authors use 0.999 (docs/optimizers.md).
+  if (c.beta2 >= 0.99) return {};
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "optim.beta2 = %g with ademamix: its slow EMA can outgrow nu and blow the run up "
+                "late; the authors use 0.999 (docs/optimizers.md, ademamix)",
+                c.beta2);
+  return {line};
 }
 
 }  // namespace ledgerlm

@@ -16,8 +16,6 @@ class LarsOptimizer : public RangeOptimizer {
  public:
   using RangeOptimizer::RangeOptimizer;
   std::string name() const override { return "lars"; }
-  double state_bytes_per_param() const override { return state_elem_bytes(); }
-
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
     // Indexed by table position, not by segment: every rank must reduce the same layout.

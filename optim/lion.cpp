@@ -2,7 +2,10 @@
 // gradient (optim_kernels_lion.h). 4 bytes of fp32 state per parameter (2 with precision.state =
 // bf16). Every group: LR x its multiplier, its weight decay; Lion's LR and decay live on their own
 // scale (README, Optimizers).
+#include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
@@ -14,8 +17,6 @@ class LionOptimizer : public RangeOptimizer {
  public:
   using RangeOptimizer::RangeOptimizer;
   std::string name() const override { return "lion"; }
-  double state_bytes_per_param() const override { return state_elem_bytes(); }
-
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
     ops_.clear();
@@ -47,6 +48,17 @@ class LionOptimizer : public RangeOptimizer {
 
 std::unique_ptr<Optimizer> optimizer_create_lion(const OptimConfig& config) {
   return std::make_unique<LionOptimizer>(config);
+}
+
+std::vector<std::string> lion_notes(const OptimConfig& c) {
+  // Lion moves every weight by exactly lr per step: AdamW's LR is 3-10x too large for it.
+  if (c.lr < 3e-4) return {};
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "optim.lr = %g is on AdamW's scale; Lion usually wants a 3-10x smaller LR "
+                "and a 3-10x larger optim.weight_decay (README, Optimizers)",
+                c.lr);
+  return {line};
 }
 
 }  // namespace ledgerlm

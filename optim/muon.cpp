@@ -28,6 +28,7 @@
 #include "optim/muon_plan.h"
 #include "optim/optim_common.h"
 #include "optim/optim_factories.h"
+#include "optim/optim_groups.h"
 
 namespace ledgerlm {
 namespace {
@@ -261,6 +262,10 @@ class MuonOptimizer : public RangeOptimizer {
 };
 
 }  // namespace
+
+bool muon_matrix(const ParamInfo& p, const OptimConfig& config) {
+  return p.shape.size() == 2 && optim_group_of(p, config) == kGroupMatrix;
+}
 
 std::unique_ptr<Optimizer> optimizer_create_muon(const OptimConfig& config) {
   return std::make_unique<MuonOptimizer>(config);

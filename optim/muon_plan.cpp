@@ -5,12 +5,16 @@
 #include <cmath>
 #include <numeric>
 
-#include "optim/optim_groups.h"
+#include "optim/optim_traits.h"
 
 namespace ledgerlm {
 
 bool muon_orthogonalises(const ParamInfo& p, const OptimConfig& config) {
-  return config.name == "muon" && p.shape.size() == 2 && optim_group_of(p, config) == kGroupMatrix;
+  // An optimizer that works on whole matrices on owner ranks orthogonalises its primary tensors
+  // (Muon: muon_matrix, the 2-D tensors of the matrix group).
+  const OptimTraits* t = optim_traits_find(config.name);
+  return t != nullptr && t->whole == WholeTensor::kOnOwner && t->primary != nullptr &&
+         t->primary(p, config);
 }
 
 MuonMatrix muon_matrix_of(const ParamInfo& p) {

@@ -18,7 +18,8 @@
 
 namespace ledgerlm {
 
-// True when optimizer `config` orthogonalises tensor `p` (Muon's matrix group).
+// True when optimizer `config` orthogonalises tensor `p`: an optimizer whose traits say
+// WholeTensor::kOnOwner, on its primary tensors (Muon: the 2-D tensors of the matrix group).
 bool muon_orthogonalises(const ParamInfo& p, const OptimConfig& config);
 
 // One matrix of a tensor: its rows (out) and columns (in) in ledgerlm's (out, in) storage.

@@ -5,6 +5,7 @@
 
 #include "model/base/check.h"
 #include "optim/optim_groups.h"
+#include "optim/optim_traits.h"
 
 namespace ledgerlm {
 
@@ -94,6 +95,10 @@ void RangeOptimizer::init(const ParamTable& table, const OptimShard& shard, Back
   segs_ = optim_segments_build(table_, shard, config_);
   components_.clear();
   on_init();
+}
+
+double RangeOptimizer::state_bytes_per_param() const {
+  return optim_state_bytes_per_param(config_);
 }
 
 double RangeOptimizer::allocated_bytes_per_param() const {

@@ -55,6 +55,8 @@ class RangeOptimizer : public Optimizer {
   void init(const ParamTable& table, const OptimShard& shard, Backend& backend) override;
   const OptimConfig& config() const override { return config_; }
   std::vector<StateComponent> state_components() const override { return components_; }
+  // The nominal figure of the optimizer's traits (optim_state_bytes_per_param).
+  double state_bytes_per_param() const override;
 
  protected:
   // Called by init after the segments are built: allocate state here.
@@ -113,7 +115,6 @@ class RangeOptimizer : public Optimizer {
 class MomentsOptimizer : public RangeOptimizer {
  public:
   using RangeOptimizer::RangeOptimizer;
-  double state_bytes_per_param() const override { return 2.0 * state_elem_bytes(); }
   std::vector<StateView> state_views() override;
 
  protected:

@@ -9,16 +9,11 @@
 
 namespace ledgerlm {
 
-// Every optim.name, for error lines.
-inline constexpr const char* kOptimizerNames =
-    "sgd, adamw, lamb, lars, adafactor, adamw8bit, lion, adamw_schedulefree, ademamix or muon";
-
 // Largest optim.sf_weight_lr_power: lr^16 stays a normal double for every LR in [1e-19, 1e19].
 inline constexpr double kMaxSfWeightLrPower = 16.0;
 
 struct OptimConfig {
-  // sgd | adamw | lamb | lars | adafactor | adamw8bit | lion | adamw_schedulefree | ademamix |
-  // muon
+  // One of the registered optimizers (optim_traits.h: sgd, adamw, lamb, lars, adafactor, ...).
   std::string name = "adamw";
   std::string impl = "fused";  // loop | foreach | fused (sgd, adamw); others: fused only
   double lr = 6e-4;            // peak learning rate
@@ -88,14 +83,12 @@ struct OptimConfig {
   // fp32 fallback m/v and Adafactor's factored statistics are always their own dtypes.
   DType state_dtype = DType::kF32;
 
-  void validate() const;  // throws Error naming the offending optim.* key
+  void validate() const;  // throws Error naming the offending optim.* key (optim_validate.cpp)
 };
 
 // True for an optimizer whose training weights differ from the weights it keeps as its result
 // (Schedule-Free AdamW trains at y, keeps x): the fp32 master then exists apart from the compute
-// copy even with fp32 params, and precision.master = none is refused.
-inline bool optim_trains_off_master(const OptimConfig& c) {
-  return c.name == "adamw_schedulefree";
-}
+// copy even with fp32 params, and precision.master = none is refused. From the optimizer's traits.
+bool optim_trains_off_master(const OptimConfig& c);
 
 }  // namespace ledgerlm

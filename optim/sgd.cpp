@@ -14,10 +14,6 @@ class SgdOptimizer : public RangeOptimizer {
  public:
   using RangeOptimizer::RangeOptimizer;
   std::string name() const override { return "sgd"; }
-  double state_bytes_per_param() const override {
-    return config_.momentum > 0.0 ? state_elem_bytes() : 0.0;
-  }
-
   void step(float* master, Tensor grads, const OptimStepInfo& info) override {
     require_initialized();
     std::vector<OptimOp> ops;

@@ -16,6 +16,7 @@
 #include "data/meta.h"
 #include "model/base/check.h"
 #include "optim/optim_groups.h"
+#include "optim/optim_traits.h"
 #include "train/ledger/memory_plan.h"
 #include "train/ledger/plan_layers.h"
 #include "train/ledger/tensor_states.h"
@@ -76,7 +77,7 @@ CLI::App* memory_command_add(CLI::App& app, MemoryCommand* cmd) {
   sub->add_option("--heads", cmd->heads, "attention heads (activations)");
   sub->add_option("--seq", cmd->seq, "sequence length T (activations)");
   sub->add_option("--vocab", cmd->vocab, "vocabulary size (logits; default 50257 with --params)");
-  sub->add_option("--optim", cmd->optim, "sgd | adamw | lamb | lars | adafactor | adamw8bit");
+  sub->add_option("--optim", cmd->optim, optim_names_text(" | ", " | "));
   sub->add_option("--offload", cmd->offload,
                   "none | host | disk: where the master and optimizer state live (optim.offload)");
   sub->add_option("--param-dtype", cmd->param_dtype,

@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "optim/optim_traits.h"
 #include "train/cli/study_plan.h"
 
 namespace ledgerlm {
@@ -49,13 +50,16 @@ std::string seconds_text(double seconds) {
   return std::string(buf, res.ptr);
 }
 
-// A wall-clock run has no length in steps; AdEMAMix warms its slow EMA over the run's length by
-// default (optim.ademamix_warmup = 0), so the wall-clock copy keeps the warmup the chosen
-// token-budget setting had: its steps, from the budget and the batch in its overrides.
+// A wall-clock run has no length in steps; an optimizer key may default to the run's length
+// (OptimTraits::run_length_key: AdEMAMix warms its slow EMA over the run by default,
+// optim.ademamix_warmup = 0), so the wall-clock copy keeps the value the chosen token-budget
+// setting had: its steps, from the budget and the batch in its overrides.
 void pin_run_length(const json& chosen, json* run) {
   const json& ov = chosen["overrides"];
-  if (ov.value("optim.name", std::string()) != "ademamix") return;
-  if (ov.contains("optim.ademamix_warmup") && ov["optim.ademamix_warmup"] != "0") return;
+  const OptimTraits* optim = optim_traits_find(ov.value("optim.name", std::string()));
+  if (optim == nullptr || optim->run_length_key.empty()) return;
+  const std::string length_key = "optim." + optim->run_length_key;
+  if (ov.contains(length_key) && ov[length_key] != "0") return;
   auto number = [&](const char* key, int64_t fallback) {
     return ov.contains(key) ? std::stoll(ov[key].get<std::string>()) : fallback;
   };
@@ -63,7 +67,7 @@ void pin_run_length(const json& chosen, json* run) {
   const int64_t per_step = chosen.value("world", int64_t{1}) * number("train.micro_batch", 0) *
                            number("train.accum", 1) * number("train.seq_len", 0);
   if (steps == 0 && per_step > 0) steps = (number("train.max_tokens", 0) + per_step - 1) / per_step;
-  if (steps > 0) (*run)["overrides"]["optim.ademamix_warmup"] = std::to_string(steps);
+  if (steps > 0) (*run)["overrides"][length_key] = std::to_string(steps);
 }
 
 struct Arm {

@@ -10,6 +10,7 @@
 
 #include "data/tokenizer.h"
 #include "model/base/check.h"
+#include "optim/optim_traits.h"
 
 namespace ledgerlm {
 namespace {
@@ -88,9 +89,7 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("train", c.train, memory_check, B,
           "refuse a run whose predicted memory exceeds what this host has (false: start anyway)");
 
-  LLM_KEY("optim", c.optim, name, S,
-          "sgd | adamw | lamb | lars | adafactor | adamw8bit | lion | adamw_schedulefree | "
-          "ademamix | muon");
+  LLM_KEY("optim", c.optim, name, S, optim_names_text(" | ", " | "));
   LLM_KEY("optim", c.optim, impl, S, "loop | foreach | fused");
   LLM_KEY("optim", c.optim, lr, F, "peak learning rate");
   LLM_KEY("optim", c.optim, beta1, F, "first-moment decay");

@@ -8,6 +8,7 @@
 #include "model/base/check.h"
 #include "model/base/dtype.h"
 #include "model/param_table.h"
+#include "optim/optim_traits.h"
 
 namespace ledgerlm {
 namespace {
@@ -143,9 +144,12 @@ void RunConfig::validate() const {
   attention_config_check(precision.attention, train.device, precision.matmul, model.dropout);
   LLM_REQUIRE(train.seq_len <= model.block_size, "train.seq_len ", train.seq_len,
               " exceeds model.block_size ", model.block_size, " (the model's context)");
-  LLM_REQUIRE(optim.name != "ademamix" || optim.ademamix_warmup > 0 || train.max_steps > 0 ||
-                  train.max_tokens > 0,
-              "optim.ademamix_warmup: a wall-clock budget alone (train.max_seconds) gives no run "
+  // An optimizer key that defaults to the run's length in steps (AdEMAMix's warmup).
+  const OptimTraits* ot = optim_traits_find(optim.name);
+  LLM_REQUIRE(ot == nullptr || ot->needs_run_length == nullptr || !ot->needs_run_length(optim) ||
+                  train.max_steps > 0 || train.max_tokens > 0,
+              "optim.", ot->run_length_key,
+              ": a wall-clock budget alone (train.max_seconds) gives no run "
               "length in steps to warm alpha and beta3 up over; set it to the steps you expect");
 }
 

@@ -24,6 +24,7 @@
 #include "model/backend/cpu_facts.h"
 #include "model/base/check.h"
 #include "optim/muon_plan.h"
+#include "optim/optim_traits.h"
 #include "train/offload/offload_backend.h"
 #include "train/step/gns.h"
 #include "train/step/placement.h"
@@ -123,90 +124,61 @@ struct StateCount {
   std::string group = "all";
 };
 
+// Elements of state component `c` for `count` elements held of a tensor of `rows` x `cols`.
+int64_t state_extent(const StateComponentTraits& c, int64_t count, int64_t rows, int64_t cols,
+                     int64_t block) {
+  switch (c.extent) {
+    case StateExtent::kPerElement:
+      return c.block_aligned ? round_up(count, block) : count;
+    case StateExtent::kPerBlock:
+      return ceil_div(count, block);
+    case StateExtent::kRows:
+      return rows;
+    case StateExtent::kCols:
+      return cols;
+  }
+  return 0;
+}
+
+const OptimTraits& planned_optimizer(const OptimConfig& o) {
+  const OptimTraits* t = optim_traits_find(o.name);
+  if (t == nullptr)
+    fail("optim.name = '" + o.name + "': the planner knows " + optim_names_text(", ", " or "));
+  return *t;
+}
+
 // The states optimizer `o` allocates for the tensor parts `parts` with mirrored buffers of
-// `mirror` elements, in allocation order.
+// `mirror` elements, in allocation order: its traits' components, then its host scalars.
 std::vector<StateCount> optimizer_states(const PlanInput& in, const std::vector<HeldPart>& parts,
                                          int64_t mirror, bool full) {
   const OptimConfig& o = in.optim;
-  const DType S = o.state_dtype;  // parameter-shaped state (precision.state): fp32 or bf16
+  const OptimTraits& traits = planned_optimizer(o);
   std::vector<StateCount> out;
-  auto add = [&](const char* name, MemTag tag, DType dt, int64_t elements,
-                 const char* group = "all") {
+  auto add = [&](const std::string& name, MemTag tag, DType dt, int64_t elements,
+                 const std::string& group) {
     out.push_back({name, tag, dt, full ? elements : 0, full ? 0 : elements, group});
   };
-  // Optimizer-wide host scalars (step counters and the like): the same on every rank.
-  auto scalars = [&](int64_t count) {
-    add("optim.scalars", MemTag::kOptimFactored, DType::kF64, count);
-  };
-  if (o.name == "adamw" || o.name == "lamb") {
-    add("optim.m", MemTag::kOptimM, S, mirror);
-    add("optim.v", MemTag::kOptimV, S, mirror);
-  } else if (o.name == "sgd") {
-    if (o.momentum > 0.0) add("optim.momentum", MemTag::kOptimMomentum, S, mirror);
-  } else if (o.name == "lars") {
-    add("optim.momentum", MemTag::kOptimMomentum, S, mirror);
-  } else if (o.name == "adafactor") {
-    // Matrices keep row and column statistics (whole, on every rank holding a part of the
-    // matrix), vectors a full second moment of the elements held.
-    int64_t rows = 0, cols = 0, vec = 0;
-    if (in.tensors.empty()) rows = cols = static_cast<int64_t>(std::sqrt(in.num_params * 1.0));
-    for (const HeldPart& h : parts) {
-      if (h.tensor->dims >= 2) {
-        rows += h.tensor->rows;
-        cols += h.tensor->cols;
-      } else {
-        vec += h.count;
-      }
+  // Without tensor shapes (--params) every parameter counts as one square tensor of the
+  // optimizer's primary kind: N elements (N / D on a rank), sqrt(N) rows and columns.
+  const int64_t held_all = full ? in.num_params : ceil_div(in.num_params, in.world);
+  const int64_t side = static_cast<int64_t>(std::sqrt(in.num_params * 1.0));
+  for (const StateComponentTraits& c : traits.states) {
+    if (!optim_state_present(c, o)) continue;
+    int64_t n = 0;
+    if (c.covers == StateCovers::kAll && c.extent == StateExtent::kPerElement) {
+      n = mirror;  // a buffer that mirrors the layout, padding included
+    } else if (in.tensors.empty()) {
+      if (optim_state_covers(c, true)) n = state_extent(c, held_all, side, side, o.block_size);
+    } else {
+      for (const HeldPart& h : parts)
+        if (optim_state_covers(c, h.tensor->primary))
+          n += state_extent(c, h.count, h.tensor->rows, h.tensor->cols, o.block_size);
     }
-    add("optim.row", MemTag::kOptimFactored, DType::kF32, rows);
-    add("optim.col", MemTag::kOptimFactored, DType::kF32, cols);
-    add("optim.v", MemTag::kOptimV, S, vec);
-    if (o.adafactor_beta1 > 0.0) add("optim.m", MemTag::kOptimM, S, mirror);
-  } else if (o.name == "adamw8bit") {
-    // Tensors of kSmallTensor+ elements: 8-bit codes in whole blocks plus one fp32 absmax per
-    // block; the small ones (and embeddings when asked) keep fp32 m and v whatever
-    // precision.state says.
-    const int64_t B = o.block_size;
-    int64_t q = 0, f = 0;
-    if (in.tensors.empty())
-      q = round_up(full ? in.num_params : ceil_div(in.num_params, in.world), B);
-    for (const HeldPart& h : parts) {
-      const bool fp32_state =
-          h.tensor->numel < kSmallTensor || (o.embedding_fp32_state && h.tensor->embedding);
-      if (fp32_state)
-        f += h.count;
-      else
-        q += round_up(h.count, B);
-    }
-    add("optim.codes.m", MemTag::kOptimCodes, DType::kU8, q);
-    add("optim.codes.v", MemTag::kOptimCodes, DType::kU8, q);
-    add("optim.absmax.m", MemTag::kOptimAbsmax, DType::kF32, q / B);
-    add("optim.absmax.v", MemTag::kOptimAbsmax, DType::kF32, q / B);
-    add("optim.m", MemTag::kOptimM, DType::kF32, f);
-    add("optim.v", MemTag::kOptimV, DType::kF32, f);
-  } else if (o.name == "lion") {
-    add("optim.m", MemTag::kOptimM, S, mirror);
-  } else if (o.name == "adamw_schedulefree") {
-    add("optim.z", MemTag::kOptimZ, S, mirror);
-    add("optim.v", MemTag::kOptimV, S, mirror);
-    scalars(3);
-  } else if (o.name == "ademamix") {
-    add("optim.m1", MemTag::kOptimM, S, mirror);
-    add("optim.nu", MemTag::kOptimV, S, mirror);
-    add("optim.m2", MemTag::kOptimM, S, mirror);
-    scalars(1);
-  } else if (o.name == "muon") {
-    // Compact per group: momentum over the orthogonalised parts, m and v over the rest (no
-    // padding between tensors in either).
-    int64_t orth = 0, rest = 0;
-    if (in.tensors.empty()) orth = full ? in.num_params : ceil_div(in.num_params, in.world);
-    for (const HeldPart& h : parts) (h.tensor->muon ? orth : rest) += h.count;
-    add("optim.momentum", MemTag::kOptimMomentum, S, orth, "matrix");
-    add("optim.m", MemTag::kOptimM, S, rest, "embedding,nodecay");
-    add("optim.v", MemTag::kOptimV, S, rest, "embedding,nodecay");
-  } else {
-    fail("optim.name = '" + o.name + "': the planner knows " + kOptimizerNames);
+    add("optim." + c.name, c.tag, optim_state_dtype(c, o), n, c.group);
   }
+  // Optimizer-wide host scalars (step counters and the like): the same on every rank.
+  if (traits.host_scalars > 0)
+    add("optim.scalars", MemTag::kOptimFactored, DType::kF64, traits.host_scalars, "all");
   return out;
 }
 
@@ -234,9 +206,14 @@ int64_t comm_bytes(const PlanInput& x, MemoryPlan& plan) {
 }
 
 void add_optimizer_states(Builder& b, const PlanInput& in) {
-  if (in.optim.name == "adafactor" && in.tensors.empty())
-    b.plan->notes.push_back(
-        "adafactor: no tensor shapes (--params): row/col statistics approximated as 2 sqrt(N)");
+  const OptimTraits& traits = planned_optimizer(in.optim);
+  bool factored = false;
+  for (const StateComponentTraits& c : traits.states)
+    factored = factored || c.extent == StateExtent::kRows || c.extent == StateExtent::kCols;
+  if (factored && in.tensors.empty())
+    b.plan->notes.push_back(traits.name +
+                            ": no tensor shapes (--params): row/col statistics approximated as "
+                            "2 sqrt(N)");
   std::vector<StateCount> total =
       optimizer_states(in, held_parts(in, true), mirror_elements(in, true), true);
   const bool sharded = in.zero >= 1 && in.world > 1;
@@ -253,15 +230,17 @@ void add_optimizer_states(Builder& b, const PlanInput& in) {
   }
 }
 
-// Muon's scratch on this rank (optim/muon.cpp): the blended pieces it holds; on owners, when
-// anything travels, the gathered tensors and one tensor reassembled from several ranks' pieces;
-// the Newton–Schulz buffers of the largest matrix it orthogonalises.
+// Muon's scratch on this rank (optim/muon.cpp), for an optimizer that works on whole matrices on
+// owner ranks (WholeTensor::kOnOwner): the blended pieces it holds; on owners, when anything
+// travels, the gathered tensors and one tensor reassembled from several ranks' pieces; the
+// Newton–Schulz buffers of the largest matrix it orthogonalises.
 void add_muon_scratch(Builder& b, const PlanInput& x) {
-  if (x.optim.name != "muon") return;
+  const OptimTraits& traits = planned_optimizer(x.optim);
+  if (traits.whole != WholeTensor::kOnOwner) return;
   if (x.tensors.empty()) {
-    b.plan->notes.push_back(
-        "muon: no tensor shapes: its exchange and Newton-Schulz buffers are "
-        "not counted");
+    b.plan->notes.push_back(traits.name +
+                            ": no tensor shapes: its exchange and Newton-Schulz buffers are "
+                            "not counted");
     return;
   }
   const bool sharded = x.zero >= 1 && x.world > 1;
@@ -309,20 +288,12 @@ int64_t MemoryPlan::per_rank_for_tag(MemTag tag) const {
 }
 
 double plan_optimizer_bytes_per_param(const OptimConfig& o) {
-  const double master = 4.0;
-  const double s = static_cast<double>(dtype_size(o.state_dtype));  // per state element
-  if (o.name == "sgd") return master + (o.momentum > 0.0 ? s : 0.0);
-  if (o.name == "adamw" || o.name == "lamb") return master + 2.0 * s;
-  if (o.name == "lars") return master + s;
-  if (o.name == "adafactor") return master + (o.adafactor_beta1 > 0.0 ? s : 0.0);
-  if (o.name == "adamw8bit") return master + 2.0 + 8.0 / static_cast<double>(o.block_size);
-  if (o.name == "lion") return master + s;
-  if (o.name == "adamw_schedulefree") return master + 2.0 * s;
-  if (o.name == "ademamix") return master + 3.0 * s;
-  // Muon: the momentum of the 2-D weights (most of a GPT's parameters); its AdamW group adds s
-  // per parameter of the embeddings, biases and norms, which per-tensor plans count exactly.
-  if (o.name == "muon") return master + s;
-  fail("optim.name = '" + o.name + "': unknown optimizer");
+  // The master, and the states as the optimizer's traits list them. Muon: the momentum of the
+  // 2-D weights (most of a GPT's parameters); its AdamW group adds s per parameter of the
+  // embeddings, biases and norms, which per-tensor plans count exactly.
+  if (optim_traits_find(o.name) == nullptr)
+    fail("optim.name = '" + o.name + "': unknown optimizer");
+  return optim_state_bytes_per_param(o, 4.0);
 }
 
 int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute recompute) {
@@ -582,6 +553,7 @@ std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table, const O
                                                 int64_t world) {
   std::vector<PlanTensor> out;
   const std::vector<int> owners = muon_owners(table, optim, static_cast<int>(world));
+  const OptimTraits* traits = optim_traits_find(optim.name);
   for (size_t i = 0; i < table.params.size(); ++i) {
     const ParamInfo& p = table.params[i];
     PlanTensor t;
@@ -593,6 +565,7 @@ std::vector<PlanTensor> plan_tensors_from_table(const ParamTable& table, const O
     t.offset = p.offset;
     t.unit = p.unit;
     t.muon = muon_orthogonalises(p, optim);
+    t.primary = traits == nullptr || traits->primary == nullptr || traits->primary(p, optim);
     t.owner = owners[i];
     t.split = p.split;
     out.push_back(t);

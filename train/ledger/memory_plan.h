@@ -40,6 +40,9 @@ struct PlanTensor {
   bool muon = false;
   int owner = -1;
   int split = 1;
+  // Of the optimizer's primary kind (OptimTraits::primary: factored, quantized, orthogonalised),
+  // which decides the state components it has (StateCovers).
+  bool primary = true;
 };
 
 // Model dimensions for activations; n_layer == 0 means "unknown" (no activation prediction).

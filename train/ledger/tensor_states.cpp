@@ -1,63 +1,27 @@
-// Per-tensor optimizer state (see tensor_states.h). The rules mirror each optimizer's allocation
-// (optim/*.cpp) and the planner's totals (memory_plan.cpp), written independently of both.
+// Per-tensor optimizer state (see tensor_states.h): the optimizer's traits (optim/optim_traits.h)
+// applied to one tensor part, the same components the planner sums (memory_plan.cpp).
 #include "train/ledger/tensor_states.h"
 
 #include <cstdio>
 
 #include "model/base/check.h"
+#include "optim/optim_traits.h"
 
 namespace ledgerlm {
 
 std::vector<TensorState> plan_tensor_states(const OptimConfig& o, const PlanTensor& t,
                                             int64_t count) {
-  const DType S = o.state_dtype;
-  std::vector<TensorState> out;
-  auto add = [&](const char* name, DType dt, int64_t n) { out.push_back({name, dt, n}); };
-  if (o.name == "sgd") {
-    if (o.momentum > 0.0) add("momentum", S, count);
-  } else if (o.name == "adamw" || o.name == "lamb") {
-    add("m", S, count);
-    add("v", S, count);
-  } else if (o.name == "lars") {
-    add("momentum", S, count);
-  } else if (o.name == "adafactor") {
-    if (t.dims >= 2) {
-      add("row", DType::kF32, t.rows);
-      add("col", DType::kF32, t.cols);
-    } else {
-      add("v", S, count);
-    }
-    if (o.adafactor_beta1 > 0.0) add("m", S, count);
-  } else if (o.name == "adamw8bit") {
-    const bool fp32_state = t.numel < kSmallTensor || (o.embedding_fp32_state && t.embedding);
-    if (fp32_state) {
-      add("m", DType::kF32, count);
-      add("v", DType::kF32, count);
-    } else {
-      const int64_t blocks = (count + o.block_size - 1) / o.block_size;
-      add("codes.m", DType::kU8, count);
-      add("codes.v", DType::kU8, count);
-      add("absmax.m", DType::kF32, blocks);
-      add("absmax.v", DType::kF32, blocks);
-    }
-  } else if (o.name == "lion") {
-    add("m", S, count);
-  } else if (o.name == "adamw_schedulefree") {
-    add("z", S, count);
-    add("v", S, count);
-  } else if (o.name == "ademamix") {
-    add("m1", S, count);
-    add("nu", S, count);
-    add("m2", S, count);
-  } else if (o.name == "muon") {
-    if (t.muon) {
-      add("momentum", S, count);
-    } else {
-      add("m", S, count);
-      add("v", S, count);
-    }
-  } else {
+  const OptimTraits* traits = optim_traits_find(o.name);
+  if (traits == nullptr)
     fail(std::string("optim.name = '") + o.name + "': no per-tensor state rule");
+  std::vector<TensorState> out;
+  for (const StateComponentTraits& c : traits->states) {
+    if (!optim_state_present(c, o) || !optim_state_covers(c, t.primary)) continue;
+    int64_t n = count;  // kPerElement: the elements held (whole blocks are the buffer's affair)
+    if (c.extent == StateExtent::kPerBlock) n = (count + o.block_size - 1) / o.block_size;
+    if (c.extent == StateExtent::kRows) n = t.rows;
+    if (c.extent == StateExtent::kCols) n = t.cols;
+    out.push_back({c.name, optim_state_dtype(c, o), n});
   }
   return out;
 }

@@ -7,6 +7,7 @@
 
 #include "model/backend/optim/optim_op.h"
 #include "model/base/check.h"
+#include "optim/optim_traits.h"
 
 namespace ledgerlm {
 
@@ -27,15 +28,10 @@ bool offload_tag_paged(MemTag tag) {
 
 int64_t offload_whole_tensor_bytes(const OptimConfig& optim, int64_t largest_numel) {
   // The fp32 master plus the parameter-shaped states one kernel of theirs reads together, at
-  // their widest (fp32): LAMB's moments pass (w, m, v), LARS's apply (w, momentum), Adafactor's
-  // vector and apply passes (w, m, v).
-  const std::string& n = optim.name;
-  int64_t per_element = 0;
-  if (n == "lamb" || n == "adafactor")
-    per_element = 12;
-  else if (n == "lars")
-    per_element = 8;
-  return per_element * largest_numel;
+  // their widest (fp32), from the optimizer's traits: LAMB's moments pass (w, m, v), LARS's apply
+  // (w, momentum), Adafactor's vector and apply passes (w, m, v).
+  const OptimTraits* t = optim_traits_find(optim.name);
+  return (t != nullptr ? t->whole_tensor_bytes : 0) * largest_numel;
 }
 
 int64_t offload_staging_bytes(const OptimConfig& optim, int64_t largest_numel) {

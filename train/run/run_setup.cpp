@@ -13,6 +13,7 @@
 
 #include "model/backend/common/cudnn_library.h"
 #include "model/base/check.h"
+#include "optim/optim_traits.h"
 #include "train/comm/comm_select.h"
 #include "train/config/attention_choice.h"
 #include "train/run/memory_admission.h"
@@ -274,20 +275,11 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
       std::printf("train.device = %s: training on %s\n", asked.c_str(), cfg.train.device.c_str());
     // The same for precision.attention: the run records cudnn or own.
     run_resolve_attention(&cfg, run.lead());
-    // Lion moves every weight by exactly lr per step: AdamW's LR is 3-10x too large for it.
-    if (run.lead() && cfg.optim.name == "lion" && cfg.optim.lr >= 3e-4)
-      std::printf(
-          "note: optim.lr = %g is on AdamW's scale; Lion usually wants a 3-10x smaller LR "
-          "and a 3-10x larger optim.weight_decay (README, Optimizers)\n",
-          cfg.optim.lr);
-    // AdEMAMix inherits AdamW's beta2 = 0.95; with it nu forgets within ~20 steps while the slow
-    // EMA m2 remembers, so alpha * m2 / sqrt(nu) runs away where gradients shrink (rare tokens'
-    // embedding rows): losses of ~1e3 late in a run. The authors use 0.999 (docs/optimizers.md).
-    if (run.lead() && cfg.optim.name == "ademamix" && cfg.optim.beta2 < 0.99)
-      std::printf(
-          "note: optim.beta2 = %g with ademamix: its slow EMA can outgrow nu and blow the run up "
-          "late; the authors use 0.999 (docs/optimizers.md, ademamix)\n",
-          cfg.optim.beta2);
+    // The optimizer's advice on its settings (an LR on another optimizer's scale, ...).
+    const OptimTraits* traits = optim_traits_find(cfg.optim.name);
+    if (run.lead() && traits != nullptr && traits->notes != nullptr)
+      for (const std::string& note : traits->notes(cfg.optim))
+        std::printf("note: %s\n", note.c_str());
     check_command(cmd, cfg);
   });
   check_same_config(comm, cfg);

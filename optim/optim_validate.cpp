@@ -1,9 +1,12 @@
 // Validation of the [optim] section: every bad value is reported with the optim.* key it came from.
+// Apart from optim_config.h because it reads the traits table (optim_traits.h), which reads that
+// header.
 #include "optim/optim_config.h"
 
 #include <cmath>
 
 #include "model/base/check.h"
+#include "optim/optim_traits.h"
 
 namespace ledgerlm {
 namespace {
@@ -25,14 +28,18 @@ void require_nonneg(double x, const char* key) {
 
 }  // namespace
 
+bool optim_trains_off_master(const OptimConfig& c) {
+  const OptimTraits* t = optim_traits_find(c.name);
+  return t != nullptr && t->trains_off_master;
+}
+
 void OptimConfig::validate() const {
-  LLM_REQUIRE(one_of(name, {"sgd", "adamw", "lamb", "lars", "adafactor", "adamw8bit", "lion",
-                            "adamw_schedulefree", "ademamix", "muon"}),
-              "optim.name: expected ", kOptimizerNames, " (got '", name, "')");
+  const OptimTraits& traits = optim_traits_of(*this);  // names every optimizer otherwise
   LLM_REQUIRE(one_of(impl, {"loop", "foreach", "fused"}),
               "optim.impl: expected loop, foreach or fused (got '", impl, "')");
-  LLM_REQUIRE(impl == "fused" || name == "sgd" || name == "adamw", "optim.impl: '", impl,
-              "' exists for sgd and adamw only; optim.name=", name, " needs fused");
+  LLM_REQUIRE(impl == "fused" || traits.schedules, "optim.impl: '", impl, "' exists for ",
+              optim_names_text_if([](const OptimTraits& t) { return t.schedules; }, ", ", " and "),
+              " only; optim.name=", name, " needs fused");
   LLM_REQUIRE(one_of(schedule, {"constant", "cosine", "linear"}),
               "optim.schedule: expected constant, cosine or linear (got '", schedule, "')");
   LLM_REQUIRE(one_of(wd_mode, {"decoupled", "l2"}),
@@ -86,28 +93,8 @@ void OptimConfig::validate() const {
               "] (the averaging weight lr_max^power; the authors use 2, and past ",
               kMaxSfWeightLrPower, " the weights underflow and the average stops moving) (got ",
               sf_weight_lr_power, ")");
-  // The same underflow at a given LR: the peak LR's weight must be a normal double, or every
-  // iterate's weight is 0 (or inf) and the averaged weights never move.
-  LLM_REQUIRE(
-      name != "adamw_schedulefree" || lr == 0.0 || std::isnormal(std::pow(lr, sf_weight_lr_power)),
-      "optim.sf_weight_lr_power = ", sf_weight_lr_power, " with optim.lr = ", lr,
-      ": lr^power is not a normal double, so the averaged weights would never move; "
-      "lower the power (the authors use 2)");
   require_beta(ademamix_beta3, "optim.ademamix_beta3");
   require_nonneg(ademamix_alpha, "optim.ademamix_alpha");
-  // AdEMAMix warms beta3 up through the EMAs' half-lives, log(0.5) / log(beta + 1e-8) (the
-  // authors' formula): a beta within 1e-8 of 1 gives a negative half-life and a warmup beta3
-  // above 1, which makes the slow EMA subtract the gradients it should add.
-  if (name == "ademamix") {
-    LLM_REQUIRE(beta1 + 1e-8 < 1.0,
-                "optim.beta1: ademamix needs it below 1 - 1e-8 (its beta3 "
-                "warmup takes log(beta1 + 1e-8)) (got ",
-                beta1, ")");
-    LLM_REQUIRE(ademamix_beta3 + 1e-8 < 1.0,
-                "optim.ademamix_beta3: expected below 1 - 1e-8 (its "
-                "warmup takes log(beta3 + 1e-8)) (got ",
-                ademamix_beta3, ")");
-  }
   LLM_REQUIRE(ademamix_warmup >= 0,
               "optim.ademamix_warmup: expected >= 0 (0: the run's length; got ", ademamix_warmup,
               ")");
@@ -120,11 +107,9 @@ void OptimConfig::validate() const {
               "optim.muon_adjust_lr: expected original or match_rms_adamw (got '", muon_adjust_lr,
               "')");
   require_nonneg(muon_adamw_lr, "optim.muon_adamw_lr");
-  LLM_REQUIRE(name != "adamw_schedulefree" || schedule == "constant", "optim.schedule = ", schedule,
-              ": adamw_schedulefree replaces the LR schedule (it averages its iterates instead); "
-              "set optim.schedule = constant (optim.warmup_steps stays its warmup)");
   LLM_REQUIRE(state_dtype == DType::kF32 || state_dtype == DType::kBF16,
               "precision.state: expected fp32 or bf16 (got ", dtype_name(state_dtype), ")");
+  if (traits.validate != nullptr) traits.validate(*this);  // the optimizer's own keys
 }
 
 }  // namespace ledgerlm
