@@ -74,14 +74,9 @@ LR = "optim.lr"
 
 # ---- statistics (tests/tools/test_study_report.py checks them against hand-computed values) ----
 
-def t_interval(xs, confidence=0.95):
-    """(mean, low, high) of the Student t interval; low/high are None below 2 values."""
-    xs = np.asarray(xs, dtype=float)
-    mean = float(xs.mean())
-    if xs.size < 2:
-        return mean, None, None
-    half = stats.t.ppf(0.5 + confidence / 2, xs.size - 1) * xs.std(ddof=1) / math.sqrt(xs.size)
-    return mean, mean - half, mean + half
+# (mean, low, high) of the Student t interval; low/high are None below 2 values. One definition
+# for this report and batch_science's steps to target.
+t_interval = batch_science.t_interval
 
 
 def paired_difference(arm, base, confidence=0.95):

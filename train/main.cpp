@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "model/backend/cpu_facts.h"
+#include "model/backends/cpu_facts.h"
 #include "train/cli/cli.h"
 
 int main(int argc, char** argv) {

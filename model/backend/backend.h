@@ -277,19 +277,8 @@ class Backend {
   TransferStats transfers_;
 };
 
-// The backend called `name` ("cpu"; "cuda" in builds with the CUDA backend); an unknown or
-// unavailable name is an Error naming it and the choices.
-std::unique_ptr<Backend> backend_create(const std::string& name,
-                                        const BackendOptions& options = {});
-// train.device resolved: "auto" is "cuda" when this build has the CUDA backend and a CUDA device
-// is visible, else "cpu"; any other name is returned as it is.
-std::string backend_resolve(const std::string& name);
-// Names backend_create accepts in this build.
-std::string backend_names();
-// "" when this process can run precision.attention = cudnn (a CUDA build with the cuDNN
-// attention compiled in, libcudnn loaded and its version accepted: cudnn_library.h), else why
-// not, in words for the one fallback line. Loads libcudnn on the first call.
-std::string backend_cudnn_attention_problem();
+// Backends by name (backend_create) live a room above every backend:
+// model/backends/backend_factory.h.
 
 // The CPU backend with `threads` OpenMP threads (0: all cores / ranks on this node).
 std::unique_ptr<Backend> backend_create_cpu(int threads = 0);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
+#include "model/backends/backend_factory.h"
 #include "model/base/rng.h"
 #include "tests/support/backend_ops_support.h"
 

@@ -22,6 +22,7 @@
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/optim/optim_kernels_8bit.h"
 #include "model/backend/optim/optim_op.h"
+#include "model/backends/backend_factory.h"
 #include "tests/support/backend_ops_support.h"
 #include "tests/support/reference_ops.h"
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
+#include "model/backends/backend_factory.h"
 #include "model/base/check.h"
 #include "model/base/memory.h"
 #include "model/base/rng.h"

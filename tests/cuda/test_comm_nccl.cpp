@@ -13,6 +13,7 @@
 
 #include "model/backend/backend.h"
 #include "model/backend/cuda/cuda_device.h"
+#include "model/backends/backend_factory.h"
 #include "model/base/memory.h"
 #include "train/comm/comm_select.h"
 

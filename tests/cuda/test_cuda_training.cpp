@@ -25,16 +25,8 @@ namespace fs = std::filesystem;
 
 const std::string& corpus_dir() {
   static const std::string dir = [] {
-    std::string text;
-    const char* words[] = {"the",   "lord", "said", "unto", "moses",    "and",    "land",  "of",
-                           "egypt", "went", "up",   "into", "mountain", "people", "light", "day"};
-    uint64_t x = 777;
-    for (int i = 0; i < 8000; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      text += words[(x >> 33) % 16];
-      text += (i % 11 == 10) ? ".\n" : " ";
-    }
-    return testing::resume_prepare_corpus("cuda_train_data_", text);
+    return testing::resume_prepare_corpus(
+        "cuda_train_data_", testing::lcg_words(testing::kPseudoEnglish, 777, 8000, 11));
   }();
   return dir;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
+#include "model/backends/backend_factory.h"
 #include "model/base/dtype.h"
 #include "tests/support/test_util.h"
 #if defined(LEDGERLM_HAVE_CUDNN_ATTENTION)

@@ -22,17 +22,11 @@ namespace ledgerlm {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_one_error_line;
 
 const std::string& corpus_dir() {
   static const std::string dir = [] {
-    std::string text;
-    uint64_t x = 7;
-    for (int i = 0; i < 30000; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      text += static_cast<char>('a' + (x >> 33) % 20);
-      if (i % 50 == 49) text += "\n";
-    }
-    return testing::resume_prepare_corpus("finetune_data_", text);
+    return testing::resume_prepare_corpus("finetune_data_", testing::lcg_letters(7, 30000));
   }();
   return dir;
 }
@@ -43,15 +37,6 @@ testing::CommandResult ledgerlm(const std::string& args) {
 
 std::string flags(const std::string& out, const std::string& name) {
   return testing::resume_tiny_flags(corpus_dir(), out, name);
-}
-
-void expect_one_line_error(const testing::CommandResult& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  const size_t at = r.output.find("ledgerlm: error: ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
-  EXPECT_NE(line.find(needle), std::string::npos) << line;
-  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
 }
 
 class Finetune : public ::testing::Test {
@@ -127,7 +112,7 @@ TEST_F(Finetune, ResumeRefusesAChangedBase) {
                 fs::copy_options::overwrite_existing);
   r = ledgerlm("train" + flags(out_, "lora_resume") + " --train.max_steps 8 --resume auto" +
                " --lora.rank 2 --optim.lr 1e-2");
-  expect_one_line_error(r, "sha256");
+  expect_one_error_line(r, {"sha256"});
 }
 
 TEST_F(Finetune, LoraRunEvaluatesAndExportsMerged) {
@@ -177,26 +162,26 @@ TEST_F(Finetune, LoraRunEvaluatesAndExportsMerged) {
   EXPECT_EQ(config["r"], 4);
   EXPECT_EQ(config["target_modules"], nlohmann::json({"attn.c_attn", "mlp.c_fc"}));
   EXPECT_EQ(config["fan_in_fan_out"], true);
-  expect_one_line_error(
+  expect_one_error_line(
       ledgerlm("export --run " + base() + " --lora-only --out " + out_ + "/base_peft"),
-      "no adapters");
+      {"no adapters"});
   EXPECT_FALSE(fs::exists(out_ + "/base_peft"));
 }
 
 TEST_F(Finetune, BadFreezeAndLoraValuesAreOneLine) {
   const std::string one = " --train.max_steps 1";
-  expect_one_line_error(ledgerlm("train" + flags(out_, "bad1") + one + " --train.freeze 'blok.*'"),
-                        "blok.*");
-  expect_one_line_error(ledgerlm("train" + flags(out_, "bad2") + one + " --train.freeze '*'"),
-                        "nothing would train");
-  expect_one_line_error(ledgerlm("train" + flags(out_, "bad3") + one + " --lora.rank 4096"),
-                        "lora.rank");
-  expect_one_line_error(
+  expect_one_error_line(ledgerlm("train" + flags(out_, "bad1") + one + " --train.freeze 'blok.*'"),
+                        {"blok.*"});
+  expect_one_error_line(ledgerlm("train" + flags(out_, "bad2") + one + " --train.freeze '*'"),
+                        {"nothing would train"});
+  expect_one_error_line(ledgerlm("train" + flags(out_, "bad3") + one + " --lora.rank 4096"),
+                        {"lora.rank"});
+  expect_one_error_line(
       ledgerlm("train" + flags(out_, "bad4") + one + " --lora.rank 2 --lora.targets qkv,wte"),
-      "wte");
-  expect_one_line_error(
+      {"wte"});
+  expect_one_error_line(
       ledgerlm("train" + flags(out_, "bad5") + one + " --lora.rank 2 --lora.alpha 0"),
-      "lora.alpha");
+      {"lora.alpha"});
   for (const char* name : {"bad1", "bad2", "bad3", "bad4", "bad5"})
     EXPECT_FALSE(fs::exists(out_ + "/" + name)) << name << ": a refused start left its directory";
 }

@@ -34,6 +34,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/base/rng.h"
+#include "tests/support/cli_test_support.h"
 #include "tests/support/test_util.h"
 #include "train/run/run_dir.h"
 
@@ -42,27 +43,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CommandResult;
+using testing::expect_one_line_error;
+using testing::ledgerlm;
 using testing::read_file;
 using testing::write_file;
 
 std::string q(const std::string& s) {
   return shell_quote(s);
-}
-
-CommandResult ledgerlm(const std::string& args) {
-  return testing::run_command(testing::ledgerlm_binary() + " " + args);
-}
-
-// Exactly one line "ledgerlm: error: ..." on stderr containing every needle; non-zero exit.
-void expect_one_line_error(const std::string& args, std::initializer_list<std::string> needles) {
-  const std::string err = testing::make_temp_dir("prepare_scale_err_") + "/stderr";
-  CommandResult r = testing::run_command("{ " + testing::ledgerlm_binary() + " " + args + " 2>" +
-                                         err + " >/dev/null; }");
-  EXPECT_NE(r.exit_code, 0) << "accepted: ledgerlm " << args;
-  const std::string text = read_file(err);
-  EXPECT_EQ(text.rfind("ledgerlm: error: ", 0), 0u) << text;
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
-  for (const auto& n : needles) EXPECT_NE(text.find(n), std::string::npos) << n << " in: " << text;
 }
 
 const std::vector<std::string> kWords = {

@@ -37,16 +37,8 @@ using testing::run_command;
 // A deterministic pseudo-English corpus (~40 KB), prepared once per process.
 const std::string& corpus_dir() {
   static const std::string dir = [] {
-    const char* words[] = {"the",   "lord", "said", "unto", "moses",    "and",    "land",  "of",
-                           "egypt", "went", "up",   "into", "mountain", "people", "light", "day"};
-    std::string text;
-    uint64_t x = 12345;
-    for (int i = 0; i < 8000; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      text += words[(x >> 33) % 16];
-      text += (i % 13 == 12) ? ".\n" : " ";
-    }
-    return testing::resume_prepare_corpus("resume_data_", text);
+    return testing::resume_prepare_corpus(
+        "resume_data_", testing::lcg_words(testing::kPseudoEnglish, 12345, 8000, 13));
   }();
   return dir;
 }

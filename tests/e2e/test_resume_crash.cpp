@@ -33,15 +33,10 @@ constexpr int64_t kRandomSteps = 60;  // killed at random moments: long enough t
 
 const std::string& corpus_dir() {
   static const std::string dir = [] {
-    std::string text;
-    uint64_t x = 4242;
-    const char* words[] = {"kill", "nine", "resume", "the", "same", "bits", "step", "save"};
-    for (int i = 0; i < 6000; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      text += words[(x >> 33) % 8];
-      text += (i % 9 == 8) ? ".\n" : " ";
-    }
-    return testing::resume_prepare_corpus("crash_data_", text);
+    return testing::resume_prepare_corpus(
+        "crash_data_",
+        testing::lcg_words({"kill", "nine", "resume", "the", "same", "bits", "step", "save"}, 4242,
+                           6000, 9));
   }();
   return dir;
 }

@@ -19,18 +19,12 @@ namespace ledgerlm {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_one_error_line;
 using testing::run_command;
 
 const std::string& corpus_dir() {
   static const std::string dir = [] {
-    std::string text;
-    uint64_t x = 99;
-    for (int i = 0; i < 30000; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      text += static_cast<char>('a' + (x >> 33) % 20);
-      if (i % 50 == 49) text += "\n";
-    }
-    return testing::resume_prepare_corpus("resume_err_data_", text);
+    return testing::resume_prepare_corpus("resume_err_data_", testing::lcg_letters(99, 30000));
   }();
   return dir;
 }
@@ -41,17 +35,6 @@ std::string flags(const std::string& out, const std::string& name) {
 
 testing::CommandResult ledgerlm(const std::string& args) {
   return run_command(testing::ledgerlm_binary() + " " + args);
-}
-
-// One line "ledgerlm: error: ..." containing every `needle`.
-void expect_one_line_error(const testing::CommandResult& r,
-                           std::initializer_list<std::string> needles) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  const size_t at = r.output.find("ledgerlm: error: ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
-  for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << line;
-  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
 }
 
 class ResumeErrors : public ::testing::Test {
@@ -79,14 +62,14 @@ class ResumeErrors : public ::testing::Test {
 
 TEST_F(ResumeErrors, ArchitectureChangeRefused) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --model.n_layer 3 --resume auto");
-  expect_one_line_error(r, {"model.n_layer = 3", "saved with model.n_layer = 2", "architecture"});
+  expect_one_error_line(r, {"model.n_layer = 3", "saved with model.n_layer = 2", "architecture"});
   expect_run_untouched();
   expect_resumable();
 }
 
 TEST_F(ResumeErrors, OptimizerChangeRefused) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --optim.name sgd --resume auto");
-  expect_one_line_error(r, {"optim.name = sgd", "adamw"});
+  expect_one_error_line(r, {"optim.name = sgd", "adamw"});
   expect_run_untouched();
 }
 
@@ -94,7 +77,7 @@ TEST_F(ResumeErrors, OptimizerChangeRefused) {
 // (it read like file damage: "tensor 'embed.wte.m' is fp32, expected bf16").
 TEST_F(ResumeErrors, PrecisionStateChangeRefused) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --precision.state bf16 --resume auto");
-  expect_one_line_error(
+  expect_one_error_line(
       r, {"precision.state = bf16", "saved with precision.state = fp32", "optimizer state"});
   expect_run_untouched();
   expect_resumable();
@@ -106,7 +89,7 @@ TEST_F(ResumeErrors, CorruptedCheckpointRejected) {
   bytes[bytes.size() - 100] ^= 0x01;
   ASSERT_TRUE(testing::write_file(file, bytes));
   auto r = ledgerlm("train --config " + run_ + "/config.toml --resume auto");
-  expect_one_line_error(r, {"optimizer.safetensors", "checksum"});
+  expect_one_error_line(r, {"optimizer.safetensors", "checksum"});
   EXPECT_EQ(testing::read_file(run_ + "/metrics.jsonl"), metrics_);
   // The previous checkpoint is intact and resumable by path.
   expect_resumable(run_ + "/ckpt/step_000002");
@@ -116,7 +99,7 @@ TEST_F(ResumeErrors, TruncatedCheckpointRejected) {
   const std::string file = run_ + "/ckpt/step_000004/model.safetensors";
   fs::resize_file(file, fs::file_size(file) - 8);
   auto r = ledgerlm("train --config " + run_ + "/config.toml --resume auto");
-  expect_one_line_error(r, {"model.safetensors", "truncated"});
+  expect_one_error_line(r, {"model.safetensors", "truncated"});
   EXPECT_EQ(testing::read_file(run_ + "/metrics.jsonl"), metrics_);
   expect_resumable(run_ + "/ckpt/step_000002");
 }
@@ -124,7 +107,7 @@ TEST_F(ResumeErrors, TruncatedCheckpointRejected) {
 TEST_F(ResumeErrors, NoCheckpointToResume) {
   fs::remove_all(run_ + "/ckpt");
   auto r = ledgerlm("train --config " + run_ + "/config.toml --resume auto");
-  expect_one_line_error(r, {"no checkpoint to resume"});
+  expect_one_error_line(r, {"no checkpoint to resume"});
   // A fresh run name with --resume auto simply starts.
   r = ledgerlm("train" + flags(out_, "fresh") + " --train.max_steps 1 --resume auto");
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -153,7 +136,7 @@ TEST_F(ResumeErrors, InitFromCheckpointOrWeights) {
                     " --model.n_embd 64 --train.max_steps 1 "
                     "--init-from " +
                     run_ + "/ckpt/step_000004");
-  expect_one_line_error(c, {"step_000004", "shape"});
+  expect_one_error_line(c, {"step_000004", "shape"});
 }
 
 }  // namespace

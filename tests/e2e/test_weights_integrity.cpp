@@ -27,17 +27,12 @@ namespace ledgerlm {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_one_error_line;
 
 const std::string& corpus_dir() {
   static const std::string dir = [] {
-    std::string text;
-    uint64_t x = 31;
-    for (int i = 0; i < 20000; ++i) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      text += static_cast<char>('a' + (x >> 33) % 20);
-      if (i % 50 == 49) text += "\n";
-    }
-    return testing::resume_prepare_corpus("weights_integrity_data_", text);
+    return testing::resume_prepare_corpus("weights_integrity_data_",
+                                          testing::lcg_letters(31, 20000));
   }();
   return dir;
 }
@@ -48,17 +43,6 @@ testing::CommandResult ledgerlm(const std::string& args) {
 
 std::string flags(const std::string& out, const std::string& name) {
   return testing::resume_tiny_flags(corpus_dir(), out, name);
-}
-
-// One line "ledgerlm: error: ..." containing every needle, and a non-zero exit.
-void expect_one_line_error(const testing::CommandResult& r,
-                           std::initializer_list<std::string> needles) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  const size_t at = r.output.find("ledgerlm: error: ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
-  for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << n << "\n" << line;
-  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
 }
 
 // The "loss ..." line of an eval.
@@ -106,10 +90,10 @@ class WeightsIntegrity : public ::testing::Test {
   static void expect_readers_refuse(const std::string& run,
                                     std::initializer_list<std::string> needles) {
     SCOPED_TRACE(run);
-    expect_one_line_error(ledgerlm("eval --run " + run), needles);
-    expect_one_line_error(ledgerlm("sample --run " + run + " --tokens 8 --seed 1"), needles);
+    expect_one_error_line(ledgerlm("eval --run " + run), needles);
+    expect_one_error_line(ledgerlm("sample --run " + run + " --tokens 8 --seed 1"), needles);
     const std::string hf = run + "_hf";
-    expect_one_line_error(ledgerlm("export --run " + run + " --out " + hf), needles);
+    expect_one_error_line(ledgerlm("export --run " + run + " --out " + hf), needles);
     EXPECT_FALSE(fs::exists(hf));
     for (const auto& e : fs::directory_iterator(out_))
       EXPECT_EQ(e.path().filename().string().rfind(fs::path(hf).filename().string(), 0),
@@ -120,7 +104,7 @@ class WeightsIntegrity : public ::testing::Test {
   static void expect_init_from_refused(const std::string& from, const std::string& name,
                                        std::initializer_list<std::string> needles) {
     SCOPED_TRACE(from);
-    expect_one_line_error(
+    expect_one_error_line(
         ledgerlm("train" + flags(out_, name) + " --train.max_steps 2 --init-from " + from),
         needles);
     EXPECT_FALSE(fs::exists(out_ + "/" + name));
@@ -149,7 +133,7 @@ TEST_F(WeightsIntegrity, EveryWeightsFileCarriesChecksums) {
   testing::flip_file_byte(damaged,
                           testing::raw_tensor_file_offset(damaged, "transformer.h.1.ln_2.bias", 3));
   r = ledgerlm("import --format hf --from " + out_ + "/base_export --out " + out_ + "/imported2");
-  expect_one_line_error(r, {damaged, "'transformer.h.1.ln_2.bias'", "checksum", "damaged"});
+  expect_one_error_line(r, {damaged, "'transformer.h.1.ln_2.bias'", "checksum", "damaged"});
   EXPECT_FALSE(fs::exists(out_ + "/imported2"));
 }
 
@@ -177,7 +161,7 @@ TEST_F(WeightsIntegrity, FlippedByteIsRefusedByEveryReader) {
   ASSERT_NE(at, std::string::npos);
   text[at + 10] = text[at + 10] == '0' ? '1' : '0';
   ASSERT_TRUE(testing::write_file(file, text));
-  expect_one_line_error(ledgerlm("eval --run " + run), {file, "'final.lnf.bias'", "damaged"});
+  expect_one_error_line(ledgerlm("eval --run " + run), {file, "'final.lnf.bias'", "damaged"});
 }
 
 TEST_F(WeightsIntegrity, NonFiniteWeightsAreRefused) {
@@ -227,7 +211,7 @@ TEST_F(WeightsIntegrity, NonFiniteWeightsAreRefused) {
                            std::numeric_limits<float>::infinity(), true);
   expect_readers_refuse(lora,
                         {"run '" + lora + "'", "'block.1.attn.qkv.lora_b'", "inf at element 5"});
-  expect_one_line_error(ledgerlm("export --run " + lora + " --lora-only --out " + lora + "_peft"),
+  expect_one_error_line(ledgerlm("export --run " + lora + " --lora-only --out " + lora + "_peft"),
                         {"run '" + lora + "'", "'block.1.attn.qkv.lora_b'", "inf at element 5"});
   EXPECT_FALSE(fs::exists(lora + "_peft"));
 }

@@ -1,6 +1,7 @@
-// Shared by the data tests (test_data_*): a scoped temporary directory, removed with everything
-// in it when the test ends (the data tests check what files a command leaves behind, so each test
-// gets a directory of its own rather than a process-wide one).
+// Shared by the data tests (test_data_*): the Hugging Face tokenizer fixture, and a scoped
+// temporary directory, removed with everything in it when the test ends (the data tests check what
+// files a command leaves behind, so each test gets a directory of its own rather than a
+// process-wide one).
 #pragma once
 
 #include <stdlib.h>
@@ -12,7 +13,18 @@
 #include <system_error>
 #include <vector>
 
+#include "tests/support/test_util.h"
+
 namespace ledgerlm::testing {
+
+// The Hugging Face tokenizer fixture (tests/reference/fixtures/hf_tokenizer: the tokenizers
+// library's own files and ids, tests/reference/README.md), and one of its files' text.
+inline std::string hf_tokenizer_fixture_dir() {
+  return source_dir() + "/tests/reference/fixtures/hf_tokenizer";
+}
+inline std::string hf_tokenizer_fixture(const std::string& name) {
+  return read_file(hf_tokenizer_fixture_dir() + "/" + name);
+}
 
 class TempDir {
  public:

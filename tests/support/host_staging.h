@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
+#include "model/backends/backend_factory.h"
 #include "tests/support/backend_ops_support.h"
 
 namespace ledgerlm::testing {

@@ -3,13 +3,56 @@
 // (L2 H2 C32 T32 B4, one thread, no periodic eval) that every run in these tests trains.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "tests/support/test_util.h"
 
 namespace ledgerlm::testing {
+
+// Corpora of `count` pseudo-random picks from a 64-bit LCG seeded with `seed`: the same bytes on
+// every machine, so a test's losses are reproducible. Letters: 'a'..'t', a newline after every
+// 50th. Words: from `words`, every `sentence`-th ending its sentence with ".\n", else a space.
+inline std::string lcg_letters(uint64_t seed, int count) {
+  std::string text;
+  uint64_t x = seed;
+  for (int i = 0; i < count; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    text += static_cast<char>('a' + (x >> 33) % 20);
+    if (i % 50 == 49) text += "\n";
+  }
+  return text;
+}
+inline std::string lcg_words(const std::vector<std::string>& words, uint64_t seed, int count,
+                             int sentence) {
+  std::string text;
+  uint64_t x = seed;
+  for (int i = 0; i < count; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    text += words[(x >> 33) % words.size()];
+    text += (i % sentence == sentence - 1) ? ".\n" : " ";
+  }
+  return text;
+}
+// Sixteen words of pseudo-English for lcg_words.
+inline const std::vector<std::string> kPseudoEnglish = {
+    "the",   "lord", "said", "unto", "moses",    "and",    "land",  "of",
+    "egypt", "went", "up",   "into", "mountain", "people", "light", "day"};
+
+// `r` failed with exactly one line "ledgerlm: error: ..." in its output, containing every needle.
+inline void expect_one_error_line(const CommandResult& r,
+                                  std::initializer_list<std::string> needles) {
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find("ledgerlm: error: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+  for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << n << "\n" << line;
+  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
+}
 
 // Writes `text` as corpus.txt in a fresh temp dir named after `prefix`, runs `ledgerlm prepare`
 // on it (bytes tokenizer) and returns the prepared data directory.

@@ -15,9 +15,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.environ.get("BENCH_GPU_SCRIPT") or os.path.join(REPO, "scripts", "gpu", "bench_gpu.sh")
-failures = []
 
 # The fake binary: `memory` predicts 10 GB per sequence of micro-batch; `bench` appends its
 # micro-batch to calls.txt and does what FAKE_MODE says for it.
@@ -68,12 +70,6 @@ if mode == "no_json":
     sys.exit(0)
 ok(good)
 '''
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def run(binary, env_extra, tmp):
@@ -154,10 +150,7 @@ def main():
               f"cpu binary, tiny shape: exit {rc}, last line '{last}'")
         if rc != 0:
             print(output)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        sys.exit(1)
-    print("all checks passed")
+    finish()
 
 
 if __name__ == "__main__":

@@ -19,17 +19,13 @@ import os
 import subprocess
 import sys
 
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
+
 SHAPE = ["--train.device", "cpu", "--train.threads", "1", "--model.n_layer", "1",
          "--model.n_head", "2", "--model.n_embd", "32", "--model.block_size", "64",
          "--model.vocab_size", "64", "--train.seq_len", "64", "--train.micro_batch", "4",
          "--optim.schedule", "constant", "--steps", "3", "--warmup", "1"]
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def bench(binary, extra_env):
@@ -75,10 +71,7 @@ def main():
     check(g.get("gemm_bf16_tflops", 0) > 0 and g.get("gemm_matmul_tflops", 0) > 0
           and g.get("mfu_vs_measured_gemm", 0) > 0 and "measured GEMM 64^3" in out,
           f"gpu path: the measured GEMM rates and the MFU against them: {g}")
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        sys.exit(1)
-    print("all checks passed")
+    finish()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ import tarfile
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "scripts", "gpu", "gpu_check.sh")
 STAGES = ["environment", "preflight", "test_cuda_device", "test_backend_ops",
@@ -27,13 +30,6 @@ STAGES = ["environment", "preflight", "test_cuda_device", "test_backend_ops",
           "test_model_lora_gradcheck", "rerun_failed", "train_small", "bench", "bench_own"]
 VERDICTS = {"ok", "failed", "skipped", "timeout"}
 MAX_FILES, MAX_LEVELS, MAX_BYTES = 5, 2, 16 * 1024 * 1024
-failures = []
-
-
-def check(cond, what):
-    print(("ok:   " if cond else "FAIL: ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def dry_run(build, out, extra_env=None, args=()):
@@ -172,10 +168,7 @@ def main():
             check(took <= cap + 5, f"hung: the stage took {took} s <= its cap {cap} s + 5")
         check(secs < 12 + 60, f"hung: the run took {secs:.1f} s < 72 s (the stage sleeps 600)")
         check(rc != 0, f"hung: exit {rc} != 0")
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        sys.exit(1)
-    print("all checks passed")
+    finish()
 
 
 if __name__ == "__main__":

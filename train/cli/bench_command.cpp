@@ -17,10 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/backend/cpu_facts.h"
 #include "model/backend/gpu_peak.h"
 #include "model/backend/peak_flops.h"
 #include "model/backend/wrap/profiling_backend.h"
+#include "model/backends/backend_factory.h"
+#include "model/backends/cpu_facts.h"
 #include "model/base/check.h"
 #include "model/base/dtype.h"
 #include "model/base/rng.h"

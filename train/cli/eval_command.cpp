@@ -6,6 +6,7 @@
 
 #include "data/loader.h"
 #include "data/shard.h"
+#include "model/backends/backend_factory.h"
 #include "model/base/check.h"
 #include "model/base/input_file.h"
 #include "model/gpt.h"

@@ -19,6 +19,7 @@
 #include "ckpt/peft_export.h"
 #include "ckpt/safetensors.h"
 #include "data/tokenizer_json.h"
+#include "model/backends/backend_factory.h"
 #include "model/base/atomic_file.h"
 #include "model/base/check.h"
 #include "train/cli/commands.h"

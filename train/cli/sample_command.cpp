@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "model/backends/backend_factory.h"
 #include "model/base/check.h"
 #include "model/gpt.h"
 #include "model/gpt_decode.h"

@@ -22,6 +22,7 @@
 
 #include "model/base/check.h"
 #include "train/comm/comm.h"
+#include "train/comm/comm_mpi_check.h"
 #include "train/comm/comm_mpi_gate.h"
 
 namespace ledgerlm {
@@ -38,14 +39,6 @@ int mpi_count(int64_t n) {
   LLM_REQUIRE(n >= 0 && n <= std::numeric_limits<int>::max(), "comm: ", n,
               " elements in one collective exceed MPI's int count");
   return static_cast<int>(n);
-}
-
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  fail(error_message("MPI ", what, " failed: ", std::string(text, static_cast<size_t>(len))));
 }
 
 // Host bytes of a backend tensor: the tensor itself for a host backend, else a staging copy
@@ -75,7 +68,7 @@ class MpiComm final : public Comm {
  public:
   MpiComm() {
     int provided = 0;
-    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "init");
+    mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "init");
     if (provided < MPI_THREAD_MULTIPLE) {
       MPI_Finalize();
       fail(
@@ -219,7 +212,7 @@ class MpiComm final : public Comm {
       Backstop& b;
       ~Disarm() { b.disarm(); }
     } disarm{*backstop_};
-    check(call(), collective);
+    mpi_check(call(), collective);
   }
 
   // The Backstop's thread, while the main thread is blocked in a collective. When the job must

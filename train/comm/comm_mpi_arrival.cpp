@@ -2,19 +2,9 @@
 #include "train/comm/comm_mpi_arrival.h"
 
 #include "model/base/check.h"
+#include "train/comm/comm_mpi_check.h"
 
 namespace ledgerlm {
-namespace {
-
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  fail(error_message("MPI ", what, " failed: ", std::string(text, static_cast<size_t>(len))));
-}
-
-}  // namespace
 
 MpiArrival::MpiArrival(MPI_Comm comm) {
   int rank = 0, world = 1;
@@ -27,8 +17,8 @@ MpiArrival::MpiArrival(MPI_Comm comm) {
   for (int k = 0; k < rounds_; ++k) {
     const int to = (rank + (1 << k)) % world, from = (rank - (1 << k) % world + world) % world;
     const size_t i = static_cast<size_t>(k);
-    check(MPI_Send_init(&out_, 1, MPI_UINT64_T, to, k, comm, &send_[i]), "gate send");
-    check(MPI_Recv_init(&in_[i], 1, MPI_UINT64_T, from, k, comm, &recv_[i]), "gate receive");
+    mpi_check(MPI_Send_init(&out_, 1, MPI_UINT64_T, to, k, comm, &send_[i]), "gate send");
+    mpi_check(MPI_Recv_init(&in_[i], 1, MPI_UINT64_T, from, k, comm, &recv_[i]), "gate receive");
   }
 }
 
@@ -46,16 +36,16 @@ void MpiArrival::start(uint64_t seq) {
 
 void MpiArrival::start_round() {
   const size_t i = static_cast<size_t>(round_);
-  check(MPI_Start(&recv_[i]), "gate receive");
-  check(MPI_Start(&send_[i]), "gate send");
+  mpi_check(MPI_Start(&recv_[i]), "gate receive");
+  mpi_check(MPI_Start(&send_[i]), "gate send");
 }
 
 bool MpiArrival::test() {
   while (round_ < rounds_) {
     const size_t i = static_cast<size_t>(round_);
     int received = 0, sent = 0;
-    check(MPI_Test(&recv_[i], &received, MPI_STATUS_IGNORE), "gate receive");
-    check(MPI_Test(&send_[i], &sent, MPI_STATUS_IGNORE), "gate send");
+    mpi_check(MPI_Test(&recv_[i], &received, MPI_STATUS_IGNORE), "gate receive");
+    mpi_check(MPI_Test(&send_[i], &sent, MPI_STATUS_IGNORE), "gate send");
     if (!received || !sent) return false;
     LLM_ASSERT(in_[i] == seq_, "the ranks are at different collectives: this rank at number ", seq_,
                ", a rank it heard from at number ", in_[i]);

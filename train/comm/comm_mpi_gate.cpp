@@ -7,17 +7,10 @@
 #include <iterator>
 
 #include "model/base/check.h"
+#include "train/comm/comm_mpi_check.h"
 
 namespace ledgerlm {
 namespace {
-
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  fail(error_message("MPI ", what, " failed: ", std::string(text, static_cast<size_t>(len))));
-}
 
 std::string pack(const uint64_t* values, size_t count) {
   return std::string(reinterpret_cast<const char*>(values), count * sizeof(uint64_t));
@@ -26,8 +19,8 @@ std::string pack(const uint64_t* values, size_t count) {
 }  // namespace
 
 MpiGate::MpiGate(MPI_Comm world, const CommWatch& watch) : watch_(watch) {
-  check(MPI_Comm_dup(world, &comm_), "communicator duplication");
-  check(MPI_Comm_dup(world, &gate_comm_), "communicator duplication");
+  mpi_check(MPI_Comm_dup(world, &comm_), "communicator duplication");
+  mpi_check(MPI_Comm_dup(world, &gate_comm_), "communicator duplication");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_set_errhandler(gate_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
@@ -156,14 +149,14 @@ std::string MpiGate::serve(bool answer) {
   for (;;) {
     int flag = 0;
     MPI_Status st;
-    check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &st), "probe");
+    mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &st), "probe");
     if (!flag) break;
     int count = 0;
     MPI_Get_count(&st, MPI_BYTE, &count);
     std::string bytes(static_cast<size_t>(count), '\0');
-    check(MPI_Recv(bytes.data(), count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm_,
-                   MPI_STATUS_IGNORE),
-          "receive");
+    mpi_check(MPI_Recv(bytes.data(), count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm_,
+                       MPI_STATUS_IGNORE),
+              "receive");
     const int from = st.MPI_SOURCE;
     uint64_t values[2] = {0, 0};
     if (st.MPI_TAG == kAsk && bytes.size() == sizeof(uint64_t)) {
@@ -181,7 +174,7 @@ std::string MpiGate::serve(bool answer) {
   }
   for (auto it = pending_.begin(); it != pending_.end();) {
     int done = 0;
-    check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "send");
+    mpi_check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "send");
     it = done ? pending_.erase(it) : std::next(it);
   }
   return handed;
@@ -190,9 +183,9 @@ std::string MpiGate::serve(bool answer) {
 void MpiGate::send(int to, int tag, const std::string& bytes) {
   pending_.push_back({MPI_REQUEST_NULL, bytes});
   PendingSend& p = pending_.back();
-  check(MPI_Isend(p.bytes.data(), static_cast<int>(p.bytes.size()), MPI_BYTE, to, tag, comm_,
-                  &p.request),
-        "send");
+  mpi_check(MPI_Isend(p.bytes.data(), static_cast<int>(p.bytes.size()), MPI_BYTE, to, tag, comm_,
+                      &p.request),
+            "send");
 }
 
 void MpiGate::hand_failure_to_lead(const std::string& line) {

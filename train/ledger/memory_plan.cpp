@@ -21,7 +21,7 @@
 #include <cstdio>
 
 #include "data/meta.h"
-#include "model/backend/cpu_facts.h"
+#include "model/backends/cpu_facts.h"
 #include "model/base/check.h"
 #include "optim/muon_plan.h"
 #include "optim/optim_traits.h"

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "model/backend/common/cudnn_library.h"
+#include "model/backends/backend_factory.h"
 #include "model/base/check.h"
 #include "optim/optim_traits.h"
 #include "train/comm/comm_select.h"

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/backend/cpu_facts.h"
+#include "model/backends/cpu_facts.h"
 #include "optim/schedule.h"
 #include "train/comm/comm.h"
 #include "train/ledger/ledger.h"

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/study_test_support.h"
 #include "tests/support/test_util.h"
 #include "train/cli/study_finals.h"
 #include "train/cli/study_plan.h"
@@ -23,14 +24,7 @@ namespace {
 
 using json = nlohmann::json;
 using testing::error_of;
-
-std::string write_study(const std::string& text) {
-  static int counter = 0;
-  static const std::string dir = testing::make_temp_dir("ledgerlm_study_finals_");
-  const std::string path = dir + "/study" + std::to_string(counter++) + ".toml";
-  EXPECT_TRUE(testing::write_file(path, text));
-  return path;
-}
+using testing::write_study;
 
 // Two optimizers x two budgets, a sweep of 5 LRs each, two sweep seeds; three fresh seeds.
 const char* kStudy = R"(

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/study_test_support.h"
 #include "tests/support/test_util.h"
 #include "train/cli/study_plan.h"
 #include "train/config/config_keys.h"
@@ -24,14 +25,7 @@ namespace {
 
 using json = nlohmann::json;
 using testing::error_of;
-
-std::string write_study(const std::string& text) {
-  static int counter = 0;
-  static const std::string dir = testing::make_temp_dir("ledgerlm_study_plan_");
-  const std::string path = dir + "/study" + std::to_string(counter++) + ".toml";
-  EXPECT_TRUE(testing::write_file(path, text));
-  return path;
-}
+using testing::write_study;
 
 std::vector<std::string> names(const json& manifest) {
   std::vector<std::string> out;

@@ -27,14 +27,9 @@
 namespace ledgerlm {
 namespace {
 
-std::string fixture_file(const std::string& name) {
-  return testing::read_file(testing::source_dir() + "/tests/reference/fixtures/hf_tokenizer/" +
-                            name);
-}
-
 // The hf-bpe fixture with one more added token, "x y", whose text holds a space.
 std::unique_ptr<Tokenizer> hf_with_spaced_added_token(const testing::TempDir& dir) {
-  nlohmann::json j = nlohmann::json::parse(fixture_file("tokenizer.json"));
+  nlohmann::json j = nlohmann::json::parse(testing::hf_tokenizer_fixture("tokenizer.json"));
   nlohmann::json added = j["added_tokens"][0];
   added["id"] = 1001;
   added["content"] = "x y";

@@ -26,22 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string fixture_dir() {
-  return testing::source_dir() + "/tests/reference/fixtures/hf_tokenizer";
-}
-std::string fixture_file(const std::string& name) {
-  return testing::read_file(fixture_dir() + "/" + name);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 std::vector<int32_t> shard_ids(const std::string& path, int64_t vocab) {
   TokenArray t = shard_load(path, nullptr, vocab);
@@ -82,7 +67,7 @@ TEST(PrepareHf, EndToEndFromTokenizerJson) {
   testing::TempDir tmp("llm_prephf_");
   write_corpus(tmp);
   testing::TempDir src("llm_prephf_src_");
-  testing::write_file(src.file("tokenizer.json"), fixture_file("tokenizer.json"));
+  testing::write_file(src.file("tokenizer.json"), testing::hf_tokenizer_fixture("tokenizer.json"));
   PrepareSummary summary = data_prepare(options(tmp, src.file("")));
 
   std::vector<std::string> files;
@@ -91,7 +76,8 @@ TEST(PrepareHf, EndToEndFromTokenizerJson) {
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, (std::vector<std::string>{"meta.json", "sources.jsonl", "tokenizer.json",
                                              "train.bin", "val.bin"}));
-  EXPECT_EQ(testing::read_file(tmp.file("out/tokenizer.json")), fixture_file("tokenizer.json"));
+  EXPECT_EQ(testing::read_file(tmp.file("out/tokenizer.json")),
+            testing::hf_tokenizer_fixture("tokenizer.json"));
 
   const json meta = json::parse(testing::read_file(tmp.file("out/meta.json")));
   EXPECT_EQ(meta["tokenizer"], "hf-bpe");
@@ -103,7 +89,8 @@ TEST(PrepareHf, EndToEndFromTokenizerJson) {
   auto tok = tokenizer_load(tmp.file("out"));
   EXPECT_EQ(tok->name(), "hf-bpe");
   const DataCheck check = data_check(tmp.file("out"));
-  EXPECT_EQ(check.tokenizer_id, "hf-bpe:" + sha256_hex(fixture_file("tokenizer.json")));
+  EXPECT_EQ(check.tokenizer_id,
+            "hf-bpe:" + sha256_hex(testing::hf_tokenizer_fixture("tokenizer.json")));
 
   // Shards: each document's train (val) part encoded, then one eot: the ids between two eots
   // are exactly the encoder's ids of their text, and the parts rejoin the documents.
@@ -133,7 +120,7 @@ TEST(PrepareHf, EndToEndFromTokenizerJson) {
   // A replaced tokenizer.json (here only reformatted) is another tokenizer identity, so a run
   // trained on the data refuses it (train/run/run_dir.cpp compares the ids).
   testing::write_file(tmp.file("out/tokenizer.json"),
-                      json::parse(fixture_file("tokenizer.json")).dump(1));
+                      json::parse(testing::hf_tokenizer_fixture("tokenizer.json")).dump(1));
   EXPECT_NE(data_tokenizer_id(tmp.file("out"), summary.meta), check.tokenizer_id);
 }
 
@@ -141,21 +128,24 @@ TEST(PrepareHf, FromVocabAndMerges) {
   testing::TempDir tmp("llm_prephf_");
   write_corpus(tmp);
   testing::TempDir src("llm_prephf_src_");
-  testing::write_file(src.file("vocab.json"), fixture_file("vocab.json"));
-  testing::write_file(src.file("merges.txt"), fixture_file("merges.txt"));
+  testing::write_file(src.file("vocab.json"), testing::hf_tokenizer_fixture("vocab.json"));
+  testing::write_file(src.file("merges.txt"), testing::hf_tokenizer_fixture("merges.txt"));
   PrepareOptions opt = options(tmp, src.file(""));
   opt.val_fraction = 0.0;
   data_prepare(opt);
-  EXPECT_EQ(testing::read_file(tmp.file("out/vocab.json")), fixture_file("vocab.json"));
-  EXPECT_EQ(testing::read_file(tmp.file("out/merges.txt")), fixture_file("merges.txt"));
+  EXPECT_EQ(testing::read_file(tmp.file("out/vocab.json")),
+            testing::hf_tokenizer_fixture("vocab.json"));
+  EXPECT_EQ(testing::read_file(tmp.file("out/merges.txt")),
+            testing::hf_tokenizer_fixture("merges.txt"));
   EXPECT_FALSE(fs::exists(tmp.file("out/tokenizer.json")));
-  const std::string listing = sha256_hex(fixture_file("vocab.json")) + "  vocab.json\n" +
-                              sha256_hex(fixture_file("merges.txt")) + "  merges.txt\n";
+  const std::string listing =
+      sha256_hex(testing::hf_tokenizer_fixture("vocab.json")) + "  vocab.json\n" +
+      sha256_hex(testing::hf_tokenizer_fixture("merges.txt")) + "  merges.txt\n";
   EXPECT_EQ(data_check(tmp.file("out")).tokenizer_id, "hf-bpe:" + sha256_hex(listing));
   // The same tokenizer as from tokenizer.json: the same shard.
   testing::TempDir tmp2("llm_prephf_");
   write_corpus(tmp2);
-  PrepareOptions opt2 = options(tmp2, fixture_dir());
+  PrepareOptions opt2 = options(tmp2, testing::hf_tokenizer_fixture_dir());
   opt2.val_fraction = 0.0;
   data_prepare(opt2);
   EXPECT_EQ(testing::read_file(tmp.file("out/train.bin")),
@@ -167,7 +157,7 @@ TEST(PrepareHf, LiteralEndOfTextInADocumentIsTheEot) {
   testing::TempDir tmp("llm_prephf_");
   fs::create_directories(tmp.file("corpus"));
   testing::write_file(tmp.file("corpus/a.txt"), "one<|endoftext|>two");
-  PrepareOptions opt = options(tmp, fixture_dir());
+  PrepareOptions opt = options(tmp, testing::hf_tokenizer_fixture_dir());
   opt.val_fraction = 0.0;
   data_prepare(opt);
   auto tok = tokenizer_load(tmp.file("out"));
@@ -181,7 +171,7 @@ TEST(PrepareHf, LiteralEndOfTextInADocumentIsTheEot) {
 TEST(PrepareHf, VocabularyPast16BitsUsesFourByteTokens) {
   // GPT-2's 50257 ids fit 2-byte tokens; a larger vocabulary (ids up to 70000 here, the eot
   // last as in GPT-2) must take 4 bytes per token and keep every id.
-  json j = json::parse(fixture_file("tokenizer.json"));
+  json j = json::parse(testing::hf_tokenizer_fixture("tokenizer.json"));
   for (int id = 1000; id < 70000; ++id) j["model"]["vocab"]["zz" + std::to_string(id)] = id;
   j["added_tokens"][0]["id"] = 70000;
   testing::TempDir src("llm_prephf_src_");
@@ -212,15 +202,15 @@ TEST(PrepareHf, RefusesWithNothingLeftBehind) {
                 .find("nowhere: has no tokenizer.json and no vocab.json + merges.txt"),
             std::string::npos);
   testing::TempDir src("llm_prephf_src_");
-  json j = json::parse(fixture_file("tokenizer.json"));
+  json j = json::parse(testing::hf_tokenizer_fixture("tokenizer.json"));
   j["model"]["type"] = "Unigram";
   testing::write_file(src.file("tokenizer.json"), j.dump());
   EXPECT_NE(prepare_error("hf:" + src.file("")).find("key 'model.type' is \"Unigram\""),
             std::string::npos);
   testing::write_file(tmp.file("corpus/c.txt"), "bad \xFF byte");
-  EXPECT_NE(
-      prepare_error("hf:" + fixture_dir()).find("not valid UTF-8 text (bad byte at offset 4)"),
-      std::string::npos);
+  EXPECT_NE(prepare_error("hf:" + testing::hf_tokenizer_fixture_dir())
+                .find("not valid UTF-8 text (bad byte at offset 4)"),
+            std::string::npos);
   EXPECT_EQ(tmp.entries(), std::vector<std::string>{"corpus"});
 }
 

@@ -34,13 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string fixture_dir() {
-  return testing::source_dir() + "/tests/reference/fixtures/hf_tokenizer";
-}
-std::string fixture_file(const std::string& name) {
-  return testing::read_file(fixture_dir() + "/" + name);
-}
+using testing::error_of;
 
 struct Case {
   std::string name, text;
@@ -49,7 +43,7 @@ struct Case {
 };
 
 std::vector<Case> expected_cases() {
-  const json j = json::parse(fixture_file("expected.json"));
+  const json j = json::parse(testing::hf_tokenizer_fixture("expected.json"));
   std::vector<Case> out;
   for (const auto& c : j.at("cases")) {
     out.push_back({c.at("name"), c.at("text"), c.at("ids").get<std::vector<int32_t>>(),
@@ -75,15 +69,6 @@ std::vector<std::string> pieces(std::string_view text) {
   return out;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // Every fixture case encodes to the library's ids and decodes back to its text.
 void expect_fixture_ids(const Tokenizer& tok, const std::string& source) {
   const std::vector<Case> cases = expected_cases();
@@ -102,9 +87,9 @@ void expect_fixture_ids(const Tokenizer& tok, const std::string& source) {
 }
 
 TEST(HfBpeTokenizer, MatchesTheLibraryFromTokenizerJson) {
-  TokDir dir({{"tokenizer.json", fixture_file("tokenizer.json")}});
+  TokDir dir({{"tokenizer.json", testing::hf_tokenizer_fixture("tokenizer.json")}});
   auto tok = tokenizer_load_hf(dir.path());
-  const json meta = json::parse(fixture_file("expected.json"));
+  const json meta = json::parse(testing::hf_tokenizer_fixture("expected.json"));
   EXPECT_EQ(tok->vocab_size(), meta.at("vocab_size").get<int64_t>());
   EXPECT_EQ(tok->eot_id(), meta.at("eot_id").get<int32_t>());
   EXPECT_EQ(tok->name(), "hf-bpe");
@@ -112,8 +97,8 @@ TEST(HfBpeTokenizer, MatchesTheLibraryFromTokenizerJson) {
 }
 
 TEST(HfBpeTokenizer, MatchesTheLibraryFromVocabAndMerges) {
-  TokDir dir(
-      {{"vocab.json", fixture_file("vocab.json")}, {"merges.txt", fixture_file("merges.txt")}});
+  TokDir dir({{"vocab.json", testing::hf_tokenizer_fixture("vocab.json")},
+              {"merges.txt", testing::hf_tokenizer_fixture("merges.txt")}});
   auto tok = tokenizer_load_hf(dir.path());
   EXPECT_EQ(tok->vocab_size(), 1001);
   EXPECT_EQ(tok->eot_id(), 1000);
@@ -122,7 +107,7 @@ TEST(HfBpeTokenizer, MatchesTheLibraryFromVocabAndMerges) {
 
 TEST(HfBpeTokenizer, ReadsMergesWrittenAsStrings) {
   // Older versions of the library write each merge as "a b" rather than ["a", "b"].
-  json j = json::parse(fixture_file("tokenizer.json"));
+  json j = json::parse(testing::hf_tokenizer_fixture("tokenizer.json"));
   json merges = json::array();
   for (const auto& m : j["model"]["merges"]) {
     merges.push_back(m.is_string() ? m.get<std::string>()
@@ -135,25 +120,27 @@ TEST(HfBpeTokenizer, ReadsMergesWrittenAsStrings) {
 
 TEST(HfBpeTokenizer, TokenizerJsonTakesPrecedenceAndSaveCopiesTheFilesAsRead) {
   // The fixture directory holds all three files; the copy is of tokenizer.json alone.
-  auto tok = tokenizer_load_hf(fixture_dir());
+  auto tok = tokenizer_load_hf(testing::hf_tokenizer_fixture_dir());
   testing::TempDir out("llm_hfsave_");
   tok->save(out.file(""));
   EXPECT_EQ(out.entries(), std::vector<std::string>{"tokenizer.json"});
-  EXPECT_EQ(testing::read_file(out.file("tokenizer.json")), fixture_file("tokenizer.json"));
-  EXPECT_EQ(tokenizer_hf_id(out.file("")), tokenizer_hf_id(fixture_dir()));
+  EXPECT_EQ(testing::read_file(out.file("tokenizer.json")),
+            testing::hf_tokenizer_fixture("tokenizer.json"));
+  EXPECT_EQ(tokenizer_hf_id(out.file("")), tokenizer_hf_id(testing::hf_tokenizer_fixture_dir()));
 
-  TokDir vm(
-      {{"vocab.json", fixture_file("vocab.json")}, {"merges.txt", fixture_file("merges.txt")}});
+  TokDir vm({{"vocab.json", testing::hf_tokenizer_fixture("vocab.json")},
+             {"merges.txt", testing::hf_tokenizer_fixture("merges.txt")}});
   testing::TempDir out2("llm_hfsave_");
   tokenizer_load_hf(vm.path())->save(out2.file(""));
   EXPECT_EQ(out2.entries(), (std::vector<std::string>{"merges.txt", "vocab.json"}));
-  EXPECT_EQ(testing::read_file(out2.file("merges.txt")), fixture_file("merges.txt"));
+  EXPECT_EQ(testing::read_file(out2.file("merges.txt")),
+            testing::hf_tokenizer_fixture("merges.txt"));
 }
 
 TEST(HfBpeTokenizer, RoundTripsRandomUtf8) {
   // Code points from every UTF-8 length, white space and the apostrophe, so that pieces of every
   // kind and bytes that the vocabulary only has as single-byte tokens both occur.
-  TokDir dir({{"tokenizer.json", fixture_file("tokenizer.json")}});
+  TokDir dir({{"tokenizer.json", testing::hf_tokenizer_fixture("tokenizer.json")}});
   auto tok = tokenizer_load_hf(dir.path());
   const std::vector<uint32_t> starts = {0x0,    0x20,   0x41,   0xA0,   0x300,   0x600,
                                         0x3000, 0x4E00, 0xAC00, 0xFF10, 0x1F300, 0x20000};
@@ -193,7 +180,7 @@ TEST(HfBpeTokenizer, RoundTripsRandomUtf8) {
 TEST(HfBpeTokenizer, ConcurrentCallersGetTheSameIds) {
   // One caller at a time uses the shared cache, the others a cache of their own: the ids must
   // not depend on which.
-  TokDir dir({{"tokenizer.json", fixture_file("tokenizer.json")}});
+  TokDir dir({{"tokenizer.json", testing::hf_tokenizer_fixture("tokenizer.json")}});
   auto tok = tokenizer_load_hf(dir.path());
   const std::vector<Case> cases = expected_cases();
   std::vector<std::thread> threads;
@@ -276,7 +263,7 @@ TEST(ByteLevel, IsGpt2sAlphabet) {
 
 // tokenizer.json with `edit` applied, in a directory of its own; returns the load error.
 std::string load_error_after(const std::function<void(json&)>& edit) {
-  json j = json::parse(fixture_file("tokenizer.json"));
+  json j = json::parse(testing::hf_tokenizer_fixture("tokenizer.json"));
   edit(j);
   TokDir dir({{"tokenizer.json", j.dump()}});
   return error_of([&] { tokenizer_load_hf(dir.path()); });
@@ -353,13 +340,13 @@ TEST(HfBpeTokenizer, RefusesWhatItCannotReproduce) {
               tokenizer_load_hf(empty.path());
             }).find("has no tokenizer.json and no vocab.json + merges.txt"),
             std::string::npos);
-  TokDir vocab_only({{"vocab.json", fixture_file("vocab.json")}});
+  TokDir vocab_only({{"vocab.json", testing::hf_tokenizer_fixture("vocab.json")}});
   EXPECT_NE(error_of([&] {
               tokenizer_load_hf(vocab_only.path());
             }).find("has no tokenizer.json and no merges.txt"),
             std::string::npos);
-  TokDir bad_merges(
-      {{"vocab.json", fixture_file("vocab.json")}, {"merges.txt", "#version: 0.2\na b c\n"}});
+  TokDir bad_merges({{"vocab.json", testing::hf_tokenizer_fixture("vocab.json")},
+                     {"merges.txt", "#version: 0.2\na b c\n"}});
   EXPECT_NE(error_of([&] {
               tokenizer_load_hf(bad_merges.path());
             }).find("merges.txt: line 2 is \"a b c\", expected two tokens"),
@@ -398,7 +385,7 @@ json identity_template() {
 }
 
 TEST(HfBpeTokenizer, PostProcessorsThatAddNothingGiveTheSameShardsAsNull) {
-  json base = json::parse(fixture_file("tokenizer.json"));
+  json base = json::parse(testing::hf_tokenizer_fixture("tokenizer.json"));
   base["post_processor"] = nullptr;
   const std::string want = shards_with(base.dump());
   ASSERT_GT(want.size(), 1000u);
@@ -458,7 +445,7 @@ TEST(HfBpeTokenizer, PostProcessorsThatAddTokensAreRefusedSayingWhat) {
 
 TEST(HfBpeTokenizer, MergesFaultsNameMergesTxt) {
   // A merge of a token vocab.json lacks is a fault of merges.txt (at its line), not vocab.json.
-  TokDir dir({{"vocab.json", fixture_file("vocab.json")},
+  TokDir dir({{"vocab.json", testing::hf_tokenizer_fixture("vocab.json")},
               {"merges.txt", "#version: 0.2\nt h\nqqqq zzzz\n"}});
   const std::string err = error_of([&] { tokenizer_load_hf(dir.path()); });
   EXPECT_EQ(err.rfind(dir.file("merges.txt") + ": line 3: merge 1 (\"qqqq zzzz\")", 0), 0u) << err;
@@ -467,12 +454,12 @@ TEST(HfBpeTokenizer, MergesFaultsNameMergesTxt) {
 
 TEST(HfBpeTokenizer, DifferenceComparesTheIdsNotTheFileForm) {
   // The fixture as tokenizer.json and as vocab.json + merges.txt is one tokenizer.
-  TokDir vm(
-      {{"vocab.json", fixture_file("vocab.json")}, {"merges.txt", fixture_file("merges.txt")}});
-  TokDir tj({{"tokenizer.json", fixture_file("tokenizer.json")}});
+  TokDir vm({{"vocab.json", testing::hf_tokenizer_fixture("vocab.json")},
+             {"merges.txt", testing::hf_tokenizer_fixture("merges.txt")}});
+  TokDir tj({{"tokenizer.json", testing::hf_tokenizer_fixture("tokenizer.json")}});
   EXPECT_EQ(hf_bpe_difference(hf_bpe_read(tj.path()), "a", hf_bpe_read(vm.path()), "b"), "");
   // Two ids swapped: the same size, other ids.
-  json j = json::parse(fixture_file("tokenizer.json"));
+  json j = json::parse(testing::hf_tokenizer_fixture("tokenizer.json"));
   json& vocab = j["model"]["vocab"];
   const std::string x = "\u0120the", y = "\u0120and";
   ASSERT_TRUE(vocab.contains(x) && vocab.contains(y));
@@ -490,7 +477,7 @@ TEST(HfBpeTokenizer, IgnoreMergesTakesAWholeVocabularyEntry) {
   // With model.ignore_merges a piece that is itself in the vocabulary is that one token, even
   // when no merge would build it; without it the same piece is merged from its bytes.
   auto with_entry = [](bool ignore) {
-    json j = json::parse(fixture_file("tokenizer.json"));
+    json j = json::parse(testing::hf_tokenizer_fixture("tokenizer.json"));
     j["model"]["vocab"]["\u0120xyzzy"] = 1001;  // " xyzzy": no merge makes it
     j["model"]["ignore_merges"] = ignore;
     return j.dump();

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/backends/backend_factory.h"
 #include "tests/support/train_test_support.h"
 #include "train/step/model_state.h"
 

@@ -1,6 +1,6 @@
-// The backend factory: a backend by name, so that the trainer, bench, eval and sample choose it
-// from configuration (train.device) instead of naming a concrete class. A backend added to the
-// build registers here.
+// The backend factory (backend_factory.h). A backend added to the build registers here.
+#include "model/backends/backend_factory.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>

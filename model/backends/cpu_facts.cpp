@@ -1,5 +1,5 @@
 // The CPU backend's published facts (see cpu_facts.h): thin forwards to its internals.
-#include "model/backend/cpu_facts.h"
+#include "model/backends/cpu_facts.h"
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_gemm_bf16.h"
