@@ -37,7 +37,10 @@ void ModelConfig::validate() const {
               "model.n_embd: expected a positive multiple of model.n_head=", n_head, " (got ",
               n_embd, ")");
   LLM_REQUIRE(n_embd <= kMaxEmbd, "model.n_embd: expected at most ", kMaxEmbd,
-              " (the MLP's 4C-wide GEMM dimensions are 32-bit; got ", n_embd, ")");
+              " (GEMM dimensions are 32-bit; got ", n_embd, ")");
+  LLM_REQUIRE(ffn_hidden >= 0 && ffn_hidden <= kMaxFfnHidden,
+              "model.ffn_hidden: expected 0 (4 x model.n_embd) or 1..", kMaxFfnHidden,
+              " (the MLP's hidden width; GEMM dimensions are 32-bit; got ", ffn_hidden, ")");
   LLM_REQUIRE(block_size > 0 && block_size <= kMaxBlockSize, "model.block_size: expected 1..",
               kMaxBlockSize, " (got ", block_size, ")");
   LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "model.dropout: expected in [0, 1) (got ", dropout,
