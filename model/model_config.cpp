@@ -1,10 +1,12 @@
 // Validation of the [model] section.
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "model/base/check.h"
+#include "model/block_recipe.h"
 
 namespace ledgerlm {
 
@@ -50,8 +52,6 @@ void ModelConfig::validate() const {
 }
 
 namespace {
-constexpr const char* kLoraTargets[] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
-
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -80,13 +80,12 @@ void LoraConfig::validate(int64_t n_embd) const {
   LLM_REQUIRE(std::isfinite(alpha) && alpha > 0, "lora.alpha: expected > 0 (got ", alpha, ")");
   LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "lora.dropout: expected in [0, 1) (got ", dropout,
               ")");
-  for (const std::string& t : split_list(targets)) {
-    bool known = false;
-    for (const char* k : kLoraTargets) known = known || t == k;
-    LLM_REQUIRE(known, "lora.targets: '", t,
-                "' is not a layer: expected a comma-separated list of qkv, attn_proj, mlp_fc, "
-                "mlp_proj");
-  }
+  const std::vector<std::string> known = recipe_lora_targets();
+  std::string list;
+  for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+  for (const std::string& t : split_list(targets))
+    LLM_REQUIRE(std::find(known.begin(), known.end(), t) != known.end(), "lora.targets: '", t,
+                "' is not a layer: expected a comma-separated list of ", list);
 }
 
 }  // namespace ledgerlm

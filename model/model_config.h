@@ -41,13 +41,13 @@ struct ModelConfig {
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t n_embd = 128;
-  // The MLP's hidden width F (GPT-2's n_inner); 0: 4 x n_embd, GPT-2's own. Read it through
-  // ffn_width(), never as 4 x n_embd.
-  int64_t ffn_hidden = 0;
   int64_t block_size = 256;        // context length: the longest sequence the model accepts
   double dropout = 0.0;            // attention and residual dropout probability
   std::string recompute = "none";  // none | mlp | block (activation checkpointing)
   LoraConfig lora;                 // the [lora] section: adapters change the parameter table
+  // The MLP's hidden width F (GPT-2's n_inner); 0: 4 x n_embd, GPT-2's own. Read it through
+  // ffn_width(). (Last, so that positional initialisers of the fields above keep their meaning.)
+  int64_t ffn_hidden = 0;
 
   int64_t head_dim() const { return n_embd / n_head; }
   // The MLP's hidden width F: model.ffn_hidden, or 4 x n_embd when it is 0.
