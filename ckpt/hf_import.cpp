@@ -148,11 +148,14 @@ ModelConfig hf_config_from_json(const std::string& text, const std::string& orig
   m.n_head = c.positive_int("n_head");
   LLM_REQUIRE(m.n_embd % m.n_head == 0, origin, ": n_embd ", m.n_embd,
               " is not a multiple of n_head ", m.n_head);
+  // The MLP's width: null is GPT-2's 4 x n_embd, which model.ffn_hidden = 0 means too.
   if (c.has("n_inner")) {
     const json& inner = c.at("n_inner");
-    LLM_REQUIRE(inner.is_number_integer() && inner.get<int64_t>() == 4 * m.n_embd, origin,
-                ": n_inner is ", inner.dump(), ", expected null or 4 * n_embd = ", 4 * m.n_embd,
-                " (ledgerlm's MLP is 4 * n_embd wide)");
+    LLM_REQUIRE(inner.is_number_integer() && inner.get<int64_t>() > 0 &&
+                    inner.get<int64_t>() <= kMaxFfnHidden,
+                origin, ": n_inner is ", inner.dump(), ", expected null or 1..", kMaxFfnHidden,
+                " (the MLP's hidden width)");
+    m.ffn_hidden = inner.get<int64_t>() == 4 * m.n_embd ? 0 : inner.get<int64_t>();
   }
   m.dropout = merged_dropout(c, notes);
   m.validate();
