@@ -14,6 +14,7 @@
 #include "model/backend/common/op_constants.h"
 #include "model/base/check.h"
 #include "model/base/input_file.h"
+#include "model/block_recipe.h"
 
 namespace ledgerlm {
 namespace {
@@ -211,8 +212,9 @@ HfModel hf_read_model_dir(const std::string& dir) {
   // not) is imported only when it is wte, bit for bit.
   if (has_lm_head) {
     const HfTensor* wte = nullptr;
+    const std::string wte_name = recipe_unit_hf_name(block_recipe(model.config).embed[kRoleWte]);
     for (const HfTensor& t : model.tensors)
-      if (t.name == "transformer.wte.weight") wte = &t;
+      if (t.name == wte_name) wte = &t;
     LLM_REQUIRE(wte != nullptr, where, ": has lm_head.weight but no wte.weight");
     LLM_REQUIRE(lm_head_shape == wte->shape && std::memcmp(lm_head.data(), wte->data.data(),
                                                            lm_head.size() * sizeof(float)) == 0,

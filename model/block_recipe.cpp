@@ -8,9 +8,6 @@
 namespace ledgerlm {
 namespace {
 
-// lora.targets names, by LoraSite.
-constexpr const char* kLoraTargetNames[kLoraSites] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
-
 constexpr RecipeDim kC{1, 0, 0, 0, 0};
 constexpr RecipeDim kF{0, 0, 1, 0, 0};
 constexpr RecipeDim kQkv{1, 2, 0, 0, 0};  // q (C) then k and v (KV heads x head_dim each)
@@ -47,7 +44,7 @@ void linear(BlockRecipe* r, const char* name, RecipeDim out, RecipeDim in, InitS
   b.push_back(role((std::string(name) + ".weight").c_str(), {out, in}, ParamKind::kMatrix,
                    InitKind::kNormal, scale, (std::string(hf) + ".weight").c_str(), true));
   b.back().split = split;
-  b.back().lora_target = kLoraTargetNames[site];
+  b.back().lora_target = lora_target_name(site);
   b.back().lora_site = site;
   r->lora_site_role[site] = static_cast<int>(b.size()) - 1;
   b.push_back(role((std::string(name) + ".bias").c_str(), {out}, ParamKind::kBias, InitKind::kZeros,
@@ -130,10 +127,6 @@ int64_t recipe_widest_vector(const BlockRecipe& recipe) {
     for (const TensorRole& r : *roles)
       if (r.shape.size() == 1) widest = std::max(widest, recipe.sizes.eval(r.shape[0]));
   return widest;
-}
-
-std::vector<std::string> recipe_lora_targets() {
-  return {std::begin(kLoraTargetNames), std::end(kLoraTargetNames)};
 }
 
 }  // namespace ledgerlm

@@ -69,10 +69,6 @@ enum BlockRole : int {
 enum EmbedRole : int { kRoleWte, kRoleWpe, kEmbedRoles };
 enum FinalRole : int { kRoleLnfWeight, kRoleLnfBias, kFinalRoles };
 
-// The adaptable linear layers of a block (LoRA), in the order their adapters follow the base
-// tensors in the table.
-enum LoraSite : int { kLoraQkv, kLoraProj, kLoraFc, kLoraFcproj, kLoraSites };
-
 struct TensorRole {
   std::string name;              // in its unit: "ln1.weight" (block roles get "block.L." in front)
   std::vector<RecipeDim> shape;  // row-major; linear weights are (out, in)
@@ -88,8 +84,8 @@ struct TensorRole {
   std::string hf_name;
   bool hf_transpose = false;
   bool hf_real_vocab_rows = false;
-  // A linear layer's weight that LoRA can adapt: the lora.targets name and the site; "" / -1
-  // for every other tensor.
+  // A linear layer's weight that LoRA can adapt: the lora.targets name and its LoraSite
+  // (model_config.h); "" / -1 for every other tensor.
   std::string lora_target;
   int lora_site = -1;
 };
@@ -123,8 +119,5 @@ std::string recipe_hf_module(const TensorRole& role);
 
 // Elements of the recipe's largest one-dimensional tensor (norm weights, biases).
 int64_t recipe_widest_vector(const BlockRecipe& recipe);
-
-// The lora.targets names, in site order ("qkv", "attn_proj", "mlp_fc", "mlp_proj").
-std::vector<std::string> recipe_lora_targets();
 
 }  // namespace ledgerlm

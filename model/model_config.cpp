@@ -1,12 +1,10 @@
 // Validation of the [model] section.
 #include "model/model_config.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "model/base/check.h"
-#include "model/block_recipe.h"
 
 namespace ledgerlm {
 
@@ -51,6 +49,12 @@ void ModelConfig::validate() const {
   lora.validate(n_embd);
 }
 
+const char* lora_target_name(int site) {
+  static constexpr const char* kNames[kLoraSites] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
+  LLM_ASSERT(site >= 0 && site < kLoraSites, "LoRA site ", site);
+  return kNames[site];
+}
+
 namespace {
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -80,12 +84,14 @@ void LoraConfig::validate(int64_t n_embd) const {
   LLM_REQUIRE(std::isfinite(alpha) && alpha > 0, "lora.alpha: expected > 0 (got ", alpha, ")");
   LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "lora.dropout: expected in [0, 1) (got ", dropout,
               ")");
-  const std::vector<std::string> known = recipe_lora_targets();
   std::string list;
-  for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-  for (const std::string& t : split_list(targets))
-    LLM_REQUIRE(std::find(known.begin(), known.end(), t) != known.end(), "lora.targets: '", t,
+  for (int s = 0; s < kLoraSites; ++s) list += std::string(s > 0 ? ", " : "") + lora_target_name(s);
+  for (const std::string& t : split_list(targets)) {
+    bool known = false;
+    for (int s = 0; s < kLoraSites; ++s) known = known || t == lora_target_name(s);
+    LLM_REQUIRE(known, "lora.targets: '", t,
                 "' is not a layer: expected a comma-separated list of ", list);
+  }
 }
 
 }  // namespace ledgerlm

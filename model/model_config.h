@@ -27,6 +27,11 @@ struct LoraConfig {
   void validate(int64_t n_embd) const;                  // throws Error naming the lora.* key
 };
 
+// The linear layers of a block that lora.targets can name, in the order their adapters follow
+// the base tensors in the table; the block recipe (block_recipe.h) says which tensor each is.
+enum LoraSite : int { kLoraQkv, kLoraProj, kLoraFc, kLoraFcproj, kLoraSites };
+const char* lora_target_name(int site);  // "qkv", "attn_proj", "mlp_fc", "mlp_proj"
+
 // Largest accepted sizes: what the model's indices and GEMM dimensions represent. A table row
 // index is an int and a block holds at most 20 tensors (12 plus 8 LoRA factors), so 1e8 blocks
 // stay below 2^31 rows; the MLP width F and the padded vocab are GEMM dimensions (32-bit in BLAS).

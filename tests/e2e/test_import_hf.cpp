@@ -338,7 +338,7 @@ TEST_F(ImportHf, AcceptsGeluPytorchTanhAndExplicitInner) {
 TEST_F(ImportHf, MlpWidthOtherThan4CImportsTrainsAndRoundTrips) {
   const std::string model = tokenized_model("inner_model", {"tokenizer.json"});
   constexpr int64_t C = 64, F = 96;
-  edit_config(model, [](json& c) { c["n_inner"] = F; });
+  edit_config(model, [](json& c) { c["n_inner"] = 96; });  // F
   edit_tensors(model, [](std::map<std::string, RawTensor>& t) {
     uint64_t x = 17;
     auto fill = [&](RawTensor& r, std::vector<int64_t> shape) {

@@ -655,9 +655,10 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   }
   in.shapes.lora_rank = cfg.model.lora.rank;
   in.shapes.lora_dropout = cfg.model.lora.enabled() && cfg.model.lora.dropout > 0.0;
-  const std::vector<std::string> targets = recipe_lora_targets();  // in site order
-  for (int i = 0; i < 4; ++i)
-    in.shapes.lora_on[i] = cfg.model.lora.enabled() && cfg.model.lora.targets_layer(targets[i]);
+  static_assert(kLoraSites == 4, "PlanShapes::lora_on holds one flag per LoRA site");
+  for (int i = 0; i < kLoraSites; ++i)
+    in.shapes.lora_on[i] =
+        cfg.model.lora.enabled() && cfg.model.lora.targets_layer(lora_target_name(i));
   in.rank = rank;
   in.shapes.n_layer = cfg.model.n_layer;
   in.shapes.n_head = cfg.model.n_head;
