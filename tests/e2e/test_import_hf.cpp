@@ -336,7 +336,7 @@ TEST_F(ImportHf, AcceptsGeluPytorchTanhAndExplicitInner) {
 // model.ffn_hidden = 96, exports back bit for bit with its n_inner, trains (from --init-from,
 // which takes the width), and the trained run's export imports again to the same weights.
 TEST_F(ImportHf, MlpWidthOtherThan4CImportsTrainsAndRoundTrips) {
-  const std::string model = tokenized_model("inner_model", {"tokenizer.json"});
+  const std::string model = tokenized_model("ffn96_model", {"tokenizer.json"});
   constexpr int64_t C = 64, F = 96;
   edit_config(model, [](json& c) { c["n_inner"] = 96; });  // F
   edit_tensors(model, [](std::map<std::string, RawTensor>& t) {
@@ -361,17 +361,17 @@ TEST_F(ImportHf, MlpWidthOtherThan4CImportsTrainsAndRoundTrips) {
     }
   });
   const std::string data = prepared("data_hf", "hf:" + model);
-  auto r = import(model, "inner", " --data " + data);
+  auto r = import(model, "ffn96", " --data " + data);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string run = *dir_ + "/runs/inner";
+  const std::string run = *dir_ + "/runs/ffn96";
   EXPECT_NE(testing::read_file(run + "/config.toml").find("ffn_hidden = 96"), std::string::npos);
 
   // Exported again: config.json says n_inner 96 and the tensors are the file's, bit for bit.
-  r = ledgerlm("export --run " + run + " --format hf --out " + *dir_ + "/inner_export");
+  r = ledgerlm("export --run " + run + " --format hf --out " + *dir_ + "/ffn96_export");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(json::parse(testing::read_file(*dir_ + "/inner_export/config.json"))["n_inner"], F);
+  EXPECT_EQ(json::parse(testing::read_file(*dir_ + "/ffn96_export/config.json"))["n_inner"], F);
   const auto given = read_raw(model + "/model.safetensors");
-  const auto exported = read_raw(*dir_ + "/inner_export/model.safetensors");
+  const auto exported = read_raw(*dir_ + "/ffn96_export/model.safetensors");
   ASSERT_EQ(exported.size(), given.size());
   for (const auto& [name, t] : given) {
     ASSERT_TRUE(exported.count(name)) << name;
@@ -379,13 +379,13 @@ TEST_F(ImportHf, MlpWidthOtherThan4CImportsTrainsAndRoundTrips) {
   }
 
   // Trains a few steps from it (the width taken from the run), with a loss that goes down.
-  r = ledgerlm("train --train.name inner_ft --data.dir " + data + " --train.out_dir " + *dir_ +
+  r = ledgerlm("train --train.name ffn96_ft --data.dir " + data + " --train.out_dir " + *dir_ +
                "/runs --train.seq_len 32 --train.micro_batch 2 --train.max_steps 4"
                " --train.eval_interval 0 --train.eval_windows 2 --train.threads 1"
                " --optim.lr 1e-3 --init-from " +
                run);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string ft = *dir_ + "/runs/inner_ft";
+  const std::string ft = *dir_ + "/runs/ffn96_ft";
   EXPECT_NE(testing::read_file(ft + "/config.toml").find("ffn_hidden = 96"), std::string::npos);
   const auto trained = read_raw(ft + "/model.safetensors");
   EXPECT_EQ(trained.at("block.0.mlp.fc.weight").shape, (std::vector<int64_t>{F, C}));
@@ -394,11 +394,11 @@ TEST_F(ImportHf, MlpWidthOtherThan4CImportsTrainsAndRoundTrips) {
       << "the MLP did not train";
 
   // The trained run exported and imported again holds the same weights.
-  r = ledgerlm("export --run " + ft + " --format hf --out " + *dir_ + "/inner_ft_export");
+  r = ledgerlm("export --run " + ft + " --format hf --out " + *dir_ + "/ffn96_ft_export");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = import(*dir_ + "/inner_ft_export", "inner_back");
+  r = import(*dir_ + "/ffn96_ft_export", "ffn96_back");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto back = read_raw(*dir_ + "/runs/inner_back/model.safetensors");
+  const auto back = read_raw(*dir_ + "/runs/ffn96_back/model.safetensors");
   ASSERT_EQ(back.size(), trained.size());
   for (const auto& [name, t] : trained) {
     ASSERT_TRUE(back.count(name)) << name;
