@@ -178,9 +178,10 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
   in.threads = threads;
   in.data_bytes = -1;
   if (r.optim.offload == "disk") {  // the largest tensor: the token embedding or an MLP weight
-    const int64_t C = in.shapes.n_embd;
+    const int64_t C = in.shapes.n_embd, F = in.shapes.ffn_width();
     in.offload_staging = offload_staging_bytes(
-        r.optim, in.shapes.known() ? std::max(in.shapes.padded_vocab * C, 4 * C * C) : 0);
+        r.optim,
+        in.shapes.known() ? std::max(in.shapes.padded_vocab * C, std::max(3 * C, F) * C) : 0);
   }
   return in;
 }

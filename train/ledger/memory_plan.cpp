@@ -298,15 +298,15 @@ double plan_optimizer_bytes_per_param(const OptimConfig& o) {
 
 int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute recompute) {
   if (!s.known()) return 0;
-  const int64_t N = batch * s.seq, C = s.n_embd, L = s.n_layer, H = s.n_head;
+  const int64_t N = batch * s.seq, C = s.n_embd, L = s.n_layer, H = s.n_head, F = s.ffn_width();
   // Residual stream entering each block and leaving the last one.
   const int64_t residual = (L + 1) * act_buf(N * C);
   // Attention half of a block: ln1, atty, res2, ln2 (N, C); qkv (N, 3C); ln1/ln2 mean and rstd
   // (N each); attention log-sum-exp (B, H, T).
   const int64_t attn =
       4 * act_buf(N * C) + act_buf(3 * N * C) + 4 * act_buf(N) + act_buf(batch * H * s.seq);
-  // MLP hidden: fc output and GELU output, (N, 4C) each.
-  const int64_t mlp = 2 * act_buf(4 * N * C);
+  // MLP hidden: fc output and GELU output, (N, F) each.
+  const int64_t mlp = 2 * act_buf(N * F);
   // Final layernorm (N, C) + mean/rstd, logits (N, Vp), per-token losses (N).
   const int64_t head = act_buf(N * C) + 3 * act_buf(N) + act_buf(N * s.padded_vocab);
   // Blocks without backward (below the lowest trained one) share one set of buffers.
@@ -324,13 +324,14 @@ int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute reco
 
 int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch) {
   if (!s.known()) return 0;
-  const int64_t N = batch * s.seq, C = s.n_embd;
-  // Activation gradients: three (N, C) plus a projection temporary, two (N, 4C), one (N, 3C);
-  // adapters: their down-projection and its gradient (N, rank), the dropped input (N, 4C).
+  const int64_t N = batch * s.seq, C = s.n_embd, F = s.ffn_width();
+  // Activation gradients: three (N, C) plus a projection temporary, two (N, F), one (N, 3C);
+  // adapters: their down-projection and its gradient (N, rank), the dropped input (N, the
+  // widest adapted input: C or F).
   int64_t lora = 0;
   if (s.lora_rank > 0)
-    lora = 2 * act_buf(N * s.lora_rank) + (s.lora_dropout ? act_buf(4 * N * C) : 0);
-  return 4 * act_buf(N * C) + 2 * act_buf(4 * N * C) + act_buf(3 * N * C) + lora;
+    lora = 2 * act_buf(N * s.lora_rank) + (s.lora_dropout ? act_buf(N * std::max(C, F)) : 0);
+  return 4 * act_buf(N * C) + 2 * act_buf(N * F) + act_buf(3 * N * C) + lora;
 }
 
 int64_t plan_cudnn_attention_bytes(const PlanShapes& s, int64_t batch) {
@@ -352,16 +353,19 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   // optimizer reads (this rank's shard from stage 1).
   int64_t partials = ceil_div(mirror_elements(x, false), 32768) * 8;
   if (!s.known()) return page_buf(partials);
-  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, Vp = s.padded_vocab;
+  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, Vp = s.padded_vocab, F = s.ffn_width();
+  // The widest output of a block's linear layers (the fused qkv's 3C or the MLP's F): its bias
+  // and its weight's rows.
+  const int64_t wide_out = std::max(3 * C, F);
   const bool p16 = x.params != DType::kF32, g16 = x.grads != DType::kF32;
   // 16-bit weights / gradients are widened to fp32 for BLAS: the largest matrix (the tied token
-  // embedding or an MLP weight).
-  const int64_t widest = std::max(Vp * C, 4 * C * C) * 4;
+  // embedding, an MLP weight or the qkv weight).
+  const int64_t widest = std::max(Vp * C, wide_out * C) * 4;
   int64_t gemm_a = 0, gemm_b = p16 ? widest : 0;
   // 16-bit gradients are widened as the C of the weight-gradient products that run.
   int64_t widest_grad = s.head_weight_grad ? Vp * C : 0;
-  if (s.block_weight_grads) widest_grad = std::max(widest_grad, 4 * C * C);
-  if (s.lora_rank > 0) widest_grad = std::max(widest_grad, 4 * C * s.lora_rank);
+  if (s.block_weight_grads) widest_grad = std::max(widest_grad, wide_out * C);
+  if (s.lora_rank > 0) widest_grad = std::max(widest_grad, wide_out * s.lora_rank);
   const int64_t gemm_c = g16 ? widest_grad * 4 : 0;
   if (x.bf16_matmul) {
     // Every linear layer's three GEMMs (forward, input gradient, weight gradient) as
@@ -369,7 +373,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
     // (cpu_gemm_bf16_packed_*); the portable path keeps an fp32 bf16-rounded copy of each.
     const bool native = cpu_backend_bf16_dot();
     gemm_b = 0;
-    const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, F}, {F, C}, {C, Vp}};
     for (const auto& io : layers) {
       const int64_t in = io[0], out = io[1];
       const int64_t gemms[3][3] = {{N, out, in}, {N, in, out}, {out, in, N}};  // m, n, k
@@ -386,7 +390,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   int64_t gemm_lib = 0;
   if (!(x.bf16_matmul && cpu_backend_bf16_dot())) {
     const int64_t layers[5][3] = {
-        {C, 3 * C, 1}, {C, C, 1}, {C, 4 * C, 1}, {4 * C, C, 1}, {C, Vp, 0}};  // in, out, bias
+        {C, 3 * C, 1}, {C, C, 1}, {C, F, 1}, {F, C, 1}, {C, Vp, 0}};  // in, out, bias
     for (size_t i = 0; i < 5; ++i) {
       const int64_t in = layers[i][0], out = layers[i][1];
       const bool weight_grad = i == 4 ? s.head_weight_grad : s.block_weight_grads;
@@ -405,9 +409,9 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
       }
     }
   }
-  const int64_t small_params = std::max<int64_t>(2 * C, p16 ? 4 * C : 0) * 4;
-  // Bias-gradient partial rows per thread chunk (widest bias 4C).
-  partials = std::max(partials, std::min(P, N) * 4 * C * 4);
+  const int64_t small_params = std::max<int64_t>(2 * C, p16 ? wide_out : 0) * 4;
+  // Bias-gradient partial rows per thread chunk (the widest bias).
+  partials = std::max(partials, std::min(P, N) * wide_out * 4);
   // Per-thread attention blocks (two 32 x T blocks, a T mask row, three hd x T head copies;
   // 32 = kQueryBlock of model/backend/cpu/cpu_attention.cpp) and embedding-gradient rows (C).
   const int64_t hd = C / std::max<int64_t>(s.n_head, 1);
@@ -599,8 +603,9 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
     const ParamTable frozen = frozen_table_for_run(cfg);
     in.frozen_params = frozen.num_params;
     in.frozen_elements = frozen.total;
-    // The sink: two halves of 4C, or of a frozen embedding's size when the other one trains.
-    int64_t half = 4 * cfg.model.n_embd;
+    // The sink: two halves of the widest bias or norm weight (the MLP's F or the qkv bias's 3C),
+    // or of a frozen embedding's size when the other one trains.
+    int64_t half = std::max(3 * cfg.model.n_embd, cfg.model.ffn_width());
     const ParamInfo &wte = full.find("embed.wte"), &wpe = full.find("embed.wpe");
     if (wte.trainable != wpe.trainable) half = std::max(half, (wte.trainable ? wpe : wte).numel);
     in.frozen_sink = 2 * half;
@@ -623,13 +628,15 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   }
   in.shapes.lora_rank = cfg.model.lora.rank;
   in.shapes.lora_dropout = cfg.model.lora.enabled() && cfg.model.lora.dropout > 0.0;
-  const char* targets[4] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
-  for (int i = 0; i < 4; ++i)
-    in.shapes.lora_on[i] = cfg.model.lora.enabled() && cfg.model.lora.targets_layer(targets[i]);
+  static_assert(kLoraSites == 4, "PlanShapes::lora_on holds one flag per LoRA site");
+  for (int i = 0; i < kLoraSites; ++i)
+    in.shapes.lora_on[i] =
+        cfg.model.lora.enabled() && cfg.model.lora.targets_layer(lora_target_name(i));
   in.rank = rank;
   in.shapes.n_layer = cfg.model.n_layer;
   in.shapes.n_head = cfg.model.n_head;
   in.shapes.n_embd = cfg.model.n_embd;
+  in.shapes.ffn_hidden = cfg.model.ffn_width();
   in.shapes.padded_vocab = cfg.model.padded_vocab();
   in.shapes.seq = cfg.train.seq_len;
   in.params = pp.params;
