@@ -71,7 +71,7 @@ TEST_F(ResumeErrors, ArchitectureChangeRefused) {
 // default's own width (4 x n_embd = 128) given explicitly is the same model and resumes.
 TEST_F(ResumeErrors, FfnHiddenChangeRefused) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --model.ffn_hidden 48 --resume auto");
-  expect_one_line_error(
+  expect_one_error_line(
       r, {"model.ffn_hidden = 48", "saved with model.ffn_hidden = 128", "architecture"});
   expect_run_untouched();
   r = ledgerlm("train --config " + run_ +
