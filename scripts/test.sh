@@ -9,7 +9,7 @@
 #              done, and compiles on what the quick and rest stages leave idle (their tests wait
 #              on processes, mpirun, sleeps and the disk); this stage waits for what is left of it
 #              (build-sanitize/san-build.log; its own wall time is printed)
-#   san-tests  the CPU tests again under the sanitizers (-LE "reference|slow|guard|cuda|slurm":
+#   san-tests  the CPU tests again under the sanitizers (-LE "reference|slow|guard|cuda|slurm|script":
 #              see tests/README.md for what the sanitizer pass covers and why)
 #   fuzz       scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed
 # Each stage prints its wall time and the load average at its end, each ctest stage its 10
@@ -139,7 +139,7 @@ if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
     export LEDGERLM_CPU_ISA=avx2
     echo "test: the sanitizer pass runs the AVX2 kernels (LEDGERLM_CPU_ISA=avx2); the Release pass ran AVX-512"
   fi
-  stage san-tests ctest_stage build-sanitize san --timeout 900 -LE "reference|slow|guard|cuda|slurm"
+  stage san-tests ctest_stage build-sanitize san --timeout 900 -LE "reference|slow|guard|cuda|slurm|script"
   unset ASAN_OPTIONS LSAN_OPTIONS LEDGERLM_CPU_ISA
 fi
 if [ "${LEDGERLM_SKIP_FUZZ:-0}" != 1 ]; then
