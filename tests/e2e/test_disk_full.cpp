@@ -111,9 +111,10 @@ testing::CommandResult train(const std::string& args) {
   return run_command(testing::ledgerlm_binary() + " train" + args);
 }
 
-// One error line naming the disk full and holding one of `needles`.
-void expect_one_error_line(const testing::CommandResult& r,
-                           const std::vector<std::string>& needles) {
+// One error line naming the disk full and holding one of `needles` (any one: which log hits the
+// full disk first varies), not testing::expect_one_error_line, which wants every needle.
+void expect_disk_full_error(const testing::CommandResult& r,
+                            const std::vector<std::string>& needles) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   const size_t at = r.output.find("ledgerlm: error: ");
   ASSERT_NE(at, std::string::npos) << r.output;
@@ -124,8 +125,8 @@ void expect_one_error_line(const testing::CommandResult& r,
   })) << line;
   EXPECT_NE(line.find("No space left on device"), std::string::npos) << line;
 }
-void expect_one_error_line(const testing::CommandResult& r, const std::string& needle) {
-  expect_one_error_line(r, std::vector<std::string>{needle});
+void expect_disk_full_error(const testing::CommandResult& r, const std::string& needle) {
+  expect_disk_full_error(r, std::vector<std::string>{needle});
 }
 
 void expect_same_run(const std::string& ref, const std::string& got, int64_t steps) {
@@ -152,8 +153,8 @@ TEST(TrainOnFullDisk, MetricsWriteFailureStopsTheRun) {
   disk.fill(1);
   const std::string resume = " --config " + run + "/config.toml --resume auto --train.max_steps 60";
   auto full = train(resume);
-  expect_one_error_line(full, {"cannot write metrics log '" + run + "/metrics.jsonl'",
-                               "cannot write TensorBoard event file '" + run + "/events.out."});
+  expect_disk_full_error(full, {"cannot write metrics log '" + run + "/metrics.jsonl'",
+                                "cannot write TensorBoard event file '" + run + "/events.out."});
   const auto partial = testing::clean_losses(run);  // parses line by line, ends on a newline
   // The full disk may refuse the failed run's summary too: the error above stays the only line,
   // and whatever summary.json exists is a whole one saying "failed".
@@ -181,7 +182,7 @@ TEST(TrainOnFullDisk, CheckpointSaveFailureKeepsThePrevious) {
   disk.fill(2);
   const std::string resume = " --config " + run + "/config.toml --resume auto --train.max_steps 12";
   auto full = train(resume);
-  expect_one_error_line(full, "checkpoint " + run + "/ckpt/step_000008 not saved");
+  expect_disk_full_error(full, "checkpoint " + run + "/ckpt/step_000008 not saved");
   // The failed save gave its room back, so the run's end is recorded: summary.json says
   // "failed" with the error line (before, there was none: "running, or killed").
   const auto summary = nlohmann::json::parse(testing::read_file(run + "/summary.json"));
@@ -206,7 +207,7 @@ TEST(TrainOnFullDisk, ExportFailsCleanly) {
   disk.fill(1);
   auto r = run_command(testing::ledgerlm_binary() + " export --run " + out + "/run --out " +
                        disk.path() + "/hf");
-  expect_one_error_line(r, "cannot write");
+  expect_disk_full_error(r, "cannot write");
   disk.unfill();
   EXPECT_EQ(entries(disk.path()), std::vector<std::string>{}) << "export left files behind";
 }
