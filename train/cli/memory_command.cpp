@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "data/meta.h"
+#include "model/activation_list.h"
 #include "model/base/check.h"
 #include "optim/optim_groups.h"
 #include "train/ledger/memory_plan.h"
@@ -155,8 +156,10 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
         kMaxEmbd);
     ModelConfig m;
     m.vocab_size = given(cmd, "--vocab") ? cmd.vocab : 50257;
+    m.n_embd = cmd.hidden;
     in.shapes.n_layer = layers_flag(cmd.layers);
     in.shapes.n_embd = cmd.hidden;
+    in.shapes.ffn = ffn_width(m);
     in.shapes.n_head = cmd.heads;
     in.shapes.padded_vocab = m.padded_vocab();
     in.shapes.seq = r.train.seq_len;
