@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -179,10 +180,12 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
   in.recompute = recompute_parse(r.model.recompute);
   in.threads = threads;
   in.data_bytes = -1;
-  if (r.optim.offload == "disk") {  // the largest tensor: the token embedding or an MLP weight
+  if (r.optim.offload == "disk") {  // the largest tensor: the token embedding or a block's widest
     const int64_t C = in.shapes.n_embd;
     in.offload_staging = offload_staging_bytes(
-        r.optim, in.shapes.known() ? std::max(in.shapes.padded_vocab * C, 4 * C * C) : 0);
+        r.optim, in.shapes.known()
+                     ? std::max({in.shapes.padded_vocab * C, 3 * C * C, in.shapes.ffn * C})
+                     : 0);
   }
   return in;
 }

@@ -369,16 +369,19 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   // optimizer reads (this rank's shard from stage 1).
   int64_t partials = ceil_div(mirror_elements(x, false), 32768) * 8;
   if (!s.known()) return page_buf(partials);
-  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, Vp = s.padded_vocab;
+  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, F = s.ffn, Vp = s.padded_vocab;
+  // The widest linear layer's side (qkv's 3C or the MLP's F): its bias, and an adapter's input
+  // or output.
+  const int64_t wide = std::max(3 * C, F);
   const bool p16 = x.params != DType::kF32, g16 = x.grads != DType::kF32;
   // 16-bit weights / gradients are widened to fp32 for BLAS: the largest matrix (the tied token
-  // embedding or an MLP weight).
-  const int64_t widest = std::max(Vp * C, 4 * C * C) * 4;
+  // embedding or a block's widest weight).
+  const int64_t widest = std::max(Vp * C, wide * C) * 4;
   int64_t gemm_a = 0, gemm_b = p16 ? widest : 0;
   // 16-bit gradients are widened as the C of the weight-gradient products that run.
   int64_t widest_grad = s.head_weight_grad ? Vp * C : 0;
-  if (s.block_weight_grads) widest_grad = std::max(widest_grad, 4 * C * C);
-  if (s.lora_rank > 0) widest_grad = std::max(widest_grad, 4 * C * s.lora_rank);
+  if (s.block_weight_grads) widest_grad = std::max(widest_grad, wide * C);
+  if (s.lora_rank > 0) widest_grad = std::max(widest_grad, wide * s.lora_rank);
   const int64_t gemm_c = g16 ? widest_grad * 4 : 0;
   if (x.bf16_matmul) {
     // Every linear layer's three GEMMs (forward, input gradient, weight gradient) as
@@ -386,7 +389,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
     // (cpu_gemm_bf16_packed_*); the portable path keeps an fp32 bf16-rounded copy of each.
     const bool native = cpu_backend_bf16_dot();
     gemm_b = 0;
-    const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, F}, {F, C}, {C, Vp}};
     for (const auto& io : layers) {
       const int64_t in = io[0], out = io[1];
       const int64_t gemms[3][3] = {{N, out, in}, {N, in, out}, {out, in, N}};  // m, n, k
@@ -403,7 +406,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   int64_t gemm_lib = 0;
   if (!(x.bf16_matmul && cpu_backend_bf16_dot())) {
     const int64_t layers[5][3] = {
-        {C, 3 * C, 1}, {C, C, 1}, {C, 4 * C, 1}, {4 * C, C, 1}, {C, Vp, 0}};  // in, out, bias
+        {C, 3 * C, 1}, {C, C, 1}, {C, F, 1}, {F, C, 1}, {C, Vp, 0}};  // in, out, bias
     for (size_t i = 0; i < 5; ++i) {
       const int64_t in = layers[i][0], out = layers[i][1];
       const bool weight_grad = i == 4 ? s.head_weight_grad : s.block_weight_grads;
@@ -422,9 +425,9 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
       }
     }
   }
-  const int64_t small_params = std::max<int64_t>(2 * C, p16 ? 4 * C : 0) * 4;
-  // Bias-gradient partial rows per thread chunk (widest bias 4C).
-  partials = std::max(partials, std::min(P, N) * 4 * C * 4);
+  const int64_t small_params = std::max<int64_t>(2 * C, p16 ? wide : 0) * 4;
+  // Bias-gradient partial rows per thread chunk (the widest bias).
+  partials = std::max(partials, std::min(P, N) * wide * 4);
   // Per-thread attention blocks (two 32 x T blocks, a T mask row, three hd x T head copies;
   // 32 = kQueryBlock of model/backend/cpu/cpu_attention.cpp) and embedding-gradient rows (C).
   const int64_t hd = C / std::max<int64_t>(s.n_head, 1);
