@@ -13,7 +13,8 @@
 // the whole gradient buffer in place); stages 2-3 keep whole-unit gradient buffers for the
 // embedding unit and for the largest other unit; stage 3 gathers weights into one unit-sized
 // buffer (or one per unit without resharding after forward).
-// Activations: the fp32 arena the forward keeps for backward, per buffer rounded to 64 bytes.
+// Activations and the model's scratch: the sums of the model's own lists of its buffers
+// (model/activation_list.h) for the micro-batch, recompute mode and trained blocks predicted here.
 #include "train/ledger/memory_plan.h"
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "data/meta.h"
 #include "model/backends/cpu_facts.h"
 #include "model/base/check.h"
+#include "model/gpt.h"
 #include "optim/muon_plan.h"
 #include "optim/optim_traits.h"
 #include "train/offload/offload_backend.h"
@@ -38,10 +40,6 @@ int64_t round_up(int64_t x, int64_t m) {
 }
 int64_t ceil_div(int64_t x, int64_t d) {
   return (x + d - 1) / d;
-}
-// One fp32 activation buffer of `elements`, as the arena carves it (64-byte aligned).
-int64_t act_buf(int64_t elements) {
-  return round_up(elements * 4, 64);
 }
 // The CPU backend grows each scratch slot to a multiple of 4 KiB.
 int64_t page_buf(int64_t bytes) {
@@ -296,41 +294,31 @@ double plan_optimizer_bytes_per_param(const OptimConfig& o) {
   return optim_state_bytes_per_param(o, 4.0);
 }
 
+ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recompute recompute) {
+  ActivationSpec a;
+  a.n_layer = s.n_layer;
+  a.n_head = s.n_head;
+  a.n_embd = s.n_embd;
+  a.ffn = s.ffn;
+  a.padded_vocab = s.padded_vocab;
+  a.batch = batch;
+  a.seq = s.seq;
+  a.recompute = recompute;
+  a.untrained_blocks = s.untrained_blocks;
+  a.dtype = DType::kF32;  // the trainer's activations are fp32 at every precision
+  a.lora_rank = s.lora_rank;
+  a.lora_dropout = s.lora_dropout;
+  return a;
+}
+
 int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute recompute) {
   if (!s.known()) return 0;
-  const int64_t N = batch * s.seq, C = s.n_embd, L = s.n_layer, H = s.n_head;
-  // Residual stream entering each block and leaving the last one.
-  const int64_t residual = (L + 1) * act_buf(N * C);
-  // Attention half of a block: ln1, atty, res2, ln2 (N, C); qkv (N, 3C); ln1/ln2 mean and rstd
-  // (N each); attention log-sum-exp (B, H, T).
-  const int64_t attn =
-      4 * act_buf(N * C) + act_buf(3 * N * C) + 4 * act_buf(N) + act_buf(batch * H * s.seq);
-  // MLP hidden: fc output and GELU output, (N, 4C) each.
-  const int64_t mlp = 2 * act_buf(4 * N * C);
-  // Final layernorm (N, C) + mean/rstd, logits (N, Vp), per-token losses (N).
-  const int64_t head = act_buf(N * C) + 3 * act_buf(N) + act_buf(N * s.padded_vocab);
-  // Blocks without backward (below the lowest trained one) share one set of buffers.
-  const int64_t k = std::min(s.untrained_blocks, L), shared = k > 0 ? 1 : 0;
-  switch (recompute) {
-    case Recompute::kNone:
-      return residual + (L - k + shared) * (attn + mlp) + head;
-    case Recompute::kMlp:
-      return residual + (L - k + shared) * attn + mlp + head;  // one shared MLP hidden
-    case Recompute::kBlock:
-      return residual + attn + mlp + head;  // one shared block
-  }
-  return 0;
+  return act_list_bytes(saved_activations(plan_activation_spec(s, batch, recompute)));
 }
 
 int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch) {
   if (!s.known()) return 0;
-  const int64_t N = batch * s.seq, C = s.n_embd;
-  // Activation gradients: three (N, C) plus a projection temporary, two (N, 4C), one (N, 3C);
-  // adapters: their down-projection and its gradient (N, rank), the dropped input (N, 4C).
-  int64_t lora = 0;
-  if (s.lora_rank > 0)
-    lora = 2 * act_buf(N * s.lora_rank) + (s.lora_dropout ? act_buf(4 * N * C) : 0);
-  return 4 * act_buf(N * C) + 2 * act_buf(4 * N * C) + act_buf(3 * N * C) + lora;
+  return act_list_bytes(model_scratch(plan_activation_spec(s, batch, Recompute::kNone)));
 }
 
 int64_t plan_cudnn_attention_bytes(const PlanShapes& s, int64_t batch) {
@@ -352,16 +340,19 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   // optimizer reads (this rank's shard from stage 1).
   int64_t partials = ceil_div(mirror_elements(x, false), 32768) * 8;
   if (!s.known()) return page_buf(partials);
-  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, Vp = s.padded_vocab;
+  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, F = s.ffn, Vp = s.padded_vocab;
+  // The widest linear layer's side (qkv's 3C or the MLP's F): its bias, and an adapter's input
+  // or output.
+  const int64_t wide = std::max(3 * C, F);
   const bool p16 = x.params != DType::kF32, g16 = x.grads != DType::kF32;
   // 16-bit weights / gradients are widened to fp32 for BLAS: the largest matrix (the tied token
-  // embedding or an MLP weight).
-  const int64_t widest = std::max(Vp * C, 4 * C * C) * 4;
+  // embedding or a block's widest weight).
+  const int64_t widest = std::max(Vp * C, wide * C) * 4;
   int64_t gemm_a = 0, gemm_b = p16 ? widest : 0;
   // 16-bit gradients are widened as the C of the weight-gradient products that run.
   int64_t widest_grad = s.head_weight_grad ? Vp * C : 0;
-  if (s.block_weight_grads) widest_grad = std::max(widest_grad, 4 * C * C);
-  if (s.lora_rank > 0) widest_grad = std::max(widest_grad, 4 * C * s.lora_rank);
+  if (s.block_weight_grads) widest_grad = std::max(widest_grad, wide * C);
+  if (s.lora_rank > 0) widest_grad = std::max(widest_grad, wide * s.lora_rank);
   const int64_t gemm_c = g16 ? widest_grad * 4 : 0;
   if (x.bf16_matmul) {
     // Every linear layer's three GEMMs (forward, input gradient, weight gradient) as
@@ -369,7 +360,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
     // (cpu_gemm_bf16_packed_*); the portable path keeps an fp32 bf16-rounded copy of each.
     const bool native = cpu_backend_bf16_dot();
     gemm_b = 0;
-    const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, F}, {F, C}, {C, Vp}};
     for (const auto& io : layers) {
       const int64_t in = io[0], out = io[1];
       const int64_t gemms[3][3] = {{N, out, in}, {N, in, out}, {out, in, N}};  // m, n, k
@@ -386,7 +377,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   int64_t gemm_lib = 0;
   if (!(x.bf16_matmul && cpu_backend_bf16_dot())) {
     const int64_t layers[5][3] = {
-        {C, 3 * C, 1}, {C, C, 1}, {C, 4 * C, 1}, {4 * C, C, 1}, {C, Vp, 0}};  // in, out, bias
+        {C, 3 * C, 1}, {C, C, 1}, {C, F, 1}, {F, C, 1}, {C, Vp, 0}};  // in, out, bias
     for (size_t i = 0; i < 5; ++i) {
       const int64_t in = layers[i][0], out = layers[i][1];
       const bool weight_grad = i == 4 ? s.head_weight_grad : s.block_weight_grads;
@@ -405,9 +396,9 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
       }
     }
   }
-  const int64_t small_params = std::max<int64_t>(2 * C, p16 ? 4 * C : 0) * 4;
-  // Bias-gradient partial rows per thread chunk (widest bias 4C).
-  partials = std::max(partials, std::min(P, N) * 4 * C * 4);
+  const int64_t small_params = std::max<int64_t>(2 * C, p16 ? wide : 0) * 4;
+  // Bias-gradient partial rows per thread chunk (the widest bias).
+  partials = std::max(partials, std::min(P, N) * wide * 4);
   // Per-thread attention blocks (two 32 x T blocks, a T mask row, three hd x T head copies;
   // 32 = kQueryBlock of model/backend/cpu/cpu_attention.cpp) and embedding-gradient rows (C).
   const int64_t hd = C / std::max<int64_t>(s.n_head, 1);
@@ -461,8 +452,8 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
     b.add("workspace.model", MemTag::kWorkspace, "fp32", plan_model_scratch_bytes(s, x.micro_batch),
           false, false, false);
     // The micro-batch's token ids and targets in backend memory (int32, 64-byte aligned each).
-    const int64_t ids = (x.micro_batch * s.seq * 4 + 63) / 64 * 64;
-    b.add("data.batch", MemTag::kData, "int32", 2 * ids, false, false, false);
+    b.add("data.batch", MemTag::kData, "int32", gpt_batch_ids_bytes(x.micro_batch, s.seq), false,
+          false, false);
   } else {
     plan.notes.push_back("activations: not predicted (give --layers --hidden --heads --seq)");
   }
@@ -599,11 +590,9 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
     const ParamTable frozen = frozen_table_for_run(cfg);
     in.frozen_params = frozen.num_params;
     in.frozen_elements = frozen.total;
-    // The sink: two halves of 4C, or of a frozen embedding's size when the other one trains.
-    int64_t half = 4 * cfg.model.n_embd;
+    // The sink for gradients of frozen tensors: its size is the model's (one formula).
+    in.frozen_sink = gpt_frozen_sink_elements(full, cfg.model);
     const ParamInfo &wte = full.find("embed.wte"), &wpe = full.find("embed.wpe");
-    if (wte.trainable != wpe.trainable) half = std::max(half, (wte.trainable ? wpe : wte).numel);
-    in.frozen_sink = 2 * half;
     // Blocks below the first one with a trained tensor (or adapter), when the embeddings are
     // frozen too.
     if (!wte.trainable && !wpe.trainable) {
@@ -630,6 +619,7 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.shapes.n_layer = cfg.model.n_layer;
   in.shapes.n_head = cfg.model.n_head;
   in.shapes.n_embd = cfg.model.n_embd;
+  in.shapes.ffn = ffn_width(cfg.model);
   in.shapes.padded_vocab = cfg.model.padded_vocab();
   in.shapes.seq = cfg.train.seq_len;
   in.params = pp.params;
