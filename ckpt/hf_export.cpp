@@ -191,7 +191,9 @@ std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras&
       {"n_embd", config.n_embd},
       {"n_layer", config.n_layer},
       {"n_head", config.n_head},
-      {"n_inner", nullptr},                 // null: 4 * n_embd, as ledgerlm's MLP
+      // null: GPT-2's 4 x n_embd (model.ffn_hidden = 0 or that width), else the MLP's width.
+      {"n_inner",
+       config.ffn_width() == 4 * config.n_embd ? json(nullptr) : json(config.ffn_width())},
       {"activation_function", "gelu_new"},  // the tanh approximation ledgerlm uses
       {"layer_norm_epsilon", 1e-5},
       {"initializer_range", 0.02},

@@ -50,7 +50,8 @@ void hf_write_safetensors(const std::string& path, const std::vector<HfTensor>& 
 std::vector<HfTensor> hf_read_safetensors(const std::string& path);
 
 // config.json for GPT2LMHeadModel: sizes from `config`, vocab_size = the real (unpadded) vocab,
-// n_positions = n_ctx = block_size, activation gelu_new (GELU tanh approximation), layer norm
+// n_positions = n_ctx = block_size, n_inner = the MLP's width (null when it is 4 x n_embd),
+// activation gelu_new (GELU tanh approximation), layer norm
 // eps 1e-5, tied word embeddings, dropout probabilities from model.dropout.
 void hf_write_config_json(const std::string& path, const ModelConfig& config,
                           const HfConfigExtras& extras = {});

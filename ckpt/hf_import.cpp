@@ -14,6 +14,7 @@
 #include "model/backend/common/op_constants.h"
 #include "model/base/check.h"
 #include "model/base/input_file.h"
+#include "model/block_recipe.h"
 
 namespace ledgerlm {
 namespace {
@@ -148,11 +149,14 @@ ModelConfig hf_config_from_json(const std::string& text, const std::string& orig
   m.n_head = c.positive_int("n_head");
   LLM_REQUIRE(m.n_embd % m.n_head == 0, origin, ": n_embd ", m.n_embd,
               " is not a multiple of n_head ", m.n_head);
+  // The MLP's width: null is GPT-2's 4 x n_embd, which model.ffn_hidden = 0 means too.
   if (c.has("n_inner")) {
     const json& inner = c.at("n_inner");
-    LLM_REQUIRE(inner.is_number_integer() && inner.get<int64_t>() == 4 * m.n_embd, origin,
-                ": n_inner is ", inner.dump(), ", expected null or 4 * n_embd = ", 4 * m.n_embd,
-                " (ledgerlm's MLP is 4 * n_embd wide)");
+    LLM_REQUIRE(inner.is_number_integer() && inner.get<int64_t>() > 0 &&
+                    inner.get<int64_t>() <= kMaxFfnHidden,
+                origin, ": n_inner is ", inner.dump(), ", expected null or 1..", kMaxFfnHidden,
+                " (the MLP's hidden width)");
+    m.ffn_hidden = inner.get<int64_t>() == 4 * m.n_embd ? 0 : inner.get<int64_t>();
   }
   m.dropout = merged_dropout(c, notes);
   m.validate();
@@ -208,8 +212,9 @@ HfModel hf_read_model_dir(const std::string& dir) {
   // not) is imported only when it is wte, bit for bit.
   if (has_lm_head) {
     const HfTensor* wte = nullptr;
+    const std::string wte_name = recipe_unit_hf_name(block_recipe(model.config).embed[kRoleWte]);
     for (const HfTensor& t : model.tensors)
-      if (t.name == "transformer.wte.weight") wte = &t;
+      if (t.name == wte_name) wte = &t;
     LLM_REQUIRE(wte != nullptr, where, ": has lm_head.weight but no wte.weight");
     LLM_REQUIRE(lm_head_shape == wte->shape && std::memcmp(lm_head.data(), wte->data.data(),
                                                            lm_head.size() * sizeof(float)) == 0,

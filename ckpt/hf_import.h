@@ -2,8 +2,8 @@
 // ledgerlm model: the inverse of hf_export.h, for `ledgerlm import --format hf`.
 //
 // ledgerlm represents exactly one member of the GPT-2 family: pre-LayerNorm blocks with
-// eps = kLayerNormEps, GELU's tanh approximation, a 4C-wide MLP, attention scaled by
-// 1/sqrt(head_dim) and nothing else, and an LM head tied to the token embedding. A config or a
+// eps = kLayerNormEps, GELU's tanh approximation, an MLP of any width (n_inner), attention scaled
+// by 1/sqrt(head_dim) and nothing else, and an LM head tied to the token embedding. A config or a
 // weights file that asks for anything else is refused with one line naming the key or tensor and
 // what was expected, rather than imported into a model that would compute something different.
 //

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/base/check.h"
+#include "model/block_recipe.h"
 
 namespace ledgerlm {
 
@@ -17,15 +18,16 @@ std::string peft_tensor_name(const ParamTable& table, const ParamInfo& p) {
          (p.lora == ParamInfo::Lora::kA ? ".lora_A.weight" : ".lora_B.weight");
 }
 
-std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base) {
-  // ledgerlm's targets as PEFT module-name suffixes (matched as "...h.N.<suffix>").
-  const std::pair<const char*, const char*> modules[] = {{"qkv", "attn.c_attn"},
-                                                         {"attn_proj", "attn.c_proj"},
-                                                         {"mlp_fc", "mlp.c_fc"},
-                                                         {"mlp_proj", "mlp.c_proj"}};
+std::string peft_adapter_config_json(const ModelConfig& config, const std::string& base) {
+  const LoraConfig& lora = config.lora;
+  // ledgerlm's targets as PEFT module-name suffixes (matched as "...h.N.<suffix>"), in the
+  // recipe's site order.
+  const BlockRecipe recipe = block_recipe(config);
   nlohmann::json targets = nlohmann::json::array();
-  for (const auto& [target, module] : modules)
-    if (lora.targets_layer(target)) targets.push_back(module);
+  for (int site = 0; site < kLoraSites; ++site) {
+    const TensorRole& r = recipe.block[static_cast<size_t>(recipe.lora_site_role[site])];
+    if (lora.targets_layer(r.lora_target)) targets.push_back(recipe_hf_module(r));
+  }
   const nlohmann::json j = {{"peft_type", "LORA"},
                             {"task_type", "CAUSAL_LM"},
                             {"base_model_name_or_path", base},

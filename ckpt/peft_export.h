@@ -19,10 +19,11 @@ namespace ledgerlm {
 // PEFT's name of adapter factor `p` of `table` (ParamInfo::lora != kNone).
 std::string peft_tensor_name(const ParamTable& table, const ParamInfo& p);
 
-// adapter_config.json: LORA on the targeted Conv1D modules, r, lora_alpha, lora_dropout,
+// adapter_config.json: LORA on the targeted Conv1D modules (config.lora.targets, named by the
+// block recipe), r, lora_alpha, lora_dropout,
 // fan_in_fan_out, no trained biases, task CAUSAL_LM; `base` is base_model_name_or_path, the
 // model the adapters go on (what AutoPeftModelForCausalLM.from_pretrained loads first; export
 // --lora-only chooses it: export_command.cpp, peft_base_path).
-std::string peft_adapter_config_json(const LoraConfig& lora, const std::string& base);
+std::string peft_adapter_config_json(const ModelConfig& config, const std::string& base);
 
 }  // namespace ledgerlm

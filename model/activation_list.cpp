@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "model/gpt_block.h"
+
 namespace ledgerlm {
 
 ActivationSpec activation_spec(const ModelConfig& config, int64_t batch, int64_t seq,
@@ -11,7 +13,9 @@ ActivationSpec activation_spec(const ModelConfig& config, int64_t batch, int64_t
   s.n_layer = config.n_layer;
   s.n_head = config.n_head;
   s.n_embd = config.n_embd;
-  s.ffn = ffn_width(config);
+  const BlockWidths widths = block_widths(block_recipe(config));
+  s.qkv = widths.qkv;
+  s.ffn = widths.F;
   s.padded_vocab = config.padded_vocab();
   s.batch = batch;
   s.seq = seq;
@@ -130,7 +134,7 @@ std::vector<ActBuffer> saved_activations(const ActivationSpec& s) {
   block(ActId::kLn1, N * C, attn_kept);
   block(ActId::kLn1Mean, N, attn_kept);
   block(ActId::kLn1Rstd, N, attn_kept);
-  block(ActId::kQkv, N * 3 * C, attn_kept);
+  block(ActId::kQkv, N * s.qkv, attn_kept);
   block(ActId::kAtty, N * C, attn_kept);
   block(ActId::kLse, s.batch * s.n_head * s.seq, attn_kept);
   block(ActId::kRes2, N * C, attn_kept);
@@ -158,14 +162,14 @@ std::vector<ActBuffer> model_scratch(const ActivationSpec& s) {
   add(ActId::kDB, N * C);
   add(ActId::kDWideA, N * F);
   add(ActId::kDWideB, N * F);
-  add(ActId::kDQkv, N * 3 * C);
+  add(ActId::kDQkv, N * s.qkv);
   add(ActId::kTmpProj, N * C);
   if (s.lora_rank > 0) {
     // An adapter's down-projection and its gradient [N, rank]; with input dropout, the dropped
-    // input of the widest adapted layer (the MLP projection's, [N, F]).
+    // input of the widest adapted layer ([N, C] or the MLP projection's [N, F]).
     add(ActId::kLoraU, N * s.lora_rank);
     add(ActId::kLoraDu, N * s.lora_rank);
-    if (s.lora_dropout) add(ActId::kLoraX, N * F);
+    if (s.lora_dropout) add(ActId::kLoraX, N * std::max(C, F));
   }
   return out;
 }

@@ -6,10 +6,10 @@
 // the same: it decides which blocks train, the dtypes and the batch from the run configuration,
 // not from a built model, and the ledger checks its sum against the bytes the model allocated.
 //
-// What decides the set: the shapes (L, H, C, F, padded vocab), the micro-batch (B, T), the
-// recompute mode, the blocks that get no backward, the activations' dtype and, for the scratch
-// only, the adapters (LoRA rank and input dropout). Dropout keeps nothing (its masks are pure
-// functions of their key and are drawn again in backward), and the attention kernel keeps
+// What decides the set: the shapes (L, H, C, the qkv width, F, padded vocab), the micro-batch (B,
+// T), the recompute mode, the blocks that get no backward, the activations' dtype and, for the
+// scratch only, the adapters (LoRA rank and input dropout). Dropout keeps nothing (its masks are
+// pure functions of their key and are drawn again in backward), and the attention kernel keeps
 // nothing in the arena either: cuDNN's bf16 copies live in the CUDA backend's workspace.
 #pragma once
 
@@ -22,15 +22,11 @@
 
 namespace ledgerlm {
 
-// The MLP's hidden width F: GPT-2's 4 C. The one place the model's buffers and the planner take
-// it from; it becomes the configuration's model.ffn_hidden.
-inline int64_t ffn_width(const ModelConfig& config) {
-  return 4 * config.n_embd;
-}
-
 // Everything the lists depend on.
 struct ActivationSpec {
-  int64_t n_layer = 0, n_head = 0, n_embd = 0, ffn = 0, padded_vocab = 0;
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, padded_vocab = 0;
+  // The block's widths: the fused q, k, v projection's output and the MLP's hidden width F.
+  int64_t qkv = 0, ffn = 0;
   int64_t batch = 0, seq = 0;
   Recompute recompute = Recompute::kNone;
   // Blocks below the lowest one that trains anything run forward only: they keep nothing for
@@ -42,7 +38,8 @@ struct ActivationSpec {
   bool lora_dropout = false;
 };
 
-// The spec of a model configuration (shapes from [model], F from ffn_width), adapters included.
+// The spec of a model configuration (shapes from [model], the qkv and MLP widths from its block
+// recipe, block_widths), adapters included.
 ActivationSpec activation_spec(const ModelConfig& config, int64_t batch, int64_t seq,
                                Recompute recompute, int64_t untrained_blocks, DType dtype);
 

@@ -21,32 +21,25 @@
 
 #include "model/base/check.h"
 #include "model/base/rng.h"
+#include "model/gpt_block.h"
 #include "model/param_refs.h"
 
 namespace ledgerlm {
 namespace {
 
-struct LayerActs {
-  Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
-};
+using LayerActs = BlockActs;
 
-struct LayerParams {
-  Tensor ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
-};
-
-// The block's tensors: field k from `trained` or, when bit k of `frozen_mask` is set, from
+// The block's tensors: role k from `trained` or, when bit k of `frozen_mask` is set, from
 // `frozen`. Gradient views pass an empty `frozen`: frozen tensors have no gradient (empty view).
-LayerParams layer_views(const Tensor& trained, const Tensor& frozen, const BlockOffsets& o,
-                        uint32_t frozen_mask) {
-  const int64_t at[12] = {o.ln1w, o.ln1b, o.qkvw, o.qkvb, o.projw,   o.projb,
-                          o.ln2w, o.ln2b, o.fcw,  o.fcb,  o.fcprojw, o.fcprojb};
-  Tensor v[12];
-  for (int k = 0; k < 12; ++k) {
+BlockTensors layer_views(const Tensor& trained, const Tensor& frozen, const BlockOffsets& at,
+                         uint32_t frozen_mask) {
+  BlockTensors v;
+  for (int k = 0; k < kBlockRoles; ++k) {
     const bool is_frozen = (frozen_mask >> k) & 1u;
     const Tensor& base = is_frozen ? frozen : trained;
-    v[k] = base.empty() ? Tensor() : base.offset(at[k]);
+    v[static_cast<size_t>(k)] = base.empty() ? Tensor() : base.offset(at[static_cast<size_t>(k)]);
   }
-  return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]};
+  return v;
 }
 
 // A linear layer's adapter: factor views (empty when absent or, for gradients, frozen).
@@ -71,6 +64,7 @@ struct GptModel::Impl {
   AttentionImpl attention_impl = AttentionImpl::kOwn;  // precision.attention resolved
   int64_t B = 0, T = 0;
   ModelRefs refs;
+  BlockWidths widths;  // C, the qkv projection's and the MLP's widths (block_recipe.h)
 
   Buffer arena;             // activations kept for backward
   Buffer scratch;           // workspace: activation gradients and temporaries
@@ -98,7 +92,14 @@ struct GptModel::Impl {
   ForwardOptions fwd_opts;
 
   Impl(Backend& b, const ModelConfig& c, const ParamTable& t, DType p, DType g, DType a)
-      : be(b), cfg(c), table(t), pdt(p), gdt(g), adt(a), refs(model_refs_build(t, c.n_layer)) {
+      : be(b),
+        cfg(c),
+        table(t),
+        pdt(p),
+        gdt(g),
+        adt(a),
+        refs(model_refs_build(t, c)),
+        widths(block_widths(block_recipe(c))) {
     recompute = recompute_parse(cfg.recompute);
   }
 
@@ -116,12 +117,12 @@ struct GptModel::Impl {
                dtype_name(t.dtype));
     return t;
   }
-  LayerParams block_params(UnitAccess& u, int64_t l) const {
+  BlockTensors block_params(UnitAccess& u, int64_t l) const {
     const int unit = refs.block_unit[l];
     return layer_views(param_unit(u, unit), frozen_unit(u, unit), refs.blocks[l],
                        refs.block_frozen[l]);
   }
-  LayerParams block_grads(UnitAccess& u, int64_t l) const {
+  BlockTensors block_grads(UnitAccess& u, int64_t l) const {
     return layer_views(grad_unit(u, refs.block_unit[l]), Tensor(), refs.blocks[l],
                        refs.block_frozen[l]);
   }
@@ -171,7 +172,7 @@ struct GptModel::Impl {
   }
 
   // The tensor a listed buffer binds to; block buffers are `x`'s.
-  Tensor& bind(ActId id, LayerActs& x) {
+  Tensor& bind(ActId id, BlockActs& x) {
     switch (id) {
       case ActId::kLn1:
         return x.ln1;
@@ -243,7 +244,7 @@ struct GptModel::Impl {
     const int64_t L = cfg.n_layer;
     res.assign(L + 1, Tensor());
     acts.assign(L, LayerActs());
-    LayerActs none, shared;
+    BlockActs none, shared;
     for (const ActBuffer& b : saved)
       if (b.scope == ActScope::kResidual)
         for (int64_t l = 0; l <= L; ++l) res[l] = a.take(b);
@@ -431,31 +432,37 @@ struct GptModel::Impl {
     if (!dinp.empty()) be.gemm(gemm_args(dout, w, dinp, rows, in_f, out_f));
   }
 
-  void mlp_hidden(UnitAccess& units, int64_t l, const LayerActs& x, const LayerParams& p) {
-    const int64_t N = B * T, C = cfg.n_embd;
-    linear_lora(x.fch, x.ln2, p.fcw, p.fcb, lora_params(units, l, kLoraFc), l, kLoraFc, C, 4 * C);
-    be.gelu_forward(x.fch_gelu, x.fch, N * 4 * C);
+  // What the training forward adds to the shared block (gpt_block.h): the LoRA adapters,
+  // dropout, and attention that keeps its log-sum-exp for backward.
+  struct TrainHooks final : BlockHooks {
+    Impl& m;
+    UnitAccess& units;
+    int64_t l;
+    TrainHooks(Impl& impl, UnitAccess& u, int64_t layer) : m(impl), units(u), l(layer) {}
+    void linear(int site, Tensor out, Tensor in, Tensor w, Tensor bias, int64_t in_f,
+                int64_t out_f) override {
+      m.linear_lora(out, in, w, bias, m.lora_params(units, l, site), l, site, in_f, out_f);
+    }
+    void attention(const BlockActs& x) override {
+      m.be.attention_forward(x.atty, x.lse, x.qkv, m.attn_args(l));
+    }
+    void branch_dropout(Tensor branch, BlockBranch which) override {
+      if (!m.dropout_on()) return;
+      const DropSite site = which == BlockBranch::kAttention ? kSiteAttnOut : kSiteMlpOut;
+      m.be.dropout(branch, m.B * m.T * m.cfg.n_embd, m.cfg.dropout, m.drop_key(l, site));
+    }
+  };
+
+  void mlp_hidden(UnitAccess& units, int64_t l, const LayerActs& x, const BlockTensors& p) {
+    TrainHooks hooks(*this, units, l);
+    gpt_block_mlp_hidden(be, hooks, p, x, B * T, widths);
   }
 
   // Block l's forward; the caller has acquired its unit (forward or recompute).
   void block_forward(UnitAccess& units, int64_t l) {
-    const int64_t N = B * T, C = cfg.n_embd;
-    const LayerActs& x = acts[l];
-    LayerParams p = block_params(units, l);
-    be.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, res[l], p.ln1w, p.ln1b, N, C);
-    linear_lora(x.qkv, x.ln1, p.qkvw, p.qkvb, lora_params(units, l, kLoraQkv), l, kLoraQkv, C,
-                3 * C);
-    be.attention_forward(x.atty, x.lse, x.qkv, attn_args(l));
-    linear_lora(tmp_proj, x.atty, p.projw, p.projb, lora_params(units, l, kLoraProj), l, kLoraProj,
-                C, C);
-    if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, drop_key(l, kSiteAttnOut));
-    be.add_layernorm_forward(x.res2, x.ln2, x.ln2_mean, x.ln2_rstd, res[l], tmp_proj, p.ln2w,
-                             p.ln2b, N, C);
-    mlp_hidden(units, l, x, p);
-    linear_lora(tmp_proj, x.fch_gelu, p.fcprojw, p.fcprojb, lora_params(units, l, kLoraFcproj), l,
-                kLoraFcproj, 4 * C, C);
-    if (dropout_on()) be.dropout(tmp_proj, N * C, cfg.dropout, drop_key(l, kSiteMlpOut));
-    be.add(res[l + 1], x.res2, tmp_proj, N * C);
+    TrainHooks hooks(*this, units, l);
+    gpt_block_forward(be, hooks, block_params(units, l), acts[l], res[l], res[l + 1], tmp_proj,
+                      B * T, widths);
   }
 
   // A tensor of the embedding or final unit, from its trained or frozen part.
@@ -517,10 +524,10 @@ struct GptModel::Impl {
   // Block l's backward from d_res (the gradient of the block's output), leaving the gradient of
   // its input in d_res; the caller has acquired its unit for backward.
   void block_backward(UnitAccess& units, int64_t l) {
-    const int64_t N = B * T, C = cfg.n_embd;
+    const int64_t N = B * T, C = cfg.n_embd, F = widths.F, QKV = widths.qkv;
     const LayerActs& x = acts[l];
-    LayerParams p = block_params(units, l);
-    LayerParams g = block_grads(units, l);
+    const BlockTensors p = block_params(units, l);
+    const BlockTensors g = block_grads(units, l);
     // MLP: res[l+1] = res2 + drop(proj(gelu(fc(ln2(res2)))))
     Tensor dy = d_res;
     if (dropout_on()) {
@@ -529,15 +536,17 @@ struct GptModel::Impl {
       dy = d_a;
     }
     if (recompute == Recompute::kMlp) mlp_hidden(units, l, x, p);
-    linear_backward(d_wide_a, g.fcprojw, g.fcprojb, dy, x.fch_gelu, p.fcprojw, N, 4 * C, C);
+    linear_backward(d_wide_a, g[kRoleFcProjWeight], g[kRoleFcProjBias], dy, x.fch_gelu,
+                    p[kRoleFcProjWeight], N, F, C);
     lora_backward(d_wide_a, lora_grads(units, l, kLoraFcproj), lora_params(units, l, kLoraFcproj),
-                  dy, x.fch_gelu, l, kLoraFcproj, 4 * C, C);
-    be.gelu_bias_backward(d_wide_b, or_sink(g.fcb, sink_a), x.fch, d_wide_a, N, 4 * C);
-    linear_backward(d_b, g.fcw, Tensor(), d_wide_b, x.ln2, p.fcw, N, C, 4 * C);
+                  dy, x.fch_gelu, l, kLoraFcproj, F, C);
+    be.gelu_bias_backward(d_wide_b, or_sink(g[kRoleFcBias], sink_a), x.fch, d_wide_a, N, F);
+    linear_backward(d_b, g[kRoleFcWeight], Tensor(), d_wide_b, x.ln2, p[kRoleFcWeight], N, C, F);
     lora_backward(d_b, lora_grads(units, l, kLoraFc), lora_params(units, l, kLoraFc), d_wide_b,
-                  x.ln2, l, kLoraFc, C, 4 * C);
-    be.layernorm_backward(d_res, or_sink(g.ln2w, sink_a), or_sink(g.ln2b, sink_b), d_b, x.res2,
-                          p.ln2w, x.ln2_mean, x.ln2_rstd, N, C);
+                  x.ln2, l, kLoraFc, C, F);
+    be.layernorm_backward(d_res, or_sink(g[kRoleLn2Weight], sink_a),
+                          or_sink(g[kRoleLn2Bias], sink_b), d_b, x.res2, p[kRoleLn2Weight],
+                          x.ln2_mean, x.ln2_rstd, N, C);
     // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
     dy = d_res;
     if (dropout_on()) {
@@ -545,15 +554,18 @@ struct GptModel::Impl {
       be.dropout(d_a, N * C, cfg.dropout, drop_key(l, kSiteAttnOut));
       dy = d_a;
     }
-    linear_backward(d_b, g.projw, g.projb, dy, x.atty, p.projw, N, C, C);
+    linear_backward(d_b, g[kRoleAttnProjWeight], g[kRoleAttnProjBias], dy, x.atty,
+                    p[kRoleAttnProjWeight], N, C, C);
     lora_backward(d_b, lora_grads(units, l, kLoraProj), lora_params(units, l, kLoraProj), dy,
                   x.atty, l, kLoraProj, C, C);
     be.attention_backward(d_qkv, d_b, x.qkv, x.atty, x.lse, attn_args(l));
-    linear_backward(d_a, g.qkvw, g.qkvb, d_qkv, x.ln1, p.qkvw, N, C, 3 * C);
+    linear_backward(d_a, g[kRoleQkvWeight], g[kRoleQkvBias], d_qkv, x.ln1, p[kRoleQkvWeight], N, C,
+                    QKV);
     lora_backward(d_a, lora_grads(units, l, kLoraQkv), lora_params(units, l, kLoraQkv), d_qkv,
-                  x.ln1, l, kLoraQkv, C, 3 * C);
-    be.layernorm_backward(d_res, or_sink(g.ln1w, sink_a), or_sink(g.ln1b, sink_b), d_a, res[l],
-                          p.ln1w, x.ln1_mean, x.ln1_rstd, N, C);
+                  x.ln1, l, kLoraQkv, C, QKV);
+    be.layernorm_backward(d_res, or_sink(g[kRoleLn1Weight], sink_a),
+                          or_sink(g[kRoleLn1Bias], sink_b), d_a, res[l], p[kRoleLn1Weight],
+                          x.ln1_mean, x.ln1_rstd, N, C);
   }
 
   void backward(UnitAccess& units, double loss_scale) {
@@ -610,9 +622,9 @@ struct GptModel::Impl {
 
 int64_t gpt_frozen_sink_elements(const ParamTable& table, const ModelConfig& config) {
   if (!param_table_has_frozen(table)) return 0;
-  // Norm weights and biases: at most the widest bias (qkv's 3C, the MLP's F) each half; a frozen
-  // embedding beside a trained one: its whole size in the first half.
-  int64_t half = std::max(3 * config.n_embd, ffn_width(config));
+  // Norm weights and biases: the widest vector of the recipe each half; a frozen embedding beside
+  // a trained one: its whole size in the first half.
+  int64_t half = recipe_widest_vector(block_recipe(config));
   const ParamInfo& wte = table.find("embed.wte");
   const ParamInfo& wpe = table.find("embed.wpe");
   if (wte.trainable != wpe.trainable) half = std::max(half, wte.trainable ? wpe.numel : wte.numel);

@@ -19,13 +19,34 @@ void linear1(Backend& be, Tensor out, Tensor in, Tensor w, Tensor b, int64_t in_
   be.gemm(g);
 }
 
+// What decoding gives the shared block: plain linear layers (adapters are merged before a LoRA
+// run samples), this position's k and v appended to the layer's cache and one query row's
+// attention over it, no dropout.
+struct DecodeHooks final : BlockHooks {
+  Backend& be;
+  Tensor kc, vc;  // this layer's cache
+  int64_t pos = 0, heads = 0, C = 0;
+  DecodeHooks(Backend& b, Tensor k, Tensor v, int64_t p, int64_t h, int64_t c)
+      : be(b), kc(k), vc(v), pos(p), heads(h), C(c) {}
+  void linear(int /*site*/, Tensor out, Tensor in, Tensor w, Tensor bias, int64_t in_f,
+              int64_t out_f) override {
+    linear1(be, out, in, w, bias, in_f, out_f);
+  }
+  void attention(const BlockActs& x) override {
+    be.copy(kc.offset(pos * C), x.qkv.offset(C), C);
+    be.copy(vc.offset(pos * C), x.qkv.offset(2 * C), C);
+    be.attention_decode(x.atty, x.qkv, kc, vc, pos + 1, heads, C, C);
+  }
+};
+
 }  // namespace
 
 GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backend& backend,
                        Tensor params)
     : cfg_(config), be_(backend), params_(params) {
   LLM_REQUIRE(params.dtype == DType::kF32, "decoder: fp32 weights expected");
-  const ModelRefs refs = model_refs_build(table, config.n_layer);
+  const ModelRefs refs = model_refs_build(table, config);
+  widths_ = block_widths(block_recipe(config));
   const int64_t embed = table.units[refs.embed_unit].offset;
   const int64_t fin = table.units[refs.final_unit].offset;
   wte_ = embed + refs.wte;
@@ -35,12 +56,16 @@ GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backe
   for (size_t l = 0; l < refs.blocks.size(); ++l)
     blocks_.push_back(block_offsets_shift(refs.blocks[l], table.units[refs.block_unit[l]].offset));
   const int64_t C = cfg_.n_embd, L = cfg_.n_layer, T = cfg_.block_size, Vp = cfg_.padded_vocab();
+  const int64_t F = widths_.F;
   cache_ = be_.allocate(MemTag::kActivations, static_cast<size_t>(2 * L * T * C) * 4);
   k_ = Tensor(cache_.data(), DType::kF32);
   v_ = k_.offset(L * T * C);
-  // x, ln, att, proj: C each; qkv: 3C; fc, gelu: 4C each; logits: Vp; mean, rstd: 1 each.
-  const int64_t sizes[] = {C, C, 3 * C, C, C, 4 * C, 4 * C, Vp, 1, 1};
-  Tensor* views[] = {&x_, &ln_, &qkv_, &att_, &proj_, &fch_, &fcg_, &logits_, &mean_, &rstd_};
+  // x, proj: C each; logits: Vp; the block's activations for one row: ln (C, both norms), mean
+  // and rstd (1 each), qkv, attention output (C), res2 (C), fc and gelu (F each).
+  BlockActs& a = acts_;
+  const int64_t sizes[] = {C, C, Vp, C, 1, 1, widths_.qkv, C, C, F, F};
+  Tensor* views[] = {&x_,    &proj_,  &logits_, &a.ln1, &a.ln1_mean, &a.ln1_rstd,
+                     &a.qkv, &a.atty, &a.res2,  &a.fch, &a.fch_gelu};
   int64_t total = 0;
   for (int64_t n : sizes) total += (n + 15) / 16 * 16;  // each view 64-byte aligned
   work_ = be_.allocate(MemTag::kWorkspace, static_cast<size_t>(total) * 4);
@@ -49,6 +74,10 @@ GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backe
     *views[i] = Tensor(work_.data(), DType::kF32).offset(at);
     at += (sizes[i] + 15) / 16 * 16;
   }
+  // The two norms run one after the other: they share their output and statistics.
+  a.ln2 = a.ln1;
+  a.ln2_mean = a.ln1_mean;
+  a.ln2_rstd = a.ln1_rstd;
   host_logits_.assign(static_cast<size_t>(Vp), 0.0f);
 }
 
@@ -64,22 +93,14 @@ const float* GptDecoder::step(int32_t token) {
   be_.add(x_, p(wte_ + token * C), p(wpe_ + pos * C), C);
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
     const BlockOffsets& b = blocks_[static_cast<size_t>(l)];
-    be_.layernorm_forward(ln_, mean_, rstd_, x_, p(b.ln1w), p(b.ln1b), 1, C);
-    linear1(be_, qkv_, ln_, p(b.qkvw), p(b.qkvb), C, 3 * C);
-    const Tensor kc = k_.offset(l * T * C), vc = v_.offset(l * T * C);
-    be_.copy(kc.offset(pos * C), qkv_.offset(C), C);
-    be_.copy(vc.offset(pos * C), qkv_.offset(2 * C), C);
-    be_.attention_decode(att_, qkv_, kc, vc, pos + 1, H, C, C);
-    linear1(be_, proj_, att_, p(b.projw), p(b.projb), C, C);
-    be_.add(x_, x_, proj_, C);
-    be_.layernorm_forward(ln_, mean_, rstd_, x_, p(b.ln2w), p(b.ln2b), 1, C);
-    linear1(be_, fch_, ln_, p(b.fcw), p(b.fcb), C, 4 * C);
-    be_.gelu_forward(fcg_, fch_, 4 * C);
-    linear1(be_, proj_, fcg_, p(b.fcprojw), p(b.fcprojb), 4 * C, C);
-    be_.add(x_, x_, proj_, C);
+    BlockTensors w;
+    for (size_t k = 0; k < w.size(); ++k) w[k] = p(b[k]);
+    DecodeHooks hooks(be_, k_.offset(l * T * C), v_.offset(l * T * C), pos, H, C);
+    gpt_block_forward(be_, hooks, w, acts_, x_, x_, proj_, 1, widths_);
   }
-  be_.layernorm_forward(ln_, mean_, rstd_, x_, p(lnfw_), p(lnfb_), 1, C);
-  linear1(be_, logits_, ln_, p(wte_), Tensor(), C, Vp);
+  // The final norm's output and statistics reuse the blocks' (their last use is over).
+  be_.layernorm_forward(acts_.ln1, acts_.ln1_mean, acts_.ln1_rstd, x_, p(lnfw_), p(lnfb_), 1, C);
+  linear1(be_, logits_, acts_.ln1, p(wte_), Tensor(), C, Vp);
   be_.copy_to_host(host_logits_.data(), logits_, Vp);
   ++length_;
   return host_logits_.data();

@@ -1,6 +1,7 @@
 // Incremental decoding with a KV cache: one token at a time, each block's keys and values of
-// earlier positions kept, so a new token costs O(context) instead of a whole forward. Every
-// matrix op and the single-query attention over the cache run on the backend, in its memory;
+// earlier positions kept, so a new token costs O(context) instead of a whole forward. Each block
+// runs the training forward's own code (gpt_block.h) on one row, with attention over the cache.
+// Every matrix op and the single-query attention over the cache run on the backend, in its memory;
 // only the next token's logits come back to the host.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "model/backend/backend.h"
+#include "model/gpt_block.h"
 #include "model/model_config.h"
 #include "model/param_refs.h"
 #include "model/param_table.h"
@@ -32,10 +34,12 @@ class GptDecoder {
   Backend& be_;
   Tensor params_;
   int64_t length_ = 0;
-  Buffer cache_;  // k then v: [L, block_size, C] each
-  Buffer work_;   // the one-token activations below
-  Tensor k_, v_;  // into cache_
-  Tensor x_, ln_, qkv_, att_, proj_, fch_, fcg_, logits_, mean_, rstd_;  // into work_
+  Buffer cache_;              // k then v: [L, block_size, C] each
+  Buffer work_;               // the one-token activations below
+  Tensor k_, v_;              // into cache_
+  Tensor x_, proj_, logits_;  // into work_
+  BlockActs acts_;            // into work_: one block's activations, reused by every block
+  BlockWidths widths_;
   std::vector<float> host_logits_;
   // Flat-buffer offsets of the tensors, resolved once (param_refs.h).
   int64_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;

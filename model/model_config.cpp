@@ -37,7 +37,10 @@ void ModelConfig::validate() const {
               "model.n_embd: expected a positive multiple of model.n_head=", n_head, " (got ",
               n_embd, ")");
   LLM_REQUIRE(n_embd <= kMaxEmbd, "model.n_embd: expected at most ", kMaxEmbd,
-              " (the MLP's 4C-wide GEMM dimensions are 32-bit; got ", n_embd, ")");
+              " (GEMM dimensions are 32-bit; got ", n_embd, ")");
+  LLM_REQUIRE(ffn_hidden >= 0 && ffn_hidden <= kMaxFfnHidden,
+              "model.ffn_hidden: expected 0 (4 x model.n_embd) or 1..", kMaxFfnHidden,
+              " (the MLP's hidden width; GEMM dimensions are 32-bit; got ", ffn_hidden, ")");
   LLM_REQUIRE(block_size > 0 && block_size <= kMaxBlockSize, "model.block_size: expected 1..",
               kMaxBlockSize, " (got ", block_size, ")");
   LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "model.dropout: expected in [0, 1) (got ", dropout,
@@ -46,9 +49,13 @@ void ModelConfig::validate() const {
   lora.validate(n_embd);
 }
 
-namespace {
-constexpr const char* kLoraTargets[] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
+const char* lora_target_name(int site) {
+  static constexpr const char* kNames[kLoraSites] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
+  LLM_ASSERT(site >= 0 && site < kLoraSites, "LoRA site ", site);
+  return kNames[site];
+}
 
+namespace {
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -77,12 +84,13 @@ void LoraConfig::validate(int64_t n_embd) const {
   LLM_REQUIRE(std::isfinite(alpha) && alpha > 0, "lora.alpha: expected > 0 (got ", alpha, ")");
   LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "lora.dropout: expected in [0, 1) (got ", dropout,
               ")");
+  std::string list;
+  for (int s = 0; s < kLoraSites; ++s) list += std::string(s > 0 ? ", " : "") + lora_target_name(s);
   for (const std::string& t : split_list(targets)) {
     bool known = false;
-    for (const char* k : kLoraTargets) known = known || t == k;
+    for (int s = 0; s < kLoraSites; ++s) known = known || t == lora_target_name(s);
     LLM_REQUIRE(known, "lora.targets: '", t,
-                "' is not a layer: expected a comma-separated list of qkv, attn_proj, mlp_fc, "
-                "mlp_proj");
+                "' is not a layer: expected a comma-separated list of ", list);
   }
 }
 

@@ -27,13 +27,19 @@ struct LoraConfig {
   void validate(int64_t n_embd) const;                  // throws Error naming the lora.* key
 };
 
+// The linear layers of a block that lora.targets can name, in the order their adapters follow
+// the base tensors in the table; the block recipe (block_recipe.h) says which tensor each is.
+enum LoraSite : int { kLoraQkv, kLoraProj, kLoraFc, kLoraFcproj, kLoraSites };
+const char* lora_target_name(int site);  // "qkv", "attn_proj", "mlp_fc", "mlp_proj"
+
 // Largest accepted sizes: what the model's indices and GEMM dimensions represent. A table row
 // index is an int and a block holds at most 20 tensors (12 plus 8 LoRA factors), so 1e8 blocks
-// stay below 2^31 rows; 4C and the padded vocab are GEMM dimensions (32-bit in BLAS).
+// stay below 2^31 rows; the MLP width F and the padded vocab are GEMM dimensions (32-bit in BLAS).
 constexpr int64_t kMaxLayers = 100000000;
 constexpr int64_t kMaxEmbd = int64_t{1} << 20;
 constexpr int64_t kMaxBlockSize = int64_t{1} << 24;
 constexpr int64_t kMaxVocab = int64_t{1} << 30;
+constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
 
 struct ModelConfig {
   int64_t vocab_size = 0;  // 0: taken from the prepared data (meta.json)
@@ -44,8 +50,13 @@ struct ModelConfig {
   double dropout = 0.0;            // attention and residual dropout probability
   std::string recompute = "none";  // none | mlp | block (activation checkpointing)
   LoraConfig lora;                 // the [lora] section: adapters change the parameter table
+  // The MLP's hidden width F (GPT-2's n_inner); 0: 4 x n_embd, GPT-2's own. Read it through
+  // ffn_width(). (Last, so that positional initialisers of the fields above keep their meaning.)
+  int64_t ffn_hidden = 0;
 
   int64_t head_dim() const { return n_embd / n_head; }
+  // The MLP's hidden width F: model.ffn_hidden, or 4 x n_embd when it is 0.
+  int64_t ffn_width() const { return ffn_hidden > 0 ? ffn_hidden : 4 * n_embd; }
   // Vocab rounded up to a multiple of 64 for GEMM shape; padded logits get no probability mass.
   int64_t padded_vocab() const { return (vocab_size + 63) / 64 * 64; }
   // Throws Error naming the offending key ("model.n_head ...").

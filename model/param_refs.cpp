@@ -7,7 +7,8 @@
 
 namespace ledgerlm {
 
-ModelRefs model_refs_build(const ParamTable& table, int64_t layers) {
+ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
+  const int64_t layers = config.n_layer;
   ParamTableOptions one_rank = table.options;
   one_rank.world = 1;
   const ParamTable trained = param_table_part(table, true, one_rank);
@@ -23,42 +24,45 @@ ModelRefs model_refs_build(const ParamTable& table, int64_t layers) {
     return part_offset[static_cast<size_t>(table.index_of(name))];
   };
   auto is_frozen = [&](const std::string& name) { return !table.find(name).trainable; };
+  const BlockRecipe recipe = block_recipe(config);
+  const std::string wte = recipe_embed_name(recipe.embed[kRoleWte]),
+                    wpe = recipe_embed_name(recipe.embed[kRoleWpe]),
+                    lnfw = recipe_final_name(recipe.final[kRoleLnfWeight]),
+                    lnfb = recipe_final_name(recipe.final[kRoleLnfBias]);
   ModelRefs r;
   r.any_frozen = !frozen.params.empty();
   r.lora_rank = 0;
-  r.embed_unit = table.find("embed.wte").unit;
-  r.final_unit = table.find("final.lnf.weight").unit;
-  r.wte = in_unit("embed.wte", r.embed_unit);
-  r.wpe = in_unit("embed.wpe", r.embed_unit);
-  r.lnfw = in_unit("final.lnf.weight", r.final_unit);
-  r.lnfb = in_unit("final.lnf.bias", r.final_unit);
-  r.wte_frozen = is_frozen("embed.wte");
-  r.wpe_frozen = is_frozen("embed.wpe");
-  r.lnfw_frozen = is_frozen("final.lnf.weight");
-  r.lnfb_frozen = is_frozen("final.lnf.bias");
+  r.embed_unit = table.find(wte).unit;
+  r.final_unit = table.find(lnfw).unit;
+  r.wte = in_unit(wte, r.embed_unit);
+  r.wpe = in_unit(wpe, r.embed_unit);
+  r.lnfw = in_unit(lnfw, r.final_unit);
+  r.lnfb = in_unit(lnfb, r.final_unit);
+  r.wte_frozen = is_frozen(wte);
+  r.wpe_frozen = is_frozen(wpe);
+  r.lnfw_frozen = is_frozen(lnfw);
+  r.lnfb_frozen = is_frozen(lnfb);
   r.lowest_trained_layer = r.wte_frozen && r.wpe_frozen ? layers : -1;
-  static const char* kFields[] = {"ln1.weight",    "ln1.bias",         "attn.qkv.weight",
-                                  "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
-                                  "ln2.weight",    "ln2.bias",         "mlp.fc.weight",
-                                  "mlp.fc.bias",   "mlp.proj.weight",  "mlp.proj.bias"};
-  static const char* kLoraStems[] = {"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"};
+  static_assert(kBlockRoles <= 32, "a block's frozen mask holds one bit per role");
   for (int64_t l = 0; l < layers; ++l) {
-    const std::string p = "block." + std::to_string(l) + ".";
-    const int u = table.find(p + "ln1.weight").unit;
+    const int u = table.find(recipe_block_name(recipe.block[0], l)).unit;
     r.block_unit.push_back(u);
-    int64_t at[12];
+    BlockOffsets at{};
     uint32_t mask = 0;
-    for (int k = 0; k < 12; ++k) {
-      at[k] = in_unit(p + kFields[k], u);
-      if (is_frozen(p + kFields[k])) mask |= 1u << k;
+    for (int k = 0; k < kBlockRoles; ++k) {
+      const std::string name = recipe_block_name(recipe.block[static_cast<size_t>(k)], l);
+      at[static_cast<size_t>(k)] = in_unit(name, u);
+      if (is_frozen(name)) mask |= 1u << k;
     }
-    r.blocks.push_back(
-        {at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8], at[9], at[10], at[11]});
+    r.blocks.push_back(at);
     r.block_frozen.push_back(mask);
-    bool trains = mask != (1u << 12) - 1;
+    bool trains = mask != (uint32_t{1} << kBlockRoles) - 1;
     std::array<LoraRef, kLoraSites> lora{};
     for (int s = 0; s < kLoraSites; ++s) {
-      const std::string a = p + kLoraStems[s] + ".lora_a", b = p + kLoraStems[s] + ".lora_b";
+      const std::string w =
+          recipe_block_name(recipe.block[static_cast<size_t>(recipe.lora_site_role[s])], l);
+      const std::string stem = w.substr(0, w.size() - std::string(".weight").size());
+      const std::string a = stem + ".lora_a", b = stem + ".lora_b";
       if (table.index_of(a) < 0) continue;
       lora[s] = {in_unit(a, u), in_unit(b, u), is_frozen(a), is_frozen(b)};
       r.lora_rank = table.find(a).shape[0];
@@ -71,9 +75,9 @@ ModelRefs model_refs_build(const ParamTable& table, int64_t layers) {
 }
 
 BlockOffsets block_offsets_shift(const BlockOffsets& o, int64_t base) {
-  return {o.ln1w + base,  o.ln1b + base,  o.qkvw + base,    o.qkvb + base,
-          o.projw + base, o.projb + base, o.ln2w + base,    o.ln2b + base,
-          o.fcw + base,   o.fcb + base,   o.fcprojw + base, o.fcprojb + base};
+  BlockOffsets out = o;
+  for (int64_t& x : out) x += base;
+  return out;
 }
 
 }  // namespace ledgerlm

@@ -8,31 +8,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/block_recipe.h"
 #include "model/param_table.h"
 
 namespace ledgerlm {
 
-// Offsets of one block's tensors from the start of the block's unit.
-struct BlockOffsets {
-  int64_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
-};
-
-// Bit k of a frozen mask: field k of BlockOffsets (declaration order) lives in the unit's frozen
-// part (UnitAccess::frozen) rather than its trained weights.
-enum BlockField : int {
-  kLn1w,
-  kLn1b,
-  kQkvw,
-  kQkvb,
-  kProjw,
-  kProjb,
-  kLn2w,
-  kLn2b,
-  kFcw,
-  kFcb,
-  kFcprojw,
-  kFcprojb
-};
+// Offsets of one block's tensors from the start of the block's unit, by BlockRole
+// (block_recipe.h).
+using BlockOffsets = std::array<int64_t, kBlockRoles>;
 
 // A linear layer's adapter factors (LoRA): offsets of A (rank, in) and B (out, rank) in their
 // unit's part; a < 0: the layer has no adapter.
@@ -42,9 +25,6 @@ struct LoraRef {
   bool present() const { return a >= 0; }
 };
 
-// The four adaptable linear layers of a block: qkv, attention proj, MLP fc, MLP proj.
-enum LoraSite : int { kLoraQkv, kLoraProj, kLoraFc, kLoraFcproj, kLoraSites };
-
 struct ModelRefs {
   int embed_unit = 0, final_unit = 0;
   std::vector<int> block_unit;       // per layer
@@ -53,7 +33,7 @@ struct ModelRefs {
   int64_t lnfw = 0, lnfb = 0;        // in the final unit
   // With frozen tensors (train.freeze, [lora]) the offsets above are inside each unit's trained
   // part or its frozen part (param_table_part), as these masks say.
-  std::vector<uint32_t> block_frozen;                 // per layer, bits by BlockField
+  std::vector<uint32_t> block_frozen;                 // per layer, bit k: BlockRole k is frozen
   std::vector<std::array<LoraRef, kLoraSites>> lora;  // per layer
   int64_t lora_rank = 0;
   bool wte_frozen = false, wpe_frozen = false, lnfw_frozen = false, lnfb_frozen = false;
@@ -63,10 +43,11 @@ struct ModelRefs {
   bool any_frozen = false;
 };
 
-// Resolves every tensor of a GPT with `layers` blocks; an internal error if the table lacks one.
-// A table with frozen rows resolves into its trained and frozen parts (param_table_part with
-// the table's block, one rank: offsets inside a unit do not depend on the world size).
-ModelRefs model_refs_build(const ParamTable& table, int64_t layers);
+// Resolves every tensor of `config`'s model (its recipe, config.n_layer blocks); an internal error
+// if the table lacks one. A table with frozen rows resolves into its trained and frozen parts
+// (param_table_part with the table's block, one rank: offsets inside a unit do not depend on the
+// world size).
+ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config);
 
 // `offsets` shifted by `base` elements (e.g. a unit's offset in the flat buffer).
 BlockOffsets block_offsets_shift(const BlockOffsets& offsets, int64_t base);

@@ -1,4 +1,4 @@
-// Builds the GPT-2 parameter table and its flat layout (see param_table.h).
+// Builds the parameter table from the block recipe, and its flat layout (see param_table.h).
 #include "model/param_table.h"
 
 #include <fnmatch.h>
@@ -88,65 +88,40 @@ ParamTable param_table_build(const ModelConfig& cfg, const ParamTableOptions& op
   LLM_REQUIRE(options.block > 0 && options.world > 0, "param table: block and world must be > 0");
   ParamTable t;
   t.options = options;
-  const int64_t C = cfg.n_embd, L = cfg.n_layer, Vp = cfg.padded_vocab();
+  const BlockRecipe recipe = block_recipe(cfg);
+  const int64_t L = cfg.n_layer;
   const double std = 0.02, proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(L));
   Builder b{&t, cfg};
-
-  t.units.push_back({"embed", 0, 0, 0, {}});
-  b.add(0, "embed.wte", {Vp, C}, ParamKind::kEmbedding, InitKind::kNormal, std,
-        "transformer.wte.weight", false);
-  t.params.back().hf_rows = cfg.vocab_size;
-  b.add(0, "embed.wpe", {cfg.block_size, C}, ParamKind::kEmbedding, InitKind::kNormal, std,
-        "transformer.wpe.weight", false);
-
-  for (int64_t l = 0; l < L; ++l) {
-    int u = static_cast<int>(t.units.size());
-    std::string p = "block." + std::to_string(l) + ".";
-    std::string h = "transformer.h." + std::to_string(l) + ".";
-    t.units.push_back({"block." + std::to_string(l), 0, 0, 0, {}});
-    b.add(u, p + "ln1.weight", {C}, ParamKind::kNormWeight, InitKind::kOnes, 0, h + "ln_1.weight",
-          false);
-    b.add(u, p + "ln1.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, h + "ln_1.bias", false);
-    b.add(u, p + "attn.qkv.weight", {3 * C, C}, ParamKind::kMatrix, InitKind::kNormal, std,
-          h + "attn.c_attn.weight", true);
-    t.params.back().split = 3;  // q, k and v
-    b.add(u, p + "attn.qkv.bias", {3 * C}, ParamKind::kBias, InitKind::kZeros, 0,
-          h + "attn.c_attn.bias", false);
-    b.add(u, p + "attn.proj.weight", {C, C}, ParamKind::kMatrix, InitKind::kNormal, proj_std,
-          h + "attn.c_proj.weight", true);
-    b.add(u, p + "attn.proj.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0,
-          h + "attn.c_proj.bias", false);
-    b.add(u, p + "ln2.weight", {C}, ParamKind::kNormWeight, InitKind::kOnes, 0, h + "ln_2.weight",
-          false);
-    b.add(u, p + "ln2.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, h + "ln_2.bias", false);
-    b.add(u, p + "mlp.fc.weight", {4 * C, C}, ParamKind::kMatrix, InitKind::kNormal, std,
-          h + "mlp.c_fc.weight", true);
-    b.add(u, p + "mlp.fc.bias", {4 * C}, ParamKind::kBias, InitKind::kZeros, 0, h + "mlp.c_fc.bias",
-          false);
-    b.add(u, p + "mlp.proj.weight", {C, 4 * C}, ParamKind::kMatrix, InitKind::kNormal, proj_std,
-          h + "mlp.c_proj.weight", true);
-    b.add(u, p + "mlp.proj.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, h + "mlp.c_proj.bias",
-          false);
-  }
-
-  int uf = static_cast<int>(t.units.size());
-  t.units.push_back({"final", 0, 0, 0, {}});
-  b.add(uf, "final.lnf.weight", {C}, ParamKind::kNormWeight, InitKind::kOnes, 0,
-        "transformer.ln_f.weight", false);
-  b.add(uf, "final.lnf.bias", {C}, ParamKind::kBias, InitKind::kZeros, 0, "transformer.ln_f.bias",
-        false);
+  // One unit's tensors from its roles; `name` and `hf` make a role's table and HF names.
+  auto add_unit = [&](const std::string& unit_name, const std::vector<TensorRole>& roles, auto name,
+                      auto hf) {
+    const int u = static_cast<int>(t.units.size());
+    t.units.push_back({unit_name, 0, 0, 0, {}});
+    for (const TensorRole& r : roles) {
+      const double s =
+          r.scale == InitScale::kBase ? std : (r.scale == InitScale::kResidual ? proj_std : 0.0);
+      b.add(u, name(r), recipe_shape(recipe.sizes, r), r.kind, r.init, s, hf(r), r.hf_transpose);
+      t.params.back().split = r.split;
+      if (r.hf_real_vocab_rows) t.params.back().hf_rows = cfg.vocab_size;
+    }
+  };
+  add_unit("embed", recipe.embed, recipe_embed_name, recipe_unit_hf_name);
+  for (int64_t l = 0; l < L; ++l)
+    add_unit(
+        "block." + std::to_string(l), recipe.block,
+        [l](const TensorRole& r) { return recipe_block_name(r, l); },
+        [l](const TensorRole& r) { return recipe_block_hf_name(r, l); });
+  add_unit("final", recipe.final, recipe_final_name, recipe_unit_hf_name);
 
   if (cfg.lora.enabled()) {
-    // The adapted weights, by target name (model_config.h); appended after every base tensor.
-    const std::pair<const char*, const char*> targets[] = {{"qkv", "attn.qkv.weight"},
-                                                           {"attn_proj", "attn.proj.weight"},
-                                                           {"mlp_fc", "mlp.fc.weight"},
-                                                           {"mlp_proj", "mlp.proj.weight"}};
+    // The adapted weights (lora.targets), block by block in site order; appended after every
+    // base tensor, so the base tensors keep their table indices.
     const size_t base_count = t.params.size();
     for (int64_t l = 0; l < L; ++l)
-      for (const auto& [target, suffix] : targets)
-        if (cfg.lora.targets_layer(target))
-          b.add_lora(t.index_of("block." + std::to_string(l) + "." + suffix));
+      for (int site = 0; site < kLoraSites; ++site) {
+        const TensorRole& r = recipe.block[static_cast<size_t>(recipe.lora_site_role[site])];
+        if (cfg.lora.targets_layer(r.lora_target)) b.add_lora(t.index_of(recipe_block_name(r, l)));
+      }
     for (size_t i = 0; i < base_count; ++i) t.params[i].trainable = false;
   }
   layout_units(&t);

@@ -1,4 +1,5 @@
-// The parameter table: one row per tensor of the GPT-2 model, and the flat-buffer layout.
+// The parameter table: one row per tensor of the model (model/block_recipe.h lists them), and the
+// flat-buffer layout.
 //
 // Every tensor lives in a sharding unit (embeddings, one per block, final norm). Inside a unit each
 // tensor starts at a multiple of `block` elements (the 8-bit quantization block, default 256), so
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/block_recipe.h"
 #include "model/model_config.h"
 
 namespace ledgerlm {
@@ -23,8 +25,7 @@ constexpr int64_t kSmallTensor = 4096;  // fewer elements: kept in fp32 optimize
 // train.freeze globs to the table the admitted run builds.
 constexpr int64_t kWholeTableMaxBlocks = 4096;
 
-enum class ParamKind : uint8_t { kEmbedding, kMatrix, kBias, kNormWeight };
-enum class InitKind : uint8_t { kNormal, kOnes, kZeros };
+// ParamKind, InitKind: model/block_recipe.h.
 
 struct ParamInfo {
   std::string name;            // e.g. "block.3.attn.qkv.weight"
@@ -83,9 +84,9 @@ struct ParamTable {
   int index_of(const std::string& name) const;           // -1 if absent
 };
 
-// The GPT-2 table for `config`; with config.lora enabled, the adapter factors follow the base
-// tensors (table indices of the base tensors do not change) inside their blocks' units, and every
-// other tensor is frozen.
+// The table of `config`'s recipe (block_recipe.h); with config.lora enabled, the adapter factors
+// follow the base tensors (table indices of the base tensors do not change) inside their blocks'
+// units, and every other tensor is frozen.
 ParamTable param_table_build(const ModelConfig& config, const ParamTableOptions& options = {});
 
 // Marks the tensors matched by `patterns` frozen: a comma-separated list of shell globs (*, ?,

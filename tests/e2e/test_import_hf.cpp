@@ -314,7 +314,8 @@ TEST_F(ImportHf, PrefixlessFp64TiedHeadAndMaskBuffers) {
   for (const auto& [name, t] : want) EXPECT_TRUE(got.at(name).bytes == t.bytes) << name;
 }
 
-// The other HF name of the same GELU, and n_inner given as 4 * n_embd, are the same model.
+// The other HF name of the same GELU, and n_inner given as 4 * n_embd, are the same model
+// (model.ffn_hidden = 0, 4 x n_embd, in the run's config).
 TEST_F(ImportHf, AcceptsGeluPytorchTanhAndExplicitInner) {
   const std::string model = copy_fixture("accepted");
   edit_config(model, [](json& c) {
@@ -327,6 +328,82 @@ TEST_F(ImportHf, AcceptsGeluPytorchTanhAndExplicitInner) {
   EXPECT_NE(r.output.find("resid_pdrop = 0.1"), std::string::npos) << r.output;
   EXPECT_NE(testing::read_file(*dir_ + "/runs/accepted/config.toml").find("dropout = 0.1"),
             std::string::npos);
+  EXPECT_NE(testing::read_file(*dir_ + "/runs/accepted/config.toml").find("ffn_hidden = 0"),
+            std::string::npos);
+}
+
+// A GPT-2 whose MLP is not 4 x n_embd wide (n_inner = 96, n_embd 64) imports as
+// model.ffn_hidden = 96, exports back bit for bit with its n_inner, trains (from --init-from,
+// which takes the width), and the trained run's export imports again to the same weights.
+TEST_F(ImportHf, MlpWidthOtherThan4CImportsTrainsAndRoundTrips) {
+  const std::string model = tokenized_model("ffn96_model", {"tokenizer.json"});
+  constexpr int64_t C = 64, F = 96;
+  edit_config(model, [](json& c) { c["n_inner"] = 96; });  // F
+  edit_tensors(model, [](std::map<std::string, RawTensor>& t) {
+    uint64_t x = 17;
+    auto fill = [&](RawTensor& r, std::vector<int64_t> shape) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& e : v) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        e = (static_cast<float>((x >> 40) % 2001) - 1000.0f) * 4e-5f;  // within +-0.04
+      }
+      r.shape = shape;
+      r.bytes.assign(reinterpret_cast<const char*>(v.data()),
+                     reinterpret_cast<const char*>(v.data() + v.size()));
+    };
+    for (int l = 0; l < 2; ++l) {
+      const std::string h = "transformer.h." + std::to_string(l) + ".mlp.";
+      fill(t.at(h + "c_fc.weight"), {C, F});  // Conv1D: (in, out)
+      fill(t.at(h + "c_fc.bias"), {F});
+      fill(t.at(h + "c_proj.weight"), {F, C});
+    }
+  });
+  const std::string data = prepared("data_hf", "hf:" + model);
+  auto r = import(model, "ffn96", " --data " + data);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string run = *dir_ + "/runs/ffn96";
+  EXPECT_NE(testing::read_file(run + "/config.toml").find("ffn_hidden = 96"), std::string::npos);
+
+  // Exported again: config.json says n_inner 96 and the tensors are the file's, bit for bit.
+  r = ledgerlm("export --run " + run + " --format hf --out " + *dir_ + "/ffn96_export");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(json::parse(testing::read_file(*dir_ + "/ffn96_export/config.json"))["n_inner"], F);
+  const auto given = read_raw(model + "/model.safetensors");
+  const auto exported = read_raw(*dir_ + "/ffn96_export/model.safetensors");
+  ASSERT_EQ(exported.size(), given.size());
+  for (const auto& [name, t] : given) {
+    ASSERT_TRUE(exported.count(name)) << name;
+    EXPECT_TRUE(exported.at(name).bytes == t.bytes) << name;
+  }
+
+  // Trains a few steps from it (the width taken from the run), with a loss that goes down.
+  r = ledgerlm("train --train.name ffn96_ft --data.dir " + data + " --train.out_dir " + *dir_ +
+               "/runs --train.seq_len 32 --train.micro_batch 2 --train.max_steps 4"
+               " --train.eval_interval 0 --train.eval_windows 2 --train.threads 1"
+               " --optim.lr 1e-3 --init-from " +
+               run);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string ft = *dir_ + "/runs/ffn96_ft";
+  EXPECT_NE(testing::read_file(ft + "/config.toml").find("ffn_hidden = 96"), std::string::npos);
+  const auto trained = read_raw(ft + "/model.safetensors");
+  EXPECT_EQ(trained.at("block.0.mlp.fc.weight").shape, (std::vector<int64_t>{F, C}));
+  EXPECT_FALSE(trained.at("block.0.mlp.fc.weight").bytes ==
+               read_raw(run + "/model.safetensors").at("block.0.mlp.fc.weight").bytes)
+      << "the MLP did not train";
+
+  // The trained run exported and imported again holds the same weights.
+  r = ledgerlm("export --run " + ft + " --format hf --out " + *dir_ + "/ffn96_ft_export");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = import(*dir_ + "/ffn96_ft_export", "ffn96_back");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto back = read_raw(*dir_ + "/runs/ffn96_back/model.safetensors");
+  ASSERT_EQ(back.size(), trained.size());
+  for (const auto& [name, t] : trained) {
+    ASSERT_TRUE(back.count(name)) << name;
+    EXPECT_TRUE(back.at(name).bytes == t.bytes) << name;
+  }
 }
 
 struct Refusal {
@@ -350,8 +427,8 @@ TEST_F(ImportHf, RefusesWhatItCannotRepresent) {
        config([](json& c) { c["layer_norm_epsilon"] = 1e-6; }),
        {"layer_norm_epsilon is 1e-06", "expected 1e-05"}},
       {"inner",
-       config([](json& c) { c["n_inner"] = 128; }),
-       {"n_inner is 128", "4 * n_embd = 256"}},
+       config([](json& c) { c["n_inner"] = 0; }),
+       {"n_inner is 0", "expected null or 1.."}},
       {"layer_idx",
        config([](json& c) { c["scale_attn_by_inverse_layer_idx"] = true; }),
        {"scale_attn_by_inverse_layer_idx is true", "expected false"}},

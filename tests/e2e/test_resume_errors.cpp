@@ -67,6 +67,18 @@ TEST_F(ResumeErrors, ArchitectureChangeRefused) {
   expect_resumable();
 }
 
+// The MLP's width is architecture: another model.ffn_hidden is refused in one line; the
+// default's own width (4 x n_embd = 128) given explicitly is the same model and resumes.
+TEST_F(ResumeErrors, FfnHiddenChangeRefused) {
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --model.ffn_hidden 48 --resume auto");
+  expect_one_line_error(
+      r, {"model.ffn_hidden = 48", "saved with model.ffn_hidden = 128", "architecture"});
+  expect_run_untouched();
+  r = ledgerlm("train --config " + run_ +
+               "/config.toml --model.ffn_hidden 128 --train.max_steps 6 --resume auto");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 TEST_F(ResumeErrors, OptimizerChangeRefused) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --optim.name sgd --resume auto");
   expect_one_error_line(r, {"optim.name = sgd", "adamw"});

@@ -6,7 +6,8 @@ checked against it (tests/reference/test_reference_gpt.cpp):
   L pre-LayerNorm blocks:  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x));
     attn: qkv = x @ c_attn.weight (C, 3C) + bias, split q | k | v along the output dim, H heads,
           causal softmax(q k^T / sqrt(head_dim)) v, then @ c_proj.weight (C, C) + bias;
-    mlp:  gelu_tanh(x @ c_fc.weight (C, 4C) + bias) @ c_proj.weight (4C, C) + bias;
+    mlp:  gelu_tanh(x @ c_fc.weight (C, F) + bias) @ c_proj.weight (F, C) + bias, F = n_inner
+          (null: 4C);
   ln_f; logits = h @ wte^T (LM head tied to wte, real vocab only);
   loss = mean over tokens of softmax cross-entropy.
 LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, eps from
@@ -109,6 +110,7 @@ def load_weights(path, cfg, dtype, lora=False):
     arrays, _ = safetensors_io.read(path)
     arrays.pop("lm_head.weight", None)  # tied to wte
     C, V, L = int(cfg["n_embd"]), int(cfg["vocab_size"]), int(cfg["n_layer"])
+    F = int(cfg.get("n_inner") or 4 * C)
     expected = {
         "transformer.wte.weight": (V, C),
         "transformer.wpe.weight": (int(cfg["n_positions"]), C),
@@ -122,8 +124,8 @@ def load_weights(path, cfg, dtype, lora=False):
             p + "attn.c_attn.weight": (C, 3 * C), p + "attn.c_attn.bias": (3 * C,),
             p + "attn.c_proj.weight": (C, C), p + "attn.c_proj.bias": (C,),
             p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
-            p + "mlp.c_fc.weight": (C, 4 * C), p + "mlp.c_fc.bias": (4 * C,),
-            p + "mlp.c_proj.weight": (4 * C, C), p + "mlp.c_proj.bias": (C,),
+            p + "mlp.c_fc.weight": (C, F), p + "mlp.c_fc.bias": (F,),
+            p + "mlp.c_proj.weight": (F, C), p + "mlp.c_proj.bias": (C,),
         })
     if lora:  # adapters of any Conv1D layer, shapes checked against the layer's
         for name in [n for n in arrays if n.endswith(".lora_A.weight")]:

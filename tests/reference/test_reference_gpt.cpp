@@ -92,8 +92,7 @@ std::vector<float> to_f32(Tensor t, int64_t n) {
   return out;
 }
 
-void check_against_reference(const Precision& prec) {
-  const ModelConfig cfg = tiny_config();
+void check_against_reference(const Precision& prec, const ModelConfig& cfg = tiny_config()) {
   const ParamTable table = param_table_build(cfg);
   auto backend = backend_create_cpu(2);
   const size_t es = dtype_size(prec.dtype);
@@ -190,6 +189,13 @@ TEST(ReferenceGpt, MatchesPytorchFp32) {
 }
 TEST(ReferenceGpt, MatchesPytorchFp64) {
   check_against_reference(kFp64);
+}
+// model.ffn_hidden: an MLP of width 48 rather than 4 x 32, exported as n_inner = 48, which the
+// reference reads.
+TEST(ReferenceGpt, MatchesPytorchFp64WithMlpWidthOtherThan4C) {
+  ModelConfig cfg = tiny_config();
+  cfg.ffn_hidden = 48;
+  check_against_reference(kFp64, cfg);
 }
 
 }  // namespace

@@ -122,8 +122,7 @@ std::string export_peft(const std::string& run_dir, const std::string& dir) {
   }
   hf_write_safetensors(dir + "/adapter_model.safetensors", tensors);
   const std::string base = peft_base_path(run_dir);
-  write_file_atomic(dir + "/adapter_config.json",
-                    peft_adapter_config_json(config.model.lora, base));
+  write_file_atomic(dir + "/adapter_config.json", peft_adapter_config_json(config.model, base));
   return base;
 }
 

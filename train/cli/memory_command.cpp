@@ -9,13 +9,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <thread>
 
 #include "data/meta.h"
-#include "model/activation_list.h"
 #include "model/base/check.h"
 #include "optim/optim_groups.h"
 #include "optim/optim_traits.h"
@@ -158,10 +156,8 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
         kMaxEmbd);
     ModelConfig m;
     m.vocab_size = given(cmd, "--vocab") ? cmd.vocab : 50257;
-    m.n_embd = cmd.hidden;
     in.shapes.n_layer = layers_flag(cmd.layers);
     in.shapes.n_embd = cmd.hidden;
-    in.shapes.ffn = ffn_width(m);
     in.shapes.n_head = cmd.heads;
     in.shapes.padded_vocab = m.padded_vocab();
     in.shapes.seq = r.train.seq_len;
@@ -181,12 +177,11 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
   in.recompute = recompute_parse(r.model.recompute);
   in.threads = threads;
   in.data_bytes = -1;
-  if (r.optim.offload == "disk") {  // the largest tensor: the token embedding or a block's widest
-    const int64_t C = in.shapes.n_embd;
+  if (r.optim.offload == "disk") {  // the largest tensor: the token embedding or an MLP weight
+    const int64_t C = in.shapes.n_embd, F = in.shapes.ffn_width();
     in.offload_staging = offload_staging_bytes(
-        r.optim, in.shapes.known()
-                     ? std::max({in.shapes.padded_vocab * C, 3 * C * C, in.shapes.ffn * C})
-                     : 0);
+        r.optim,
+        in.shapes.known() ? std::max(in.shapes.padded_vocab * C, std::max(3 * C, F) * C) : 0);
   }
   return in;
 }

@@ -46,6 +46,7 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("model", c.model, n_layer, I, "transformer blocks");
   LLM_KEY("model", c.model, n_head, I, "attention heads");
   LLM_KEY("model", c.model, n_embd, I, "model width C");
+  LLM_KEY("model", c.model, ffn_hidden, I, "MLP hidden width F (0: 4 x n_embd)");
   LLM_KEY("model", c.model, block_size, I, "context length (max sequence)");
   LLM_KEY("model", c.model, dropout, F, "attention and residual dropout");
   LLM_KEY("model", c.model, recompute, S, "activation checkpointing: none | mlp | block");

@@ -295,17 +295,15 @@ double plan_optimizer_bytes_per_param(const OptimConfig& o) {
 }
 
 ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recompute recompute) {
-  ActivationSpec a;
-  a.n_layer = s.n_layer;
-  a.n_head = s.n_head;
-  a.n_embd = s.n_embd;
-  a.ffn = s.ffn;
+  // The block's widths (qkv, F) come from the model's recipe for these dimensions, as the
+  // model's own spec does; the trainer's activations are fp32 at every precision.
+  ModelConfig m;
+  m.n_layer = s.n_layer;
+  m.n_head = s.n_head;
+  m.n_embd = s.n_embd;
+  m.ffn_hidden = s.ffn_width();
+  ActivationSpec a = activation_spec(m, batch, s.seq, recompute, s.untrained_blocks, DType::kF32);
   a.padded_vocab = s.padded_vocab;
-  a.batch = batch;
-  a.seq = s.seq;
-  a.recompute = recompute;
-  a.untrained_blocks = s.untrained_blocks;
-  a.dtype = DType::kF32;  // the trainer's activations are fp32 at every precision
   a.lora_rank = s.lora_rank;
   a.lora_dropout = s.lora_dropout;
   return a;
@@ -340,19 +338,19 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   // optimizer reads (this rank's shard from stage 1).
   int64_t partials = ceil_div(mirror_elements(x, false), 32768) * 8;
   if (!s.known()) return page_buf(partials);
-  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, F = s.ffn, Vp = s.padded_vocab;
-  // The widest linear layer's side (qkv's 3C or the MLP's F): its bias, and an adapter's input
-  // or output.
-  const int64_t wide = std::max(3 * C, F);
+  const int64_t N = x.micro_batch * s.seq, C = s.n_embd, Vp = s.padded_vocab, F = s.ffn_width();
+  // The widest output of a block's linear layers (the fused qkv's 3C or the MLP's F): its bias
+  // and its weight's rows.
+  const int64_t wide_out = std::max(3 * C, F);
   const bool p16 = x.params != DType::kF32, g16 = x.grads != DType::kF32;
   // 16-bit weights / gradients are widened to fp32 for BLAS: the largest matrix (the tied token
-  // embedding or a block's widest weight).
-  const int64_t widest = std::max(Vp * C, wide * C) * 4;
+  // embedding, an MLP weight or the qkv weight).
+  const int64_t widest = std::max(Vp * C, wide_out * C) * 4;
   int64_t gemm_a = 0, gemm_b = p16 ? widest : 0;
   // 16-bit gradients are widened as the C of the weight-gradient products that run.
   int64_t widest_grad = s.head_weight_grad ? Vp * C : 0;
-  if (s.block_weight_grads) widest_grad = std::max(widest_grad, wide * C);
-  if (s.lora_rank > 0) widest_grad = std::max(widest_grad, wide * s.lora_rank);
+  if (s.block_weight_grads) widest_grad = std::max(widest_grad, wide_out * C);
+  if (s.lora_rank > 0) widest_grad = std::max(widest_grad, wide_out * s.lora_rank);
   const int64_t gemm_c = g16 ? widest_grad * 4 : 0;
   if (x.bf16_matmul) {
     // Every linear layer's three GEMMs (forward, input gradient, weight gradient) as
@@ -396,9 +394,9 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
       }
     }
   }
-  const int64_t small_params = std::max<int64_t>(2 * C, p16 ? wide : 0) * 4;
+  const int64_t small_params = std::max<int64_t>(2 * C, p16 ? wide_out : 0) * 4;
   // Bias-gradient partial rows per thread chunk (the widest bias).
-  partials = std::max(partials, std::min(P, N) * wide * 4);
+  partials = std::max(partials, std::min(P, N) * wide_out * 4);
   // Per-thread attention blocks (two 32 x T blocks, a T mask row, three hd x T head copies;
   // 32 = kQueryBlock of model/backend/cpu/cpu_attention.cpp) and embedding-gradient rows (C).
   const int64_t hd = C / std::max<int64_t>(s.n_head, 1);
@@ -612,14 +610,15 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   }
   in.shapes.lora_rank = cfg.model.lora.rank;
   in.shapes.lora_dropout = cfg.model.lora.enabled() && cfg.model.lora.dropout > 0.0;
-  const char* targets[4] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
-  for (int i = 0; i < 4; ++i)
-    in.shapes.lora_on[i] = cfg.model.lora.enabled() && cfg.model.lora.targets_layer(targets[i]);
+  static_assert(kLoraSites == 4, "PlanShapes::lora_on holds one flag per LoRA site");
+  for (int i = 0; i < kLoraSites; ++i)
+    in.shapes.lora_on[i] =
+        cfg.model.lora.enabled() && cfg.model.lora.targets_layer(lora_target_name(i));
   in.rank = rank;
   in.shapes.n_layer = cfg.model.n_layer;
   in.shapes.n_head = cfg.model.n_head;
   in.shapes.n_embd = cfg.model.n_embd;
-  in.shapes.ffn = ffn_width(cfg.model);
+  in.shapes.ffn_hidden = cfg.model.ffn_width();
   in.shapes.padded_vocab = cfg.model.padded_vocab();
   in.shapes.seq = cfg.train.seq_len;
   in.params = pp.params;

@@ -52,7 +52,8 @@ struct PlanTensor {
 // Model dimensions for activations; n_layer == 0 means "unknown" (no activation prediction).
 struct PlanShapes {
   int64_t n_layer = 0, n_head = 0, n_embd = 0, padded_vocab = 0, seq = 0;
-  int64_t ffn = 0;  // the MLP's hidden width F (ffn_width of the model)
+  int64_t ffn_hidden = 0;  // the MLP's width F (model.ffn_hidden; 0: 4 x n_embd)
+  int64_t ffn_width() const { return ffn_hidden > 0 ? ffn_hidden : 4 * n_embd; }
   // Blocks below the lowest one that trains anything get no backward and keep no activations
   // (train.freeze); adapters' scratch (LoRA rank, and the dropped input with lora.dropout).
   int64_t untrained_blocks = 0;
@@ -62,7 +63,7 @@ struct PlanShapes {
   // Which weight-gradient products run: the tied head's (the token embedding trains), the
   // blocks' linear weights' (any of them trains), the embedding backward (an embedding trains).
   bool head_weight_grad = true, block_weight_grads = true, embedding_backward = true;
-  bool known() const { return n_layer > 0 && n_head > 0 && n_embd > 0 && ffn > 0 && seq > 0; }
+  bool known() const { return n_layer > 0 && n_head > 0 && n_embd > 0 && seq > 0; }
 };
 
 struct PlanInput {

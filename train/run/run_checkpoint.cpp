@@ -36,12 +36,19 @@ int64_t int_or(const json& j, const char* key, int64_t fallback, const std::stri
 // Keys that define the architecture (or what the saved state means): refused on resume.
 // Adapters and frozen tensors decide which tensors the checkpoint holds.
 constexpr const char* kArchitectureKeys[] = {
-    "model.vocab_size", "model.n_layer",     "model.n_head", "model.n_embd", "model.block_size",
-    "optim.name",       "data.tokenizer_id", "lora.rank",    "lora.targets", "train.freeze"};
+    "model.vocab_size",  "model.n_layer",    "model.n_head", "model.n_embd",
+    "model.ffn_hidden",  "model.block_size", "optim.name",   "lora.rank",
+    "data.tokenizer_id", "lora.targets",     "train.freeze"};
 
 // The keys that give the parameter table its shapes: what --init-from a run adopts.
-constexpr const char* kModelShapeKeys[] = {"model.vocab_size", "model.n_layer", "model.n_head",
-                                           "model.n_embd", "model.block_size"};
+constexpr const char* kModelShapeKeys[] = {"model.vocab_size", "model.n_layer",
+                                           "model.n_head",     "model.n_embd",
+                                           "model.ffn_hidden", "model.block_size"};
+
+// model.ffn_hidden = 0 and = 4 x n_embd are one model: compared by the width they give.
+void resolve_ffn_width(RunConfig* cfg) {
+  cfg->model.ffn_hidden = cfg->model.ffn_width();
+}
 
 }  // namespace
 
@@ -99,6 +106,7 @@ json checkpoint_meta(const RunConfig& cfg, ModelState& state, const LoopState& l
         {"n_layer", cfg.model.n_layer},
         {"n_head", cfg.model.n_head},
         {"n_embd", cfg.model.n_embd},
+        {"ffn_hidden", cfg.model.ffn_width()},
         {"block_size", cfg.model.block_size},
         {"num_params", state.table().num_params},
         {"compute_dtype", dtype_name(plan.params)},
@@ -136,6 +144,10 @@ json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg) {
       config_load_toml(toml.get<std::string>(),
                        "checkpoint file '" + ckpt.dir() + "/meta.json' (config_toml)", saved);
   RunConfig now_cfg = cfg;
+  if (present.count("model.ffn_hidden")) {
+    resolve_ffn_width(&saved_cfg);
+    resolve_ffn_width(&now_cfg);
+  }
   const std::vector<ConfigKey> now = config_keys(now_cfg);
   json changed = json::object();
   for (size_t i = 0; i < now.size(); ++i) {
@@ -263,8 +275,12 @@ std::vector<std::string> init_from_architecture(const std::string& path,
     const bool unset =
         !explicit_keys.count(key) || (key == "model.vocab_size" && cfg->model.vocab_size == 0);
     if (!unset) {
-      LLM_REQUIRE(config_value_text(ours[i]) == value, "--init-from '", path, "': its model has ",
-                  key, " = ", value, " but ", key, " = ", config_display_text(ours[i]),
+      // model.ffn_hidden = 0 and = 4 x n_embd are one width (n_embd, before it, agrees by now).
+      const bool same_width =
+          key == "model.ffn_hidden" && cfg->model.ffn_width() == source.model.ffn_width();
+      LLM_REQUIRE(same_width || config_value_text(ours[i]) == value, "--init-from '", path,
+                  "': its model has ", key, " = ", value, " but ", key, " = ",
+                  config_display_text(ours[i]),
                   " was set (config file or flag); leave it unset to take the run's");
       continue;
     }

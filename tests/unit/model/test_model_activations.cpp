@@ -24,12 +24,13 @@ struct Case {
   int64_t lora_rank = 0;
   double lora_dropout = 0.0;
   DType dtype = DType::kF32;
+  int64_t ffn_hidden = 0;  // model.ffn_hidden (0: 4 C)
 };
 
 std::string describe(const Case& c) {
   return std::string("recompute ") + c.recompute + ", freeze '" + c.freeze + "', lora rank " +
          std::to_string(c.lora_rank) + ", dropout " + std::to_string(c.lora_dropout) + ", " +
-         dtype_name(c.dtype);
+         dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden);
 }
 
 ModelConfig config_of(const Case& c) {
@@ -43,6 +44,7 @@ ModelConfig config_of(const Case& c) {
   m.lora.rank = c.lora_rank;
   m.lora.dropout = c.lora_dropout;
   m.lora.targets = "qkv,mlp_proj";
+  m.ffn_hidden = c.ffn_hidden;
   return m;
 }
 
@@ -98,6 +100,10 @@ TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
       {"mlp", "", 0, 4, 0.1},
       {"none", "", 0, 0, 0.0, DType::kF64},
       {"block", "", 0, 0, 0.0, DType::kF64},
+      // A configured MLP width, wider and narrower than C (the dropped adapter input is the
+      // wider of C and F).
+      {"none", "", 0, 4, 0.1, DType::kF32, 40},
+      {"mlp", "", 0, 4, 0.1, DType::kF32, 12},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(describe(c));
@@ -143,12 +149,15 @@ TEST(ActivationList, RecomputeModesKeepTheDocumentedBuffers) {
   EXPECT_EQ(count_of(Recompute::kMlp, "block.fch"), 1);
   EXPECT_EQ(count_of(Recompute::kBlock, "block.qkv"), 1);
   EXPECT_EQ(count_of(Recompute::kBlock, "block.fch_gelu"), 1);
-  // The MLP's buffers take the width from ffn_width (4 C today).
-  for (const ActBuffer& b :
-       saved_activations(activation_spec(cfg, 2, 8, Recompute::kNone, 0, DType::kF32)))
-    if (b.name == "block.fch") {
-      EXPECT_EQ(b.elements, 2 * 8 * ffn_width(cfg));
-    }
+  // The MLP's buffers take the width from ModelConfig::ffn_width (4 C, or model.ffn_hidden).
+  for (int64_t ffn_hidden : {int64_t{0}, int64_t{40}}) {
+    cfg.ffn_hidden = ffn_hidden;
+    for (const ActBuffer& b :
+         saved_activations(activation_spec(cfg, 2, 8, Recompute::kNone, 0, DType::kF32)))
+      if (b.name == "block.fch") {
+        EXPECT_EQ(b.elements, 2 * 8 * cfg.ffn_width());
+      }
+  }
 }
 
 }  // namespace

@@ -218,8 +218,9 @@ TEST(ModelEquivalence, RecomputeModesBitIdentical) {
 // the batched kernel and uses 1-row GEMMs; differences are a few ulps of the O(1) activations
 // propagated through 2 layers (measured <= 1.8e-6 on logits of magnitude ~3); a wrong cache index
 // or position is O(0.1).
-TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogits) {
-  const ModelConfig cfg = small_config();
+// Run for GPT-2's MLP width and for model.ffn_hidden = 40 (not 4C): the decoder runs the
+// training forward's own block (gpt_block.h), so both widths go through one code path.
+void check_decoder_against_forward(const ModelConfig& cfg) {
   const ParamTable table = param_table_build(cfg);
   std::vector<float> params = random_params(table, 9);
   auto be = backend_create_cpu(2);
@@ -249,6 +250,13 @@ TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogits) {
   }
   // A full context refuses one more token with an error.
   EXPECT_THROW(decoder.step(tokens[0]), Error);
+}
+
+TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogits) {
+  check_decoder_against_forward(small_config());
+  ModelConfig narrow = small_config();
+  narrow.ffn_hidden = 40;
+  check_decoder_against_forward(narrow);
 }
 
 }  // namespace

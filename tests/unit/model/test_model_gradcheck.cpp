@@ -7,9 +7,9 @@
 // without one): parameters and gradients live in the backend's memory, staged from the host
 // vectors the finite differences perturb, so the same bound holds the device's fp64 path.
 //
-// Variants: plain; dropout 0.2 (masks are pure functions of (seed, site), so every forward of
-// the finite difference sees the same masks); recompute = mlp and block (with dropout, so the
-// recomputed forwards must replay the masks too).
+// Variants: plain; an MLP width (model.ffn_hidden) other than 4C; dropout 0.2 (masks are pure
+// functions of (seed, site), so every forward of the finite difference sees the same masks);
+// recompute = mlp and block (with dropout, so the recomputed forwards must replay the masks too).
 //
 // Parameters are not the GPT-2 init (std 0.02, ones, zeros) but N(0, 0.4) everywhere (norm
 // weights 1 + N(0, 0.2)): small weights would make the deep gradients tiny and let a wrong
@@ -73,10 +73,12 @@ void fill_params(const ParamTable& table, std::vector<double>& p, uint64_t seed)
 struct GradCheckCase {
   double dropout;
   const char* recompute;
+  int64_t ffn_hidden = 0;  // model.ffn_hidden (0: 4C)
 };
 
 void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase& tc) {
-  const ModelConfig cfg = tiny_config(tc.dropout, tc.recompute);
+  ModelConfig cfg = tiny_config(tc.dropout, tc.recompute);
+  cfg.ffn_hidden = tc.ffn_hidden;
   const ParamTable table = param_table_build(cfg);
   GptModel model(cfg, table, be, DType::kF64, DType::kF64, DType::kF64);
   const int64_t B = 2, T = 5;
@@ -165,6 +167,11 @@ TEST_P(ModelGradCheck, RecomputeMlpFp64) {
 }
 TEST_P(ModelGradCheck, RecomputeBlockFp64) {
   run_gradcheck(*be, *stage, {0.0, "block"});
+}
+// model.ffn_hidden: an MLP 12 wide (not 4C = 32), with recompute = mlp replaying it.
+TEST_P(ModelGradCheck, MlpWidthOtherThan4CFp64) {
+  run_gradcheck(*be, *stage, {0.0, "none", 12});
+  run_gradcheck(*be, *stage, {0.2, "mlp", 12});
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp64, ModelGradCheck,

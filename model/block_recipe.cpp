@@ -1,0 +1,132 @@
+// GPT-2's recipe (see block_recipe.h).
+#include "model/block_recipe.h"
+
+#include <algorithm>
+
+#include "model/base/check.h"
+
+namespace ledgerlm {
+namespace {
+
+constexpr RecipeDim kC{1, 0, 0, 0, 0};
+constexpr RecipeDim kF{0, 0, 1, 0, 0};
+constexpr RecipeDim kQkv{1, 2, 0, 0, 0};  // q (C) then k and v (KV heads x head_dim each)
+constexpr RecipeDim kVocab{0, 0, 0, 1, 0};
+constexpr RecipeDim kPositions{0, 0, 0, 0, 1};
+
+TensorRole role(const char* name, std::vector<RecipeDim> shape, ParamKind kind, InitKind init,
+                InitScale scale, const char* hf_name, bool hf_transpose) {
+  TensorRole r;
+  r.name = name;
+  r.shape = std::move(shape);
+  r.kind = kind;
+  r.init = init;
+  r.scale = scale;
+  r.hf_name = hf_name;
+  r.hf_transpose = hf_transpose;
+  return r;
+}
+
+// A norm's weight (ones) and bias (zeros).
+void norm(std::vector<TensorRole>* out, const char* name, const char* hf) {
+  out->push_back(role((std::string(name) + ".weight").c_str(), {kC}, ParamKind::kNormWeight,
+                      InitKind::kOnes, InitScale::kNone, (std::string(hf) + ".weight").c_str(),
+                      false));
+  out->push_back(role((std::string(name) + ".bias").c_str(), {kC}, ParamKind::kBias,
+                      InitKind::kZeros, InitScale::kNone, (std::string(hf) + ".bias").c_str(),
+                      false));
+}
+
+// A linear layer (out, in) and its bias (out), Conv1D in HF; `site` its LoRA site.
+void linear(BlockRecipe* r, const char* name, RecipeDim out, RecipeDim in, InitScale scale,
+            const char* hf, int site, int split = 1) {
+  std::vector<TensorRole>& b = r->block;
+  b.push_back(role((std::string(name) + ".weight").c_str(), {out, in}, ParamKind::kMatrix,
+                   InitKind::kNormal, scale, (std::string(hf) + ".weight").c_str(), true));
+  b.back().split = split;
+  b.back().lora_target = lora_target_name(site);
+  b.back().lora_site = site;
+  r->lora_site_role[site] = static_cast<int>(b.size()) - 1;
+  b.push_back(role((std::string(name) + ".bias").c_str(), {out}, ParamKind::kBias, InitKind::kZeros,
+                   InitScale::kNone, (std::string(hf) + ".bias").c_str(), false));
+}
+
+}  // namespace
+
+RecipeSizes recipe_sizes(const ModelConfig& c) {
+  RecipeSizes s;
+  s.C = c.n_embd;
+  s.H = c.n_head;
+  s.KV = c.n_head;  // every head has its own k and v
+  s.head_dim = c.n_head > 0 ? c.n_embd / c.n_head : 0;
+  s.F = c.ffn_width();
+  s.vocab = c.vocab_size;
+  s.padded_vocab = c.padded_vocab();
+  s.positions = c.block_size;
+  return s;
+}
+
+BlockRecipe block_recipe(const ModelConfig& config) {
+  BlockRecipe r;
+  r.sizes = recipe_sizes(config);
+  r.embed.push_back(role("wte", {kVocab, kC}, ParamKind::kEmbedding, InitKind::kNormal,
+                         InitScale::kBase, "wte.weight", false));
+  r.embed.back().hf_real_vocab_rows = true;
+  r.embed.push_back(role("wpe", {kPositions, kC}, ParamKind::kEmbedding, InitKind::kNormal,
+                         InitScale::kBase, "wpe.weight", false));
+
+  norm(&r.block, "ln1", "ln_1");
+  linear(&r, "attn.qkv", kQkv, kC, InitScale::kBase, "attn.c_attn", kLoraQkv, 3);
+  linear(&r, "attn.proj", kC, kC, InitScale::kResidual, "attn.c_proj", kLoraProj);
+  norm(&r.block, "ln2", "ln_2");
+  linear(&r, "mlp.fc", kF, kC, InitScale::kBase, "mlp.c_fc", kLoraFc);
+  linear(&r, "mlp.proj", kC, kF, InitScale::kResidual, "mlp.c_proj", kLoraFcproj);
+  LLM_ASSERT(r.block.size() == kBlockRoles, "the block's roles and BlockRole disagree");
+
+  norm(&r.final, "lnf", "ln_f");
+  LLM_ASSERT(r.embed.size() == kEmbedRoles && r.final.size() == kFinalRoles,
+             "the embedding and final roles and their enums disagree");
+  return r;
+}
+
+std::vector<int64_t> recipe_shape(const RecipeSizes& sizes, const TensorRole& role) {
+  std::vector<int64_t> shape;
+  for (const RecipeDim& d : role.shape) shape.push_back(sizes.eval(d));
+  return shape;
+}
+
+std::string recipe_block_name(const TensorRole& role, int64_t layer) {
+  return "block." + std::to_string(layer) + "." + role.name;
+}
+
+std::string recipe_block_hf_name(const TensorRole& role, int64_t layer) {
+  return "transformer.h." + std::to_string(layer) + "." + role.hf_name;
+}
+
+std::string recipe_embed_name(const TensorRole& role) {
+  return "embed." + role.name;
+}
+
+std::string recipe_final_name(const TensorRole& role) {
+  return "final." + role.name;
+}
+
+std::string recipe_unit_hf_name(const TensorRole& role) {
+  return "transformer." + role.hf_name;
+}
+
+std::string recipe_hf_module(const TensorRole& role) {
+  const std::string suffix = ".weight";
+  LLM_ASSERT(role.hf_name.size() > suffix.size(), role.name);
+  return role.hf_name.substr(0, role.hf_name.size() - suffix.size());
+}
+
+int64_t recipe_widest_vector(const BlockRecipe& recipe) {
+  int64_t widest = 0;
+  for (const auto* roles : {&recipe.embed, &recipe.block, &recipe.final})
+    for (const TensorRole& r : *roles)
+      if (r.shape.size() == 1) widest = std::max(widest, recipe.sizes.eval(r.shape[0]));
+  return widest;
+}
+
+}  // namespace ledgerlm

@@ -1,0 +1,123 @@
+// The model declared once, as data: the tensors of the embedding unit, of one transformer block
+// and of the final unit, in table order, each with its shape in the model's dimensions, its kind
+// (what weight decay and whole-matrix optimizers key on), its init, its Hugging Face name and the
+// LoRA target that adapts it.
+//
+// The parameter table (param_table.cpp), the model's views of a block (param_refs, gpt.cpp), the
+// Hugging Face import/export and the PEFT export read this list; none of them names a GPT-2
+// tensor itself. A block variant (another norm, gated MLP, separate q/k/v projections) changes
+// the roles here, the block's forward and backward (gpt_block.cpp, gpt.cpp) and the config keys
+// that choose it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace ledgerlm {
+
+// What a tensor is to the optimizers (the decay and Muon groups key on it) and to the init.
+enum class ParamKind : uint8_t { kEmbedding, kMatrix, kBias, kNormWeight };
+enum class InitKind : uint8_t { kNormal, kOnes, kZeros };
+
+// One dimension as a sum of the model's sizes: c*C + kv*(KV heads x head_dim) + f*F + ...
+// The fused q, k, v projection has c = 1 (q) and kv = 2 (k and v): with KV heads = H (GPT-2)
+// that is 3C, and grouped-query attention narrows the kv part only.
+struct RecipeDim {
+  int c = 0;          // model width C (n_embd)
+  int kv = 0;         // KV heads x head_dim (= C while every head has its own k and v)
+  int f = 0;          // MLP hidden width F (model.ffn_hidden)
+  int vocab = 0;      // padded vocab
+  int positions = 0;  // block_size
+};
+
+// The sizes a recipe's dimensions are evaluated with.
+struct RecipeSizes {
+  int64_t C = 0, H = 0, KV = 0, head_dim = 0, F = 0, vocab = 0, padded_vocab = 0, positions = 0;
+  int64_t eval(const RecipeDim& d) const {
+    return d.c * C + d.kv * KV * head_dim + d.f * F + d.vocab * padded_vocab +
+           d.positions * positions;
+  }
+};
+RecipeSizes recipe_sizes(const ModelConfig& config);
+
+// The init's scale: GPT-2's N(0, 0.02), the same scaled by 1/sqrt(2 n_layer) for the projections
+// into the residual stream, or none (ones, zeros).
+enum class InitScale : uint8_t { kNone, kBase, kResidual };
+
+// Where the model's code finds a block tensor: the index of its role in the block's list. The
+// enum names the roles the block forward uses; the list (block_roles) gives each its data.
+enum BlockRole : int {
+  kRoleLn1Weight,
+  kRoleLn1Bias,
+  kRoleQkvWeight,
+  kRoleQkvBias,
+  kRoleAttnProjWeight,
+  kRoleAttnProjBias,
+  kRoleLn2Weight,
+  kRoleLn2Bias,
+  kRoleFcWeight,
+  kRoleFcBias,
+  kRoleFcProjWeight,
+  kRoleFcProjBias,
+  kBlockRoles
+};
+
+// The embedding unit's roles and the final unit's, likewise.
+enum EmbedRole : int { kRoleWte, kRoleWpe, kEmbedRoles };
+enum FinalRole : int { kRoleLnfWeight, kRoleLnfBias, kFinalRoles };
+
+struct TensorRole {
+  std::string name;              // in its unit: "ln1.weight" (block roles get "block.L." in front)
+  std::vector<RecipeDim> shape;  // row-major; linear weights are (out, in)
+  ParamKind kind = ParamKind::kMatrix;
+  InitKind init = InitKind::kZeros;
+  InitScale scale = InitScale::kNone;
+  // Independent matrices stacked along the rows (the fused q, k, v: 3); whole-matrix optimizer
+  // work treats each on its own.
+  int split = 1;
+  // Hugging Face GPT-2: the name ("h.L." roles get "transformer.h.L." in front), whether the
+  // weight is stored transposed (Conv1D: (in, out)), and whether only the real vocab rows are
+  // stored (the token embedding drops the padding).
+  std::string hf_name;
+  bool hf_transpose = false;
+  bool hf_real_vocab_rows = false;
+  // A linear layer's weight that LoRA can adapt: the lora.targets name and its LoraSite
+  // (model_config.h); "" / -1 for every other tensor.
+  std::string lora_target;
+  int lora_site = -1;
+};
+
+// The three kinds of unit, in table order: the embeddings, n_layer blocks, the final norm.
+struct BlockRecipe {
+  RecipeSizes sizes;
+  std::vector<TensorRole> embed;  // "embed.<name>", HF "transformer.<hf_name>"
+  std::vector<TensorRole> block;  // indexed by BlockRole
+  std::vector<TensorRole> final;  // "final.<name>", HF "transformer.<hf_name>"
+  // The role of each LoRA site in `block`.
+  int lora_site_role[kLoraSites] = {-1, -1, -1, -1};
+};
+
+// The recipe of `config`'s model (GPT-2: pre-LayerNorm blocks, fused qkv, GELU MLP of width F).
+BlockRecipe block_recipe(const ModelConfig& config);
+
+// A role's shape in elements.
+std::vector<int64_t> recipe_shape(const RecipeSizes& sizes, const TensorRole& role);
+// The table name of block role `role` in layer `layer` ("block.3.attn.qkv.weight") and its HF
+// name ("transformer.h.3.attn.c_attn.weight").
+std::string recipe_block_name(const TensorRole& role, int64_t layer);
+std::string recipe_block_hf_name(const TensorRole& role, int64_t layer);
+// The same for the embedding unit ("embed.wte", "transformer.wte.weight") and the final unit
+// ("final.lnf.weight", "transformer.ln_f.weight").
+std::string recipe_embed_name(const TensorRole& role);
+std::string recipe_final_name(const TensorRole& role);
+std::string recipe_unit_hf_name(const TensorRole& role);
+// The HF module a LoRA target adapts, as PEFT names it in target_modules ("attn.c_attn").
+std::string recipe_hf_module(const TensorRole& role);
+
+// Elements of the recipe's largest one-dimensional tensor (norm weights, biases).
+int64_t recipe_widest_vector(const BlockRecipe& recipe);
+
+}  // namespace ledgerlm

@@ -1,0 +1,39 @@
+// The block forward shared by training and decoding (see gpt_block.h).
+#include "model/gpt_block.h"
+
+namespace ledgerlm {
+
+BlockWidths block_widths(const BlockRecipe& recipe) {
+  auto out_rows = [&](BlockRole r) {
+    return recipe_shape(recipe.sizes, recipe.block[static_cast<size_t>(r)])[0];
+  };
+  return {recipe.sizes.C, out_rows(kRoleQkvWeight), out_rows(kRoleFcWeight)};
+}
+
+void gpt_block_mlp_hidden(Backend& be, BlockHooks& hooks, const BlockTensors& p, const BlockActs& x,
+                          int64_t rows, const BlockWidths& w) {
+  hooks.linear(kLoraFc, x.fch, x.ln2, p[kRoleFcWeight], p[kRoleFcBias], w.C, w.F);
+  be.gelu_forward(x.fch_gelu, x.fch, rows * w.F);
+}
+
+void gpt_block_forward(Backend& be, BlockHooks& hooks, const BlockTensors& p, const BlockActs& x,
+                       Tensor res_in, Tensor res_out, Tensor proj, int64_t rows,
+                       const BlockWidths& w) {
+  const int64_t C = w.C;
+  // Attention: res2 = res_in + drop(proj(attn(qkv(ln1(res_in)))))
+  be.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, res_in, p[kRoleLn1Weight], p[kRoleLn1Bias],
+                       rows, C);
+  hooks.linear(kLoraQkv, x.qkv, x.ln1, p[kRoleQkvWeight], p[kRoleQkvBias], C, w.qkv);
+  hooks.attention(x);
+  hooks.linear(kLoraProj, proj, x.atty, p[kRoleAttnProjWeight], p[kRoleAttnProjBias], C, C);
+  hooks.branch_dropout(proj, BlockBranch::kAttention);
+  be.add_layernorm_forward(x.res2, x.ln2, x.ln2_mean, x.ln2_rstd, res_in, proj, p[kRoleLn2Weight],
+                           p[kRoleLn2Bias], rows, C);
+  // MLP: res_out = res2 + drop(proj(gelu(fc(ln2(res2)))))
+  gpt_block_mlp_hidden(be, hooks, p, x, rows, w);
+  hooks.linear(kLoraFcproj, proj, x.fch_gelu, p[kRoleFcProjWeight], p[kRoleFcProjBias], w.F, C);
+  hooks.branch_dropout(proj, BlockBranch::kMlp);
+  be.add(res_out, x.res2, proj, rows * C);
+}
+
+}  // namespace ledgerlm

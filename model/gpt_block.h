@@ -1,0 +1,54 @@
+// One block's forward, written once. The training forward (gpt.cpp: B*T rows, activations kept
+// for backward, dropout, LoRA adapters) and KV-cache decoding (gpt_decode.cpp: one row, attention
+// over the cache) both run it; what differs between them comes in through BlockHooks.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "model/backend/backend.h"
+#include "model/block_recipe.h"
+
+namespace ledgerlm {
+
+// A block's tensors (weights, or their gradients), by BlockRole.
+using BlockTensors = std::array<Tensor, kBlockRoles>;
+
+// The activations of one block's forward (row-major, `rows` rows each): what its backward reads.
+struct BlockActs {
+  Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
+};
+
+// The widths of a block's linear layers, from the recipe: C in and out of the block, the fused
+// q, k, v projection's output and the MLP's hidden width F.
+struct BlockWidths {
+  int64_t C = 0, qkv = 0, F = 0;
+};
+BlockWidths block_widths(const BlockRecipe& recipe);
+
+// The residual branch a dropout acts on.
+enum class BlockBranch : uint8_t { kAttention, kMlp };
+
+class BlockHooks {
+ public:
+  virtual ~BlockHooks() = default;
+  // out = in W^T + bias for the linear layer at LoRA site `site` (its adapter added, if any).
+  virtual void linear(int site, Tensor out, Tensor in, Tensor w, Tensor bias, int64_t in_f,
+                      int64_t out_f) = 0;
+  // Causal self-attention: x.atty from x.qkv (and whatever backward keeps, x.lse).
+  virtual void attention(const BlockActs& x) = 0;
+  // Dropout on a residual branch before it joins the stream (training only).
+  virtual void branch_dropout(Tensor /*branch*/, BlockBranch /*which*/) {}
+};
+
+// res_out = the block applied to res_in over `rows` positions; `proj` is scratch of (rows, C) for
+// the branches' outputs. res_in and x.res2 must not alias; res_out may alias res_in.
+void gpt_block_forward(Backend& be, BlockHooks& hooks, const BlockTensors& p, const BlockActs& x,
+                       Tensor res_in, Tensor res_out, Tensor proj, int64_t rows,
+                       const BlockWidths& w);
+// The MLP's hidden activations (x.fch, x.fch_gelu) from x.ln2: the part of the forward that
+// model.recompute = mlp runs again in backward.
+void gpt_block_mlp_hidden(Backend& be, BlockHooks& hooks, const BlockTensors& p, const BlockActs& x,
+                          int64_t rows, const BlockWidths& w);
+
+}  // namespace ledgerlm
