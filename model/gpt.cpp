@@ -1,15 +1,14 @@
 // GPT-2 forward and backward over flat parameter/gradient buffers (see gpt.h).
 //
-// Activation plan. Per layer l the forward keeps (shapes with N = B*T):
-//   res[l]  (N, C)  residual stream entering block l (res[L] leaves the last block)
-//   ln1 (N, C), ln1_mean/rstd (N), qkv (N, 3C), atty (N, C), lse (B, H, T)
-//   res2 (N, C)  residual after attention, ln2 (N, C), ln2_mean/rstd (N)
-//   fch (N, 4C), fch_gelu (N, 4C)
-// recompute=mlp keeps one shared fch/fch_gelu and recomputes them per layer in backward;
-// recompute=block keeps only res[l] and recomputes the whole block (into one shared set of
-// buffers) during backward. Dropout masks are pure functions of (seed, step, layer, site,
-// global-batch sequence, element), so recomputed forwards are bit-identical to the original and
-// any split of the global batch draws the same masks.
+// Activations. The forward keeps exactly the buffers of saved_activations()
+// (model/activation_list.cpp, which lists their shapes): the residual stream res[0..L], per
+// block its layernorm inputs and statistics, qkv, the attention output and log-sum-exp, the
+// residual after attention and the MLP's hidden pair, and the head's. recompute=mlp keeps one
+// shared MLP hidden pair and recomputes it per layer in backward; recompute=block keeps only
+// res[l] and recomputes the whole block (into one shared set of buffers) during backward.
+// Dropout masks are pure functions of (seed, step, layer, site, global-batch sequence, element),
+// so recomputed forwards are bit-identical to the original and any split of the global batch
+// draws the same masks.
 //
 // Parameters are reached by (unit, offset inside the unit), resolved from the table once at
 // construction; each unit's base comes from the UnitAccess between its acquire and release.
@@ -82,6 +81,8 @@ struct GptModel::Impl {
   Buffer sink;
   Tensor sink_a, sink_b;
   int64_t arena_bytes = 0, scratch_bytes = 0;
+  // Every buffer the last plan() carved, in order (arena, scratch).
+  std::vector<CarvedBuffer> carved_saved, carved_scratch;
 
   // Token ids and targets of the micro-batch in backend memory ([B*T] int32 each), uploaded by
   // the host-array forward; the state of the last forward.
@@ -147,74 +148,122 @@ struct GptModel::Impl {
     return t;
   }
 
-  // Carves named views from one allocation; first pass measures, second assigns.
+  // Carves the listed buffers from one allocation; the first pass measures, the second assigns
+  // (and records what it carved).
   struct Carver {
     char* base = nullptr;
     int64_t used = 0;
-    DType dt;
-    Tensor take(int64_t elements) {
-      Tensor t(base ? base + used : nullptr, dt);
-      used += (elements * static_cast<int64_t>(dtype_size(dt)) + 63) / 64 * 64;
+    std::vector<CarvedBuffer>* record = nullptr;
+    Tensor take(const ActBuffer& b) {
+      Tensor t(base ? base + used : nullptr, b.dtype);
+      used += b.bytes();
+      if (record != nullptr) record->push_back({b.name, b.bytes()});
       return t;
     }
   };
 
+  // What decides the buffers: the micro-batch, the recompute mode, the blocks that get a
+  // backward, and the adapters this table holds.
+  ActivationSpec activation_spec_now() const {
+    ActivationSpec s =
+        activation_spec(cfg, B, T, recompute, std::max<int64_t>(refs.lowest_trained_layer, 0), adt);
+    s.lora_rank = refs.lora_rank;
+    return s;
+  }
+
+  // The tensor a listed buffer binds to; block buffers are `x`'s.
+  Tensor& bind(ActId id, BlockActs& x) {
+    switch (id) {
+      case ActId::kLn1:
+        return x.ln1;
+      case ActId::kLn1Mean:
+        return x.ln1_mean;
+      case ActId::kLn1Rstd:
+        return x.ln1_rstd;
+      case ActId::kQkv:
+        return x.qkv;
+      case ActId::kAtty:
+        return x.atty;
+      case ActId::kLse:
+        return x.lse;
+      case ActId::kRes2:
+        return x.res2;
+      case ActId::kLn2:
+        return x.ln2;
+      case ActId::kLn2Mean:
+        return x.ln2_mean;
+      case ActId::kLn2Rstd:
+        return x.ln2_rstd;
+      case ActId::kFch:
+        return x.fch;
+      case ActId::kFchGelu:
+        return x.fch_gelu;
+      case ActId::kLnf:
+        return lnf;
+      case ActId::kLnfMean:
+        return lnf_mean;
+      case ActId::kLnfRstd:
+        return lnf_rstd;
+      case ActId::kLogits:
+        return logits;
+      case ActId::kLosses:
+        return losses;
+      case ActId::kDRes:
+        return d_res;
+      case ActId::kDA:
+        return d_a;
+      case ActId::kDB:
+        return d_b;
+      case ActId::kDWideA:
+        return d_wide_a;
+      case ActId::kDWideB:
+        return d_wide_b;
+      case ActId::kDQkv:
+        return d_qkv;
+      case ActId::kTmpProj:
+        return tmp_proj;
+      case ActId::kLoraU:
+        return lora_u;
+      case ActId::kLoraDu:
+        return lora_du;
+      case ActId::kLoraX:
+        return lora_x;
+      case ActId::kResidual:
+        break;
+    }
+    LLM_ASSERT(false, "activation ", act_name(id), " has no single tensor");
+    return lnf;
+  }
+
+  // The arena holds exactly saved_activations(), the scratch exactly model_scratch(): the
+  // residual stream, then block by block the block's buffers (its own, or at block 0 the one
+  // shared copy the blocks below first_kept reuse), then the head's.
   void layout(Carver& a, Carver& s) {
-    const int64_t N = B * T, C = cfg.n_embd, L = cfg.n_layer, H = cfg.n_head;
-    const int64_t Vp = cfg.padded_vocab(), F = widths.F;
+    const ActivationSpec spec = activation_spec_now();
+    const std::vector<ActBuffer> saved = saved_activations(spec);
+    const int64_t L = cfg.n_layer;
     res.assign(L + 1, Tensor());
     acts.assign(L, LayerActs());
-    for (int64_t l = 0; l <= L; ++l) res[l] = a.take(N * C);
-    // Buffers that are per layer, or one shared copy when recomputed.
-    // Blocks below the lowest trained one get no backward: their activations are not kept (one
-    // shared set serves their forwards, as for recomputed blocks).
-    const int64_t lowest = std::max<int64_t>(refs.lowest_trained_layer, 0);
-    LayerActs shared;
-    bool first = true;
+    BlockActs none, shared;
+    for (const ActBuffer& b : saved)
+      if (b.scope == ActScope::kResidual)
+        for (int64_t l = 0; l <= L; ++l) res[l] = a.take(b);
     for (int64_t l = 0; l < L; ++l) {
-      LayerActs& x = acts[l];
-      const bool keep_block = recompute != Recompute::kBlock && l >= lowest;
-      const bool keep_mlp = recompute == Recompute::kNone;
-      auto pick = [&](bool keep, Tensor& dst, Tensor& sh, int64_t n) {
-        if (keep) {
-          dst = a.take(n);
-        } else {
-          if (first) sh = a.take(n);
-          dst = sh;
+      for (const ActBuffer& b : saved) {
+        if (b.scope != ActScope::kBlock) continue;
+        Tensor& dst = bind(b.id, acts[l]);
+        if (l >= b.first_kept) {
+          dst = a.take(b);
+          continue;
         }
-      };
-      pick(keep_block, x.ln1, shared.ln1, N * C);
-      pick(keep_block, x.ln1_mean, shared.ln1_mean, N);
-      pick(keep_block, x.ln1_rstd, shared.ln1_rstd, N);
-      pick(keep_block, x.qkv, shared.qkv, N * widths.qkv);
-      pick(keep_block, x.atty, shared.atty, N * C);
-      pick(keep_block, x.lse, shared.lse, B * H * T);
-      pick(keep_block, x.res2, shared.res2, N * C);
-      pick(keep_block, x.ln2, shared.ln2, N * C);
-      pick(keep_block, x.ln2_mean, shared.ln2_mean, N);
-      pick(keep_block, x.ln2_rstd, shared.ln2_rstd, N);
-      pick(keep_mlp && keep_block, x.fch, shared.fch, N * F);
-      pick(keep_mlp && keep_block, x.fch_gelu, shared.fch_gelu, N * F);
-      first = false;
+        Tensor& sh = bind(b.id, shared);
+        if (l == 0) sh = a.take(b);
+        dst = sh;
+      }
     }
-    lnf = a.take(N * C);
-    lnf_mean = a.take(N);
-    lnf_rstd = a.take(N);
-    logits = a.take(N * Vp);
-    losses = a.take(N);
-    d_res = s.take(N * C);
-    d_a = s.take(N * C);
-    d_b = s.take(N * C);
-    d_wide_a = s.take(N * F);
-    d_wide_b = s.take(N * F);
-    d_qkv = s.take(N * widths.qkv);
-    tmp_proj = s.take(N * C);
-    if (refs.lora_rank > 0) {
-      lora_u = s.take(N * refs.lora_rank);
-      lora_du = s.take(N * refs.lora_rank);
-      // The widest adapted layer's input: C or F.
-      if (cfg.lora.dropout > 0.0) lora_x = s.take(N * std::max(C, F));
-    }
+    for (const ActBuffer& b : saved)
+      if (b.scope == ActScope::kGlobal) bind(b.id, none) = a.take(b);
+    for (const ActBuffer& b : model_scratch(spec)) bind(b.id, none) = s.take(b);
   }
 
   void plan(int64_t batch, int64_t seq) {
@@ -225,7 +274,7 @@ struct GptModel::Impl {
     T = seq;
     arena.reset();
     scratch.reset();
-    Carver a{nullptr, 0, adt}, s{nullptr, 0, adt};
+    Carver a, s;
     layout(a, s);
     arena_bytes = a.used;
     scratch_bytes = s.used;
@@ -233,7 +282,9 @@ struct GptModel::Impl {
     scratch = be.allocate(MemTag::kWorkspace, static_cast<size_t>(scratch_bytes));
     batch_ids.reset();
     batch_ids = be.allocate(MemTag::kData, static_cast<size_t>(gpt_batch_ids_bytes(B, T)));
-    Carver a2{arena.as<char>(), 0, adt}, s2{scratch.as<char>(), 0, adt};
+    carved_saved.clear();
+    carved_scratch.clear();
+    Carver a2{arena.as<char>(), 0, &carved_saved}, s2{scratch.as<char>(), 0, &carved_scratch};
     layout(a2, s2);
     if (refs.any_frozen && sink.empty()) {
       const int64_t half = sink_elements() / 2;
@@ -609,6 +660,12 @@ int64_t GptModel::activation_bytes() const {
 }
 int64_t GptModel::workspace_bytes() const {
   return impl_->scratch_bytes;
+}
+const std::vector<CarvedBuffer>& GptModel::carved_activations() const {
+  return impl_->carved_saved;
+}
+const std::vector<CarvedBuffer>& GptModel::carved_scratch() const {
+  return impl_->carved_scratch;
 }
 
 double GptModel::forward(UnitAccess& units, const int32_t* tokens, const int32_t* targets,

@@ -1,20 +1,29 @@
 // GPT-2 forward and backward, written once against the Backend interface.
 //
-// Parameters, gradients and activations are flat buffers described by the ParamTable and an
-// activation plan; the model never allocates inside forward/backward. Activation memory is one
-// planned arena whose size comes from the ops' shapes for (B, T, recompute); see gpt_plan.h.
+// Parameters, gradients and activations are flat buffers described by the ParamTable and the
+// activation list; the model never allocates inside forward/backward. Activation memory is one
+// arena holding exactly the list's saved activations for (B, T, recompute), and one scratch
+// holding its scratch buffers; see activation_list.h.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "model/activation_list.h"
 #include "model/backend/backend.h"
 #include "model/model_config.h"
 #include "model/param_table.h"
 #include "model/unit_access.h"
 
 namespace ledgerlm {
+
+// One buffer plan() carved: its name in the activation list and its bytes (64-byte aligned).
+struct CarvedBuffer {
+  std::string name;
+  int64_t bytes = 0;
+};
 
 // Per-call options of forward: travel as data.
 struct ForwardOptions {
@@ -49,6 +58,10 @@ class GptModel {
   // Bytes of the activation arena and of the workspace for the current plan.
   int64_t activation_bytes() const;
   int64_t workspace_bytes() const;
+  // Every buffer the current plan carved from the arena (saved activations) and from the
+  // scratch, in carving order: what the activation list says, as the allocator did it.
+  const std::vector<CarvedBuffer>& carved_activations() const;
+  const std::vector<CarvedBuffer>& carved_scratch() const;
 
   // Runs the model on tokens [B, T]. With targets: returns the mean cross-entropy over B*T
   // (nats) and keeps what backward needs; without: returns 0 and leaves logits readable.

@@ -13,7 +13,8 @@
 // the whole gradient buffer in place); stages 2-3 keep whole-unit gradient buffers for the
 // embedding unit and for the largest other unit; stage 3 gathers weights into one unit-sized
 // buffer (or one per unit without resharding after forward).
-// Activations: the fp32 arena the forward keeps for backward, per buffer rounded to 64 bytes.
+// Activations and the model's scratch: the sums of the model's own lists of its buffers
+// (model/activation_list.h) for the micro-batch, recompute mode and trained blocks predicted here.
 #include "train/ledger/memory_plan.h"
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "data/meta.h"
 #include "model/backends/cpu_facts.h"
 #include "model/base/check.h"
+#include "model/gpt.h"
 #include "optim/muon_plan.h"
 #include "optim/optim_traits.h"
 #include "train/offload/offload_backend.h"
@@ -38,10 +40,6 @@ int64_t round_up(int64_t x, int64_t m) {
 }
 int64_t ceil_div(int64_t x, int64_t d) {
   return (x + d - 1) / d;
-}
-// One fp32 activation buffer of `elements`, as the arena carves it (64-byte aligned).
-int64_t act_buf(int64_t elements) {
-  return round_up(elements * 4, 64);
 }
 // The CPU backend grows each scratch slot to a multiple of 4 KiB.
 int64_t page_buf(int64_t bytes) {
@@ -296,42 +294,29 @@ double plan_optimizer_bytes_per_param(const OptimConfig& o) {
   return optim_state_bytes_per_param(o, 4.0);
 }
 
+ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recompute recompute) {
+  // The block's widths (qkv, F) come from the model's recipe for these dimensions, as the
+  // model's own spec does; the trainer's activations are fp32 at every precision.
+  ModelConfig m;
+  m.n_layer = s.n_layer;
+  m.n_head = s.n_head;
+  m.n_embd = s.n_embd;
+  m.ffn_hidden = s.ffn_width();
+  ActivationSpec a = activation_spec(m, batch, s.seq, recompute, s.untrained_blocks, DType::kF32);
+  a.padded_vocab = s.padded_vocab;
+  a.lora_rank = s.lora_rank;
+  a.lora_dropout = s.lora_dropout;
+  return a;
+}
+
 int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute recompute) {
   if (!s.known()) return 0;
-  const int64_t N = batch * s.seq, C = s.n_embd, L = s.n_layer, H = s.n_head, F = s.ffn_width();
-  // Residual stream entering each block and leaving the last one.
-  const int64_t residual = (L + 1) * act_buf(N * C);
-  // Attention half of a block: ln1, atty, res2, ln2 (N, C); qkv (N, 3C); ln1/ln2 mean and rstd
-  // (N each); attention log-sum-exp (B, H, T).
-  const int64_t attn =
-      4 * act_buf(N * C) + act_buf(3 * N * C) + 4 * act_buf(N) + act_buf(batch * H * s.seq);
-  // MLP hidden: fc output and GELU output, (N, F) each.
-  const int64_t mlp = 2 * act_buf(N * F);
-  // Final layernorm (N, C) + mean/rstd, logits (N, Vp), per-token losses (N).
-  const int64_t head = act_buf(N * C) + 3 * act_buf(N) + act_buf(N * s.padded_vocab);
-  // Blocks without backward (below the lowest trained one) share one set of buffers.
-  const int64_t k = std::min(s.untrained_blocks, L), shared = k > 0 ? 1 : 0;
-  switch (recompute) {
-    case Recompute::kNone:
-      return residual + (L - k + shared) * (attn + mlp) + head;
-    case Recompute::kMlp:
-      return residual + (L - k + shared) * attn + mlp + head;  // one shared MLP hidden
-    case Recompute::kBlock:
-      return residual + attn + mlp + head;  // one shared block
-  }
-  return 0;
+  return act_list_bytes(saved_activations(plan_activation_spec(s, batch, recompute)));
 }
 
 int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch) {
   if (!s.known()) return 0;
-  const int64_t N = batch * s.seq, C = s.n_embd, F = s.ffn_width();
-  // Activation gradients: three (N, C) plus a projection temporary, two (N, F), one (N, 3C);
-  // adapters: their down-projection and its gradient (N, rank), the dropped input (N, the
-  // widest adapted input: C or F).
-  int64_t lora = 0;
-  if (s.lora_rank > 0)
-    lora = 2 * act_buf(N * s.lora_rank) + (s.lora_dropout ? act_buf(N * std::max(C, F)) : 0);
-  return 4 * act_buf(N * C) + 2 * act_buf(N * F) + act_buf(3 * N * C) + lora;
+  return act_list_bytes(model_scratch(plan_activation_spec(s, batch, Recompute::kNone)));
 }
 
 int64_t plan_cudnn_attention_bytes(const PlanShapes& s, int64_t batch) {
@@ -465,8 +450,8 @@ MemoryPlan memory_plan_compute(const PlanInput& in) {
     b.add("workspace.model", MemTag::kWorkspace, "fp32", plan_model_scratch_bytes(s, x.micro_batch),
           false, false, false);
     // The micro-batch's token ids and targets in backend memory (int32, 64-byte aligned each).
-    const int64_t ids = (x.micro_batch * s.seq * 4 + 63) / 64 * 64;
-    b.add("data.batch", MemTag::kData, "int32", 2 * ids, false, false, false);
+    b.add("data.batch", MemTag::kData, "int32", gpt_batch_ids_bytes(x.micro_batch, s.seq), false,
+          false, false);
   } else {
     plan.notes.push_back("activations: not predicted (give --layers --hidden --heads --seq)");
   }
@@ -603,12 +588,9 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
     const ParamTable frozen = frozen_table_for_run(cfg);
     in.frozen_params = frozen.num_params;
     in.frozen_elements = frozen.total;
-    // The sink: two halves of the widest bias or norm weight (the MLP's F or the qkv bias's 3C),
-    // or of a frozen embedding's size when the other one trains.
-    int64_t half = std::max(3 * cfg.model.n_embd, cfg.model.ffn_width());
+    // The sink for gradients of frozen tensors: its size is the model's (one formula).
+    in.frozen_sink = gpt_frozen_sink_elements(full, cfg.model);
     const ParamInfo &wte = full.find("embed.wte"), &wpe = full.find("embed.wpe");
-    if (wte.trainable != wpe.trainable) half = std::max(half, (wte.trainable ? wpe : wte).numel);
-    in.frozen_sink = 2 * half;
     // Blocks below the first one with a trained tensor (or adapter), when the embeddings are
     // frozen too.
     if (!wte.trainable && !wpe.trainable) {

@@ -4,9 +4,12 @@
 // checkpoint sizes.
 //
 // Everything here is arithmetic on N (parameters), the flat-buffer element count, per-tensor
-// shapes and the model's dimensions. Nothing calls the model or the optimizers: the ledger
-// compares these predictions with what the tracking allocator measured, so they must be derived
-// independently. "GB" is 1e9 bytes throughout.
+// shapes and the model's dimensions. Nothing builds a model or an optimizer: the ledger compares
+// these predictions with what the tracking allocator measured, so they are derived from the
+// configuration alone. The model's own buffers are declared once, as data the planner sums: the
+// activation list (model/activation_list.h), the frozen-gradient sink and the batch-id buffer
+// (model/gpt.h); which of them exist (recompute mode, the blocks that train, adapters) the
+// planner decides from the configuration. "GB" is 1e9 bytes throughout.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/activation_list.h"
 #include "model/base/dtype.h"
 #include "model/base/memory.h"
 #include "model/model_config.h"
@@ -143,8 +147,11 @@ struct MemoryPlan {
 // (nominal: per-tensor states such as Adafactor's factored statistics count as ~0).
 double plan_optimizer_bytes_per_param(const OptimConfig& optim);
 
-// Activation bytes kept for backward for one micro-batch of `batch` sequences (fp32 arena, each
-// buffer rounded up to 64 bytes), and the model's scratch for activation gradients.
+// The model's buffers for one micro-batch of `batch` sequences (model/activation_list.h, fp32),
+// for the blocks and adapters these shapes say train.
+ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recompute recompute);
+// Activation bytes kept for backward (the sum of saved_activations: each buffer rounded up to 64
+// bytes), and the model's scratch for activation gradients (the sum of model_scratch).
 int64_t plan_activation_bytes(const PlanShapes& s, int64_t batch, Recompute recompute);
 int64_t plan_model_scratch_bytes(const PlanShapes& s, int64_t batch);
 // precision.attention = cudnn: what the CUDA backend's cuDNN attention keeps in its workspace

@@ -1,0 +1,164 @@
+// The activation list (model/activation_list.h) against the allocator: for every recompute mode,
+// with blocks that get no backward, with adapters and in fp64, GptModel::plan carves exactly the
+// buffers the list names, as many of each and of the same bytes, and the tracked allocations are
+// the lists' sums (what the memory planner predicts from the same lists).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/activation_list.h"
+#include "model/backend/backend.h"
+#include "model/gpt.h"
+#include "model/param_table.h"
+
+namespace ledgerlm {
+namespace {
+
+struct Case {
+  const char* recompute;
+  const char* freeze = "";  // train.freeze globs
+  int64_t untrained = 0;    // blocks below the lowest trained one (what `freeze` leaves)
+  int64_t lora_rank = 0;
+  double lora_dropout = 0.0;
+  DType dtype = DType::kF32;
+  int64_t ffn_hidden = 0;  // model.ffn_hidden (0: 4 C)
+};
+
+std::string describe(const Case& c) {
+  return std::string("recompute ") + c.recompute + ", freeze '" + c.freeze + "', lora rank " +
+         std::to_string(c.lora_rank) + ", dropout " + std::to_string(c.lora_dropout) + ", " +
+         dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden);
+}
+
+ModelConfig config_of(const Case& c) {
+  ModelConfig m;
+  m.vocab_size = 70;  // padded to 128: the logits' row is not the vocabulary
+  m.n_layer = 4;
+  m.n_head = 2;
+  m.n_embd = 24;
+  m.block_size = 16;
+  m.recompute = c.recompute;
+  m.lora.rank = c.lora_rank;
+  m.lora.dropout = c.lora_dropout;
+  m.lora.targets = "qkv,mlp_proj";
+  m.ffn_hidden = c.ffn_hidden;
+  return m;
+}
+
+// name -> (buffers, bytes of each); a name carved with two sizes fails the test.
+using Tally = std::map<std::string, std::pair<int64_t, int64_t>>;
+
+Tally tally_carved(const std::vector<CarvedBuffer>& carved) {
+  Tally t;
+  for (const CarvedBuffer& b : carved) {
+    auto& [count, bytes] = t[b.name];
+    if (count > 0) {
+      EXPECT_EQ(bytes, b.bytes) << b.name << " carved with two sizes";
+    }
+    ++count;
+    bytes = b.bytes;
+  }
+  return t;
+}
+
+Tally tally_list(const std::vector<ActBuffer>& list) {
+  Tally t;
+  for (const ActBuffer& b : list) {
+    EXPECT_EQ(t.count(b.name), 0u) << b.name << " listed twice";
+    if (b.count > 0) t[b.name] = {b.count, b.bytes()};
+  }
+  return t;
+}
+
+void expect_same(const Tally& carved, const Tally& listed, const std::string& what) {
+  for (const auto& [name, cb] : carved) {
+    const auto it = listed.find(name);
+    if (it == listed.end()) {
+      ADD_FAILURE() << what << ": carved " << name << " is not in the list";
+      continue;
+    }
+    EXPECT_EQ(cb.first, it->second.first) << what << ": buffers of " << name;
+    EXPECT_EQ(cb.second, it->second.second) << what << ": bytes of one " << name;
+  }
+  for (const auto& [name, lb] : listed)
+    EXPECT_EQ(carved.count(name), 1u) << what << ": listed " << name << " was not carved";
+}
+
+TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
+  const int64_t B = 3, T = 13;  // odd sizes: per-buffer 64-byte rounding shows
+  const std::vector<Case> cases = {
+      {"none"},
+      {"mlp"},
+      {"block"},
+      {"none", "embed.*,block.0.*,block.1.*", 2},
+      {"mlp", "embed.*,block.0.*", 1},
+      {"block", "embed.*,block.0.*", 1},
+      {"none", "", 0, 4, 0.0},
+      {"mlp", "", 0, 4, 0.1},
+      {"none", "", 0, 0, 0.0, DType::kF64},
+      {"block", "", 0, 0, 0.0, DType::kF64},
+      // A configured MLP width, wider and narrower than C (the dropped adapter input is the
+      // wider of C and F).
+      {"none", "", 0, 4, 0.1, DType::kF32, 40},
+      {"mlp", "", 0, 4, 0.1, DType::kF32, 12},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(describe(c));
+    const ModelConfig cfg = config_of(c);
+    ParamTable table = param_table_build(cfg);
+    if (*c.freeze != '\0') param_table_freeze(&table, c.freeze);
+    auto be = backend_create_cpu(1);
+    const int64_t act0 = be->tracker().usage(MemTag::kActivations).current;
+    GptModel model(cfg, table, *be, c.dtype, c.dtype, c.dtype);
+    model.plan(B, T);
+
+    const ActivationSpec spec =
+        activation_spec(cfg, B, T, recompute_parse(c.recompute), c.untrained, c.dtype);
+    const std::vector<ActBuffer> saved = saved_activations(spec);
+    const std::vector<ActBuffer> scratch = model_scratch(spec);
+    expect_same(tally_carved(model.carved_activations()), tally_list(saved), "arena");
+    expect_same(tally_carved(model.carved_scratch()), tally_list(scratch), "scratch");
+    EXPECT_EQ(model.activation_bytes(), act_list_bytes(saved));
+    EXPECT_EQ(model.workspace_bytes(), act_list_bytes(scratch));
+    // The tracked allocation is the list's sum: what the planner predicts for this tag.
+    EXPECT_EQ(be->tracker().usage(MemTag::kActivations).current - act0, act_list_bytes(saved));
+  }
+}
+
+// What each recompute mode keeps of a block, counted from the list: every block its own buffers
+// (none), one shared MLP hidden pair (mlp), one shared block (block); the residual stream always.
+TEST(ActivationList, RecomputeModesKeepTheDocumentedBuffers) {
+  ModelConfig cfg = config_of({"none"});
+  const int64_t L = cfg.n_layer;
+  auto count_of = [&](Recompute r, const std::string& name) {
+    for (const ActBuffer& b : saved_activations(activation_spec(cfg, 2, 8, r, 0, DType::kF32)))
+      if (b.name == name) return b.count;
+    ADD_FAILURE() << "no " << name;
+    return int64_t{-1};
+  };
+  for (Recompute r : {Recompute::kNone, Recompute::kMlp, Recompute::kBlock}) {
+    EXPECT_EQ(count_of(r, "residual"), L + 1) << recompute_name(r);
+    EXPECT_EQ(count_of(r, "head.logits"), 1) << recompute_name(r);
+  }
+  EXPECT_EQ(count_of(Recompute::kNone, "block.qkv"), L);
+  EXPECT_EQ(count_of(Recompute::kNone, "block.fch"), L);
+  EXPECT_EQ(count_of(Recompute::kMlp, "block.qkv"), L);
+  EXPECT_EQ(count_of(Recompute::kMlp, "block.fch"), 1);
+  EXPECT_EQ(count_of(Recompute::kBlock, "block.qkv"), 1);
+  EXPECT_EQ(count_of(Recompute::kBlock, "block.fch_gelu"), 1);
+  // The MLP's buffers take the width from ModelConfig::ffn_width (4 C, or model.ffn_hidden).
+  for (int64_t ffn_hidden : {int64_t{0}, int64_t{40}}) {
+    cfg.ffn_hidden = ffn_hidden;
+    for (const ActBuffer& b :
+         saved_activations(activation_spec(cfg, 2, 8, Recompute::kNone, 0, DType::kF32)))
+      if (b.name == "block.fch") {
+        EXPECT_EQ(b.elements, 2 * 8 * cfg.ffn_width());
+      }
+  }
+}
+
+}  // namespace
+}  // namespace ledgerlm
