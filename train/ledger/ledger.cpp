@@ -274,9 +274,7 @@ DiskBandwidth RunLedger::disk_bandwidth() const {
   return impl_->disk;
 }
 
-RunLedger::~RunLedger() {
-  delete impl_;
-}
+RunLedger::~RunLedger() = default;  // here, where Impl is complete
 
 const MemoryPlan& RunLedger::plan() const {
   return impl_->plan;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,9 @@ class RunLedger {
 
  private:
   struct Impl;
-  Impl* impl_;
+  // Owned: a check in the constructor that throws (a refusal before step 1) must free it, which
+  // a raw pointer released only by the destructor would not.
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace ledgerlm
