@@ -8,7 +8,6 @@
 // `compare --tsv` tabulates two of its runs. About 10 s on 2 cores.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,9 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/process_test_support.h"
+#include "tests/support/study_test_support.h"
 #include "tests/support/test_util.h"
-
-extern char** environ;
 
 namespace ledgerlm {
 namespace {
@@ -42,15 +41,8 @@ using testing::write_file;
 class Study : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = testing::make_temp_dir("ledgerlm_study_");
+    root_ = testing::make_study_data_dir("ledgerlm_study_");
     ASSERT_FALSE(root_.empty());
-    std::string text;
-    for (int i = 0; text.size() < 40000; ++i)
-      text += "in the beginning was the word, and the word was " + std::to_string(i % 31) + ".\n";
-    ASSERT_TRUE(write_file(root_ + "/corpus.txt", text));
-    const CommandResult r = run_command(testing::ledgerlm_binary() + " prepare --input " + root_ +
-                                        "/corpus.txt --out " + root_ + "/data --tokenizer bytes");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
   // The study file: the tiny config, 2 optimizers with their own LRs, 2 seeds.
@@ -69,6 +61,19 @@ class Study : public ::testing::Test {
 
   static CommandResult study(const std::string& args) {
     return run_command(testing::ledgerlm_binary() + " study " + args);
+  }
+
+  // Starts `ledgerlm study run DIR -j JOBS` in the background (its output to LOG) and waits up
+  // to 60 s for run RUN to write its first metrics: the pid of the study run.
+  static pid_t start_study_run(const std::string& dir, int jobs, const std::string& run,
+                               const std::string& log) {
+    const pid_t pid = testing::start_background(
+        testing::ledgerlm_binary() + " study run " + dir + " -j " + std::to_string(jobs), log);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!fs::exists(dir + "/runs/" + run + "/metrics.jsonl") &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return pid;
   }
 
   static json summary(const std::string& dir, const std::string& name) {
@@ -94,22 +99,8 @@ TEST_F(Study, StoppedAndResumedEqualsUninterrupted) {
   // `study run` here takes -j 2, so every run trains on the same number of threads (a different
   // count sums in another order: not bit-identical).
   const std::string third = manifest["runs"][2]["name"];
-  const std::string bin = testing::ledgerlm_binary(), log = root_ + "/interrupted.log";
-  std::vector<std::string> argv = {bin, "study", "run", a, "-j", "2"};
-  std::vector<char*> args;
-  for (std::string& s : argv) args.push_back(s.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, bin.c_str(), &actions, nullptr, args.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(a + "/runs/" + third + "/metrics.jsonl") &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::string log = root_ + "/interrupted.log";
+  const pid_t pid = start_study_run(a, 2, third, log);
   kill(pid, SIGINT);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -342,22 +333,8 @@ TEST_F(Study, SecondStudyRunOnOneDirectoryIsRefused) {
   ASSERT_EQ(study("plan " + study_file(100000) + " --out " + dir).exit_code, 0);
   const json manifest = json::parse(read_file(dir + "/manifest.json"));
   const std::string first = manifest["runs"][0]["name"];
-  const std::string bin = testing::ledgerlm_binary(), log = root_ + "/locked.log";
-  std::vector<std::string> argv = {bin, "study", "run", dir, "-j", "1"};
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, bin.c_str(), &actions, nullptr, args.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(dir + "/runs/" + first + "/metrics.jsonl") &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::string log = root_ + "/locked.log";
+  const pid_t pid = start_study_run(dir, 1, first, log);
   const std::string before = read_file(dir + "/manifest.json");
   // (A timeout: without the lock the second one would train the long runs itself.)
   const CommandResult second =

@@ -1,7 +1,10 @@
 // `ledgerlm study run DIR --slurm` without a cluster: sbatch, squeue and scontrol are small
 // scripts on PATH that record their arguments and answer as Slurm would. Checked: the job-array
 // script (--dry-run: nothing written), the job id recorded in the manifest, a second submission
-// leaving the queued runs alone, one clear line when sbatch is missing or refuses; then the
+// leaving the queued runs alone (and --print-commands leaving them out), an array above the
+// cluster's MaxArraySize split, --ranks-per-run's micro-batch and ranks, one clear line when
+// sbatch is missing or refuses; the next job after an array evaluating the runs, widening the
+// sweep and submitting the point it adds; then the
 // array script itself run as Slurm would run a task (SLURM_ARRAY_* set): a run it trains equals
 // the same run under `study run -j 1` bit for bit, and SIGUSR1 to the task's shell (what
 // `--signal=B:USR1@N` sends before the time limit) stops the run at a checkpoint with exit 75,
@@ -22,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/process_test_support.h"
+#include "tests/support/study_test_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -37,15 +41,8 @@ using testing::write_file;
 class StudySlurm : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = testing::make_temp_dir("ledgerlm_study_slurm_");
+    root_ = testing::make_study_data_dir("ledgerlm_study_slurm_");
     ASSERT_FALSE(root_.empty());
-    std::string text;
-    for (int i = 0; text.size() < 40000; ++i)
-      text += "in the beginning was the word, and the word was " + std::to_string(i % 31) + ".\n";
-    ASSERT_TRUE(write_file(root_ + "/corpus.txt", text));
-    const CommandResult r = run_command(testing::ledgerlm_binary() + " prepare --input " + root_ +
-                                        "/corpus.txt --out " + root_ + "/data --tokenizer bytes");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
   // A study of OPTIMIZERS (a TOML array) x 2 seeds of STEPS steps, planned into a new directory.
@@ -72,7 +69,8 @@ class StudySlurm : public ::testing::Test {
 
   // A folder of fake Slurm commands: sbatch records its arguments (sbatch.args) and prints the
   // next job id from 4711 (or fails with SBATCH_ERROR when that file exists), squeue prints
-  // squeue.out, scontrol records its arguments (scontrol.args).
+  // squeue.out, scontrol records its arguments (scontrol.args) and answers `show config` with
+  // scontrol.config.
   static std::string fake_slurm(const std::string& name) {
     const std::string bin = root_ + "/" + name;
     fs::create_directories(bin);
@@ -83,7 +81,9 @@ class StudySlurm : public ::testing::Test {
                "echo \"$n\"\n");
     write_file(bin + "/squeue", "#!/bin/sh\ncat \"$(dirname \"$0\")/squeue.out\" 2>/dev/null\n");
     write_file(bin + "/scontrol",
-               "#!/bin/sh\necho \"$@\" >> \"$(dirname \"$0\")/scontrol.args\"\n");
+               "#!/bin/sh\nd=$(dirname \"$0\")\n"
+               "if [ \"$1 $2\" = \"show config\" ]; then cat \"$d/scontrol.config\" 2>/dev/null; "
+               "exit 0; fi\necho \"$@\" >> \"$d/scontrol.args\"\n");
     for (const char* f : {"sbatch", "squeue", "scontrol"})
       fs::permissions(bin + "/" + f, fs::perms::owner_all);
     return bin;
@@ -123,13 +123,23 @@ TEST_F(StudySlurm, SubmitRecordsTheJobAndResubmitsOnlyWhatLeftTheQueue) {
   EXPECT_NE(r.output.find("submitted 4 run(s) of 1 rank(s) as Slurm job 4711"), std::string::npos)
       << r.output;
   const json m = json::parse(read_file(dir + "/manifest.json"));
-  ASSERT_EQ(m["slurm"]["jobs"].size(), 1u) << m.dump(2);
   const json& job = m["slurm"]["jobs"][0];
   EXPECT_EQ(job["job"], "4711");
   EXPECT_EQ(job["runs"], json({"adamw_seed1", "adamw_seed2", "sgd_seed1", "sgd_seed2"}));
   const std::string script = job["script"];
   EXPECT_TRUE(fs::exists(script));
-  EXPECT_EQ(read_file(bin + "/sbatch.args"), "--parsable --qos=low " + script + "\n");
+  // Then the job after the array (evaluations, sweeps, finals, the next submission).
+  ASSERT_EQ(m["slurm"]["jobs"].size(), 2u) << m.dump(2);
+  const json& next = m["slurm"]["jobs"][1];
+  EXPECT_EQ(next["job"], "4712");
+  EXPECT_EQ(next["runs"], json::array());
+  const std::string next_script = next["script"];
+  EXPECT_EQ(read_file(bin + "/sbatch.args"),
+            "--parsable --qos=low " + script +
+                "\n--parsable --dependency=afterany:4711 --qos=low " + next_script + "\n");
+  EXPECT_NE(read_file(next_script).find(" study run " + dir + " --slurm --next --cpus-per-run 1"),
+            std::string::npos)
+      << read_file(next_script);
 
   // Everything still queued: nothing to submit, no second copy of any run.
   write_file(bin + "/squeue.out",
@@ -154,12 +164,82 @@ TEST_F(StudySlurm, SubmitRecordsTheJobAndResubmitsOnlyWhatLeftTheQueue) {
   write_file(bin + "/squeue.out", "4711 0 RUNNING\n4711 2 PENDING\n");
   const CommandResult third = study("run " + dir + " --slurm", bin);
   ASSERT_EQ(third.exit_code, 0) << third.output;
-  EXPECT_NE(third.output.find("submitted 1 run(s) of 1 rank(s) as Slurm job 4712"),
+  EXPECT_NE(third.output.find("submitted 1 run(s) of 1 rank(s) as Slurm job 4713"),
             std::string::npos)
       << third.output;
   const json m3 = json::parse(read_file(dir + "/manifest.json"));
-  ASSERT_EQ(m3["slurm"]["jobs"].size(), 2u);
-  EXPECT_EQ(m3["slurm"]["jobs"][1]["runs"], json({"sgd_seed2"}));
+  ASSERT_EQ(m3["slurm"]["jobs"].size(), 4u);
+  EXPECT_EQ(m3["slurm"]["jobs"][2]["runs"], json({"sgd_seed2"}));
+}
+
+TEST_F(StudySlurm, PrintCommandsLeavesOutRunsSlurmHolds) {
+  // Two runs of a recorded job still in the queue: printed, they would train twice.
+  const std::string dir = plan("printq", 4);
+  json m = json::parse(read_file(dir + "/manifest.json"));
+  m["slurm"]["jobs"] = {
+      {{"job", "4711"}, {"runs", {"adamw_seed1", "adamw_seed2", "sgd_seed1", "sgd_seed2"}}}};
+  write_file(dir + "/manifest.json", m.dump(2));
+  const std::string bin = fake_slurm("fake_printq");
+  write_file(bin + "/squeue.out", "4711 0 RUNNING\n4711 2 PENDING\n");
+  const CommandResult r = study("run " + dir + " --print-commands", bin);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("--train.name adamw_seed1 "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("--train.name sgd_seed1 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--train.name adamw_seed2 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--train.name sgd_seed2 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(": 2 run(s) left out: queued or running in Slurm\n"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(StudySlurm, ArrayLargerThanMaxArraySizeIsSplit) {
+  // MaxArraySize 3: task ids 0-2, so 4 runs go as two arrays, and the next job waits for both.
+  const std::string dir = plan("maxarray", 4);
+  const std::string bin = fake_slurm("fake_maxarray");
+  write_file(bin + "/scontrol.config",
+             "Configuration data as of 2026-01-01T00:00:00\nMaxArraySize            = 3\n"
+             "MaxJobCount             = 10000\n");
+  const CommandResult r = study("run " + dir + " --slurm", bin);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json m = json::parse(read_file(dir + "/manifest.json"));
+  ASSERT_EQ(m["slurm"]["jobs"].size(), 3u) << m.dump(2);
+  EXPECT_EQ(m["slurm"]["jobs"][0]["runs"], json({"adamw_seed1", "adamw_seed2", "sgd_seed1"}));
+  EXPECT_EQ(m["slurm"]["jobs"][1]["runs"], json({"sgd_seed2"}));
+  EXPECT_NE(read_file(m["slurm"]["jobs"][0]["script"]).find("#SBATCH --array=0-2\n"),
+            std::string::npos);
+  EXPECT_NE(read_file(m["slurm"]["jobs"][1]["script"]).find("#SBATCH --array=0-0\n"),
+            std::string::npos);
+  EXPECT_NE(read_file(bin + "/sbatch.args").find("--dependency=afterany:4711:4712 "),
+            std::string::npos)
+      << read_file(bin + "/sbatch.args");
+  // Both arrays' tasks count as queued: nothing is submitted twice.
+  write_file(bin + "/squeue.out",
+             "4711 0 PENDING\n4711 1 PENDING\n4711 2 PENDING\n4712 0 PENDING\n");
+  const CommandResult again = study("run " + dir + " --slurm", bin);
+  EXPECT_NE(again.output.find("nothing to submit (0 finished, 0 failed, 4 queued or running)"),
+            std::string::npos)
+      << again.output;
+}
+
+TEST_F(StudySlurm, RanksPerRunSpreadsTheMicroBatchOverTheRanks) {
+  // tiny_test.toml: world 1 x micro-batch 8. Two ranks of 4 each, as one task of 2 Slurm tasks.
+  const std::string dir = plan("ranks", 4);
+  const CommandResult r =
+      study("run " + dir + " --slurm --dry-run --ranks-per-run 2 --cpus-per-run 3", "/nonexistent");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* want :
+       {"#SBATCH --ntasks=2\n", "#SBATCH --cpus-per-task=3\n", "cmd=(mpirun -np 2 ",
+        "--train.micro_batch 4 ", "--train.threads 3)", "--ranks-per-run 2 "})
+    EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
+  // Locally too: the same mpirun line.
+  const CommandResult printed = study("run " + dir + " --print-commands --ranks-per-run 2");
+  EXPECT_NE(printed.output.find("mpirun -np 2 "), std::string::npos) << printed.output;
+  // 8 sequences per micro-batch step cannot go to 3 ranks: one line, nothing written.
+  const CommandResult bad = study("run " + dir + " --slurm --dry-run --ranks-per-run 3");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_EQ(bad.output,
+            "ledgerlm: error: study run: --ranks-per-run 3: run adamw_seed1: its 8 sequences per "
+            "micro-batch step (world 1 x micro-batch 8) cannot be shared by 3 ranks: expected a "
+            "divisor of 8\n");
 }
 
 TEST_F(StudySlurm, MissingOrRefusingSbatchIsOneLine) {
@@ -184,13 +264,15 @@ TEST_F(StudySlurm, MissingOrRefusingSbatchIsOneLine) {
   EXPECT_TRUE(!fs::exists(dir + "/slurm") || fs::is_empty(dir + "/slurm"));
 }
 
-// Runs array task TASK of DIR's recorded job 0 as slurmd would (bash, SLURM_ARRAY_* set) with the
-// fake scontrol on PATH; returns the pid of its shell.
-pid_t start_task(const std::string& dir, int task, const std::string& bin, const std::string& log) {
+// Runs array task TASK of DIR's recorded job JOB (its index in the manifest) as slurmd would (bash,
+// SLURM_ARRAY_* set) with the fake scontrol on PATH; returns the pid of its shell.
+pid_t start_task(const std::string& dir, int task, const std::string& bin, const std::string& log,
+                 size_t job = 0) {
   const json m = json::parse(read_file(dir + "/manifest.json"));
-  const std::string script = m["slurm"]["jobs"][0]["script"];
+  const std::string script = m["slurm"]["jobs"][job]["script"];
   return testing::start_background(
-      "env PATH=" + bin + ":$PATH SLURM_ARRAY_JOB_ID=" + std::string(m["slurm"]["jobs"][0]["job"]) +
+      "env PATH=" + bin +
+          ":$PATH SLURM_ARRAY_JOB_ID=" + std::string(m["slurm"]["jobs"][job]["job"]) +
           " SLURM_ARRAY_TASK_ID=" + std::to_string(task) + " bash " + script,
       log);
 }
@@ -237,6 +319,65 @@ TEST_F(StudySlurm, ArrayTaskEqualsLocalRunAndRequeuesAfterUsr1) {
   EXPECT_EQ(testing::clean_losses(run), testing::clean_losses(local + "/runs/adamw_seed2"));
   EXPECT_EQ(read_file(run + "/model.safetensors"),
             read_file(local + "/runs/adamw_seed2/model.safetensors"));
+}
+
+TEST_F(StudySlurm, NextJobEvaluatesWidensTheSweepAndSubmitsWhatItAdds) {
+  // Five steps from LRs far below AdamW's best (as in test_study.cpp's sweep test): each higher
+  // LR lowers the loss, so the job after the array widens the sweep at its top edge.
+  const std::string file = root_ + "/next.toml", dir = root_ + "/next";
+  write_file(file, "config = \"" + testing::source_dir() +
+                       "/configs/tiny_test.toml\"\n[base]\n\"data.dir\" = \"" + root_ +
+                       "/data\"\n\"train.max_steps\" = 5\n\"train.eval_interval\" = 5\n"
+                       "\"optim.warmup_steps\" = 1\n[axes]\n\"optim.name\" = [\"adamw\"]\n"
+                       "lr = \"sweep\"\nlr_center = 1e-5\nlr_points = 5\nlr_max_points = 6\n");
+  ASSERT_EQ(study("plan " + file + " --out " + dir).exit_code, 0);
+  const std::string bin = fake_slurm("fake_next");
+  const CommandResult sub = study("run " + dir + " --slurm", bin);
+  ASSERT_EQ(sub.exit_code, 0) << sub.output;
+  // The array's tasks, then the job after it, as Slurm starts them.
+  auto run_array = [&](size_t job, int tasks) {
+    for (int t = 0; t < tasks; ++t) {
+      const int status =
+          testing::wait_exit(start_task(dir, t, bin, root_ + "/next_task.log", job), 60);
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << read_file(root_ + "/next_task.log");
+    }
+  };
+  auto run_next = [&](size_t job) {
+    const json m = json::parse(read_file(dir + "/manifest.json"));
+    EXPECT_EQ(m["slurm"]["jobs"][job].value("next", false), true) << m.dump(2);
+    return run_command("env PATH=" + bin + ":$PATH bash " +
+                       m["slurm"]["jobs"][job]["script"].get<std::string>());
+  };
+  run_array(0, 5);
+  const CommandResult next = run_next(1);
+  ASSERT_EQ(next.exit_code, 0) << next.output;
+  EXPECT_NE(next.output.find("best LR is at its high edge; adding LR 8e-05"), std::string::npos)
+      << next.output;
+  EXPECT_NE(next.output.find("submitted 1 run(s) of 1 rank(s) as Slurm job 4713"),
+            std::string::npos)
+      << next.output;
+  const json m = json::parse(read_file(dir + "/manifest.json"));
+  ASSERT_EQ(m["slurm"]["jobs"].size(), 4u) << m.dump(2);
+  EXPECT_EQ(m["slurm"]["jobs"][2]["runs"], json({"adamw_lr8e-05"}));
+  for (const json& r : m["runs"]) {
+    const std::string name = r["name"];
+    if (name == "adamw_lr8e-05") continue;
+    EXPECT_TRUE(json::parse(read_file(dir + "/runs/" + name + "/study_eval.json"))
+                    .contains("full_val_loss"))
+        << name;
+  }
+
+  // The added run, then the job after it: the sweep is at lr_max_points, nothing more to submit.
+  run_array(2, 1);
+  const CommandResult last = run_next(3);
+  ASSERT_EQ(last.exit_code, 0) << last.output;
+  EXPECT_NE(last.output.find("lr_max_points (6) is reached"), std::string::npos) << last.output;
+  EXPECT_NE(last.output.find("nothing to submit (6 finished, 0 failed, 0 queued or running)"),
+            std::string::npos)
+      << last.output;
+  EXPECT_TRUE(fs::exists(dir + "/runs/adamw_lr8e-05/study_eval.json"));
+  EXPECT_EQ(json::parse(read_file(dir + "/manifest.json"))["slurm"]["jobs"].size(), 4u);
 }
 
 }  // namespace

@@ -9,7 +9,11 @@
 #   limit     a run longer than its one-minute time limit (--time 1 --stop-ahead 59): Slurm's own
 #             SIGUSR1 ahead of the limit stops it, it requeues and finishes (requeued tasks wait
 #             Slurm's fixed two minutes before they may start: the test lets them start at once)
-#   zero2     a 2-rank ZeRO-2 run launched by Slurm (mpirun inside the allocation) equals mpirun
+#   zero2     a one-rank run spread over 2 ranks at ZeRO-2 (--ranks-per-run 2), launched by Slurm
+#             (mpirun inside the allocation), equals the same under a plain mpirun (study run -j 1
+#             --ranks-per-run 2)
+# The configuration's MaxArraySize is 3, so the smoke study's 4 runs go as two arrays; after each
+# submission's arrays its next job evaluates the runs (compared with -j 1's evaluations).
 # usage: tests/slurm/test_slurm_study.sh BUILD_DIR   (as root; scripts/setup.sh installs
 # slurm-wlm and munge). LEDGERLM_TEST_KEEP_TMP=1 keeps the scratch directory.
 set -euo pipefail
@@ -109,21 +113,22 @@ study() {
   done
 }
 
-# job_of DIR: the last Slurm job recorded in DIR's manifest.
+# job_of DIR: the last Slurm job array recorded in DIR's manifest (not the job after it).
 job_of() {
-  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["slurm"]["jobs"][-1]["job"])' \
-    "$1/manifest.json"
+  /usr/bin/python3 -c 'import json,sys; print([j for j in json.load(open(sys.argv[1]))["slurm"]["jobs"]
+                                               if j["runs"]][-1]["job"])' "$1/manifest.json"
 }
 
-# wait_finished DIR SECONDS: until every run of DIR is finished. A requeued task waits Slurm's fixed
-# two minutes (Reason=BeginTime) before it may start again: it is let start at once.
+# wait_finished DIR SECONDS: until every run of DIR is finished and the queue is empty (the job after
+# the arrays has ended too). A requeued task waits Slurm's fixed two minutes (Reason=BeginTime)
+# before it may start again: it is let start at once.
 wait_finished() {
   local dir=$1 limit=$2 start line
   start=$(date +%s)
   while true; do
     line=$("$bin" study status "$dir" | tail -1)
     [[ "$line" =~ :\ ([0-9]+)\ run\(s\):\ ([0-9]+)\ finished$ ]] &&
-      [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && return 0
+      [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && [ -z "$(squeue -h --me)" ] && return 0
     [[ "$line" == *failed* ]] && { "$bin" study status "$dir"; fail "a run failed in $dir"; }
     squeue -h -r --me -o '%i %r' | awk '$2 == "BeginTime" {print $1}' |
       while read -r id; do scontrol update jobid="$id" starttime=now >/dev/null 2>&1 || true; done
@@ -172,6 +177,12 @@ study smoke 30 $'"optim.name" = ["adamw", "sgd"]\n"train.seed" = [1, 2]\n"optim.
 "$bin" study run "$work/smoke-slurm" --slurm --cpus-per-run "$cpus" --max-parallel 1
 wait_finished "$work/smoke-slurm" 180
 same_runs "$work/smoke-local" "$work/smoke-slurm" || fail "smoke: --slurm differs from -j 1"
+[ "$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["slurm"]["jobs"]))' \
+  "$work/smoke-slurm/manifest.json")" = 3 ] || fail "smoke: not two arrays (MaxArraySize 3) and a next job"
+for r in "$work"/smoke-local/runs/*/study_eval.json; do
+  cmp -s "$r" "$work/smoke-slurm/runs/$(basename "$(dirname "$r")")/study_eval.json" ||
+    fail "smoke: the next job's evaluation of $(dirname "$r") differs from -j 1's"
+done
 again=$("$bin" study run "$work/smoke-slurm" --slurm)
 [[ "$again" == *"nothing to submit (4 finished"* ]] || fail "smoke: a second submission: $again"
 say "smoke: 4 runs through Slurm equal -j 1 ($(($(date +%s) - s)) s)"
@@ -210,11 +221,15 @@ grep -q "SIGUSR1" "$run/slurm.log" || fail "limit: no SIGUSR1 from Slurm in $run
 grep -q "resumed from" "$run/slurm.log" || fail "limit: the run never resumed"
 say "limit: 35 s of training in $(grep -c '^== slurm job' "$run/slurm.log") task starts under a one-minute limit, finished ($(($(date +%s) - s)) s)"
 
-# zero2: 2 ranks, ZeRO-2, launched by Slurm (--ntasks=2, mpirun inside) and by `study run`.
+# zero2: a one-rank plan (world 1 x micro-batch 8) spread over 2 ranks of 4 at ZeRO-2, launched by
+# Slurm (--ntasks=2, mpirun inside) and by `study run` (mpirun -np 2), the same threads per rank.
 s=$(date +%s)
-study zero2 30 $'batch = ["2x4x1"]\n"dist.zero" = 2\n"train.seed" = 1\n"optim.lr" = 3e-3'
-"$bin" study run "$work/zero2-local" -j 1 >/dev/null
-"$bin" study run "$work/zero2-slurm" --slurm --cpus-per-run $((cpus / 2 > 0 ? cpus / 2 : 1))
+study zero2 30 $'"dist.zero" = 2\n"train.seed" = 1\n"optim.lr" = 3e-3'
+"$bin" study run "$work/zero2-local" -j 1 --ranks-per-run 2 >/dev/null
+"$bin" study run "$work/zero2-slurm" --slurm --ranks-per-run 2 \
+  --cpus-per-run $((cpus / 2 > 0 ? cpus / 2 : 1))
 wait_finished "$work/zero2-slurm" 180
 same_runs "$work/zero2-local" "$work/zero2-slurm" || fail "zero2: Slurm differs from mpirun"
+grep -q "world 2 x micro-batch 4" "$(ls -d "$work"/zero2-slurm/runs/*/)slurm.log" ||
+  fail "zero2: the run did not train on 2 ranks of 4"
 say "zero2: a 2-rank ZeRO-2 run under Slurm equals mpirun ($(($(date +%s) - s)) s)"

@@ -1,5 +1,5 @@
-// Shared by the study tests of the cli room (test_study_plan, test_study_finals): a study file
-// written from its text.
+// Shared by the study tests: a study file written from its text (the cli room's test_study_plan,
+// test_study_finals) and a small prepared corpus (the e2e study tests).
 #pragma once
 
 #include <string>
@@ -17,6 +17,21 @@ inline std::string write_study(const std::string& text) {
   const std::string path = dir + "/study" + std::to_string(counter++) + ".toml";
   EXPECT_TRUE(write_file(path, text));
   return path;
+}
+
+// A new temporary directory (PREFIX...) holding data/, a small byte-level corpus prepared by
+// `ledgerlm prepare`: its path, or "" after a test failure.
+inline std::string make_study_data_dir(const std::string& prefix) {
+  const std::string root = make_temp_dir(prefix);
+  if (root.empty()) return "";
+  std::string text;
+  for (int i = 0; text.size() < 40000; ++i)
+    text += "in the beginning was the word, and the word was " + std::to_string(i % 31) + ".\n";
+  EXPECT_TRUE(write_file(root + "/corpus.txt", text));
+  const CommandResult r = run_command(ledgerlm_binary() + " prepare --input " + root +
+                                      "/corpus.txt --out " + root + "/data --tokenizer bytes");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.exit_code == 0 ? root : "";
 }
 
 }  // namespace ledgerlm::testing

@@ -240,6 +240,11 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   study_run_app->add_flag("--slurm", study_run_cmd.slurm,
                           "submit the runs neither finished nor queued as an sbatch job array "
                           "(DIR/slurm/), recorded in the manifest");
+  study_run_app
+      ->add_option("--ranks-per-run", study_run_cmd.ranks_per_run,
+                   "start every run on N ranks (mpirun -np N) at its planned global batch: the "
+                   "micro-batch shared out anew (0: the ranks the plan gives it)")
+      ->capture_default_str();
   study_run_app->add_option("--partition", study_run_cmd.partition, "--slurm: sbatch --partition");
   study_run_app->add_option("--time", study_run_cmd.time,
                             "--slurm: each run's time limit (sbatch --time); a run stopped at it "
@@ -264,6 +269,11 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
       ->allow_extra_args(false);
   study_run_app->add_flag("--dry-run", study_run_cmd.dry_run,
                           "--slurm: print the job script and the sbatch line; submit nothing");
+  study_run_app->add_flag(
+      "--next", study_run_cmd.slurm_next,
+      "--slurm: the step each submission's job array is followed by (a job that waits for it): "
+      "the finished runs' evaluations, then sweep widening and finals, and what they add "
+      "submitted");
   StudyStatusCommand study_status_cmd;
   auto* study_status_app = study->add_subcommand(
       "status",

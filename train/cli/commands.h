@@ -87,6 +87,8 @@ struct StudyRunCommand {
   std::string dir;
   int64_t jobs = 1;             // runs at a time; each gets cores / jobs threads
   bool print_commands = false;  // print the unfinished runs' `ledgerlm train` lines, run nothing
+  // Every run on this many ranks at its global batch (study_spread_ranks; 0: as planned).
+  int64_t ranks_per_run = 0;
   // --slurm (study_slurm.h): submit the runs as an sbatch job array instead of running them.
   bool slurm = false;
   std::string partition;                 // sbatch --partition ("": the cluster's default)
@@ -96,6 +98,8 @@ struct StudyRunCommand {
   int64_t stop_ahead = 300;              // --signal=B:USR1@N: seconds before the time limit
   std::vector<std::string> sbatch_args;  // passed to sbatch as they are
   bool dry_run = false;                  // print the script and the sbatch line; submit nothing
+  // The job after a study's arrays: evaluations, sweep widening, finals, the next submission.
+  bool slurm_next = false;
 };
 int command_study_run(const StudyRunCommand& cmd);
 

@@ -311,9 +311,11 @@ bool needs_score(const json& manifest, const std::string& run_dir) {
 // Runs every unfinished run of the manifest; false when stopped by a signal. Wall-clock runs go
 // last and alone.
 // Runs that a Slurm job of the study (`study run --slurm`) still holds in the queue are left to
-// it and counted in *LEFT_TO_SLURM.
+// it and counted in *LEFT_TO_SLURM. RANKS > 0 starts every run on that many ranks
+// (study_spread_ranks). With TRAIN false only the finished runs' evaluations are done (the step
+// after a study's Slurm arrays: its unfinished runs go back to Slurm).
 bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int64_t threads,
-                 int* left_to_slurm) {
+                 int64_t ranks, bool train, int* left_to_slurm) {
   std::vector<std::pair<std::string, bool>> todo;  // name, needs training (else only the eval)
   std::vector<std::pair<std::string, bool>> wall_clock;
   std::map<std::string, json> by_name;
@@ -325,7 +327,7 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
   *left_to_slurm = 0;
   for (const json& r : manifest["runs"]) {
     const std::string name = r["name"];
-    by_name[name] = r;
+    by_name[name] = study_spread_ranks(manifest, r, ranks);
     const std::string run_dir = dir + "/runs/" + name;
     const std::string state = run_state(run_dir);
     auto& list = study_is_wall_clock(r) ? wall_clock : todo;
@@ -333,7 +335,7 @@ bool run_pending(const json& manifest, const std::string& dir, int64_t jobs, int
       ++*left_to_slurm;
       continue;
     }
-    if (state == "pending") list.push_back({name, true});
+    if (state == "pending" && train) list.push_back({name, true});
     if (state == "finished" && needs_eval(manifest, r, run_dir))
       list.push_back({name, false});
     else if (state == "finished" && needs_score(manifest, run_dir))
@@ -565,6 +567,45 @@ bool extend_sweeps(json* manifest, const std::string& dir, std::set<std::string>
   return changed;
 }
 
+// `study run DIR --slurm --next`, the job that follows a study's Slurm arrays (study_slurm.h): the
+// finished runs' evaluations on this allocation (one at a time, --cpus-per-run threads), then,
+// once every run has finished or failed, a sweep widened at its best edge (as `study run` does
+// locally). Returns -1 when the submission should go on (the widened runs, finals planned on the
+// evaluations, or nothing), else the exit code: 0 while runs of the study are still queued (the
+// job after those decides), 1 when runs ended unfinished (resubmitted by hand only, so that a run
+// that dies every time cannot loop).
+int slurm_next_step(const StudyRunCommand& cmd, json* manifest) {
+  fs::create_directories(cmd.dir + "/runs");
+  int left_to_slurm = 0;
+  run_pending(*manifest, cmd.dir, 1, cmd.cpus_per_run, cmd.ranks_per_run, false, &left_to_slurm);
+  if (left_to_slurm > 0) {
+    std::printf("study %s: %d run(s) still queued or running: the job after them goes on\n",
+                cmd.dir.c_str(), left_to_slurm);
+    return 0;
+  }
+  std::vector<std::string> unfinished;
+  for (const json& r : (*manifest)["runs"])
+    if (run_state(cmd.dir + "/runs/" + r["name"].get<std::string>()) == "pending")
+      unfinished.push_back(r["name"]);
+  if (!unfinished.empty()) {
+    std::printf(
+        "study %s: %zu run(s) ended unfinished (first: %s, see runs/%s/slurm.log): "
+        "`ledgerlm study run %s --slurm` submits them again\n",
+        cmd.dir.c_str(), unfinished.size(), unfinished[0].c_str(), unfinished[0].c_str(),
+        cmd.dir.c_str());
+    return 1;
+  }
+  std::set<std::string> reported;
+  if (!(*manifest)["sweeps"].empty() && extend_sweeps(manifest, cmd.dir, &reported)) {
+    const std::string study = (*manifest)["study"];
+    LLM_REQUIRE(fs::exists(study), "study run: the study file ", study,
+                " is gone: cannot widen its LR sweep");
+    *manifest = study_plan(study, *manifest);
+    study_manifest_write(cmd.dir, *manifest);
+  }
+  return -1;
+}
+
 }  // namespace
 
 int command_study_plan(const StudyPlanCommand& cmd) {
@@ -584,6 +625,7 @@ int command_study_run(const StudyRunCommand& cmd) {
   LLM_REQUIRE(!(cmd.slurm && cmd.print_commands),
               "study run: --slurm and --print-commands exclude each other");
   LLM_REQUIRE(cmd.slurm || !cmd.dry_run, "study run: --dry-run goes with --slurm");
+  LLM_REQUIRE(cmd.slurm || !cmd.slurm_next, "study run: --next goes with --slurm");
   study_manifest_read(cmd.dir);  // a clear error, before the lock file is made, when none
   // One `study run` at a time on DIR (study_lock.h), held until this command returns; the
   // manifest is read again under the lock (another one may have just widened a sweep).
@@ -593,12 +635,23 @@ int command_study_run(const StudyRunCommand& cmd) {
                                        : cmd.print_commands ? " --print-commands"
                                                             : " -j " + std::to_string(cmd.jobs)));
   json manifest = study_manifest_read(cmd.dir);
+  LLM_REQUIRE(cmd.ranks_per_run >= 0, "study run: --ranks-per-run expects >= 1 (got ",
+              cmd.ranks_per_run, "; 0: the ranks the plan gives each run)");
+  for (const json& r : manifest["runs"])  // every run checked before anything starts
+    study_spread_ranks(manifest, r, cmd.ranks_per_run);
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t threads = std::max<int64_t>(1, cores / cmd.jobs);
   if (cmd.slurm) {
-    // Finals whose sweep has finished (selected on the summaries' windowed val loss, as with
-    // --print-commands), then every run neither finished nor queued, as a job array.
-    if (study_plan_finals(&manifest, loss_in(manifest, cmd.dir, false)) && !cmd.dry_run)
+    bool evaluated = false;
+    if (cmd.slurm_next) {
+      const int rc = slurm_next_step(cmd, &manifest);
+      if (rc >= 0) return rc;
+      evaluated = true;
+    }
+    // Finals whose sweep has finished (selected on the whole-split val loss after --next's
+    // evaluations; before them on the summaries' windowed val loss, as with --print-commands),
+    // then every run neither finished nor queued, as a job array.
+    if (study_plan_finals(&manifest, loss_in(manifest, cmd.dir, evaluated)) && !cmd.dry_run)
       study_manifest_write(cmd.dir, manifest);
     StudySlurmRunner runner;
     runner.train_argv = [&](const json& run, int64_t run_threads) {
@@ -612,17 +665,32 @@ int command_study_run(const StudyRunCommand& cmd) {
     // when `study run` has not evaluated the runs on the whole split).
     if (study_plan_finals(&manifest, loss_in(manifest, cmd.dir, false)))
       study_manifest_write(cmd.dir, manifest);
+    // Runs a Slurm job of the study still holds are left out: printed, they would train twice.
+    std::string squeue_error;
+    const std::map<std::string, std::string> queue = study_slurm_queue(manifest, &squeue_error);
+    LLM_REQUIRE(squeue_error.empty(), "study run --print-commands: squeue failed (", squeue_error,
+                "): cannot tell which runs are queued, so nothing was printed");
+    int queued = 0;
     for (const json& r : manifest["runs"]) {
       if (run_state(cmd.dir + "/runs/" + r["name"].get<std::string>()) != "pending") continue;
+      if (queue.count(r["name"].get<std::string>())) {
+        ++queued;
+        continue;
+      }
       std::string line;
       // Appended piece by piece: `"..." + std::string&&` here trips GCC 12's -Wrestrict false
       // positive (GCC bug 105329) once inlining changes.
-      for (const std::string& a : train_argv(manifest, r, cmd.dir, threads)) {
+      for (const std::string& a : train_argv(
+               manifest, study_spread_ranks(manifest, r, cmd.ranks_per_run), cmd.dir, threads)) {
         if (!line.empty()) line += ' ';
         line += shell_quote(a);
       }
       std::printf("%s\n", line.c_str());
     }
+    // stderr: stdout stays one command a line (for xargs or a job file).
+    if (queued > 0)
+      std::fprintf(stderr, "study %s: %d run(s) left out: queued or running in Slurm\n",
+                   cmd.dir.c_str(), queued);
     return 0;
   }
   fs::create_directories(cmd.dir + "/runs");
@@ -638,7 +706,8 @@ int command_study_run(const StudyRunCommand& cmd) {
   int left_to_slurm = 0;
   std::set<std::string> reported;  // sweeps with no best, reported once
   while (true) {
-    if (!run_pending(manifest, cmd.dir, cmd.jobs, threads, &left_to_slurm)) break;
+    if (!run_pending(manifest, cmd.dir, cmd.jobs, threads, cmd.ranks_per_run, true, &left_to_slurm))
+      break;
     // Sweeps and finals are decided on every run of a sweep: not while Slurm still holds some.
     if (left_to_slurm > 0) break;
     if (manifest["sweeps"].empty() || !extend_sweeps(&manifest, cmd.dir, &reported)) {

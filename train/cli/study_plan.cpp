@@ -480,7 +480,11 @@ json read_finals(const toml::table& table, const std::string& where, const AxisT
 // overrides, then every section's validation), so that a bad combination (a schedule an optimizer
 // refuses, a key out of range) is one line at plan time naming the run, not a failed run later.
 // The vocabulary comes from the data at train time: a stand-in is used when the file leaves it 0.
-void study_validate_run(const std::string& config_file,
+namespace {
+
+// The config a run trains with: the base config file (empty: none) with OVERRIDES applied,
+// validated; an error starts with WHERE.
+RunConfig run_config_of(const std::string& config_file,
                         const std::map<std::string, std::string>& ov, const std::string& where) {
   RunConfig cfg;
   const std::vector<ConfigKey> keys = config_keys(cfg);
@@ -494,6 +498,36 @@ void study_validate_run(const std::string& config_file,
   } catch (const Error& e) {
     fail(error_message(where, ": ", e.what()));
   }
+  return cfg;
+}
+
+}  // namespace
+
+void study_validate_run(const std::string& config_file,
+                        const std::map<std::string, std::string>& ov, const std::string& where) {
+  run_config_of(config_file, ov, where);
+}
+
+json study_spread_ranks(const json& manifest, const json& run, int64_t ranks) {
+  const int64_t world = run.value("world", int64_t{1});
+  if (ranks <= 0 || ranks == world) return run;
+  const std::string name = run.value("name", std::string());
+  const std::string where = "study run: --ranks-per-run " + std::to_string(ranks) + ": run " + name;
+  const RunConfig cfg =
+      run_config_of(manifest.value("config", std::string()),
+                    run["overrides"].get<std::map<std::string, std::string>>(), where);
+  // The accumulation stays: the sequences of one micro-batch step (world x micro-batch) are
+  // shared out anew, so the global batch, and with it the run's LR, schedule and data, is the
+  // same.
+  const int64_t per_micro_step = world * cfg.train.micro_batch;
+  LLM_REQUIRE(per_micro_step % ranks == 0, where, ": its ", per_micro_step,
+              " sequences per micro-batch step (world ", world, " x micro-batch ",
+              cfg.train.micro_batch, ") cannot be shared by ", ranks,
+              " ranks: expected a divisor of ", per_micro_step);
+  json out = run;
+  out["world"] = ranks;
+  out["overrides"]["train.micro_batch"] = std::to_string(per_micro_step / ranks);
+  return out;
 }
 
 int study_sweep_edge(const std::map<int, double>& loss_by_exponent) {
@@ -828,6 +862,10 @@ json study_plan(const std::string& study_path, const json& previous) {
     }
     for (const auto& [scope, s] : previous["sweeps"].items())
       if (!sweeps.contains(scope)) sweeps[scope] = s;
+    // The Slurm jobs submitted so far (study_slurm.h): without them a widened sweep or a plan
+    // made again would forget which runs are queued, and the next submission would queue them
+    // twice.
+    if (previous.contains("slurm")) manifest["slurm"] = previous["slurm"];
   }
   for (const json& r : runs)
     if (!kept.count(r["name"].get<std::string>())) merged.push_back(r);

@@ -5,6 +5,7 @@
 // a sweep (factor 2 around a centre) that `study run` widens at an edge (study_sweep_edge).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,15 @@ std::string study_filesystem_safe(std::string name);
 void study_validate_run(const std::string& config_file,
                         const std::map<std::string, std::string>& overrides,
                         const std::string& where);
+
+// RUN launched on RANKS ranks at the same global batch (`study run --ranks-per-run`): "world"
+// RANKS and the micro-batch (from the run's overrides or MANIFEST's config file) scaled by
+// world / RANKS, the accumulation kept. RANKS <= 0 or equal to the run's world: RUN unchanged. An
+// error naming the run when RANKS does not divide its sequences per micro-batch step. The result
+// agrees with the planned run to rounding, not bit for bit (the gradients' summation order
+// follows the split).
+nlohmann::json study_spread_ranks(const nlohmann::json& manifest, const nlohmann::json& run,
+                                  int64_t ranks);
 
 // Refuses, in one line starting with WHERE, a run name that is no single file name inside
 // runs/: empty, holding '..' or a path separator or a control character, or starting with '-'.

@@ -14,6 +14,7 @@
 
 #include "model/base/atomic_file.h"
 #include "model/base/check.h"
+#include "train/cli/install_layout.h"
 #include "train/cli/study_plan.h"
 #include "train/run/stop_signal.h"
 
@@ -125,6 +126,56 @@ std::string array_script(const StudyRunCommand& cmd, const std::string& dir,
   return s;
 }
 
+// The script of the job that follows a submission's arrays (sbatch --dependency=afterany on them,
+// on the sbatch line): `ledgerlm study run DIR --slurm --next` with this submission's flags. A
+// dependent job rather than a step inside the array's tasks: the evaluations need only finished
+// runs, but sweep widening and finals need every run of a sweep, which no single task sees end;
+// afterany waits for every task, requeued ones included, and holds no node meanwhile.
+std::string next_script(const StudyRunCommand& cmd, const std::string& dir,
+                        const std::string& job_name) {
+  std::string s = "#!/bin/bash\n";
+  s += "# Written by `ledgerlm study run " + dir +
+       " --slurm`: after its arrays, evaluations, sweeps, finals, and the next submission.\n";
+  auto directive = [&](const std::string& d) { s += "#SBATCH " + d + "\n"; };
+  directive("--job-name=" + job_name + "-next");
+  directive("--ntasks=1");
+  directive("--cpus-per-task=" + std::to_string(cmd.cpus_per_run));
+  if (!cmd.time.empty()) directive("--time=" + cmd.time);
+  if (!cmd.partition.empty()) directive("--partition=" + cmd.partition);
+  directive("--open-mode=append");
+  directive("--output=" + dir + "/slurm/next_%j.out");
+  std::vector<std::string> argv = {self_exe(), "study", "run", dir, "--slurm", "--next"};
+  for (const auto& [flag, value] :
+       {std::pair<const char*, int64_t>{"--cpus-per-run", cmd.cpus_per_run},
+        {"--ranks-per-run", cmd.ranks_per_run},
+        {"--max-parallel", cmd.max_parallel},
+        {"--stop-ahead", cmd.stop_ahead}})
+    argv.insert(argv.end(), {flag, std::to_string(value)});
+  if (!cmd.time.empty()) argv.insert(argv.end(), {"--time", cmd.time});
+  if (!cmd.partition.empty()) argv.insert(argv.end(), {"--partition", cmd.partition});
+  for (const std::string& a : cmd.sbatch_args) argv.push_back("--sbatch-arg=" + a);
+  s += "exec " + join_quoted(argv) + "\n";
+  return s;
+}
+
+// The cluster's MaxArraySize (`scontrol show config`): an array's task ids run from 0 to one below
+// it. Slurm's default, 1001, when scontrol is not on PATH or does not say.
+int64_t max_array_size() {
+  constexpr int64_t kSlurmDefault = 1001;
+  if (!on_path("scontrol")) return kSlurmDefault;
+  const auto [out, rc] = capture("scontrol show config");
+  if (rc != 0) return kSlurmDefault;
+  std::stringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::stringstream fields(line);
+    std::string key, eq;
+    int64_t value = 0;
+    if (fields >> key >> eq >> value && key == "MaxArraySize" && eq == "=" && value >= 1)
+      return value;
+  }
+  return kSlurmDefault;
+}
+
 // The first line of TEXT that says "error", else its first line.
 std::string error_line(const std::string& text) {
   std::stringstream lines(text);
@@ -168,8 +219,9 @@ int study_slurm_submit(const StudyRunCommand& cmd, json* manifest, const StudySl
       ++queued;
       continue;
     }
-    const int64_t world = r.value("world", int64_t{1});
-    todo[world].push_back({name, runner.train_argv(r, cmd.cpus_per_run * world)});
+    const json run = study_spread_ranks(*manifest, r, cmd.ranks_per_run);
+    const int64_t world = run.value("world", int64_t{1});
+    todo[world].push_back({name, runner.train_argv(run, cmd.cpus_per_run * world)});
     ++count;
   }
   if (todo.empty()) {
@@ -182,10 +234,42 @@ int study_slurm_submit(const StudyRunCommand& cmd, json* manifest, const StudySl
   json& slurm = (*manifest)["slurm"];
   if (!slurm.is_object()) slurm = json::object();
   if (!slurm.contains("jobs") || !slurm["jobs"].is_array()) slurm["jobs"] = json::array();
-  for (const auto& [world, runs] : todo) {
-    const std::string script_path = dir + "/slurm/array" +
-                                    std::to_string(slurm["jobs"].size() + 1) + "_ranks" +
-                                    std::to_string(world) + ".sh";
+  // An array larger than the cluster allows is cut into several, each its own submission (and
+  // each with its own %K throttle).
+  const size_t max_tasks = static_cast<size_t>(max_array_size());
+  std::vector<std::pair<int64_t, std::vector<std::pair<std::string, std::vector<std::string>>>>>
+      arrays;
+  for (const auto& [world, all] : todo)
+    for (size_t at = 0; at < all.size(); at += max_tasks)
+      arrays.push_back(
+          {world,
+           {all.begin() + static_cast<std::ptrdiff_t>(at),
+            all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), at + max_tasks))}});
+  size_t serial = slurm["jobs"].size();
+  std::vector<std::string> submitted;  // job ids
+  // sbatch SBATCH (the script at SCRIPT_PATH): the job id, or one line with sbatch's error (the
+  // script removed: nothing refers to it).
+  auto submit = [](const std::vector<std::string>& sbatch, const std::string& script_path) {
+    const auto [out, rc] = capture(join_quoted(sbatch));
+    if (rc != 0) {
+      std::error_code ec;
+      std::filesystem::remove(script_path, ec);
+      fail(error_message("study run --slurm: sbatch refused the job (exit ", rc,
+                         "): ", error_line(out)));
+    }
+    // --parsable: "JOBID" or "JOBID;CLUSTER" on the last line (warnings may come before it).
+    std::string last;
+    std::stringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) last = line;
+    const std::string job = last.substr(0, last.find(';'));
+    LLM_REQUIRE(!job.empty() && job.find_first_not_of("0123456789") == std::string::npos,
+                "study run --slurm: sbatch printed no job id (", error_line(out), ")");
+    return job;
+  };
+  for (const auto& [world, runs] : arrays) {
+    const std::string script_path =
+        dir + "/slurm/array" + std::to_string(++serial) + "_ranks" + std::to_string(world) + ".sh";
     const std::string script = array_script(cmd, dir, job_name, runs, world);
     std::vector<std::string> sbatch = {"sbatch", "--parsable"};
     sbatch.insert(sbatch.end(), cmd.sbatch_args.begin(), cmd.sbatch_args.end());
@@ -199,21 +283,8 @@ int study_slurm_submit(const StudyRunCommand& cmd, json* manifest, const StudySl
     write_file_atomic(script_path, script);
     std::filesystem::permissions(script_path, std::filesystem::perms::owner_exec,
                                  std::filesystem::perm_options::add);
-    const auto [out, rc] = capture(join_quoted(sbatch));
-    if (rc != 0) {
-      std::error_code ec;
-      std::filesystem::remove(script_path, ec);  // never submitted: nothing refers to it
-      fail(error_message("study run --slurm: sbatch refused the job (exit ", rc,
-                         "): ", error_line(out)));
-    }
-    // --parsable: "JOBID" or "JOBID;CLUSTER" on the last line (warnings may come before it).
-    std::string last;
-    std::stringstream lines(out);
-    for (std::string line; std::getline(lines, line);)
-      if (!line.empty()) last = line;
-    const std::string job = last.substr(0, last.find(';'));
-    LLM_REQUIRE(!job.empty() && job.find_first_not_of("0123456789") == std::string::npos,
-                "study run --slurm: sbatch printed no job id (", error_line(out), ")");
+    const std::string job = submit(sbatch, script_path);
+    submitted.push_back(job);
     json names = json::array();
     for (const auto& r : runs) names.push_back(r.first);
     slurm["jobs"].push_back({{"job", job},
@@ -225,6 +296,37 @@ int study_slurm_submit(const StudyRunCommand& cmd, json* manifest, const StudySl
     std::printf("study %s: submitted %zu run(s) of %lld rank(s) as Slurm job %s (%s)\n",
                 cmd.dir.c_str(), runs.size(), static_cast<long long>(world), job.c_str(),
                 script_path.c_str());
+  }
+  // The job after them, once every array of this submission has ended.
+  {
+    const std::string script_path = dir + "/slurm/next" + std::to_string(++serial) + ".sh";
+    const std::string script = next_script(cmd, dir, job_name);
+    std::string after = "afterany";
+    for (const std::string& job : submitted) after += ":" + job;
+    if (cmd.dry_run) after += ":JOB";
+    std::vector<std::string> sbatch = {"sbatch", "--parsable", "--dependency=" + after};
+    sbatch.insert(sbatch.end(), cmd.sbatch_args.begin(), cmd.sbatch_args.end());
+    sbatch.push_back(script_path);
+    if (cmd.dry_run) {
+      std::printf("# %s\n%s# %s\n", script_path.c_str(), script.c_str(),
+                  join_quoted(sbatch).c_str());
+      return 0;
+    }
+    write_file_atomic(script_path, script);
+    std::filesystem::permissions(script_path, std::filesystem::perms::owner_exec,
+                                 std::filesystem::perm_options::add);
+    const std::string job = submit(sbatch, script_path);
+    slurm["jobs"].push_back({{"job", job},
+                             {"runs", json::array()},
+                             {"next", true},
+                             {"after", submitted},
+                             {"script", script_path},
+                             {"submitted", utc_now()}});
+    study_manifest_write(cmd.dir, *manifest);
+    std::printf(
+        "study %s: then Slurm job %s (after them): evaluations, sweeps, finals, the "
+        "next submission\n",
+        cmd.dir.c_str(), job.c_str());
   }
   if (!cmd.dry_run)
     std::printf(

@@ -1,7 +1,11 @@
-// Studies on a Slurm cluster: `study run DIR --slurm` writes one sbatch job-array script under
-// DIR/slurm/ (one array task per run that is neither finished nor queued) and submits it; the job
-// id and the task -> run mapping are recorded in manifest.json ("slurm": {"jobs": [...]}), so a
-// later submission leaves the queued runs alone and `study status` can ask squeue about them.
+// Studies on a Slurm cluster: `study run DIR --slurm` writes sbatch job-array scripts under
+// DIR/slurm/ (one array task per run that is neither finished nor queued; one array per rank
+// count, cut at the cluster's MaxArraySize) and submits them, then a job that waits for them
+// (--dependency=afterany) and runs `study run DIR --slurm --next`: the evaluations, sweep widening
+// and finals, and the submission of what they add. Every job id and the task -> run mapping are
+// recorded in manifest.json ("slurm": {"jobs": [...]}; the next job with "next": true and no
+// runs), so a later submission leaves the queued runs alone and `study status` can ask squeue
+// about them.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +44,9 @@ struct StudySlurmRunner {
 
 // `study run DIR --slurm`: submits every run of MANIFEST that is neither finished, failed nor in
 // the queue (its recorded jobs' array tasks, from squeue), one job array per rank count, and
-// records each job in MANIFEST (written to DIR). With cmd.dry_run, prints the scripts and the
-// sbatch lines and changes nothing. Returns the exit code.
+// records each job in MANIFEST (written to DIR), then the next job after them. Runs go on
+// cmd.ranks_per_run ranks when > 0 (study_spread_ranks). With cmd.dry_run, prints the scripts and
+// the sbatch lines and changes nothing. Returns the exit code.
 int study_slurm_submit(const StudyRunCommand& cmd, nlohmann::json* manifest,
                        const StudySlurmRunner& runner);
 

@@ -47,7 +47,8 @@ std::string holder_text(int fd) {
                        h.value("started", "?"), ": ", h.value("command", "?"));
 }
 
-void record_holder(int fd, const std::string& path, const std::string& command) {
+void record_holder(int fd, const std::string& path, const std::string& kind,
+                   const std::string& command) {
   const std::string text = nlohmann::json{{"pid", static_cast<int64_t>(::getpid())},
                                           {"host", host_name()},
                                           {"started", utc_now()},
@@ -56,30 +57,37 @@ void record_holder(int fd, const std::string& path, const std::string& command) 
                            "\n";
   LLM_REQUIRE(::ftruncate(fd, 0) == 0 &&
                   ::pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()),
-              "cannot write the run lock '", path, "': ", std::strerror(errno));
+              "cannot write the ", kind, " lock '", path, "': ", std::strerror(errno));
 }
 
 }  // namespace
 
-std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const std::string& command) {
-  const std::string path = (fs::path(run_dir) / ".lock").string();
+int lock_file_take(const std::string& path, const std::string& kind, const std::string& name,
+                   const std::string& hint, const std::string& command) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  LLM_REQUIRE(fd >= 0, "cannot open the run lock '", path, "': ", std::strerror(errno));
+  LLM_REQUIRE(fd >= 0, "cannot open the ", kind, " lock '", path, "': ", std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     const std::string holder = err == EWOULDBLOCK ? holder_text(fd) : std::strerror(err);
     ::close(fd);
-    LLM_REQUIRE(err != EWOULDBLOCK, "run '", run_dir, "' is in use by ", holder,
-                " (one job per run: wait for it to finish, or stop it with a file ", run_dir,
-                "/STOP)");
-    fail(error_message("cannot lock the run '", path, "': ", holder));
+    LLM_REQUIRE(err != EWOULDBLOCK, kind, " '", name, "' is in use by ", holder, " (", hint, ")");
+    fail(error_message("cannot lock the ", kind, " '", path, "': ", holder));
   }
   try {
-    record_holder(fd, path, command);
+    record_holder(fd, path, kind, command);
   } catch (...) {
     ::close(fd);
     throw;
   }
+  return fd;
+}
+
+std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const std::string& command) {
+  const std::string path = (fs::path(run_dir) / ".lock").string();
+  const int fd = lock_file_take(
+      path, "run", run_dir,
+      "one job per run: wait for it to finish, or stop it with a file " + run_dir + "/STOP",
+      command);
   return std::unique_ptr<RunLock>(new RunLock(path, fd));
 }
 

@@ -44,6 +44,13 @@ class RunLock {
   int fd_ = -1;
 };
 
+// Opens PATH (created when absent), takes an flock(2) on it without waiting and records this
+// process in it (pid, host, start time, COMMAND): the descriptor, closing which releases the lock.
+// Held by another process: an Error "KIND 'NAME' is in use by <its record> (HINT)". The run lock
+// and the study lock (train/cli/study_lock.h) are both this.
+int lock_file_take(const std::string& path, const std::string& kind, const std::string& name,
+                   const std::string& hint, const std::string& command);
+
 // Removes the leftovers of jobs that ended before finishing a write in RUN_DIR: `*.tmp` files
 // and the checkpoint temporaries under RUN_DIR/ckpt (checkpoint_remove_stale). Call only while
 // holding the run's lock. Returns the number of entries removed or restored.

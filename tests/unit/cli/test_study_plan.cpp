@@ -27,6 +27,16 @@ using json = nlohmann::json;
 using testing::error_of;
 using testing::write_study;
 
+// The manifest of a study file of TEXT.
+json plan_of(const std::string& text) {
+  return study_plan(write_study(text), json());
+}
+
+// The error planning a study file of TEXT throws ("" when it plans).
+std::string plan_error(const std::string& text) {
+  return error_of([&] { plan_of(text); });
+}
+
 std::vector<std::string> names(const json& manifest) {
   std::vector<std::string> out;
   for (const json& r : manifest["runs"]) out.push_back(r["name"]);
@@ -48,7 +58,7 @@ baseline = "adamw_lr0.003"
 )";
 
 TEST(StudyPlan, NamesOverridesAndGridsAreTheAxisValues) {
-  const json m = study_plan(write_study(kTwoOptimizers), json());
+  const json m = plan_of(kTwoOptimizers);
   const std::vector<std::string> want = {"adamw_lr0.003_seed1",
                                          "adamw_lr0.003_seed2",
                                          "adamw_lr0.01_seed1",
@@ -102,9 +112,9 @@ TEST(StudyNames, NumbersKeepTheirExponentSignAndReadBack) {
 
 // Through a whole plan: 1e-6 and 1e6 on one axis are two runs with two names.
 TEST(StudyPlan, LargeAndSmallLrAreTwoNames) {
-  const json m = study_plan(write_study("[base]\n\"train.max_steps\" = 5\n[axes]\n"
-                                        "\"optim.lr\" = [1e-6, 1e6, 1e5]\n"),
-                            json());
+  const json m = plan_of(
+      "[base]\n\"train.max_steps\" = 5\n[axes]\n"
+      "\"optim.lr\" = [1e-6, 1e6, 1e5]\n");
   EXPECT_EQ(names(m), (std::vector<std::string>{"lr1e-06", "lr1e6", "lr1e5"}));
 }
 
@@ -117,7 +127,7 @@ TEST(StudyPlan, SameFileSameManifest) {
 }
 
 TEST(StudyPlan, ExtendedFileKeepsThePlannedRuns) {
-  const json before = study_plan(write_study(kTwoOptimizers), json());
+  const json before = plan_of(kTwoOptimizers);
   std::string grown = kTwoOptimizers;
   grown.replace(grown.find("[1, 2]"), 6, "[1, 2, 3]");
   const json after = study_plan(write_study(grown), before);
@@ -134,14 +144,16 @@ TEST(StudyPlan, ExtendedFileKeepsThePlannedRuns) {
             std::string::npos);
 }
 
-TEST(StudyPlan, BatchAxisSetsWorldMicroAndAccum) {
-  const json m = study_plan(write_study(R"(
+// Two runs of the batch axis: 1 x 16 x 1 and 2 x 4 x 2.
+const char* kBatchAxis = R"(
 [base]
 "train.max_steps" = 5
 [axes]
 batch = ["1x16x1", "2x4x2"]
-)"),
-                            json());
+)";
+
+TEST(StudyPlan, BatchAxisSetsWorldMicroAndAccum) {
+  const json m = plan_of(kBatchAxis);
   EXPECT_EQ(names(m), (std::vector<std::string>{"b1x16x1", "b2x4x2"}));
   EXPECT_EQ(m["runs"][1]["world"], 2);
   EXPECT_EQ(m["runs"][1]["overrides"]["train.micro_batch"], "4");
@@ -216,34 +228,20 @@ seeds = [11, 12]
 }
 
 TEST(StudyPlan, BadInputIsOneLineNamingIt) {
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[axes]\n\"optim.lrr\" = [1]\n"), json());
-            }).find("'optim.lrr' is no config key"),
+  EXPECT_NE(plan_error("[axes]\n\"optim.lrr\" = [1]\n").find("'optim.lrr' is no config key"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[axes]\nlr = \"sweep\"\n"), json());
-            }).find("needs lr_center"),
+  EXPECT_NE(plan_error("[axes]\nlr = \"sweep\"\n").find("needs lr_center"), std::string::npos);
+  EXPECT_NE(plan_error("[axes]\nlr = \"sweep\"\nlr_center = 1e-3\n"
+                       "lr_points = 3\n")
+                .find("lr_points: expected >= 5"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[axes]\nlr = \"sweep\"\nlr_center = 1e-3\n"
-                                     "lr_points = 3\n"),
-                         json());
-            }).find("lr_points: expected >= 5"),
+  EXPECT_NE(plan_error("[axes]\nbatch = [\"2x8\"]\n").find("expected WORLDxMICROxACCUM"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[axes]\nbatch = [\"2x8\"]\n"), json());
-            }).find("expected WORLDxMICROxACCUM"),
+  EXPECT_NE(plan_error("[axes]\n\"optim.name\" = [\"sgd\"]\n[grid.lion]\n"
+                       "lr = [1e-4]\n")
+                .find("'lion' is not a value of the optim.name axis"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[axes]\n\"optim.name\" = [\"sgd\"]\n[grid.lion]\n"
-                                     "lr = [1e-4]\n"),
-                         json());
-            }).find("'lion' is not a value of the optim.name axis"),
-            std::string::npos);
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("axes = 3\nfoo = 1\n"), json());
-            }).find("unknown key 'foo'"),
-            std::string::npos);
+  EXPECT_NE(plan_error("axes = 3\nfoo = 1\n").find("unknown key 'foo'"), std::string::npos);
   EXPECT_NE(error_of([] { study_plan("/nonexistent/study.toml", json()); }).find("not found"),
             std::string::npos);
 }
@@ -298,26 +296,22 @@ TEST(StudyPlan, BaselineNamingNoArmIsRefusedWhenPlanned) {
 "train.seed" = [1, 2]
 "optim.lr" = [3e-3, 0.01]
 )";
-  const std::string no_arm =
-      error_of([&] { study_plan(write_study("baseline = \"adamw\"\n" + axes), json()); });
+  const std::string no_arm = plan_error("baseline = \"adamw\"\n" + axes);
   EXPECT_NE(no_arm.find(": baseline 'adamw' names no arm of the study (a run name without its "
                         "seed part: adamw_lr0.003, adamw_lr0.01, lion_lr0.003, lion_lr0.01)"),
             std::string::npos)
       << no_arm;
   EXPECT_EQ(no_arm.find('\n'), std::string::npos) << no_arm;
-  EXPECT_EQ(study_plan(write_study("baseline = \"lion_lr0.01\"\n" + axes), json())["baseline"],
-            "lion_lr0.01");
+  EXPECT_EQ(plan_of("baseline = \"lion_lr0.01\"\n" + axes)["baseline"], "lion_lr0.01");
   const std::string finals = axes + "[finals]\nseeds = [101, 102]\n";
-  EXPECT_EQ(study_plan(write_study("baseline = \"adamw\"\n" + finals), json())["baseline"],
-            "adamw");
-  const std::string typo =
-      error_of([&] { study_plan(write_study("baseline = \"adam\"\n" + finals), json()); });
+  EXPECT_EQ(plan_of("baseline = \"adamw\"\n" + finals)["baseline"], "adamw");
+  const std::string typo = plan_error("baseline = \"adam\"\n" + finals);
   EXPECT_NE(typo.find(": baseline 'adam' names no arm of the study (an optim.name value or a "
                       "finals arm: adamw, lion)"),
             std::string::npos)
       << typo;
   // No baseline: nothing to check (the report then makes no comparisons).
-  EXPECT_TRUE(study_plan(write_study(axes), json())["baseline"].is_null());
+  EXPECT_TRUE(plan_of(axes)["baseline"].is_null());
 }
 
 // manifest.json's run names become paths (runs/NAME) and command-line values: a name that is
@@ -367,23 +361,18 @@ TEST(StudySweepEdge, BestAtAnEdgeWidensThatEdge) {
 
 // A run whose config the trainer would refuse is one line at plan time, naming the run.
 TEST(StudyPlan, RunTheTrainerWouldRefuseIsRefusedAtPlanTime) {
-  const std::string err = error_of([] {
-    study_plan(write_study("[base]\n\"train.max_steps\" = 5\n\"optim.schedule\" = \"cosine\"\n"
-                           "[axes]\n\"optim.name\" = [\"adamw\", \"adamw_schedulefree\"]\n"),
-               json());
-  });
+  const std::string err = plan_error(
+      "[base]\n\"train.max_steps\" = 5\n\"optim.schedule\" = \"cosine\"\n"
+      "[axes]\n\"optim.name\" = [\"adamw\", \"adamw_schedulefree\"]\n");
   EXPECT_NE(err.find("run adamw_schedulefree: optim.schedule = cosine"), std::string::npos) << err;
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[axes]\n\"optim.lr\" = [1e-3]\n"), json());
-            }).find("set a budget"),
-            std::string::npos);
+  EXPECT_NE(plan_error("[axes]\n\"optim.lr\" = [1e-3]\n").find("set a budget"), std::string::npos);
 }
 
 // lr_rule scales optim.lr from lr_base_batch sequences to the run's global batch (world x micro x
 // accum); warmup_fraction sets the warmup to that fraction of the run's steps. Neither reaches the
 // trainer as a key.
 TEST(StudyPlan, DerivedLrRuleAndWarmupFollowTheGlobalBatch) {
-  const json m = study_plan(write_study(R"(
+  const json m = plan_of(R"(
 [base]
 "train.seq_len" = 64
 "train.max_tokens" = 65536
@@ -393,8 +382,7 @@ warmup_fraction = 0.1
 [axes]
 batch = ["1x8x1", "2x16x2"]
 lr_rule = ["fixed", "linear", "sqrt"]
-)"),
-                            json());
+)");
   std::map<std::string, json> by_name;
   for (const json& r : m["runs"]) by_name[r["name"]] = r;
   ASSERT_EQ(by_name.size(), 6u);
@@ -415,35 +403,60 @@ lr_rule = ["fixed", "linear", "sqrt"]
               1e-3 * std::sqrt(8.0), 1e-15);
   EXPECT_EQ(by_name.at("b2x16x2_lr-fixed")["overrides"]["optim.lr"], "0.001");
 
-  EXPECT_NE(error_of([] {
-              study_plan(
-                  write_study("[base]\n\"optim.lr\" = 1e-3\n[axes]\nlr_rule = [\"cubic\"]\n"),
-                  json());
-            }).find("expected fixed, linear or sqrt"),
+  EXPECT_NE(plan_error("[base]\n\"optim.lr\" = 1e-3\n[axes]\nlr_rule = [\"cubic\"]\n")
+                .find("expected fixed, linear or sqrt"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[base]\n\"optim.lr\" = 1e-3\nlr_base_batch = 8\n[axes]\n"
-                                     "lr_rule = [\"linear\"]\n"),
-                         json());
-            }).find("needs the global batch"),
+  EXPECT_NE(plan_error("[base]\n\"optim.lr\" = 1e-3\nlr_base_batch = 8\n[axes]\n"
+                       "lr_rule = [\"linear\"]\n")
+                .find("needs the global batch"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[base]\n\"optim.lr\" = 1e-3\n\"train.micro_batch\" = 8\n"
-                                     "[axes]\nlr_rule = [\"linear\"]\n"),
-                         json());
-            }).find("needs lr_base_batch"),
+  EXPECT_NE(plan_error("[base]\n\"optim.lr\" = 1e-3\n\"train.micro_batch\" = 8\n"
+                       "[axes]\nlr_rule = [\"linear\"]\n")
+                .find("needs lr_base_batch"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[base]\nwarmup_fraction = 1.5\n"), json());
-            }).find("in [0, 1)"),
-            std::string::npos);
+  EXPECT_NE(plan_error("[base]\nwarmup_fraction = 1.5\n").find("in [0, 1)"), std::string::npos);
+}
+
+// The Slurm jobs a manifest records (`study run --slurm`) stay when the study is planned again
+// (by hand, or by the widening of a sweep): they say which runs are queued.
+TEST(StudyPlan, PlanningAgainKeepsTheSlurmJobs) {
+  json m = plan_of(kTwoOptimizers);
+  m["slurm"] = {{"jobs", {{{"job", "4711"}, {"runs", {"adamw_lr0.003_seed1"}}}}}};
+  EXPECT_EQ(study_plan(write_study(kTwoOptimizers), m)["slurm"], m["slurm"]);
+}
+
+// --ranks-per-run N: a run's sequences per micro-batch step (world x micro-batch) shared out over
+// N ranks, its accumulation and so its global batch kept; the micro-batch comes from the run's
+// overrides or, when the plan set none, from the base config (defaults otherwise).
+TEST(StudyPlan, SpreadRanksKeepsTheGlobalBatch) {
+  const json m = plan_of(kBatchAxis);
+  ASSERT_EQ(m["runs"].size(), 2u);
+  const json one = study_spread_ranks(m, m["runs"][0], 4);
+  EXPECT_EQ(one["world"], 4);
+  EXPECT_EQ(one["overrides"]["train.micro_batch"], "4");
+  EXPECT_EQ(one["overrides"]["train.accum"], "1");
+  EXPECT_EQ(one["name"], m["runs"][0]["name"]);
+  const json two = study_spread_ranks(m, m["runs"][1], 1);  // 2 x 4 x 2 on one rank: 1 x 8 x 2
+  EXPECT_EQ(two["world"], 1);
+  EXPECT_EQ(two["overrides"]["train.micro_batch"], "8");
+  EXPECT_EQ(two["overrides"]["train.accum"], "2");
+  EXPECT_EQ(study_spread_ranks(m, m["runs"][1], 0), m["runs"][1]);  // 0: as planned
+  // No batch in the plan: the micro-batch is the trainer's default, 8.
+  const json plain = plan_of("[base]\n\"train.max_steps\" = 5\n[axes]\n\"train.seed\" = [1]\n");
+  EXPECT_EQ(study_spread_ranks(plain, plain["runs"][0], 2)["overrides"]["train.micro_batch"], "4");
+  const std::string err =
+      error_of([&] { study_spread_ranks(m, m["runs"][1], 3); });  // 2 x 4 = 8 sequences
+  EXPECT_NE(err.find("--ranks-per-run 3: run b2x4x2: its 8 sequences per micro-batch step (world "
+                     "2 x micro-batch 4) cannot be shared by 3 ranks"),
+            std::string::npos)
+      << err;
 }
 
 // budget_tokens + budget_steps x (G x seq_len) becomes the run's train.max_tokens (no step or time
 // budget left from the base config), before warmup_fraction reads the run's steps from it;
 // eval_tokens spaces the evals in tokens: eval_interval = max(1, round(X / (G x seq_len))).
 TEST(StudyPlan, DerivedBudgetAndEvalSpacingFollowTheGlobalBatch) {
-  const json m = study_plan(write_study(R"(
+  const json m = plan_of(R"(
 [base]
 "train.seq_len" = 32
 budget_tokens = 8192
@@ -452,8 +465,7 @@ eval_tokens = 1000
 warmup_fraction = 0.1
 [axes]
 batch = ["1x2x2", "1x8x2", "2x16x1"]
-)"),
-                            json());
+)");
   std::map<std::string, json> by_name;
   for (const json& r : m["runs"]) by_name[r["name"]] = r["overrides"];
   ASSERT_EQ(by_name.size(), 3u);
@@ -480,15 +492,14 @@ batch = ["1x2x2", "1x8x2", "2x16x1"]
         << name;
 
   // Either alone; as axes they name their runs.
-  const json axes = study_plan(write_study(R"(
+  const json axes = plan_of(R"(
 [base]
 "train.seq_len" = 32
 "train.micro_batch" = 4
 [axes]
 budget_steps = [10, 20]
 eval_tokens = [256, 512]
-)"),
-                               json());
+)");
   ASSERT_EQ(axes["runs"].size(), 4u);
   EXPECT_EQ(axes["runs"][0]["name"], "steps10_evaltok256");
   EXPECT_EQ(axes["runs"][0]["overrides"]["train.max_tokens"], "1280");
@@ -497,37 +508,25 @@ eval_tokens = [256, 512]
   EXPECT_EQ(axes["runs"][3]["overrides"]["train.eval_interval"], "4");
 
   const std::string head = "[base]\n\"train.seq_len\" = 32\n\"train.micro_batch\" = 4\n";
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study(head + "budget_tokens = 1000\n\"train.max_steps\" = 5\n"),
-                         json());
-            }).find("budget_tokens sets the run's budget: drop train.max_steps"),
+  EXPECT_NE(plan_error(head + "budget_tokens = 1000\n\"train.max_steps\" = 5\n")
+                .find("budget_tokens sets the run's budget: drop train.max_steps"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study(head + "budget_steps = 10\n\"train.max_tokens\" = 5\n"),
-                         json());
-            }).find("drop train.max_tokens"),
+  EXPECT_NE(plan_error(head + "budget_steps = 10\n\"train.max_tokens\" = 5\n")
+                .find("drop train.max_tokens"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study(head + "budget_steps = 0\nbudget_tokens = 0\n"), json());
-            }).find("expected at least one of them > 0"),
+  EXPECT_NE(plan_error(head + "budget_steps = 0\nbudget_tokens = 0\n")
+                .find("expected at least one of them > 0"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study(head + "budget_steps = 1.5\n"), json());
-            }).find("budget_steps: '1.5': expected an integer >= 0"),
+  EXPECT_NE(plan_error(head + "budget_steps = 1.5\n")
+                .find("budget_steps: '1.5': expected an integer >= 0"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study(head + "eval_tokens = 0\n"), json());
-            }).find("expected an integer >= 1"),
+  EXPECT_NE(plan_error(head + "eval_tokens = 0\n").find("expected an integer >= 1"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study(head + "eval_tokens = 64\n\"train.eval_interval\" = 3\n"),
-                         json());
-            }).find("eval_tokens sets train.eval_interval"),
+  EXPECT_NE(plan_error(head + "eval_tokens = 64\n\"train.eval_interval\" = 3\n")
+                .find("eval_tokens sets train.eval_interval"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
-              study_plan(write_study("[base]\n\"train.micro_batch\" = 4\nbudget_steps = 10\n"),
-                         json());
-            }).find("needs train.seq_len"),
+  EXPECT_NE(plan_error("[base]\n\"train.micro_batch\" = 4\nbudget_steps = 10\n")
+                .find("needs train.seq_len"),
             std::string::npos);
 }
 
@@ -535,11 +534,11 @@ eval_tokens = [256, 512]
 // directory (its sweeps and finals were chosen by them).
 TEST(StudyPlan, ObjectiveAndTargetLossAreTheManifestsAndFixed) {
   const std::string body = "[base]\n\"train.max_steps\" = 5\n[axes]\n\"train.seed\" = [1, 2]\n";
-  const json plain = study_plan(write_study(body), json());
+  const json plain = plan_of(body);
   EXPECT_EQ(plain["objective"], "val_loss");
   EXPECT_TRUE(plain["target_loss"].is_null());
   const std::string steps = "objective = \"steps_to_target\"\ntarget_loss = 2.5\n";
-  const json m = study_plan(write_study(steps + body), json());
+  const json m = plan_of(steps + body);
   EXPECT_EQ(m["objective"], "steps_to_target");
   EXPECT_EQ(m["target_loss"], 2.5);
   // The same objective again is a re-plan; another target or objective is refused.
@@ -555,29 +554,23 @@ TEST(StudyPlan, ObjectiveAndTargetLossAreTheManifestsAndFixed) {
             std::string::npos);
   EXPECT_NE(error_of([&] { study_plan(write_study(body), m); }).find("plan into a new directory"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study("objective = \"steps_to_target\"\n" + body), json());
-            }).find("needs target_loss"),
+  EXPECT_NE(plan_error("objective = \"steps_to_target\"\n" + body).find("needs target_loss"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study("objective = \"steps_to_target\"\ntarget_loss = 0\n" + body),
-                         json());
-            }).find("target_loss: expected a number > 0"),
+  EXPECT_NE(plan_error("objective = \"steps_to_target\"\ntarget_loss = 0\n" + body)
+                .find("target_loss: expected a number > 0"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study("objective = \"fastest\"\n" + body), json());
-            }).find("objective 'fastest': expected val_loss or steps_to_target"),
+  EXPECT_NE(plan_error("objective = \"fastest\"\n" + body)
+                .find("objective 'fastest': expected val_loss or steps_to_target"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
-              study_plan(write_study("target_loss = 2\n" + body), json());
-            }).find("target_loss belongs to objective = \"steps_to_target\""),
+  EXPECT_NE(plan_error("target_loss = 2\n" + body)
+                .find("target_loss belongs to objective = \"steps_to_target\""),
             std::string::npos);
 }
 
 // A [grid.OPT] may override the batch axis (LAMB only at the largest G), and an LR sweep under
 // lr_rule scales each of its points by the rule, so the sweep's centre follows G.
 TEST(StudyPlan, GridOverridesTheBatchAxisAndSweepPointsFollowTheLrRule) {
-  const json m = study_plan(write_study(R"(
+  const json m = plan_of(R"(
 [base]
 "train.seq_len" = 32
 "train.max_tokens" = 8192
@@ -590,8 +583,7 @@ lr = "sweep"
 lr_center = 1e-2
 [grid.lamb]
 batch = ["1x8x2"]
-)"),
-                            json());
+)");
   std::map<std::string, json> by_name;
   for (const json& r : m["runs"]) by_name[r["name"]] = r;
   ASSERT_EQ(by_name.size(), 15u);  // adamw: 2 batches x 5 LRs; lamb: 1 batch x 5 LRs
