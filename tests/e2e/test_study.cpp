@@ -4,8 +4,8 @@
 // checkpoint and resumes from it exactly; the order of operations is the same by construction).
 // --print-commands lists the unfinished runs' `ledgerlm train` lines; an LR sweep whose best
 // point is at its top edge gains a point there and stops at lr_max_points; `study report` writes
-// REPORT.md from the finished runs; configs/studies/optimizers_smoke.toml runs end to end, and
-// `compare --tsv` tabulates two of its runs. About 10 s on 2 cores.
+// REPORT.md from the finished runs. The two smoke studies of configs/studies end to end are in
+// test_study_smoke_slow.cpp. About 10 s on 2 cores.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -189,130 +189,6 @@ TEST_F(Study, SweepWidensAtItsBestEdgeUpToItsLimit) {
   // Planning the file again keeps the widened sweep.
   ASSERT_EQ(study("plan " + file + " --out " + dir).exit_code, 0);
   EXPECT_EQ(json::parse(read_file(dir + "/manifest.json")), m);
-}
-
-// configs/studies/optimizers_smoke.toml as CI runs it: on this test's corpus with a test split
-// (its data.dir line replaced), planned, run (the sweep, then the finals with three fresh seeds
-// reported on the test split, then the wall-clock finals alone), reported. About 10 s.
-TEST_F(Study, OptimizersSmokeStudyRunsAndReports) {
-  const std::string data = root_ + "/data_with_test";
-  const CommandResult prep =
-      run_command(testing::ledgerlm_binary() + " prepare --input " + root_ + "/corpus.txt --out " +
-                  data + " --tokenizer bytes --test-fraction 0.1");
-  ASSERT_EQ(prep.exit_code, 0) << prep.output;
-  std::string text = read_file(testing::source_dir() + "/configs/studies/optimizers_smoke.toml");
-  const size_t at = text.find("\"data.dir\" = \"data_out/kjv\"");
-  ASSERT_NE(at, std::string::npos) << "the smoke study no longer sets data.dir as expected";
-  text.replace(at, std::string("\"data.dir\" = \"data_out/kjv\"").size(),
-               "\"data.dir\" = \"" + data + "\"");
-  text.replace(text.find("../tiny_test.toml"), std::string("../tiny_test.toml").size(),
-               testing::source_dir() + "/configs/tiny_test.toml");
-  const std::string file = root_ + "/optimizers_smoke.toml", dir = root_ + "/smoke";
-  ASSERT_TRUE(write_file(file, text));
-  const CommandResult plan = study("plan " + file + " --out " + dir);
-  ASSERT_EQ(plan.exit_code, 0) << plan.output;
-  EXPECT_NE(plan.output.find("12 run(s)"), std::string::npos) << plan.output;
-  const CommandResult run = study("run " + dir + " -j 2");
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  // 12 sweep runs, 3 optimizers x 3 fresh seeds, and as many for 0.5 s each.
-  EXPECT_NE(run.output.find("30 run(s) finished, 0 failed"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("finals planned: adamw <- adamw_lr"), std::string::npos) << run.output;
-  const json manifest = json::parse(read_file(dir + "/manifest.json"));
-  int finals = 0, wall = 0;
-  for (const json& r : manifest["runs"]) {
-    if (!r.contains("phase")) continue;
-    ++finals;
-    const std::string name = r["name"];
-    const json e = json::parse(read_file(dir + "/runs/" + name + "/study_eval.json"));
-    EXPECT_EQ(e["split"], "test") << name;
-    EXPECT_TRUE(e["full_test_loss"].is_number() && e["full_val_loss"].is_number()) << name;
-    EXPECT_NE(e["full_test_loss"], e["full_val_loss"]) << name;
-    if (!r.value("wall_clock", false)) continue;
-    ++wall;
-    EXPECT_EQ(e["seconds_asked"], 0.5) << name;
-    EXPECT_EQ(e["loadavg_start"].size(), 3u) << name;
-    // What other processes took of the CPUs while it trained: a share of the machine, and the
-    // run's own CPU time (its process tree's) at most what every core could give it.
-    const json& other = e["other_cpu"];
-    ASSERT_TRUE(other["other_share"].is_number()) << name << ": " << e.dump();
-    EXPECT_GE(other["other_share"].get<double>(), 0.0) << name;
-    EXPECT_LE(other["other_share"].get<double>(), 1.0) << name;
-    EXPECT_GT(other["run_cpu_s"].get<double>(), 0.0) << name;
-  }
-  EXPECT_EQ(finals, 18);
-  EXPECT_EQ(wall, 9);
-  const CommandResult rep = study("report --allow-dirty " + dir);
-  ASSERT_EQ(rep.exit_code, 0) << rep.output;
-  const std::string md = read_file(dir + "/REPORT.md");
-  EXPECT_NE(md.find("# Study optimizers_smoke"), std::string::npos) << md;
-  EXPECT_NE(md.find("## Finals"), std::string::npos) << md;
-  EXPECT_NE(md.find("compared on the full test split"), std::string::npos) << md;
-  EXPECT_NE(md.find("arm minus `adamw`"), std::string::npos) << md;
-  EXPECT_NE(md.find("arm minus `adamw_wall0.5s`"), std::string::npos) << md;
-  EXPECT_NE(md.find("| sgd_lr0.3 | 2 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("## Cost per optimizer"), std::string::npos) << md;
-  EXPECT_TRUE(fs::exists(dir + "/finals_val_curves.png"));
-
-  // `compare --tsv`: a header, then one row per run, the keys that differ and the summary's
-  // figures as summary.json holds them (the same text: JSON numbers printed back exactly).
-  const std::string r1 = dir + "/runs/adamw_lr0.01_seed1", r2 = dir + "/runs/lion_lr0.003_seed2";
-  const CommandResult tsv =
-      run_command(testing::ledgerlm_binary() + " compare --tsv " + r1 + " " + r2 + " 2>&1");
-  ASSERT_EQ(tsv.exit_code, 0) << tsv.output;
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream lines(tsv.output);
-  for (std::string line; std::getline(lines, line);) {
-    rows.emplace_back();
-    std::istringstream cells(line);
-    for (std::string cell; std::getline(cells, cell, '\t');) rows.back().push_back(cell);
-  }
-  ASSERT_EQ(rows.size(), 3u) << tsv.output;
-  auto column = [&](const std::string& name) {
-    const auto it = std::find(rows[0].begin(), rows[0].end(), name);
-    return it == rows[0].end() ? -1 : static_cast<int>(it - rows[0].begin());
-  };
-  for (const char* key : {"optim.lr", "optim.name", "optim.weight_decay", "train.seed"})
-    EXPECT_GE(column(key), 0) << key << " is not a column: " << tsv.output;
-  EXPECT_EQ(column("train.max_steps"), -1) << "a key that does not differ: " << tsv.output;
-  ASSERT_GE(column("final_val_loss"), 0) << tsv.output;
-  EXPECT_EQ(rows[1].size(), rows[0].size());
-  EXPECT_EQ(rows[1][0], "adamw_lr0.01_seed1");
-  EXPECT_EQ(rows[2][column("optim.name")], "lion");
-  EXPECT_EQ(rows[1][column("status")], "finished");
-  EXPECT_EQ(rows[2][column("final_val_loss")],
-            json::parse(read_file(r2 + "/summary.json"))["final_val_loss"].dump());
-}
-
-// configs/studies/global_batch_smoke.toml as CI runs it: the LR carried from G = 4 by each rule
-// and the warmup a tenth of each run's steps, as the runs' config.toml record them. About 5 s.
-TEST_F(Study, GlobalBatchSmokeStudyScalesTheLrByItsRule) {
-  std::string text = read_file(testing::source_dir() + "/configs/studies/global_batch_smoke.toml");
-  const std::string data_line = "\"data.dir\" = \"data_out/kjv\"";
-  const size_t at = text.find(data_line);
-  ASSERT_NE(at, std::string::npos) << "the smoke study no longer sets data.dir as expected";
-  text.replace(at, data_line.size(), "\"data.dir\" = \"" + root_ + "/data\"");
-  text.replace(text.find("../tiny_test.toml"), std::string("../tiny_test.toml").size(),
-               testing::source_dir() + "/configs/tiny_test.toml");
-  const std::string file = root_ + "/global_batch_smoke.toml", dir = root_ + "/gb_smoke";
-  ASSERT_TRUE(write_file(file, text));
-  ASSERT_EQ(study("plan " + file + " --out " + dir).exit_code, 0);
-  const CommandResult run = study("run " + dir + " -j 2");
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("18 run(s) finished, 0 failed"), std::string::npos) << run.output;
-  // G = 16 = 4 x the base batch: linear 4 x 1e-2, sqrt 2 x 1e-2; 16384 / (16 x 32) = 32 steps,
-  // warmup round(3.2) = 3. The trainer's resolved config records what the run trained with.
-  const std::string lin = read_file(dir + "/runs/b1x8x2_lr-linear_seed1/config.toml");
-  EXPECT_NE(lin.find("\nlr = 0.04\n"), std::string::npos) << lin;
-  EXPECT_NE(lin.find("warmup_steps = 3\n"), std::string::npos) << lin;
-  EXPECT_NE(lin.find("accum = 2"), std::string::npos) << lin;
-  const std::string sq = read_file(dir + "/runs/b1x8x2_lr-sqrt_seed2/config.toml");
-  EXPECT_NE(sq.find("\nlr = 0.02\n"), std::string::npos) << sq;
-  const std::string fixed = read_file(dir + "/runs/b1x8x2_lr-fixed_seed2/config.toml");
-  EXPECT_NE(fixed.find("\nlr = 0.01\n"), std::string::npos) << fixed;
-  const CommandResult rep = study("report --allow-dirty " + dir);
-  ASSERT_EQ(rep.exit_code, 0) << rep.output;
-  const std::string md = read_file(dir + "/REPORT.md");
-  EXPECT_NE(md.find("arm minus `b1x4x1_lr-fixed`"), std::string::npos) << md;
 }
 
 TEST_F(Study, BadInputIsOneLine) {
