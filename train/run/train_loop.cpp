@@ -259,10 +259,15 @@ class TrainLoop {
     if (run_.backend->name() == "cpu") {
       const CpuBackendReport rep = cpu_backend_report(cfg_.model.n_embd / cfg_.model.n_head,
                                                       cfg_.precision.matmul == "bf16");
-      std::printf("cpu: %s | path %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
-                  rep.gemm.c_str());
-      rec["backend"] = {
-          {"cpu", rep.cpu}, {"path", rep.path}, {"kernels", rep.kernels}, {"gemm", rep.gemm}};
+      // What the compute threads do now (read back from them, not the config's value).
+      const std::string subnormals = cpu_backend_subnormals(run_.backend->num_threads());
+      std::printf("cpu: %s | path %s | subnormals %s\ngemm: %s\n", rep.cpu.c_str(),
+                  rep.path.c_str(), subnormals.c_str(), rep.gemm.c_str());
+      rec["backend"] = {{"cpu", rep.cpu},
+                        {"path", rep.path},
+                        {"kernels", rep.kernels},
+                        {"gemm", rep.gemm},
+                        {"subnormals", subnormals}};
     }
     log_write(rec);
   }
