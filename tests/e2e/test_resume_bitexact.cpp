@@ -91,15 +91,15 @@ void expect_same_file(const std::string& a, const std::string& b) {
   EXPECT_TRUE(x == y) << a << " and " << b << " differ";
 }
 
-// The "subnormals" of the run's backend record (the CPU threads' mode as the run started).
-std::string backend_subnormals(const std::string& run_dir) {
+// The "subnormals" of the run's first record (the CPU threads' mode as the run started).
+std::string recorded_subnormals(const std::string& run_dir) {
   std::istringstream in(testing::read_file(run_dir + "/metrics.jsonl"));
   std::string line;
   while (std::getline(in, line)) {
     auto rec = nlohmann::json::parse(line);
-    if (rec.contains("backend")) return rec["backend"].value("subnormals", "(none)");
+    if (rec.contains("build")) return rec.value("subnormals", "(none)");
   }
-  return "(no backend record)";
+  return "(no first record)";
 }
 
 struct ResumeCase {
@@ -129,8 +129,8 @@ TEST_P(ResumeBitExact, SixPlusSixEqualsTwelve) {
   const std::string subnormals =
       std::string(c.flags).find("--precision.subnormals keep") != std::string::npos ? "keep"
                                                                                     : "flush";
-  EXPECT_EQ(backend_subnormals(out + "/full"), subnormals);
-  EXPECT_EQ(backend_subnormals(out + "/resumed"), subnormals);
+  EXPECT_EQ(recorded_subnormals(out + "/full"), subnormals);
+  EXPECT_EQ(recorded_subnormals(out + "/resumed"), subnormals);
   // With precision.state = bf16 the checkpoint stores the state in its own dtype (2 bytes per
   // element), never widened to fp32.
   if (std::string(c.flags).find("--precision.state bf16") != std::string::npos) {
