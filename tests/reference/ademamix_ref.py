@@ -16,10 +16,6 @@ import sys
 
 import torch
 
-# ledgerlm's default precision.subnormals = flush: FTZ/DAZ before any tensor op, so that the
-# threads torch starts later inherit it (torch sets the calling thread only).
-torch.set_flush_denormal(True)
-
 from optim_case import Case
 
 
