@@ -5,10 +5,12 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "model/backend/backend.h"
 #include "model/backend/common/cudnn_library.h"
 #include "model/backend/guard/guard_backend.h"
+#include "model/backend/wrap/subnormal_count_backend.h"
 #include "model/base/check.h"
 #ifdef LEDGERLM_HAVE_CUDA
 #include "model/backend/cuda/cuda_device.h"
@@ -44,7 +46,10 @@ std::string backend_resolve(const std::string& name) {
   return "cpu";
 }
 
-std::unique_ptr<Backend> backend_create(const std::string& name, const BackendOptions& options) {
+namespace {
+
+std::unique_ptr<Backend> backend_create_named(const std::string& name,
+                                              const BackendOptions& options) {
   // Test hook (guard_backend.h): the CPU backend behind guarded memory.
   const char* guard = std::getenv("LEDGERLM_TEST_GUARD_BACKEND");
   if (name == "guard" || (name == "cpu" && guard != nullptr && std::strcmp(guard, "1") == 0))
@@ -55,6 +60,17 @@ std::unique_ptr<Backend> backend_create(const std::string& name, const BackendOp
 #endif
   fail(error_message("backend '", name,
                      "' is not available in this build (choices: ", backend_names(), ")"));
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> backend_create(const std::string& name, const BackendOptions& options) {
+  std::unique_ptr<Backend> backend = backend_create_named(name, options);
+  // Test hook (subnormal_count_backend.h): subnormal counts per op output, printed at the end.
+  const char* count = std::getenv("LEDGERLM_TEST_COUNT_SUBNORMALS");
+  if (count != nullptr && std::strcmp(count, "1") == 0)
+    return std::make_unique<SubnormalCountBackend>(std::move(backend), true);
+  return backend;
 }
 
 }  // namespace ledgerlm

@@ -6,6 +6,7 @@
 #include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/backend/cpu/cpu_isa.h"
 #include "model/backend/cpu/cpu_report.h"
+#include "model/backend/cpu/cpu_subnormals.h"
 
 namespace ledgerlm {
 
@@ -43,6 +44,10 @@ int64_t cpu_backend_gemm_workspace(bool trans_a, bool trans_b, int64_t m, int64_
                                    bool beta1) {
   return cpu::cpu_gemm_lib_workspace_bytes(cpu::cpu_isa_default(), trans_a, trans_b, m, n, k,
                                            beta1);
+}
+
+std::string cpu_backend_subnormals(int threads) {
+  return cpu::cpu_subnormals_state(threads);
 }
 
 std::string cpu_backend_blas_coretype() {

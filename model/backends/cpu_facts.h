@@ -36,6 +36,11 @@ std::string cpu_backend_gemm_library(int64_t m, int64_t n, int64_t k, bool trans
 int64_t cpu_backend_gemm_workspace(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                    bool beta1);
 
+// precision.subnormals (model/base/subnormals.h) on the calling thread and a `threads`-thread
+// OpenMP team, where the CPU backend, OpenBLAS and oneDNN compute: "flush", "keep" or "mixed
+// (K of N threads flush)".
+std::string cpu_backend_subnormals(int threads);
+
 // The OPENBLAS_CORETYPE to restart with when the loaded OpenBLAS core is slower than this CPU
 // allows ("" when it is right).
 std::string cpu_backend_blas_coretype();

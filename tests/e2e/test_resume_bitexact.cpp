@@ -91,6 +91,17 @@ void expect_same_file(const std::string& a, const std::string& b) {
   EXPECT_TRUE(x == y) << a << " and " << b << " differ";
 }
 
+// The "subnormals" of the run's first record (the CPU threads' mode as the run started).
+std::string recorded_subnormals(const std::string& run_dir) {
+  std::istringstream in(testing::read_file(run_dir + "/metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto rec = nlohmann::json::parse(line);
+    if (rec.contains("build")) return rec.value("subnormals", "(none)");
+  }
+  return "(no first record)";
+}
+
 struct ResumeCase {
   const char* name;
   const char* flags;
@@ -114,6 +125,12 @@ TEST_P(ResumeBitExact, SixPlusSixEqualsTwelve) {
   expect_same_file(out + "/full/model.safetensors", out + "/resumed/model.safetensors");
   expect_same_file(out + "/full/ckpt/step_000012/optimizer.safetensors",
                    out + "/resumed/ckpt/step_000012/optimizer.safetensors");
+  // precision.subnormals is what both processes' compute threads did (read back from them).
+  const std::string subnormals =
+      std::string(c.flags).find("--precision.subnormals keep") != std::string::npos ? "keep"
+                                                                                    : "flush";
+  EXPECT_EQ(recorded_subnormals(out + "/full"), subnormals);
+  EXPECT_EQ(recorded_subnormals(out + "/resumed"), subnormals);
   // With precision.state = bf16 the checkpoint stores the state in its own dtype (2 bytes per
   // element), never widened to fp32.
   if (std::string(c.flags).find("--precision.state bf16") != std::string::npos) {
@@ -139,6 +156,11 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"adafactor", " --optim.name adafactor --optim.adafactor_beta1 0.9"},
         ResumeCase{"adamw8bit", " --optim.name adamw8bit"},
         ResumeCase{"lion", " --optim.name lion --optim.lr 1e-4 --optim.weight_decay 1"},
+        // The other precision.subnormals setting (IEEE subnormals kept on every thread) keeps
+        // the bitwise contract too, and the resumed process keeps it.
+        ResumeCase{"lion_subnormals_keep",
+                   " --optim.name lion --optim.lr 1e-4 --optim.weight_decay 1"
+                   " --precision.subnormals keep"},
         // x in the master, y in the compute copy (its "compute" file), z, v and the scalars.
         ResumeCase{"schedulefree", " --optim.name adamw_schedulefree --optim.schedule constant"},
         ResumeCase{"schedulefree_bf16",

@@ -36,6 +36,10 @@ import sys
 import numpy as np
 import torch
 
+# ledgerlm's default precision.subnormals = flush: FTZ/DAZ before any tensor op, so that the
+# threads torch starts later inherit it (torch sets the calling thread only).
+torch.set_flush_denormal(True)
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 

@@ -11,6 +11,11 @@ import os
 import numpy as np
 import torch
 
+# ledgerlm's default precision.subnormals = flush: FTZ/DAZ before any tensor op, so that the
+# threads torch starts later inherit it (torch sets the calling thread only). optim_ref.py and
+# ademamix_ref.py import this module before any tensor op.
+torch.set_flush_denormal(True)
+
 
 class Case:
     def __init__(self, d):

@@ -27,9 +27,10 @@ BASE = ["model/base"]
 COMMON = BASE + ["model/backend/common"]
 BACKEND = COMMON + ["model/backend", "model/backend/optim"]
 # The room above every backend: it names them (the factory) and publishes the CPU backend's facts,
-# so the backends' own rooms never include upwards to be created.
+# so the backends' own rooms never include upwards to be created. It may wrap what it makes (the
+# subnormal-counting test hook, model/backend/wrap).
 BACKENDS = COMMON + ["model/backend", "model/backend/cpu", "model/backend/cuda",
-                     "model/backend/guard", "model/backends"]
+                     "model/backend/guard", "model/backend/wrap", "model/backends"]
 MODEL = BACKEND + ["model"]
 OPTIM = MODEL + ["optim"]
 DATA = BASE + ["data"]

@@ -25,6 +25,7 @@
 #include "model/base/check.h"
 #include "model/base/dtype.h"
 #include "model/base/rng.h"
+#include "model/base/subnormals.h"
 #include "optim/schedule.h"
 #include "train/cli/commands.h"
 #include "train/run/run_setup.h"
@@ -200,6 +201,7 @@ int command_bench(BenchCommand& cmd) {
   cfg.train.device = backend_resolve(cfg.train.device);
   run_resolve_attention(&cfg, true);
   LLM_REQUIRE(cmd.steps > 0 && cmd.warmup >= 0, "--steps must be > 0 and --warmup >= 0");
+  subnormals_set_process(cfg.precision.subnormals == "flush");  // as train does (run_setup)
   auto profiler = std::make_unique<ProfilingBackend>(
       backend_create(cfg.train.device, {static_cast<int>(cfg.train.threads), 0}));
   ProfilingBackend& be = *profiler;

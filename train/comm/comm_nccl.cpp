@@ -33,6 +33,7 @@
 #include <unordered_map>
 
 #include "model/base/check.h"
+#include "model/base/subnormals.h"
 #include "train/comm/comm_select.h"
 
 namespace ledgerlm {
@@ -413,6 +414,9 @@ class NcclComm final : public Comm {
     AwakeClock clock;
     uint64_t front = 0;
     for (;;) {
+      // Started with the Comm, before the run's config is read: precision.subnormals' mode as
+      // it wakes to work (subnormals.h).
+      subnormals_adopt();
       Outstanding o;
       {
         // Nothing queued: sleep until something is (no polling while the job computes).

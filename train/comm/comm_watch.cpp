@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "model/base/check.h"
+#include "model/base/subnormals.h"
 
 namespace ledgerlm {
 namespace {
@@ -209,6 +210,9 @@ void Backstop::run() {
   while (!stop_) {
     cv_.wait_for(lock, std::chrono::duration<double>(kCheckSeconds));
     if (stop_ || !armed_) continue;
+    // This thread starts before the run's config is read: it takes precision.subnormals' mode
+    // (subnormals.h) when it wakes to work, not only when it starts.
+    subnormals_adopt();
     section_.awake = clock_.tick();
     hook_(section_);
   }

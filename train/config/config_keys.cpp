@@ -160,6 +160,9 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("precision", c.precision, attention, S,
           "attention: auto (cudnn on cuda with matmul bf16 when cuDNN loads, else own) | cudnn "
           "(cuDNN fused SDPA, bf16) | own");
+  LLM_KEY("precision", c.precision, subnormals, S,
+          "fp32/fp64 values below 2^-126 / 2^-1022 on the CPU threads: flush (to zero, FTZ+DAZ: "
+          "no slow assists) | keep (IEEE gradual underflow)");
   LLM_KEY("precision", c.precision, loss_scale, S, "auto | dynamic | static | none");
   LLM_KEY("precision", c.precision, init_scale, F, "initial (or static) loss scale");
   LLM_KEY("precision", c.precision, growth_interval, I, "good steps before the scale grows");

@@ -102,6 +102,7 @@ void PrecisionConfig::validate() const {
               "precision.matmul: bf16 needs precision.params fp32 or bf16 (fp16 weights would be "
               "rounded a second time)");
   require_one_of("precision.attention", attention, {"auto", "cudnn", "own"});
+  require_one_of("precision.subnormals", subnormals, {"flush", "keep"});
   require_one_of("precision.loss_scale", loss_scale, {"auto", "dynamic", "static", "none"});
   LLM_REQUIRE(init_scale > 0, "precision.init_scale: expected > 0 (got ", init_scale, ")");
   LLM_REQUIRE(growth_interval > 0, "precision.growth_interval: expected > 0");

@@ -67,6 +67,10 @@ struct PrecisionConfig {
   // else our kernel) | cudnn | own (train/config/attention_choice.h). Runs record the resolved
   // value.
   std::string attention = "auto";
+  // Subnormal floats on every CPU thread that computes: flush (FTZ + DAZ: results below the
+  // smallest normal become 0 and such inputs read as 0; x86 CPUs take a slow microcode assist on
+  // them otherwise) | keep (IEEE gradual underflow). model/base/subnormals.h.
+  std::string subnormals = "flush";
   std::string loss_scale =
       "auto";  // auto (dynamic for fp16, none otherwise) | dynamic | static | none
   double init_scale = 65536.0;

@@ -13,6 +13,7 @@
 #include <filesystem>
 
 #include "model/base/check.h"
+#include "model/base/subnormals.h"
 
 namespace ledgerlm {
 namespace {
@@ -410,6 +411,7 @@ std::vector<OffloadRegionInfo> OffloadPager::regions() const {
 }
 
 void OffloadPager::io_loop() {
+  subnormals_adopt();  // precision.subnormals, like every thread that computes (subnormals.h)
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     io_wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });

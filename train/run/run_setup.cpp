@@ -14,6 +14,7 @@
 #include "model/backend/common/cudnn_library.h"
 #include "model/backends/backend_factory.h"
 #include "model/base/check.h"
+#include "model/base/subnormals.h"
 #include "optim/optim_traits.h"
 #include "train/comm/comm_select.h"
 #include "train/config/attention_choice.h"
@@ -114,6 +115,9 @@ void build_backend(TrainRun& run, Comm& comm) {
   const RunConfig& cfg = run.cfg;
   BackendOptions bo;
   bo.threads = threads_per_rank(cfg.train.threads, comm.local_world());
+  // Before the backend exists: it applies the mode to its OpenMP threads, and the threads this
+  // process starts later (offload I/O, the collective watchdogs) adopt it.
+  subnormals_set_process(cfg.precision.subnormals == "flush");
   run.backend = backend_create(cfg.train.device, bo);
   // Before anything big is allocated (the backend is created first: the GEMM library it picks
   // sizes its scratch): a run this host cannot hold is refused here, in one line.

@@ -256,11 +256,15 @@ class TrainLoop {
   // trained it and what it measured on.
   void print_backend() {
     json rec = {{"step", ls_.step}, {"build", build_info_json()}};
+    // precision.subnormals as the CPU threads do it now, read back from them (not the config's
+    // value): the compute threads on a host backend, the host threads beside a device one.
+    const std::string subnormals = cpu_backend_subnormals(run_.backend->num_threads());
+    rec["subnormals"] = subnormals;
     if (run_.backend->name() == "cpu") {
       const CpuBackendReport rep = cpu_backend_report(cfg_.model.n_embd / cfg_.model.n_head,
                                                       cfg_.precision.matmul == "bf16");
-      std::printf("cpu: %s | path %s\ngemm: %s\n", rep.cpu.c_str(), rep.path.c_str(),
-                  rep.gemm.c_str());
+      std::printf("cpu: %s | path %s | subnormals %s\ngemm: %s\n", rep.cpu.c_str(),
+                  rep.path.c_str(), subnormals.c_str(), rep.gemm.c_str());
       rec["backend"] = {
           {"cpu", rep.cpu}, {"path", rep.path}, {"kernels", rep.kernels}, {"gemm", rep.gemm}};
     }

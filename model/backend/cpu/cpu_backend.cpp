@@ -23,6 +23,7 @@
 #include "model/backend/cpu/cpu_kernels.h"
 #include "model/backend/cpu/cpu_onednn.h"
 #include "model/backend/cpu/cpu_optim.h"
+#include "model/backend/cpu/cpu_subnormals.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {
@@ -76,6 +77,8 @@ CpuBackend::CpuBackend(int threads, CpuIsa isa)
   // too keeps OpenBLAS (OpenMP build) and any caller code in step with it.
   omp_set_num_threads(threads_);
   openblas_set_num_threads(threads_);
+  // Before any op: the pool's threads (and the caller) take precision.subnormals' mode.
+  cpu_subnormals_apply(threads_);
 }
 
 CpuBackend::~CpuBackend() = default;
