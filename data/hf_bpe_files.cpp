@@ -170,10 +170,24 @@ std::string short_dump(const json& v) {
   return d.size() > 100 ? d.substr(0, 100) + "..." : d;
 }
 
+// Keys read without throwing nlohmann's own errors on a value of the wrong type: a string key
+// that is absent or not a string reads "", a flag that is absent or null its default, and a flag
+// of another type is refused naming `where`.
+std::string string_key(const json& o, const char* key) {
+  return o.is_object() && o.contains(key) && o.at(key).is_string() ? o.at(key).get<std::string>()
+                                                                   : "";
+}
+bool flag_key(const json& o, const char* key, bool absent, const std::string& where) {
+  if (!o.is_object() || !o.contains(key) || o.at(key).is_null()) return absent;
+  LLM_REQUIRE(o.at(key).is_boolean(), where, ": '", key, "' is ", short_dump(o.at(key)),
+              ", expected true or false");
+  return o.at(key).get<bool>();
+}
+
 // NFC, alone or in (nested) Sequences; null is none.
 bool read_normalizer(const json& n, const std::string& file) {
   if (n.is_null()) return false;
-  const std::string type = n.is_object() ? n.value("type", "") : "";
+  const std::string type = string_key(n, "type");
   if (type == "NFC") return true;
   if (type == "Sequence" && n.contains("normalizers") && n.at("normalizers").is_array()) {
     bool nfc = false;
@@ -191,7 +205,7 @@ HfPipeline read_pre_tokenizer(const json& pre, const std::string& file) {
       "or Qwen2's regex, Isolated) and Digits steps ending with ByteLevel";
   LLM_REQUIRE(pre.is_object(), file, ": key 'pre_tokenizer' is ", short_dump(pre), expected);
   std::vector<json> steps;
-  if (pre.value("type", "") == "Sequence") {
+  if (string_key(pre, "type") == "Sequence") {
     LLM_REQUIRE(pre.contains("pretokenizers") && pre.at("pretokenizers").is_array() &&
                     !pre.at("pretokenizers").empty(),
                 file, ": key 'pre_tokenizer' is a Sequence without 'pretokenizers'", expected);
@@ -203,28 +217,29 @@ HfPipeline read_pre_tokenizer(const json& pre, const std::string& file) {
   bool splits = false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const json& s = steps[i];
-    const std::string type = s.is_object() ? s.value("type", "") : "";
+    const std::string type = string_key(s, "type");
     const std::string where =
         error_message(file, ": key 'pre_tokenizer' step ", i, " (", type, ")");
     if (type == "ByteLevel") {
       LLM_REQUIRE(i + 1 == steps.size(), where, " is not the last step", expected);
-      LLM_REQUIRE(s.value("add_prefix_space", false) == false, where,
+      LLM_REQUIRE(!flag_key(s, "add_prefix_space", false, where), where,
                   " has add_prefix_space true, expected false (as the GPT-2, SmolLM2, Qwen2 and "
                   "Llama-3 tokenizers; a prefix space on every piece would make the cut points "
                   "of parallel encoding change the ids)");
-      if (s.value("use_regex", true)) {
+      if (flag_key(s, "use_regex", true, where)) {
         out.steps.push_back(
             {HfPreStep::Kind::kGpt2, nullptr, HfPreStep::CutRule::kGpt2, false, {}});
         splits = true;
       }
     } else if (type == "Split") {
-      const json pattern = s.value("pattern", json());
+      const json pattern = s.contains("pattern") ? s.at("pattern") : json();
       LLM_REQUIRE(
           pattern.is_object() && pattern.contains("Regex") && pattern.at("Regex").is_string(),
           where, " has pattern ", short_dump(pattern), ", expected {\"Regex\": ...}");
-      LLM_REQUIRE(s.value("behavior", "") == "Isolated", where, " has behavior ",
-                  short_dump(s.value("behavior", json())), ", expected \"Isolated\"");
-      LLM_REQUIRE(s.value("invert", false) == false, where, " has invert true, expected false");
+      LLM_REQUIRE(string_key(s, "behavior") == "Isolated", where, " has behavior ",
+                  short_dump(s.contains("behavior") ? s.at("behavior") : json()),
+                  ", expected \"Isolated\"");
+      LLM_REQUIRE(!flag_key(s, "invert", false, where), where, " has invert true, expected false");
       const std::string regex = pattern.at("Regex").get<std::string>();
       HfPreStep step{HfPreStep::Kind::kRegex, nullptr, HfPreStep::CutRule::kGpt2, false, {}};
       LLM_REQUIRE(hf_known_split_regex(regex, &step.cut), where, " has the regex \"",
@@ -236,15 +251,16 @@ HfPipeline read_pre_tokenizer(const json& pre, const std::string& file) {
       out.steps.push_back(std::move(step));
       splits = true;
     } else if (type == "Digits") {
-      const json ind = s.value("individual_digits", json(false));
-      LLM_REQUIRE(ind.is_boolean(), where, ": individual_digits must be true or false");
-      out.steps.push_back(
-          {HfPreStep::Kind::kDigits, nullptr, HfPreStep::CutRule::kGpt2, ind.get<bool>(), {}});
+      out.steps.push_back({HfPreStep::Kind::kDigits,
+                           nullptr,
+                           HfPreStep::CutRule::kGpt2,
+                           flag_key(s, "individual_digits", false, where),
+                           {}});
     } else {
       fail(error_message(where, " is not supported", expected));
     }
   }
-  LLM_REQUIRE(steps.back().is_object() && steps.back().value("type", "") == "ByteLevel", file,
+  LLM_REQUIRE(string_key(steps.back(), "type") == "ByteLevel", file,
               ": key 'pre_tokenizer' does not end with ByteLevel", expected);
   LLM_REQUIRE(splits, file,
               ": key 'pre_tokenizer' splits nothing (ByteLevel use_regex false and no Split)",
@@ -256,13 +272,14 @@ RawBpe read_tokenizer_json(const std::string& bytes, const std::string& file) {
   const json j = parse_json(bytes, file);
   LLM_REQUIRE(j.is_object(), file, ": expected a JSON object");
   RawBpe raw;
-  raw.pipeline.nfc = read_normalizer(j.value("normalizer", json()), file);
+  raw.pipeline.nfc = read_normalizer(j.contains("normalizer") ? j.at("normalizer") : json(), file);
   LLM_REQUIRE(j.contains("pre_tokenizer") && j.at("pre_tokenizer").is_object(), file,
               ": key 'pre_tokenizer' is missing or null, expected {\"type\": \"ByteLevel\", "
               "\"add_prefix_space\": false} or a Sequence ending with it");
   raw.pipeline.steps = read_pre_tokenizer(j.at("pre_tokenizer"), file).steps;
   require_byte_level_or_null(j, "decoder", file);
-  raw.post = post_processor_additions(j.value("post_processor", json()), file);
+  raw.post = post_processor_additions(
+      j.contains("post_processor") ? j.at("post_processor") : json(), file);
   for (const char* key : {"truncation", "padding"}) {
     LLM_REQUIRE(is_null_or_absent(j, key), file, ": key '", key,
                 "' is set, expected null (ledgerlm encodes whole documents)");
@@ -318,7 +335,9 @@ RawBpe read_tokenizer_json(const std::string& bytes, const std::string& file) {
                     " true, expected false (GPT-2's added tokens match their text exactly)");
       }
       // The library's default: special tokens match the raw text, others the normalized text.
-      const bool normalized = t.value("normalized", !t.value("special", false));
+      const std::string where = file + ": key 'added_tokens' entry " + t.at("content").dump();
+      const bool normalized =
+          flag_key(t, "normalized", !flag_key(t, "special", false, where), where);
       LLM_REQUIRE(t.contains("id") && t.at("id").get<int64_t>() >= 0 &&
                       t.at("id").get<int64_t>() < (int64_t{1} << 31),
                   file, ": key 'added_tokens' entry ", t.at("content").dump(), " has id ",

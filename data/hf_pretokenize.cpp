@@ -76,12 +76,18 @@ std::string spell_out_white_space(const std::string& pattern, const std::string&
   return out;
 }
 
-// The code point that starts at byte i of valid UTF-8, and its length.
+// The code point that starts at byte i of valid UTF-8, and its length. safe_cut runs before the
+// text's UTF-8 is checked: a sequence cut short by the end of `s` reads as U+FFFD, never past it.
 uint32_t code_point_at(std::string_view s, size_t i, size_t* len) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + i;
   if (p[0] < 0x80) {
     *len = 1;
     return p[0];
+  }
+  const size_t need = p[0] < 0xE0 ? 2 : p[0] < 0xF0 ? 3 : 4;
+  if (i + need > s.size()) {
+    *len = s.size() - i;
+    return 0xFFFD;
   }
   if (p[0] < 0xE0) {
     *len = 2;

@@ -19,6 +19,7 @@
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "model/base/check.h"
 #include "tests/support/data_test_support.h"
 #include "tests/support/test_util.h"
 
@@ -228,6 +229,24 @@ TEST(HfTokenizerFamilies, SafeCutsKeepTheIds) {
                            std::string(family) + " random " + std::to_string(k), &cuts);
     }
     EXPECT_GT(cuts, 300) << family << ": the rules allow too few cuts to test";
+  }
+}
+
+TEST(HfTokenizerFamilies, LongRunsEncodeAndRoundTrip) {
+  // Pieces of hundreds of kB (one word, one white-space run, one digit run): the regex engine
+  // must not run out of its stack, and the text must come back.
+  const std::string text = std::string(300000, 'a') + std::string(300000, ' ') + "x" +
+                           std::string(200000, '\n') + std::string(200000, '7') + " \xe4\xb8\xad";
+  for (const char* family : kFamilies) {
+    auto tok = tokenizer_load_hf(testing::hf_family_fixture_dir(family));
+    std::vector<int32_t> ids;
+    try {
+      ids = tok->encode(text);
+    } catch (const Error& e) {
+      ADD_FAILURE() << family << ": " << e.what();
+      continue;
+    }
+    EXPECT_TRUE(tok->decode(ids) == text) << family;
   }
 }
 

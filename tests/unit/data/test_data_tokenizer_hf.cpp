@@ -324,6 +324,13 @@ TEST(HfBpeTokenizer, RefusesWhatItCannotReproduce) {
        "step 0 (ByteLevel) is not the last step"},
       {"byte fallback", [](json& j) { j["model"]["byte_fallback"] = true; },
        "key 'model.byte_fallback' is true"},
+      {"TinyLlama's sentencepiece-style normalizer",
+       [](json& j) {
+         j["normalizer"] = json::parse(R"({"type": "Sequence", "normalizers": [
+             {"type": "Prepend", "prepend": "\u2581"},
+             {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]})");
+       },
+       "key 'normalizer' is {\"prepend\":\"\u2581\",\"type\":\"Prepend\"}, expected null, NFC"},
       {"a prefix space", [](json& j) { j["pre_tokenizer"]["add_prefix_space"] = true; },
        "key 'pre_tokenizer'"},
       {"no regex", [](json& j) { j["pre_tokenizer"]["use_regex"] = false; }, "key 'pre_tokenizer'"},
