@@ -64,7 +64,7 @@ bool hf_known_split_regex(const std::string& pattern, HfPreStep::CutRule* rule);
 std::shared_ptr<const HfRegex> hf_regex_compile(const std::string& pattern,
                                                 const std::string& where);
 
-// NFC of valid UTF-8 text. ASCII text is returned as it is without copying work beyond the copy.
+// NFC of valid UTF-8 text (ASCII text, which NFC leaves as it is, is copied without a lookup).
 std::string hf_nfc(std::string_view text);
 
 // Appends the pre-tokenizer pieces of `text` (valid UTF-8, already normalized) to *pieces, in
