@@ -2,11 +2,14 @@
 // split regexes, a BOS template, ignore_merges, special tokens written in the text): the ids equal
 // those of the tokenizers library on the committed fixtures
 // (tests/reference/gen_hf_family_tokenizer_fixtures.py made them once; no Python runs here), for
-// every case and for a whole document prepared at 1, 2 and 3 threads with small chunks; every cut
-// point the chunker may choose keeps the ids, on the fixtures' text and on random text of the
-// characters the rules turn on.
+// every case and for a whole document prepared at 1, 2 and 3 threads with small chunks; the
+// pre-tokenizer's pieces equal the library's; the BOS before each document and the eot written
+// once after a template that ends with it; every cut point the chunker may choose keeps the ids
+// and the pieces, on the fixtures' text and on random text of the characters the rules turn on;
+// pieces of hundreds of kB encode.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +35,12 @@ const char* const kFamilies[] = {"smollm2", "qwen2", "llama3"};
 
 json expected(const std::string& family) {
   return json::parse(testing::read_file(testing::hf_family_fixture_dir(family) + "/expected.json"));
+}
+
+// Writes `tokenizer_json` as DIR/tokenizer.json, making DIR.
+void fs_write_dir(const std::string& dir, const std::string& tokenizer_json) {
+  std::filesystem::create_directories(dir);
+  testing::write_file(dir + "/tokenizer.json", tokenizer_json);
 }
 
 std::vector<int32_t> with_post_processor(const Tokenizer& tok, std::vector<int32_t> ids) {
@@ -144,6 +153,35 @@ TEST(HfTokenizerFamilies, PrepareGivesTheLibrarysIdsAtEveryThreadCount) {
                 tokenizer_load_hf(testing::hf_family_fixture_dir(family))->doc_prefix());
     }
   }
+}
+
+// A template that already ends each text with the eot ("<|begin_of_text|> $A <|end_of_text|>")
+// ends each document part with it once, not twice.
+TEST(HfTokenizerFamilies, PrepareWritesTheEotOnceAfterATemplateThatEndsWithIt) {
+  json j =
+      json::parse(testing::read_file(testing::hf_family_fixture_dir("llama3") + "/tokenizer.json"));
+  json& tpl = j["post_processor"]["processors"][1];
+  tpl["single"].push_back({{"SpecialToken", {{"id", "<|end_of_text|>"}, {"type_id", 0}}}});
+  testing::TempDir tmp("llm_hffam_eos_");
+  fs_write_dir(tmp.file("tok"), j.dump());
+  testing::write_file(tmp.file("doc.txt"), "In the beginning\n");
+  PrepareOptions opt;
+  opt.inputs = {tmp.file("doc.txt")};
+  opt.out_dir = tmp.file("out");
+  opt.tokenizer = "hf:" + tmp.file("tok");
+  opt.val_fraction = 0.0;
+  opt.threads = 1;
+  opt.quiet = true;
+  data_prepare(opt);
+  auto tok = tokenizer_load(tmp.file("out"));
+  EXPECT_EQ(tok->doc_suffix(), (std::vector<int32_t>{tok->eot_id()}));
+  std::vector<int32_t> want = {600};  // <|begin_of_text|>
+  for (int32_t id : tok->encode("In the beginning\n")) want.push_back(id);
+  want.push_back(tok->eot_id());
+  TokenArray t = shard_load(tmp.file("out/train.bin"), nullptr, tok->vocab_size());
+  std::vector<int32_t> got(static_cast<size_t>(t.size()));
+  if (t.size() > 0) t.copy(0, t.size(), got.data());
+  EXPECT_EQ(got, want);
 }
 
 // encode(text) == encode(text[0, p)) + encode(text[p, end)) at every p safe_cut accepts, and
