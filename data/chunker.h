@@ -5,8 +5,9 @@
 // (and the tokenizer) alone, and every chunk is encoded on its own:
 //   1. safe cuts, Tokenizer::safe_cut: places where encoding the two sides separately gives the
 //      same tokens as encoding the whole (bytes: everywhere; bpe: around a newline, before a space
-//      after a non-space; hf-bpe: before white space after a non-white-space character, per the
-//      GPT-2 pre-tokenizer's rules, outside any added token). Cutting there changes nothing.
+//      after a non-space; hf-bpe: where the tokenizer's own pre-tokenizer always ends a piece —
+//      GPT-2's: before white space after a non-white-space character; Llama-3's and Qwen2's
+//      regexes: hf_pretokenize.h — outside any added token). Cutting there changes nothing.
 //   2. hard cuts, where text runs longer than kHardCutBytes (1 MiB) without a safe cut: one every
 //      kHardCutBytes after the last safe cut before the run (moved back to the start of a UTF-8
 //      character). The tokens there may differ from encoding the whole run at once — a piece of

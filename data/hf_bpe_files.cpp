@@ -36,6 +36,13 @@ json parse_json(const std::string& bytes, const std::string& file) {
   }
 }
 
+// What a post-processor puts around the ids of one text: tokens by name, with their ids where the
+// post-processor names them (TemplateProcessing's special_tokens, Bert/Roberta's pairs), -1 where
+// the vocabulary is to give them.
+struct PostAdditions {
+  std::vector<std::pair<std::string, int64_t>> before, after;
+};
+
 // The vocabulary and merges as strings, before they are resolved to ids.
 struct RawBpe {
   std::vector<std::pair<std::string, int64_t>> vocab;
@@ -44,6 +51,8 @@ struct RawBpe {
   std::vector<int64_t> merge_lines;
   std::vector<HfAddedToken> added;
   bool ignore_merges = false;
+  HfPipeline pipeline;
+  PostAdditions post;
 };
 
 void read_vocab(const json& v, const std::string& where, RawBpe* raw) {
@@ -76,103 +85,201 @@ void require_byte_level_or_null(const json& j, const char* key, const std::strin
               v.dump().substr(0, 80), ", expected null or {\"type\": \"ByteLevel\"} (GPT-2's)");
 }
 
-// What a post-processor adds to the ids of one text, as "'<s>' before and '</s>' after each text",
-// or "" when it adds nothing (ids unchanged; it may still move offsets, which ledgerlm never
-// uses). ledgerlm encodes documents and separates them itself, so it can follow only a
-// post-processor that adds nothing; one of an unknown kind, or a template it cannot read, is
-// refused in one line naming `file` and the key.
-std::string post_processor_additions(const json& pp, const std::string& file) {
-  if (pp.is_null()) return "";
+// Reads a post-processor: null, ByteLevel (moves offsets only), TemplateProcessing, Bert or
+// Roberta processing, or a Sequence of them (each wraps what the one before made). Anything else,
+// or a template it cannot read, is refused in one line naming `file` and the key.
+PostAdditions post_processor_additions(const json& pp, const std::string& file) {
+  if (pp.is_null()) return {};
   const std::string shown = pp.dump().substr(0, 120);
   auto refuse_shape = [&](const char* why) {
     fail(error_message(file, ": key 'post_processor' is ", shown,
-                       ", expected null, ByteLevel, "
-                       "TemplateProcessing or a Sequence of them (",
+                       ", expected null, ByteLevel, TemplateProcessing, BertProcessing, "
+                       "RobertaProcessing or a Sequence of them (",
                        why, ")"));
   };
   if (!pp.is_object() || !pp.contains("type") || !pp.at("type").is_string())
     refuse_shape("no type");
   const std::string type = pp.at("type").get<std::string>();
-  // "'a', 'b'" for a list of tokens.
-  auto quoted = [](const std::vector<std::string>& tokens) {
-    std::string out;
-    for (const std::string& t : tokens) out += (out.empty() ? "'" : ", '") + t + "'";
-    return out;
-  };
-  auto describe = [&](const std::vector<std::string>& before,
-                      const std::vector<std::string>& after) -> std::string {
-    if (before.empty() && after.empty()) return "";
-    std::string out;
-    if (!before.empty()) out += quoted(before) + " before";
-    if (!after.empty()) out += (out.empty() ? "" : " and ") + quoted(after) + " after";
-    return out + " each text";
-  };
-  if (type == "ByteLevel") return "";  // trims or shifts offsets only
+  if (type == "ByteLevel") return {};  // trims or shifts offsets only
   if (type == "Sequence") {
     if (!pp.contains("processors") || !pp.at("processors").is_array())
       refuse_shape("a Sequence without 'processors'");
+    PostAdditions all;
     for (const json& p : pp.at("processors")) {
-      std::string adds = post_processor_additions(p, file);
-      if (!adds.empty()) return adds;
+      PostAdditions one = post_processor_additions(p, file);
+      one.before.insert(one.before.end(), all.before.begin(), all.before.end());
+      all.after.insert(all.after.end(), one.after.begin(), one.after.end());
+      all.before = std::move(one.before);
     }
-    return "";
+    return all;
   }
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     // {"cls": ["<s>", 0], "sep": ["</s>", 2]}: cls before, sep after every single text.
-    auto token = [&](const char* key) {
-      const bool ok = pp.contains(key) && pp.at(key).is_array() && !pp.at(key).empty() &&
-                      pp.at(key)[0].is_string();
+    auto token = [&](const char* key) -> std::pair<std::string, int64_t> {
+      const bool ok = pp.contains(key) && pp.at(key).is_array() && pp.at(key).size() == 2 &&
+                      pp.at(key)[0].is_string() && pp.at(key)[1].is_number_integer();
       if (!ok) refuse_shape("a processor without its cls and sep tokens");
-      return pp.at(key)[0].get<std::string>();
+      return {pp.at(key)[0].get<std::string>(), pp.at(key)[1].get<int64_t>()};
     };
-    return describe({token("cls")}, {token("sep")});
+    return {{token("cls")}, {token("sep")}};
   }
-  if (type != "TemplateProcessing") refuse_shape("a kind that adds tokens or is unknown");
-  // "single": [{"SpecialToken": {"id": "<|endoftext|>", ...}}, {"Sequence": {"id": "A", ...}}].
+  if (type != "TemplateProcessing") refuse_shape("an unknown kind");
+  // "single": [{"SpecialToken": {"id": "<|begin_of_text|>", ...}}, {"Sequence": {"id": "A"}}],
+  // "special_tokens": {"<|begin_of_text|>": {"id": ..., "ids": [128000], "tokens": [...]}}.
   if (!pp.contains("single") || !pp.at("single").is_array())
     refuse_shape("a TemplateProcessing without its 'single' template");
-  std::vector<std::string> before, after;
+  PostAdditions out;
   int sequences = 0;
   for (const json& piece : pp.at("single")) {
     if (piece.is_object() && piece.contains("Sequence") && piece.at("Sequence").is_object() &&
         piece.at("Sequence").value("id", "") == "A") {
       ++sequences;
-    } else if (piece.is_object() && piece.contains("SpecialToken") &&
-               piece.at("SpecialToken").is_object() && piece.at("SpecialToken").contains("id") &&
-               piece.at("SpecialToken").at("id").is_string()) {
-      (sequences == 0 ? before : after)
-          .push_back(piece.at("SpecialToken").at("id").get<std::string>());
-    } else {
+      continue;
+    }
+    if (!(piece.is_object() && piece.contains("SpecialToken") &&
+          piece.at("SpecialToken").is_object() && piece.at("SpecialToken").contains("id") &&
+          piece.at("SpecialToken").at("id").is_string()))
       refuse_shape("a 'single' template piece other than $A or a special token");
+    const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
+    auto& side = sequences == 0 ? out.before : out.after;
+    const json* entry = nullptr;
+    if (pp.contains("special_tokens") && pp.at("special_tokens").is_object() &&
+        pp.at("special_tokens").contains(name))
+      entry = &pp.at("special_tokens").at(name);
+    if (entry == nullptr) {
+      side.emplace_back(name, -1);
+      continue;
+    }
+    const bool ok = entry->is_object() && entry->contains("ids") && entry->at("ids").is_array() &&
+                    entry->contains("tokens") && entry->at("tokens").is_array() &&
+                    entry->at("ids").size() == entry->at("tokens").size();
+    if (!ok) refuse_shape("a special_tokens entry without matching 'ids' and 'tokens'");
+    for (size_t k = 0; k < entry->at("ids").size(); ++k) {
+      const json &id = entry->at("ids")[k], &tok = entry->at("tokens")[k];
+      if (!id.is_number_integer() || !tok.is_string())
+        refuse_shape("a special_tokens entry whose ids are not integers");
+      side.emplace_back(tok.get<std::string>(), id.get<int64_t>());
     }
   }
   if (sequences != 1) refuse_shape("a 'single' template that does not hold $A exactly once");
-  return describe(before, after);
+  return out;
+}
+
+std::string short_dump(const json& v) {
+  const std::string d = v.dump();
+  return d.size() > 100 ? d.substr(0, 100) + "..." : d;
+}
+
+// Keys read without throwing nlohmann's own errors on a value of the wrong type: a string key
+// that is absent or not a string reads "", a flag that is absent or null its default, and a flag
+// of another type is refused naming `where`.
+std::string string_key(const json& o, const char* key) {
+  return o.is_object() && o.contains(key) && o.at(key).is_string() ? o.at(key).get<std::string>()
+                                                                   : "";
+}
+bool flag_key(const json& o, const char* key, bool absent, const std::string& where) {
+  if (!o.is_object() || !o.contains(key) || o.at(key).is_null()) return absent;
+  LLM_REQUIRE(o.at(key).is_boolean(), where, ": '", key, "' is ", short_dump(o.at(key)),
+              ", expected true or false");
+  return o.at(key).get<bool>();
+}
+
+// NFC, alone or in (nested) Sequences; null is none.
+bool read_normalizer(const json& n, const std::string& file) {
+  if (n.is_null()) return false;
+  const std::string type = string_key(n, "type");
+  if (type == "NFC") return true;
+  if (type == "Sequence" && n.contains("normalizers") && n.at("normalizers").is_array()) {
+    bool nfc = false;
+    for (const json& m : n.at("normalizers")) nfc = read_normalizer(m, file) || nfc;
+    return nfc;
+  }
+  fail(error_message(file, ": key 'normalizer' is ", short_dump(n),
+                     ", expected null, NFC or a Sequence of NFC (the normalizers ledgerlm "
+                     "reproduces exactly)"));
+}
+
+HfPipeline read_pre_tokenizer(const json& pre, const std::string& file) {
+  const std::string expected =
+      ", expected ByteLevel (add_prefix_space false), or a Sequence of Split (GPT-2's, Llama-3's "
+      "or Qwen2's regex, Isolated) and Digits steps ending with ByteLevel";
+  LLM_REQUIRE(pre.is_object(), file, ": key 'pre_tokenizer' is ", short_dump(pre), expected);
+  std::vector<json> steps;
+  if (string_key(pre, "type") == "Sequence") {
+    LLM_REQUIRE(pre.contains("pretokenizers") && pre.at("pretokenizers").is_array() &&
+                    !pre.at("pretokenizers").empty(),
+                file, ": key 'pre_tokenizer' is a Sequence without 'pretokenizers'", expected);
+    for (const json& s : pre.at("pretokenizers")) steps.push_back(s);
+  } else {
+    steps.push_back(pre);
+  }
+  HfPipeline out;
+  bool splits = false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json& s = steps[i];
+    const std::string type = string_key(s, "type");
+    const std::string where =
+        error_message(file, ": key 'pre_tokenizer' step ", i, " (", type, ")");
+    if (type == "ByteLevel") {
+      LLM_REQUIRE(i + 1 == steps.size(), where, " is not the last step", expected);
+      LLM_REQUIRE(!flag_key(s, "add_prefix_space", false, where), where,
+                  " has add_prefix_space true, expected false (as the GPT-2, SmolLM2, Qwen2 and "
+                  "Llama-3 tokenizers; a prefix space on every piece would make the cut points "
+                  "of parallel encoding change the ids)");
+      if (flag_key(s, "use_regex", true, where)) {
+        out.steps.push_back(
+            {HfPreStep::Kind::kGpt2, nullptr, HfPreStep::CutRule::kGpt2, false, {}});
+        splits = true;
+      }
+    } else if (type == "Split") {
+      const json pattern = s.contains("pattern") ? s.at("pattern") : json();
+      LLM_REQUIRE(
+          pattern.is_object() && pattern.contains("Regex") && pattern.at("Regex").is_string(),
+          where, " has pattern ", short_dump(pattern), ", expected {\"Regex\": ...}");
+      LLM_REQUIRE(string_key(s, "behavior") == "Isolated", where, " has behavior ",
+                  short_dump(s.contains("behavior") ? s.at("behavior") : json()),
+                  ", expected \"Isolated\"");
+      LLM_REQUIRE(!flag_key(s, "invert", false, where), where, " has invert true, expected false");
+      const std::string regex = pattern.at("Regex").get<std::string>();
+      HfPreStep step{HfPreStep::Kind::kRegex, nullptr, HfPreStep::CutRule::kGpt2, false, {}};
+      LLM_REQUIRE(hf_known_split_regex(regex, &step.cut), where, " has the regex \"",
+                  regex.substr(0, 60), regex.size() > 60 ? "..." : "",
+                  "\", expected GPT-2's, Llama-3's or Qwen2's (the regexes whose cut points for "
+                  "parallel encoding ledgerlm knows)");
+      step.regex = hf_regex_compile(regex, where);
+      step.pattern = regex;
+      out.steps.push_back(std::move(step));
+      splits = true;
+    } else if (type == "Digits") {
+      out.steps.push_back({HfPreStep::Kind::kDigits,
+                           nullptr,
+                           HfPreStep::CutRule::kGpt2,
+                           flag_key(s, "individual_digits", false, where),
+                           {}});
+    } else {
+      fail(error_message(where, " is not supported", expected));
+    }
+  }
+  LLM_REQUIRE(string_key(steps.back(), "type") == "ByteLevel", file,
+              ": key 'pre_tokenizer' does not end with ByteLevel", expected);
+  LLM_REQUIRE(splits, file,
+              ": key 'pre_tokenizer' splits nothing (ByteLevel use_regex false and no Split)",
+              expected);
+  return out;
 }
 
 RawBpe read_tokenizer_json(const std::string& bytes, const std::string& file) {
   const json j = parse_json(bytes, file);
   LLM_REQUIRE(j.is_object(), file, ": expected a JSON object");
-  LLM_REQUIRE(is_null_or_absent(j, "normalizer"), file, ": key 'normalizer' is ",
-              j.at("normalizer").dump().substr(0, 80), ", expected null (GPT-2 has no normalizer)");
+  RawBpe raw;
+  raw.pipeline.nfc = read_normalizer(j.contains("normalizer") ? j.at("normalizer") : json(), file);
   LLM_REQUIRE(j.contains("pre_tokenizer") && j.at("pre_tokenizer").is_object(), file,
               ": key 'pre_tokenizer' is missing or null, expected {\"type\": \"ByteLevel\", "
-              "\"add_prefix_space\": false} (GPT-2's)");
-  const json& pre = j.at("pre_tokenizer");
-  const bool gpt2_pre = pre.value("type", "") == "ByteLevel" && pre.contains("add_prefix_space") &&
-                        pre.at("add_prefix_space") == false && pre.value("use_regex", true) == true;
-  LLM_REQUIRE(gpt2_pre, file, ": key 'pre_tokenizer' is ", pre.dump().substr(0, 120),
-              ", expected {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": "
-              "true} (GPT-2's)");
+              "\"add_prefix_space\": false} or a Sequence ending with it");
+  raw.pipeline.steps = read_pre_tokenizer(j.at("pre_tokenizer"), file).steps;
   require_byte_level_or_null(j, "decoder", file);
-  if (j.contains("post_processor")) {
-    // transformers 5 saves GPT-2 with an identity TemplateProcessing (single = $A): accepted, as
-    // is anything else that leaves the ids of a single text as they are.
-    const std::string adds = post_processor_additions(j.at("post_processor"), file);
-    LLM_REQUIRE(adds.empty(), file, ": post_processor adds ", adds,
-                ", expected one that adds nothing to a text (ledgerlm ends each document with ",
-                kEotText, " itself; set \"post_processor\" to null to use this tokenizer)");
-  }
+  raw.post = post_processor_additions(
+      j.contains("post_processor") ? j.at("post_processor") : json(), file);
   for (const char* key : {"truncation", "padding"}) {
     LLM_REQUIRE(is_null_or_absent(j, key), file, ": key '", key,
                 "' is set, expected null (ledgerlm encodes whole documents)");
@@ -189,7 +296,9 @@ RawBpe read_tokenizer_json(const std::string& bytes, const std::string& file) {
     LLM_REQUIRE(is_null_or_absent(m, key) || m.at(key) == "", file, ": key 'model.", key, "' is ",
                 m.at(key).dump(), ", expected null (GPT-2 has none)");
   }
-  RawBpe raw;
+  LLM_REQUIRE(is_null_or_absent(m, "byte_fallback") || m.at("byte_fallback") == false, file,
+              ": key 'model.byte_fallback' is true, expected false (a byte-level vocabulary; "
+              "sentencepiece-style BPE is not supported)");
   LLM_REQUIRE(m.contains("vocab"), file, ": key 'model.vocab' is missing");
   read_vocab(m.at("vocab"), file + ": key 'model.vocab'", &raw);
   if (m.contains("ignore_merges")) {
@@ -225,7 +334,16 @@ RawBpe read_tokenizer_json(const std::string& bytes, const std::string& file) {
                     t.at("content").dump(), " has ", flag,
                     " true, expected false (GPT-2's added tokens match their text exactly)");
       }
-      raw.added.push_back({t.at("content").get<std::string>(), t.at("id").get<int32_t>()});
+      // The library's default: special tokens match the raw text, others the normalized text.
+      const std::string where = file + ": key 'added_tokens' entry " + t.at("content").dump();
+      const bool normalized =
+          flag_key(t, "normalized", !flag_key(t, "special", false, where), where);
+      LLM_REQUIRE(t.contains("id") && t.at("id").get<int64_t>() >= 0 &&
+                      t.at("id").get<int64_t>() < (int64_t{1} << 31),
+                  file, ": key 'added_tokens' entry ", t.at("content").dump(), " has id ",
+                  t.at("id").dump(), ", expected an id in [0, 2^31)");
+      raw.added.push_back(
+          {t.at("content").get<std::string>(), t.at("id").get<int32_t>(), normalized});
     }
   }
   return raw;
@@ -234,6 +352,8 @@ RawBpe read_tokenizer_json(const std::string& bytes, const std::string& file) {
 RawBpe read_vocab_merges(const std::string& vocab_bytes, const std::string& vocab_file,
                          const std::string& merges_bytes, const std::string& merges_file) {
   RawBpe raw;
+  raw.pipeline.steps.push_back(
+      {HfPreStep::Kind::kGpt2, nullptr, HfPreStep::CutRule::kGpt2, false, {}});
   read_vocab(parse_json(vocab_bytes, vocab_file), vocab_file, &raw);
   std::istringstream lines(merges_bytes);
   std::string line;
@@ -275,6 +395,7 @@ HfBpeSpec resolve(const RawBpe& raw, const std::string& vocab_file,
               kMaxVocab, " tokens");
   HfBpeSpec spec;
   spec.ignore_merges = raw.ignore_merges;
+  spec.pipeline = raw.pipeline;
   spec.token_bytes.resize(static_cast<size_t>(size));
   std::vector<char> assigned(static_cast<size_t>(size), 0);
   std::unordered_map<std::string, int32_t> added_ids;
@@ -287,7 +408,11 @@ HfBpeSpec resolve(const RawBpe& raw, const std::string& vocab_file,
     spec.token_bytes[a.id] = a.content;
     spec.added.push_back(a);
     added_ids.emplace(a.content, a.id);
-    if (a.content == kEotText) spec.eot_id = a.id;
+  }
+  // The end-of-text token, by the names the families give it.
+  for (const char* name : {kEotText, "<|end_of_text|>", "</s>"}) {
+    auto it = added_ids.find(name);
+    if (spec.eot_id < 0 && it != added_ids.end()) spec.eot_id = it->second;
   }
   for (const auto& [token, id] : raw.vocab) {
     if (added_ids.count(token)) continue;
@@ -312,7 +437,38 @@ HfBpeSpec resolve(const RawBpe& raw, const std::string& vocab_file,
                 size - 1, " without gaps)");
   }
   LLM_REQUIRE(spec.eot_id >= 0, vocab_file, ": has no ", kEotText,
-              " added token (expected GPT-2's end-of-text token, the separator of documents)");
+              " added token (expected an end-of-text token, the separator of documents: ", kEotText,
+              ", <|end_of_text|> or </s>)");
+  // The post-processor's tokens: the ids it names must be the vocabulary's.
+  auto post_ids = [&](const std::vector<std::pair<std::string, int64_t>>& names) {
+    std::vector<int32_t> ids;
+    for (const auto& [name, id] : names) {
+      auto it = by_text.find(name);
+      auto ia = added_ids.find(name);
+      const int64_t known = ia != added_ids.end() ? ia->second
+                            : it != by_text.end() ? it->second
+                                                  : -1;
+      LLM_REQUIRE(known >= 0 || (id >= 0 && id < size), vocab_file,
+                  ": key 'post_processor' adds \"", name,
+                  "\", which is not a token of the vocabulary");
+      LLM_REQUIRE(id < 0 || known < 0 || id == known, vocab_file, ": key 'post_processor' gives \"",
+                  name, "\" the id ", id, " but the vocabulary gives it ", known);
+      ids.push_back(static_cast<int32_t>(id >= 0 ? id : known));
+    }
+    return ids;
+  };
+  spec.prefix = post_ids(raw.post.before);
+  spec.suffix = post_ids(raw.post.after);
+  // What the normalizer, pre-tokenizer and post-processor do, whatever the file's form.
+  json steps = json::array();
+  for (const HfPreStep& s : spec.pipeline.steps)
+    steps.push_back({static_cast<int>(s.kind), s.pattern, s.individual_digits});
+  spec.pipeline_text = json{
+      {"nfc", spec.pipeline.nfc},
+      {"steps", steps},
+      {"prefix", spec.prefix},
+      {"suffix",
+       spec.suffix}}.dump();
   spec.merges.reserve(raw.merges.size());
   for (size_t r = 0; r < raw.merges.size(); ++r) {
     const auto& [a, b] = raw.merges[r];
@@ -399,6 +555,9 @@ std::string hf_bpe_difference(const HfBpeSpec& a, const std::string& a_name, con
   if (a.merges.size() != b.merges.size())
     return error_message(a_name, " has ", a.merges.size(), " merges, ", b_name, " ",
                          b.merges.size());
+  if (a.pipeline_text != b.pipeline_text)
+    return error_message("the normalizer, pre_tokenizer or post_processor differ between ", a_name,
+                         " and ", b_name);
   if (a.ignore_merges != b.ignore_merges)
     return error_message("model.ignore_merges is ", a.ignore_merges ? "true" : "false", " in ",
                          a_name, " but ", b.ignore_merges ? "true" : "false", " in ", b_name);

@@ -1,18 +1,32 @@
-// Reading a Hugging Face GPT-2 tokenizer from disk: tokenizer.json (model BPE, ByteLevel
-// pre-tokenizer) or vocab.json + merges.txt, checked to be something the byte-level BPE encoder
-// (tokenizer_hf_bpe.cpp) reproduces exactly. What it cannot reproduce — a normalizer, another
-// pre-tokenizer or model, BPE dropout, subword prefixes, added tokens that strip spaces, no
-// <|endoftext|>, a byte missing from the vocabulary, a post-processor that adds tokens to a text
-// — is refused with one line naming the file and the key. A post-processor that adds nothing
-// (null; ByteLevel, which moves offsets only; TemplateProcessing whose single template is just
-// $A, as transformers 5 saves GPT-2; a Sequence of these) is accepted; one that adds tokens is
-// refused saying what it adds ("post_processor adds '<|endoftext|>' after each text").
+// Reading a Hugging Face byte-level BPE tokenizer from disk: tokenizer.json or GPT-2's
+// vocab.json + merges.txt, checked to be something the byte-level BPE encoder
+// (tokenizer_hf_bpe.cpp) reproduces exactly. tokenizer.json may hold, as the GPT-2, SmolLM2, Qwen2
+// and Llama-3 tokenizers do:
+//   normalizer      null, NFC, or a Sequence of NFC;
+//   pre_tokenizer   ByteLevel (add_prefix_space false) alone, or a Sequence of Split (a known
+//                   regex, behavior Isolated, invert false) and Digits steps ending with ByteLevel
+//                   (hf_pretokenize.h);
+//   model           BPE over GPT-2's byte alphabet: merges, ignore_merges, no dropout, no subword
+//                   prefix or suffix, no byte_fallback;
+//   post_processor  null, ByteLevel, TemplateProcessing, Bert/RobertaProcessing, or a Sequence of
+//                   them: the tokens it puts before and after a single text (Llama-3: BOS) are
+//                   put around every document `prepare` encodes;
+//   added_tokens    matched in the text as the library does (those with normalized false in the
+//                   raw text first, then the others in the normalized text), never with
+//                   single_word, lstrip or rstrip;
+//   an end-of-text token, the separator of documents: the added token <|endoftext|>, else
+//   <|end_of_text|> (Llama-3), else </s>.
+// Anything else (another normalizer, pre-tokenizer, model or post-processor, a Split regex whose
+// cut points ledgerlm does not know, a byte missing from the vocabulary) is refused with one line
+// naming the file and the key.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "data/hf_pretokenize.h"
 
 namespace ledgerlm {
 
@@ -24,6 +38,7 @@ struct HfFile {
 struct HfAddedToken {
   std::string content;  // matched verbatim in the text, before pre-tokenization
   int32_t id = -1;
+  bool normalized = false;  // matched in the normalized text, after the others
 };
 
 struct HfBpeSpec {
@@ -36,7 +51,13 @@ struct HfBpeSpec {
   std::vector<Merge> merges;
   std::vector<HfAddedToken> added;
   int32_t byte_ids[256] = {};  // the token of each single byte
-  int32_t eot_id = -1;         // the added token <|endoftext|>
+  int32_t eot_id = -1;         // the end-of-text added token (see above)
+  HfPipeline pipeline;         // normalizer and pre-tokenizer (GPT-2's for vocab.json + merges)
+  // What the post-processor puts before and after the ids of a single text.
+  std::vector<int32_t> prefix, suffix;
+  // What the normalizer, pre-tokenizer and post-processor do, in a canonical form (compared by
+  // hf_bpe_difference).
+  std::string pipeline_text;
   bool ignore_merges = false;  // a piece that is a whole vocabulary entry is that entry
   std::vector<HfFile> files;   // what the tokenizer was read from (what save() copies)
 };

@@ -1,6 +1,7 @@
 // `ledgerlm prepare`: raw text -> a data directory with a tokenizer, token shards and meta.json.
 //
-//   DIR/train.bin, DIR/val.bin   token shards (shard.h), one eot after each document's part, with
+//   DIR/train.bin, DIR/val.bin   token shards (shard.h), one eot after each document's part (and
+//                                the tokenizer's doc_prefix, Llama-3's BOS, before it), with
 //                                a CRC-32C per MiB of tokens
 //   DIR/test.bin                 the same, for the test split (only with test_fraction > 0)
 //   DIR/tokenizer.model          sentencepiece model (bpe only)

@@ -92,19 +92,24 @@ class ShardFeeder {
         pool_(tok, threads, check_utf8),
         train_((fs::path(dir) / "train.bin").string(), tok.vocab_size()),
         val_((fs::path(dir) / "val.bin").string(), tok.vocab_size()),
-        max_in_flight_(2 * static_cast<size_t>(threads) + 2) {
+        max_in_flight_(2 * static_cast<size_t>(threads) + 2),
+        prefix_(tok.doc_prefix()),
+        end_(tok.doc_suffix()) {
+    // The eot ends every part, once: a post-processor's suffix that already ends with it (a
+    // template "$A <|endoftext|>") is not followed by a second.
+    if (end_.empty() || end_.back() != tok.eot_id()) end_.push_back(tok.eot_id());
     if (with_test)
       test_ =
           std::make_unique<ShardWriter>((fs::path(dir) / "test.bin").string(), tok.vocab_size());
   }
 
-  // Adds a chunk of a part of `split`, `last` if it ends the part.
+  // Adds a chunk of a part of `split`, `first` if it starts the part and `last` if it ends it.
   void submit(Split split, std::string_view text, const std::string& source, uint64_t offset,
-              bool last) {
+              bool first, bool last) {
     LLM_ASSERT(split != kTest || test_);
     job_.text += text;
     job_.chunks.push_back({job_.text.size(), source, offset});
-    job_places_.push_back({split, last});
+    job_places_.push_back({split, first, last});
     DataSplitInfo& info = split == kTrain ? train_info : split == kVal ? val_info : test_info;
     info.bytes += static_cast<int64_t>(text.size());
     if (last) info.documents += 1;
@@ -130,7 +135,7 @@ class ShardFeeder {
  private:
   struct Place {
     Split split;
-    bool last;
+    bool first, last;
   };
   ShardWriter& shard(Split split) {
     return split == kTrain ? train_ : split == kVal ? val_ : *test_;
@@ -147,12 +152,12 @@ class ShardFeeder {
     const EncodedJob done = pool_.take();
     const std::vector<Place> places = std::move(pending_.front());
     pending_.pop_front();
-    const int32_t eot = tok_.eot_id();
     size_t begin = 0;
     for (size_t i = 0; i < places.size(); ++i) {
       ShardWriter& out = shard(places[i].split);
+      if (places[i].first) out.append(prefix_);
       out.append(std::span<const int32_t>(done.tokens).subspan(begin, done.ends[i] - begin));
-      if (places[i].last) out.append(std::span<const int32_t>(&eot, 1));
+      if (places[i].last) out.append(end_);
       begin = done.ends[i];
     }
   }
@@ -165,6 +170,8 @@ class ShardFeeder {
   std::vector<Place> job_places_;      // where each of them goes
   std::deque<std::vector<Place>> pending_;
   const size_t max_in_flight_;
+  const std::vector<int32_t> prefix_;  // before each part: the tokenizer's doc_prefix (BOS)
+  std::vector<int32_t> end_;           // after each part: its doc_suffix, then the eot
 };
 
 // Cuts part [a, b) of the document into chunks and submits them.
@@ -180,7 +187,7 @@ void encode_part(const Tokenizer& tok, uint64_t chunk_bytes, DocumentStream& doc
     const PartWindow window{doc.view(from, need), from - a, need == b};
     const uint64_t e = a + chunk_end(tok, window, p - a, chunk_bytes);
     LLM_ASSERT(e > p && e <= b);
-    feeder.submit(split, doc.view(p, e), file.name(), p, e == b);
+    feeder.submit(split, doc.view(p, e), file.name(), p, p == a, e == b);
     p = e;
     doc.drop_before(std::max(a, p >= context ? p - context : 0));
   }

@@ -1,8 +1,9 @@
 // The encoding pass of `prepare`: every document read once, in order, in bounded memory; split
 // into its train, val and (with a test fraction) test parts; each part cut into chunks
 // (chunker.h) that the threads of an EncodePool encode; the tokens appended, in document order,
-// to train.bin, val.bin and test.bin with one eot after each non-empty part; each file's size and
-// SHA-256 listed in sources.jsonl.
+// to train.bin, val.bin and test.bin, each non-empty part between the tokenizer's doc_prefix
+// (Llama-3's BOS) and its doc_suffix followed by one eot; each file's size and SHA-256 listed in
+// sources.jsonl.
 #pragma once
 
 #include <cstdint>

@@ -2,11 +2,12 @@
 //   "bpe"    sentencepiece BPE trained on the corpus, configured so decode(encode(t)) == t for any
 //            valid UTF-8 text (identity normalization, byte fallback, "\n" as its own symbol);
 //   "bytes"  one token per byte (256) plus the end-of-text token (vocab 257);
-//   "hf-bpe" a Hugging Face GPT-2 byte-level BPE tokenizer read from its files, encoding exactly
-//            as the tokenizers library does (tokenizer_hf_bpe.cpp).
+//   "hf-bpe" a Hugging Face byte-level BPE tokenizer (GPT-2, SmolLM2, Qwen2 or Llama-3 style) read
+//            from its files, encoding exactly as the tokenizers library does
+//            (tokenizer_hf_bpe.cpp).
 // Each has an end-of-text id (eot) that separates documents in the token shards. bpe and bytes
-// never produce it from text; hf-bpe, like the tokenizers library, turns the literal text
-// "<|endoftext|>" into it.
+// never produce it from text; hf-bpe, like the tokenizers library, turns the literal text of
+// its added tokens ("<|endoftext|>", ...) into their ids.
 #pragma once
 
 #include <cstdint>
@@ -46,15 +47,21 @@ class Tokenizer {
   //   bytes   everywhere;
   //   bpe     after "\n", before "\n", and before a space that follows a non-space (sentencepiece
   //           starts a word there: no piece spans it);
-  //   hf-bpe  before ASCII white space that follows a non-white-space character (GPT-2's
-  //           pre-tokenizer always ends a piece there), when no added token (<|endoftext|>) could
-  //           match across p.
+  //   hf-bpe  where its pre-tokenizer always ends a piece (GPT-2's: before ASCII white space
+  //           that follows a non-white-space character; others: hf_pretokenize.h), when no
+  //           added token (<|endoftext|>) could match across p.
   virtual bool safe_cut(std::string_view text, size_t p) const = 0;
   virtual size_t cut_context() const = 0;
   // Text for `ids`; eot ids are rendered as kEotText. Throws Error on an id outside the vocab.
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int32_t eot_id() const = 0;
+  // The ids put before and after each document's ids: hf-bpe's post-processor's (Llama-3: its
+  // BOS before), as the tokenizers library adds them to a text it encodes; empty for bpe and
+  // bytes. encode() leaves them out. `prepare` writes prefix, the ids, suffix, then the eot
+  // unless the suffix already ends with it.
+  virtual std::vector<int32_t> doc_prefix() const { return {}; }
+  virtual std::vector<int32_t> doc_suffix() const { return {}; }
   // "bpe", "bytes" or "hf-bpe": the meta.json tokenizer field.
   virtual std::string name() const = 0;
   // Writes the files needed to load this tokenizer again into `dir` (bpe: tokenizer.model;
@@ -89,8 +96,9 @@ std::unique_ptr<Tokenizer> tokenizer_load_bpe(const std::string& model_path);
 std::unique_ptr<Tokenizer> tokenizer_bpe_from_proto(std::string model_proto,
                                                     const std::string& origin);
 
-// Loads a Hugging Face GPT-2 byte-level BPE tokenizer from `dir`: tokenizer.json (model BPE,
-// ByteLevel pre-tokenizer, no normalizer), or when there is none vocab.json + merges.txt. Works
+// Loads a Hugging Face byte-level BPE tokenizer from `dir`: tokenizer.json (hf_bpe_files.h says
+// which normalizers, pre-tokenizers and post-processors), or when there is none GPT-2's
+// vocab.json + merges.txt. Works
 // on a prepared data directory of kind hf-bpe as well (its copy of the files). Throws one Error
 // line naming the file and key of anything it cannot reproduce exactly (hf_bpe_files.h).
 std::unique_ptr<Tokenizer> tokenizer_load_hf(const std::string& dir);

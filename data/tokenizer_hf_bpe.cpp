@@ -1,18 +1,23 @@
-// The Hugging Face GPT-2 byte-level BPE tokenizer ("hf-bpe"): encodes text to the same ids as the
+// The Hugging Face byte-level BPE tokenizer ("hf-bpe"): encodes text to the same ids as the
 // tokenizers library does with the same tokenizer.json (or vocab.json + merges.txt).
 //
 // Encoding, in the library's order:
-//   1. added tokens (<|endoftext|> and any others) are found in the text first, leftmost and
-//      longest match first, and become their ids — so a literal "<|endoftext|>" inside a document
-//      is the end-of-text token, as with the library's defaults;
-//   2. the text between them is split into pieces by the GPT-2 pattern (pretokenize_gpt2.h);
-//   3. each piece is a run of bytes; starting from one token per byte, the adjacent pair with the
+//   1. added tokens whose `normalized` is false (special tokens: <|endoftext|>, <|im_start|>,
+//      ...) are found in the raw text first, leftmost and longest match first, and become their
+//      ids — so a literal "<|endoftext|>" inside a document is the end-of-text token, as with the
+//      library's defaults;
+//   2. the text between them is normalized (NFC where the tokenizer says so), and the other
+//      added tokens are found in it the same way;
+//   3. the text between those is split into pieces by the pre-tokenizer (GPT-2's pattern,
+//      pretokenize_gpt2.h, or the steps of hf_pretokenize.h);
+//   4. each piece is a run of bytes; starting from one token per byte, the adjacent pair with the
 //      lowest merge rank is merged (leftmost first among equal ranks) until no pair merges.
-// Step 3 is the slow one and text repeats its words, so the ids of each piece up to 256 bytes are
+// Step 4 is the slow one and text repeats its words, so the ids of each piece up to 256 bytes are
 // kept in a cache: the tokenizer's own for encode(), one per encoder (make_encoder) for the
 // threads of `prepare`.
 //
-// Safe cuts (Tokenizer::safe_cut): every piece of step 2 is a run of one class (letters, numbers,
+// Safe cuts (Tokenizer::safe_cut), for GPT-2's pre-tokenizer (others: hf_pretokenize.h): every
+// piece of step 3 is a run of one class (letters, numbers,
 // other symbols) with at most one space in front, a contraction, or white space; so a piece always
 // ends where white space follows a non-white-space character, and the splitter, which keeps no
 // state but its position, finds the same pieces on either side when the text is cut there. An
@@ -27,6 +32,7 @@
 #include <unordered_map>
 
 #include "data/hf_bpe_files.h"
+#include "data/hf_pretokenize.h"
 #include "data/pretokenize_gpt2.h"
 #include "data/tokenizer.h"
 #include "data/unicode_classes.h"
@@ -74,6 +80,7 @@ struct MergeScratch {
   };
   std::vector<Symbol> symbols;
   std::vector<Candidate> heap;
+  std::vector<std::string_view> pieces, split_scratch;  // pre-tokenizer output
 };
 
 class HfBpeTokenizer;
@@ -111,6 +118,50 @@ bool ascii_white_space(char c) {
   return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
+// A set of added tokens, found in a text leftmost first and longest first at one place, as the
+// library's matcher does.
+class AddedSet {
+ public:
+  void add(std::string content, int32_t id) { tokens_.push_back({std::move(content), id}); }
+  void sort() {
+    std::stable_sort(tokens_.begin(), tokens_.end(), [](const Token& a, const Token& b) {
+      return a.content.size() > b.content.size();  // the longest match is tried first
+    });
+    for (const auto& t : tokens_) first_[static_cast<unsigned char>(t.content[0])] = true;
+  }
+  // Calls between(text) for each text between matches (empty ones too) and appends each match's
+  // id to *out, in order.
+  template <typename F>
+  void split(std::string_view text, std::vector<int32_t>* out, F&& between) const {
+    size_t segment = 0;
+    for (size_t i = 0; i < text.size();) {
+      const Token* hit = first_[static_cast<unsigned char>(text[i])] ? at(text, i) : nullptr;
+      if (!hit) {
+        ++i;
+        continue;
+      }
+      between(text.substr(segment, i - segment));
+      out->push_back(hit->id);
+      i += hit->content.size();
+      segment = i;
+    }
+    between(text.substr(segment));
+  }
+
+ private:
+  struct Token {
+    std::string content;
+    int32_t id;
+  };
+  const Token* at(std::string_view text, size_t i) const {
+    for (const auto& t : tokens_)
+      if (text.compare(i, t.content.size(), t.content) == 0) return &t;
+    return nullptr;
+  }
+  std::vector<Token> tokens_;
+  bool first_[256] = {};  // bytes a token can start with
+};
+
 class HfBpeTokenizer final : public Tokenizer {
  public:
   explicit HfBpeTokenizer(HfBpeSpec spec) : spec_(std::move(spec)) {
@@ -126,14 +177,18 @@ class HfBpeTokenizer final : public Tokenizer {
         if (!is_added[id]) whole_.emplace(spec_.token_bytes[id], static_cast<int32_t>(id));
       }
     }
-    added_ = spec_.added;
-    std::sort(added_.begin(), added_.end(), [](const HfAddedToken& a, const HfAddedToken& b) {
-      return a.content.size() > b.content.size();  // the longest match is tried first
-    });
-    for (const auto& a : added_) {
-      added_first_[static_cast<unsigned char>(a.content[0])] = true;
+    for (const auto& a : spec_.added) {
       max_added_ = std::max(max_added_, a.content.size());
+      all_added_.push_back(a.content);
+      if (!a.normalized) {
+        raw_added_.add(a.content, a.id);
+      } else {
+        // Matched in the normalized text, as the library normalizes their content too.
+        norm_added_.add(spec_.pipeline.nfc ? hf_nfc(a.content) : a.content, a.id);
+      }
     }
+    raw_added_.sort();
+    norm_added_.sort();
   }
 
   std::vector<int32_t> encode(std::string_view text) const override {
@@ -158,34 +213,36 @@ class HfBpeTokenizer final : public Tokenizer {
 
   bool safe_cut(std::string_view text, size_t p) const override {
     if (p == 0 || p >= text.size()) return true;
-    if (!ascii_white_space(text[p]) || white_space_before(text, p)) return false;
-    for (const auto& a : added_) {
-      const size_t n = a.content.size();
+    if (spec_.pipeline.is_gpt2()) {
+      if (!ascii_white_space(text[p]) || white_space_before(text, p)) return false;
+    } else if (!hf_safe_cut(spec_.pipeline, text, p)) {
+      return false;
+    }
+    for (const std::string& a : all_added_) {
+      const size_t n = a.size();
       for (size_t s = p >= n - 1 ? p - (n - 1) : 0; s < p; ++s)
-        if (text.compare(s, n, a.content) == 0) return false;
+        if (text.compare(s, n, a) == 0) return false;
     }
     return true;
   }
-  // The code point before p (4 bytes) and any added token's text around p.
+  // The code points before and at p (4 bytes each) and any added token's text around p.
   size_t cut_context() const override { return std::max<size_t>(4, max_added_); }
 
-  // encode() of valid UTF-8 with the given cache and scratch, appending to *out.
+  // encode() of valid UTF-8 with the given cache and scratch, appending to *out: the raw text's
+  // added tokens, then each text between them normalized and the normalized added tokens found
+  // in it (steps 1 and 2 above).
   void encode_valid(std::string_view text, WordCache& cache, MergeScratch& scratch,
                     std::vector<int32_t>* out) const {
-    size_t segment = 0;
-    for (size_t i = 0; i < text.size();) {
-      const HfAddedToken* hit =
-          added_first_[static_cast<unsigned char>(text[i])] ? added_at(text, i) : nullptr;
-      if (!hit) {
-        ++i;
-        continue;
+    raw_added_.split(text, out, [&](std::string_view between) {
+      if (!spec_.pipeline.nfc) {
+        norm_added_.split(between, out,
+                          [&](std::string_view t) { encode_segment(t, cache, scratch, out); });
+        return;
       }
-      encode_segment(text.substr(segment, i - segment), cache, scratch, out);
-      out->push_back(hit->id);
-      i += hit->content.size();
-      segment = i;
-    }
-    encode_segment(text.substr(segment), cache, scratch, out);
+      const std::string normalized = hf_nfc(between);
+      norm_added_.split(normalized, out,
+                        [&](std::string_view t) { encode_segment(t, cache, scratch, out); });
+    });
   }
 
   std::string decode(std::span<const int32_t> ids) const override {
@@ -200,6 +257,8 @@ class HfBpeTokenizer final : public Tokenizer {
 
   int64_t vocab_size() const override { return static_cast<int64_t>(spec_.token_bytes.size()); }
   int32_t eot_id() const override { return spec_.eot_id; }
+  std::vector<int32_t> doc_prefix() const override { return spec_.prefix; }
+  std::vector<int32_t> doc_suffix() const override { return spec_.suffix; }
   std::string name() const override { return "hf-bpe"; }
 
   // The files it was read from, byte for byte: the data directory then holds the same tokenizer
@@ -223,40 +282,42 @@ class HfBpeTokenizer final : public Tokenizer {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
 
-  // The longest added token that starts at text[i], or nullptr.
-  const HfAddedToken* added_at(std::string_view text, size_t i) const {
-    for (const auto& a : added_) {
-      if (text.compare(i, a.content.size(), a.content) == 0) return &a;
-    }
-    return nullptr;
-  }
-
   void encode_segment(std::string_view segment, WordCache& cache, MergeScratch& scratch,
                       std::vector<int32_t>* out) const {
-    Gpt2Splitter split(segment);
-    std::string_view piece;
-    while (split.next(&piece)) {
-      if (piece.size() > kMaxCachedPiece) {
-        merge_piece(piece, scratch, out);
-        continue;
-      }
-      auto it = cache.spans.find(piece);
-      if (it != cache.spans.end()) {
-        const int32_t* ids = cache.ids.data() + it->second.offset;
-        out->insert(out->end(), ids, ids + it->second.count);
-        continue;
-      }
-      const size_t before = out->size();
-      merge_piece(piece, scratch, out);
-      if (cache.ids.size() > kMaxCachedIds || cache.spans.size() >= cache.max_pieces) {
-        cache.spans.clear();
-        cache.ids.clear();
-      }
-      const WordCache::Span span{static_cast<uint32_t>(cache.ids.size()),
-                                 static_cast<uint32_t>(out->size() - before)};
-      cache.ids.insert(cache.ids.end(), out->begin() + static_cast<ptrdiff_t>(before), out->end());
-      cache.spans.emplace(std::string(piece), span);
+    if (spec_.pipeline.is_gpt2()) {
+      Gpt2Splitter split(segment);
+      std::string_view piece;
+      while (split.next(&piece)) encode_piece(piece, cache, scratch, out);
+      return;
     }
+    scratch.pieces.clear();
+    hf_pretokenize(spec_.pipeline, segment, &scratch.pieces, &scratch.split_scratch);
+    // encode_piece does not touch the piece lists, so iterating over them is safe.
+    for (std::string_view piece : scratch.pieces) encode_piece(piece, cache, scratch, out);
+  }
+
+  void encode_piece(std::string_view piece, WordCache& cache, MergeScratch& scratch,
+                    std::vector<int32_t>* out) const {
+    if (piece.size() > kMaxCachedPiece) {
+      merge_piece(piece, scratch, out);
+      return;
+    }
+    auto it = cache.spans.find(piece);
+    if (it != cache.spans.end()) {
+      const int32_t* ids = cache.ids.data() + it->second.offset;
+      out->insert(out->end(), ids, ids + it->second.count);
+      return;
+    }
+    const size_t before = out->size();
+    merge_piece(piece, scratch, out);
+    if (cache.ids.size() > kMaxCachedIds || cache.spans.size() >= cache.max_pieces) {
+      cache.spans.clear();
+      cache.ids.clear();
+    }
+    const WordCache::Span span{static_cast<uint32_t>(cache.ids.size()),
+                               static_cast<uint32_t>(out->size() - before)};
+    cache.ids.insert(cache.ids.end(), out->begin() + static_cast<ptrdiff_t>(before), out->end());
+    cache.spans.emplace(std::string(piece), span);
   }
 
   // BPE on one piece: repeatedly merge the adjacent pair of lowest rank (leftmost among equal
@@ -306,9 +367,9 @@ class HfBpeTokenizer final : public Tokenizer {
   HfBpeSpec spec_;
   std::unordered_map<uint64_t, MergeInfo> merges_;
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> whole_;  // ignore_merges
-  std::vector<HfAddedToken> added_;                                              // longest first
-  bool added_first_[256] = {};  // bytes an added token can start with
-  size_t max_added_ = 0;        // the longest added token's length in bytes
+  AddedSet raw_added_, norm_added_;     // normalized false / true
+  std::vector<std::string> all_added_;  // every added token's text, for safe_cut
+  size_t max_added_ = 0;                // the longest added token's length in bytes
   mutable std::mutex cache_mu_;
   mutable WordCache cache_;
 };

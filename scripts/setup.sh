@@ -17,10 +17,12 @@ cd "$(dirname "$0")/.."
 
 setup=${LEDGERLM_SETUP:-all}
 case "$setup" in all | runtime) ;; *) echo "setup: LEDGERLM_SETUP=$setup: expected all or runtime" >&2; exit 2 ;; esac
-# What building and running ledgerlm needs (libdnnl: the faster fp32 GEMMs; python3, bible-kjv,
+# What building and running ledgerlm needs (libdnnl: the faster fp32 GEMMs; libpcre2-dev and
+# libutf8proc-dev: Hugging Face tokenizers' split regexes and NFC; python3, bible-kjv,
 # xz-utils, bzip2: scripts/demo.sh and scripts/prepare_default.sh).
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev libtomlplusplus-dev
-  libsentencepiece-dev libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libssl-dev ccache
+  libsentencepiece-dev libpcre2-dev libutf8proc-dev libopenblas-openmp-dev libdnnl-dev
+  nlohmann-json3-dev libssl-dev ccache
   python3 bible-kjv xz-utils bzip2)
 # The rest: multi-process training and its tests (OpenMPI), the tests and their references
 # (GoogleTest, PyTorch, NumPy, SciPy, matplotlib: also `study report`; python3-protobuf: the

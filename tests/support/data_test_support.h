@@ -25,6 +25,11 @@ inline std::string hf_tokenizer_fixture_dir() {
 inline std::string hf_tokenizer_fixture(const std::string& name) {
   return read_file(hf_tokenizer_fixture_dir() + "/" + name);
 }
+// The tokenizer-family fixtures (tests/reference/fixtures/hf_families/<family>: "smollm2",
+// "qwen2", "llama3"), each a tokenizer.json and the library's ids in expected.json.
+inline std::string hf_family_fixture_dir(const std::string& family) {
+  return source_dir() + "/tests/reference/fixtures/hf_families/" + family;
+}
 
 class TempDir {
  public:

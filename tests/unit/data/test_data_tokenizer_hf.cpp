@@ -4,8 +4,8 @@
 // the older string form of merges; exact round trips; the pre-tokenizer's pieces and the Unicode
 // classes it uses; the per-word cache under concurrent callers; the refusal, one line naming
 // file and key, of every tokenizer directory it cannot reproduce; post-processors that add
-// nothing (transformers 5's identity template) accepted, those that add tokens refused saying
-// what they add; and the comparison of two tokenizers by the ids they define.
+// nothing (transformers 5's identity template) accepted, those that add tokens read as the ids
+// put around each document; and the comparison of two tokenizers by the ids they define.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -276,16 +276,61 @@ TEST(HfBpeTokenizer, RefusesWhatItCannotReproduce) {
     const char* message;  // a part of the expected one-line error
   };
   const std::vector<Refusal> refusals = {
-      {"a normalizer",
+      {"a normalizer other than NFC",
        [](json& j) {
-         j["normalizer"] = {{"type", "NFC"}};
+         j["normalizer"] = {{"type", "Lowercase"}};
        },
-       "tokenizer.json: key 'normalizer' is {\"type\":\"NFC\"}, expected null"},
+       "tokenizer.json: key 'normalizer' is {\"type\":\"Lowercase\"}, expected null, NFC"},
+      {"NFKC in a Sequence",
+       [](json& j) {
+         j["normalizer"] = {{"type", "Sequence"},
+                            {"normalizers", json::array({{{"type", "NFC"}}, {{"type", "NFKC"}}})}};
+       },
+       "key 'normalizer' is {\"type\":\"NFKC\"}"},
       {"another pre-tokenizer",
        [](json& j) {
          j["pre_tokenizer"] = {{"type", "Whitespace"}};
        },
-       "key 'pre_tokenizer' is {\"type\":\"Whitespace\"}, expected {\"type\": \"ByteLevel\""},
+       "key 'pre_tokenizer' step 0 (Whitespace) is not supported, expected ByteLevel"},
+      {"an unknown Split regex",
+       [](json& j) {
+         j["pre_tokenizer"] = {
+             {"type", "Sequence"},
+             {"pretokenizers", json::array({{{"type", "Split"},
+                                             {"pattern", {{"Regex", "\\w+|\\W+"}}},
+                                             {"behavior", "Isolated"},
+                                             {"invert", false}},
+                                            j["pre_tokenizer"]})}};
+       },
+       "key 'pre_tokenizer' step 0 (Split) has the regex \"\\w+|\\W+\", expected GPT-2's, "
+       "Llama-3's or Qwen2's"},
+      {"a Split that removes",
+       [](json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers", json::array({{{"type", "Split"},
+                                                               {"pattern", {{"Regex", "x"}}},
+                                                               {"behavior", "Removed"},
+                                                               {"invert", false}},
+                                                              j["pre_tokenizer"]})}};
+       },
+       "step 0 (Split) has behavior \"Removed\", expected \"Isolated\""},
+      {"ByteLevel not last",
+       [](json& j) {
+         j["pre_tokenizer"] = {
+             {"type", "Sequence"},
+             {"pretokenizers", json::array({j["pre_tokenizer"],
+                                            {{"type", "Digits"}, {"individual_digits", true}}})}};
+       },
+       "step 0 (ByteLevel) is not the last step"},
+      {"byte fallback", [](json& j) { j["model"]["byte_fallback"] = true; },
+       "key 'model.byte_fallback' is true"},
+      {"TinyLlama's sentencepiece-style normalizer",
+       [](json& j) {
+         j["normalizer"] = json::parse(R"({"type": "Sequence", "normalizers": [
+             {"type": "Prepend", "prepend": "\u2581"},
+             {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]})");
+       },
+       "key 'normalizer' is {\"prepend\":\"\u2581\",\"type\":\"Prepend\"}, expected null, NFC"},
       {"a prefix space", [](json& j) { j["pre_tokenizer"]["add_prefix_space"] = true; },
        "key 'pre_tokenizer'"},
       {"no regex", [](json& j) { j["pre_tokenizer"]["use_regex"] = false; }, "key 'pre_tokenizer'"},
@@ -312,7 +357,15 @@ TEST(HfBpeTokenizer, RefusesWhatItCannotReproduce) {
       {"a subword prefix", [](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
        "key 'model.continuing_subword_prefix'"},
       {"no end-of-text", [](json& j) { j["added_tokens"] = json::array(); },
-       "has no <|endoftext|> added token"},
+       "has no <|endoftext|> added token (expected an end-of-text token"},
+      {"a post-processor token not in the vocabulary",
+       [](json& j) {
+         j["post_processor"] = {
+             {"type", "TemplateProcessing"},
+             {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                     {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}};
+       },
+       "key 'post_processor' adds \"<s>\", which is not a token of the vocabulary"},
       {"an added token that strips", [](json& j) { j["added_tokens"][0]["lstrip"] = true; },
        "has lstrip true"},
       {"a missing byte", [](json& j) { j["model"]["vocab"].erase("\u010A"); },
@@ -413,28 +466,56 @@ TEST(HfBpeTokenizer, PostProcessorsThatAddNothingGiveTheSameShardsAsNull) {
   }
 }
 
-TEST(HfBpeTokenizer, PostProcessorsThatAddTokensAreRefusedSayingWhat) {
+TEST(HfBpeTokenizer, PostProcessorsThatAddTokensPutThemAroundEachDocument) {
+  // What a single text gets before and after its ids: Llama-3's BOS template, an EOS template,
+  // RoBERTa's pair, and templates in a Sequence (each wraps what the one before made).
   const json eot = {{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}};
   const json seq_a = identity_template()["single"][0];
+  auto tpl = [](json single) {
+    return json{{"type", "TemplateProcessing"}, {"single", std::move(single)}};
+  };
+  const int32_t e = 1000;  // the fixture's <|endoftext|>
+  const std::vector<std::tuple<const char*, json, std::vector<int32_t>, std::vector<int32_t>>>
+      accepted = {
+          {"eot after", tpl(json::array({seq_a, eot})), {}, {e}},
+          {"eot before, in a Sequence",
+           {{"type", "Sequence"},
+            {"processors", json::array({{{"type", "ByteLevel"}}, tpl(json::array({eot, seq_a}))})}},
+           {e},
+           {}},
+          {"two templates in a Sequence",
+           {{"type", "Sequence"},
+            {"processors",
+             json::array({tpl(json::array({eot, seq_a})), tpl(json::array({eot, seq_a, eot}))})}},
+           {e, e},
+           {e}},
+          {"RoBERTa's",
+           {{"type", "RobertaProcessing"},
+            {"cls", json::array({"<|endoftext|>", e})},
+            {"sep", json::array({"<|endoftext|>", e})}},
+           {e},
+           {e}},
+      };
+  for (const auto& [what, pp, before, after] : accepted) {
+    json j = json::parse(testing::hf_tokenizer_fixture("tokenizer.json"));
+    j["post_processor"] = pp;
+    TokDir dir({{"tokenizer.json", j.dump()}});
+    auto tok = tokenizer_load_hf(dir.path());
+    EXPECT_EQ(tok->doc_prefix(), before) << what;
+    EXPECT_EQ(tok->doc_suffix(), after) << what;
+  }
   const std::vector<std::tuple<const char*, json, const char*>> refused = {
-      {"eot after",
-       {{"type", "TemplateProcessing"}, {"single", json::array({seq_a, eot})}},
-       "tokenizer.json: post_processor adds '<|endoftext|>' after each text"},
-      {"eot before, in a Sequence",
-       {{"type", "Sequence"},
-        {"processors",
-         json::array({{{"type", "ByteLevel"}},
-                      {{"type", "TemplateProcessing"}, {"single", json::array({eot, seq_a})}}})}},
-       "post_processor adds '<|endoftext|>' before each text"},
-      {"RoBERTa's",
-       {{"type", "RobertaProcessing"},
-        {"cls", json::array({"<s>", 0})},
-        {"sep", json::array({"</s>", 2})}},
-       "post_processor adds '<s>' before and '</s>' after each text"},
-      {"a template without $A",
-       {{"type", "TemplateProcessing"}, {"single", json::array({eot})}},
-       "key 'post_processor' is"},
+      {"a template without $A", tpl(json::array({eot})), "key 'post_processor' is"},
       {"an unknown kind", {{"type", "Prepend"}}, "key 'post_processor' is"},
+      {"an id other than the vocabulary's",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({eot, seq_a})},
+        {"special_tokens",
+         {{"<|endoftext|>",
+           {{"id", "<|endoftext|>"},
+            {"ids", json::array({7})},
+            {"tokens", json::array({"<|endoftext|>"})}}}}}},
+       "key 'post_processor' gives \"<|endoftext|>\" the id 7 but the vocabulary gives it 1000"},
   };
   for (const auto& [what, pp, message] : refused) {
     const std::string err = load_error_after([&](json& j) { j["post_processor"] = pp; });
