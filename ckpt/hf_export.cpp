@@ -178,8 +178,16 @@ std::vector<HfTensor> hf_read_safetensors(const std::string& path) {
   return out;
 }
 
+void hf_require_gpt2_block(const ModelConfig& config) {
+  LLM_REQUIRE(config.mlp_kind() == MlpKind::kGelu, "export: model.mlp = ", config.mlp,
+              ": Hugging Face GPT-2 has no such MLP (expected gelu, its gelu_new)");
+  LLM_REQUIRE(config.logit_softcap == 0.0, "export: model.logit_softcap = ", config.logit_softcap,
+              ": Hugging Face GPT-2 has no logit soft-cap (expected 0)");
+}
+
 std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras& extras) {
   config.validate();
+  hf_require_gpt2_block(config);
   using nlohmann::json;
   auto token_id = [](int64_t id) { return id < 0 ? json(nullptr) : json(id); };
   json j = {
@@ -203,7 +211,7 @@ std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras&
       {"scale_attn_weights", true},
       {"scale_attn_by_inverse_layer_idx", false},
       {"reorder_and_upcast_attn", false},
-      {"tie_word_embeddings", true},
+      {"tie_word_embeddings", config.tie_embeddings},  // untied: lm_head.weight is stored
       {"use_cache", true},
       {"bos_token_id", token_id(extras.bos_token_id)},
       {"eos_token_id", token_id(extras.eos_token_id)},

@@ -138,8 +138,6 @@ ModelConfig hf_config_from_json(const std::string& text, const std::string& orig
   c.require_bool("scale_attn_by_inverse_layer_idx", false, false,
                  "ledgerlm does not scale attention by 1/(layer index + 1)");
   c.require_bool("add_cross_attention", false, false, "ledgerlm's blocks have no cross-attention");
-  c.require_bool("tie_word_embeddings", true, true,
-                 "ledgerlm's LM head is the token embedding, wte");
 
   ModelConfig m;
   m.vocab_size = c.positive_int("vocab_size");
@@ -158,6 +156,8 @@ ModelConfig hf_config_from_json(const std::string& text, const std::string& orig
                 " (the MLP's hidden width)");
     m.ffn_hidden = inner.get<int64_t>() == 4 * m.n_embd ? 0 : inner.get<int64_t>();
   }
+  // false: the head is its own matrix, lm_head.weight (model.tie_embeddings = false).
+  m.tie_embeddings = c.boolean("tie_word_embeddings", true);
   m.dropout = merged_dropout(c, notes);
   m.validate();
   return m;
@@ -199,7 +199,7 @@ HfModel hf_read_model_dir(const std::string& dir) {
     // NaN or infinity would import and only fail later, in eval or sample: refused here, naming
     // the tensor as the file names it and its first bad element, before anything is written.
     require_finite_weights(where, info.name, info.shape, data);
-    if (name == "lm_head.weight") {
+    if (name == "lm_head.weight" && model.config.tie_embeddings) {
       has_lm_head = true;
       lm_head = std::move(data);
       lm_head_shape = info.shape;
@@ -208,8 +208,8 @@ HfModel hf_read_model_dir(const std::string& dir) {
     model.tensors.push_back({name, info.shape, std::move(data)});
   }
 
-  // The LM head must be the token embedding: a file that stores it (some tools do, untied or
-  // not) is imported only when it is wte, bit for bit.
+  // A tied LM head must be the token embedding: a file that stores it (some tools do) is
+  // imported only when it is wte, bit for bit. An untied one is a tensor of its own.
   if (has_lm_head) {
     const HfTensor* wte = nullptr;
     const std::string wte_name = recipe_unit_hf_name(block_recipe(model.config).embed[kRoleWte]);

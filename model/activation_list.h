@@ -36,6 +36,8 @@ struct ActivationSpec {
   // Adapters' scratch: their rank (0: none) and whether their input is dropped (lora.dropout).
   int64_t lora_rank = 0;
   bool lora_dropout = false;
+  // The MLP (model.mlp): SwiGLU keeps its gate projection's output besides fc's and the product.
+  MlpKind mlp = MlpKind::kGelu;
 };
 
 // The spec of a model configuration (shapes from [model], the qkv and MLP widths from its block
@@ -77,6 +79,8 @@ enum class ActId : uint8_t {
   kLoraU,
   kLoraDu,
   kLoraX,
+  // model.mlp = swiglu: the gate projection's output, per block (kept and recomputed as kFch).
+  kFchGate,
 };
 
 enum class ActScope : uint8_t {

@@ -39,14 +39,16 @@ void norm(std::vector<TensorRole>* out, const char* name, const char* hf) {
 
 // A linear layer (out, in) and its bias (out), Conv1D in HF; `site` its LoRA site.
 void linear(BlockRecipe* r, const char* name, RecipeDim out, RecipeDim in, InitScale scale,
-            const char* hf, int site, int split = 1) {
+            const char* hf, int site, int split = 1) {  // site -1: no adapter
   std::vector<TensorRole>& b = r->block;
   b.push_back(role((std::string(name) + ".weight").c_str(), {out, in}, ParamKind::kMatrix,
                    InitKind::kNormal, scale, (std::string(hf) + ".weight").c_str(), true));
   b.back().split = split;
-  b.back().lora_target = lora_target_name(site);
-  b.back().lora_site = site;
-  r->lora_site_role[site] = static_cast<int>(b.size()) - 1;
+  if (site >= 0) {
+    b.back().lora_target = lora_target_name(site);
+    b.back().lora_site = site;
+    r->lora_site_role[site] = static_cast<int>(b.size()) - 1;
+  }
   b.push_back(role((std::string(name) + ".bias").c_str(), {out}, ParamKind::kBias, InitKind::kZeros,
                    InitScale::kNone, (std::string(hf) + ".bias").c_str(), false));
 }
@@ -79,11 +81,28 @@ BlockRecipe block_recipe(const ModelConfig& config) {
   linear(&r, "attn.qkv", kQkv, kC, InitScale::kBase, "attn.c_attn", kLoraQkv, 3);
   linear(&r, "attn.proj", kC, kC, InitScale::kResidual, "attn.c_proj", kLoraProj);
   norm(&r.block, "ln2", "ln_2");
-  linear(&r, "mlp.fc", kF, kC, InitScale::kBase, "mlp.c_fc", kLoraFc);
-  linear(&r, "mlp.proj", kC, kF, InitScale::kResidual, "mlp.c_proj", kLoraFcproj);
+  // The MLP (model.mlp): GPT-2's fc and proj; SwiGLU's up and down beside its gate (LoRA's
+  // mlp_fc and mlp_proj adapt up and down; the gate has no adapter). HF GPT-2 cannot hold a gated
+  // MLP: the export refuses it, the gate's HF name is Llama's.
+  r.mlp = config.mlp_kind();
+  const bool gated = r.mlp == MlpKind::kSwiglu;
+  linear(&r, gated ? "mlp.up" : "mlp.fc", kF, kC, InitScale::kBase, "mlp.c_fc", kLoraFc);
+  linear(&r, gated ? "mlp.down" : "mlp.proj", kC, kF, InitScale::kResidual, "mlp.c_proj",
+         kLoraFcproj);
+  linear(&r, "mlp.gate", kF, kC, InitScale::kBase, "mlp.gate_proj", -1);
+  r.block[kRoleFcGateWeight].present = gated;
+  r.block[kRoleFcGateBias].present = gated;
   LLM_ASSERT(r.block.size() == kBlockRoles, "the block's roles and BlockRole disagree");
 
   norm(&r.final, "lnf", "ln_f");
+  // The untied head (model.tie_embeddings = false): its own (padded vocab, C) matrix in the final
+  // unit, initialised as the token embedding is (its own draws), in the embedding group (AdamW's
+  // lr multiplier, no Muon), padding rows zero.
+  r.final.push_back(role("lm_head", {kVocab, kC}, ParamKind::kEmbedding, InitKind::kNormal,
+                         InitScale::kBase, "lm_head.weight", false));
+  r.final.back().hf_real_vocab_rows = true;
+  r.final.back().hf_top_level = true;
+  r.final.back().present = !config.tie_embeddings;
   LLM_ASSERT(r.embed.size() == kEmbedRoles && r.final.size() == kFinalRoles,
              "the embedding and final roles and their enums disagree");
   return r;
@@ -112,7 +131,7 @@ std::string recipe_final_name(const TensorRole& role) {
 }
 
 std::string recipe_unit_hf_name(const TensorRole& role) {
-  return "transformer." + role.hf_name;
+  return role.hf_top_level ? role.hf_name : "transformer." + role.hf_name;
 }
 
 std::string recipe_hf_module(const TensorRole& role) {
@@ -125,7 +144,8 @@ int64_t recipe_widest_vector(const BlockRecipe& recipe) {
   int64_t widest = 0;
   for (const auto* roles : {&recipe.embed, &recipe.block, &recipe.final})
     for (const TensorRole& r : *roles)
-      if (r.shape.size() == 1) widest = std::max(widest, recipe.sizes.eval(r.shape[0]));
+      if (r.present && r.shape.size() == 1)
+        widest = std::max(widest, recipe.sizes.eval(r.shape[0]));
   return widest;
 }
 

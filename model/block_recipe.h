@@ -62,12 +62,16 @@ enum BlockRole : int {
   kRoleFcBias,
   kRoleFcProjWeight,
   kRoleFcProjBias,
+  // model.mlp = swiglu: the gate projection (F, C) and its bias; absent otherwise.
+  kRoleFcGateWeight,
+  kRoleFcGateBias,
   kBlockRoles
 };
 
 // The embedding unit's roles and the final unit's, likewise.
 enum EmbedRole : int { kRoleWte, kRoleWpe, kEmbedRoles };
-enum FinalRole : int { kRoleLnfWeight, kRoleLnfBias, kFinalRoles };
+// kRoleLmHead: the untied head (model.tie_embeddings = false); absent when the head is tied.
+enum FinalRole : int { kRoleLnfWeight, kRoleLnfBias, kRoleLmHead, kFinalRoles };
 
 struct TensorRole {
   std::string name;              // in its unit: "ln1.weight" (block roles get "block.L." in front)
@@ -88,6 +92,12 @@ struct TensorRole {
   // (model_config.h); "" / -1 for every other tensor.
   std::string lora_target;
   int lora_site = -1;
+  // false: the configuration has no such tensor (the gate of a non-gated MLP, the head of a tied
+  // model). It keeps its place in the role list (the enums index it) but the parameter table,
+  // the views and the exports skip it.
+  bool present = true;
+  // The HF name is the model's top level ("lm_head.weight"), not under "transformer.".
+  bool hf_top_level = false;
 };
 
 // The three kinds of unit, in table order: the embeddings, n_layer blocks, the final norm.
@@ -98,9 +108,12 @@ struct BlockRecipe {
   std::vector<TensorRole> final;  // "final.<name>", HF "transformer.<hf_name>"
   // The role of each LoRA site in `block`.
   int lora_site_role[kLoraSites] = {-1, -1, -1, -1};
+  // The MLP's activation (model.mlp): what sits between fc (SwiGLU: gate and up) and proj.
+  MlpKind mlp = MlpKind::kGelu;
 };
 
-// The recipe of `config`'s model (GPT-2: pre-LayerNorm blocks, fused qkv, GELU MLP of width F).
+// The recipe of `config`'s model (GPT-2: pre-LayerNorm blocks, fused qkv, GELU MLP of width F;
+// model.mlp = swiglu adds the gate and names the MLP's matrices gate, up and down).
 BlockRecipe block_recipe(const ModelConfig& config);
 
 // A role's shape in elements.

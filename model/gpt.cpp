@@ -31,13 +31,15 @@ using LayerActs = BlockActs;
 
 // The block's tensors: role k from `trained` or, when bit k of `frozen_mask` is set, from
 // `frozen`. Gradient views pass an empty `frozen`: frozen tensors have no gradient (empty view).
+// Roles the model does not have (offset -1) are empty views.
 BlockTensors layer_views(const Tensor& trained, const Tensor& frozen, const BlockOffsets& at,
                          uint32_t frozen_mask) {
   BlockTensors v;
   for (int k = 0; k < kBlockRoles; ++k) {
     const bool is_frozen = (frozen_mask >> k) & 1u;
     const Tensor& base = is_frozen ? frozen : trained;
-    v[static_cast<size_t>(k)] = base.empty() ? Tensor() : base.offset(at[static_cast<size_t>(k)]);
+    const int64_t off = at[static_cast<size_t>(k)];  // -1: a role this model does not have
+    v[static_cast<size_t>(k)] = base.empty() || off < 0 ? Tensor() : base.offset(off);
   }
   return v;
 }
@@ -198,6 +200,8 @@ struct GptModel::Impl {
         return x.fch;
       case ActId::kFchGelu:
         return x.fch_gelu;
+      case ActId::kFchGate:
+        return x.fch_gate;
       case ActId::kLnf:
         return lnf;
       case ActId::kLnfMean:
@@ -418,10 +422,10 @@ struct GptModel::Impl {
     be.accumulate(dinp, lora_x, N * in_f);
   }
 
-  // dinp = dout @ W (written); dW += dout^T @ inp; dbias += colsum(dout). An empty dW or dbias
-  // (a frozen tensor) skips its product.
+  // dinp = dout @ W (written, or added with accumulate_dinp); dW += dout^T @ inp; dbias +=
+  // colsum(dout). An empty dW or dbias (a frozen tensor) skips its product.
   void linear_backward(Tensor dinp, Tensor dw, Tensor dbias, Tensor dout, Tensor inp, Tensor w,
-                       int64_t rows, int64_t in_f, int64_t out_f) {
+                       int64_t rows, int64_t in_f, int64_t out_f, bool accumulate_dinp = false) {
     if (!dw.empty()) {
       GemmArgs gw = gemm_args(dout, inp, dw, out_f, in_f, rows);
       gw.trans_a = true;
@@ -429,7 +433,10 @@ struct GptModel::Impl {
       be.gemm(gw);
     }
     if (!dbias.empty()) be.bias_backward(dbias, dout, rows, out_f);
-    if (!dinp.empty()) be.gemm(gemm_args(dout, w, dinp, rows, in_f, out_f));
+    if (dinp.empty()) return;
+    GemmArgs gi = gemm_args(dout, w, dinp, rows, in_f, out_f);
+    gi.accumulate = accumulate_dinp;
+    be.gemm(gi);
   }
 
   // What the training forward adds to the shared block (gpt_block.h): the LoRA adapters,
@@ -441,7 +448,8 @@ struct GptModel::Impl {
     TrainHooks(Impl& impl, UnitAccess& u, int64_t layer) : m(impl), units(u), l(layer) {}
     void linear(int site, Tensor out, Tensor in, Tensor w, Tensor bias, int64_t in_f,
                 int64_t out_f) override {
-      m.linear_lora(out, in, w, bias, m.lora_params(units, l, site), l, site, in_f, out_f);
+      const LoraViews f = site >= 0 ? m.lora_params(units, l, site) : LoraViews{};
+      m.linear_lora(out, in, w, bias, f, l, site, in_f, out_f);
     }
     void attention(const BlockActs& x) override {
       m.be.attention_forward(x.atty, x.lse, x.qkv, m.attn_args(l));
@@ -493,7 +501,7 @@ struct GptModel::Impl {
                  const ForwardOptions& opts) {
     plan(batch, seq);
     fwd_opts = opts;
-    const int64_t N = B * T, C = cfg.n_embd, V = cfg.vocab_size, Vp = cfg.padded_vocab();
+    const int64_t N = B * T, C = cfg.n_embd, Vp = cfg.padded_vocab();
     tokens = tok;
     const int E = refs.embed_unit, F = refs.final_unit;
     units.acquire(E, UnitPhase::kForward);
@@ -510,15 +518,40 @@ struct GptModel::Impl {
     be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer],
                          unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen),
                          unit_tensor(units, F, refs.lnfb, refs.lnfb_frozen), N, C);
+    if (untied())  // model.tie_embeddings = false: the final unit's own head
+      linear(logits, lnf, unit_tensor(units, F, refs.lm_head, refs.lm_head_frozen), Tensor(), N, C,
+             Vp);
     units.release(F, UnitPhase::kForward);
-    units.acquire(E, UnitPhase::kForward);  // the tied head
-    linear(logits, lnf, unit_tensor(units, E, refs.wte, refs.wte_frozen), Tensor(), N, C, Vp);
-    units.release(E, UnitPhase::kForward);
+    if (!untied()) {
+      units.acquire(E, UnitPhase::kForward);  // the tied head
+      linear(logits, lnf, unit_tensor(units, E, refs.wte, refs.wte_frozen), Tensor(), N, C, Vp);
+      units.release(E, UnitPhase::kForward);
+    }
+    // model.logit_softcap: the logits kept (for the loss, backward and sampling) are the capped.
+    if (softcap_on()) be.softcap_forward(logits, logits, N * Vp, cfg.logit_softcap);
     have_targets = !tgt.empty();
     if (!have_targets) return 0.0;
     targets = tgt;
-    be.softmax_cross_entropy(losses, logits, targets, N, V, Vp, 0.0);
+    cross_entropy(0.0);
     return be.sum(losses, N) / static_cast<double>(N);  // one scalar comes back
+  }
+
+  // The MLP activation's backward from d_wide_a (the gradient of its output): fc's output
+  // gradient into d_wide_b and fc's bias gradient; SwiGLU leaves the gate's output gradient in
+  // d_wide_a (its bias gradient is the gate layer's backward's).
+  void mlp_act_backward(const LayerActs& x, const BlockTensors& g, int64_t N, int64_t F) {
+    switch (widths.mlp) {
+      case MlpKind::kGelu:
+        be.gelu_bias_backward(d_wide_b, or_sink(g[kRoleFcBias], sink_a), x.fch, d_wide_a, N, F);
+        return;
+      case MlpKind::kRelu2:
+        be.relu2_backward(d_wide_b, x.fch, d_wide_a, N * F);
+        break;
+      case MlpKind::kSwiglu:
+        be.swiglu_backward(d_wide_a, d_wide_b, x.fch_gate, x.fch, d_wide_a, N * F);
+        break;
+    }
+    if (!g[kRoleFcBias].empty()) be.bias_backward(g[kRoleFcBias], d_wide_b, N, F);
   }
 
   // Block l's backward from d_res (the gradient of the block's output), leaving the gradient of
@@ -528,7 +561,7 @@ struct GptModel::Impl {
     const LayerActs& x = acts[l];
     const BlockTensors p = block_params(units, l);
     const BlockTensors g = block_grads(units, l);
-    // MLP: res[l+1] = res2 + drop(proj(gelu(fc(ln2(res2)))))
+    // MLP: res[l+1] = res2 + drop(proj(act(fc(ln2(res2)))))
     Tensor dy = d_res;
     if (dropout_on()) {
       be.convert(d_a, d_res, N * C);
@@ -540,10 +573,14 @@ struct GptModel::Impl {
                     p[kRoleFcProjWeight], N, F, C);
     lora_backward(d_wide_a, lora_grads(units, l, kLoraFcproj), lora_params(units, l, kLoraFcproj),
                   dy, x.fch_gelu, l, kLoraFcproj, F, C);
-    be.gelu_bias_backward(d_wide_b, or_sink(g[kRoleFcBias], sink_a), x.fch, d_wide_a, N, F);
+    // d_wide_b: the gradient of fc's output (SwiGLU: of up's, with the gate's in d_wide_a).
+    mlp_act_backward(x, g, N, F);
     linear_backward(d_b, g[kRoleFcWeight], Tensor(), d_wide_b, x.ln2, p[kRoleFcWeight], N, C, F);
     lora_backward(d_b, lora_grads(units, l, kLoraFc), lora_params(units, l, kLoraFc), d_wide_b,
                   x.ln2, l, kLoraFc, C, F);
+    if (widths.mlp == MlpKind::kSwiglu)  // the gate's input gradient joins up's
+      linear_backward(d_b, g[kRoleFcGateWeight], g[kRoleFcGateBias], d_wide_a, x.ln2,
+                      p[kRoleFcGateWeight], N, C, F, true);
     be.layernorm_backward(d_res, or_sink(g[kRoleLn2Weight], sink_a),
                           or_sink(g[kRoleLn2Bias], sink_b), d_b, x.res2, p[kRoleLn2Weight],
                           x.ln2_mean, x.ln2_rstd, N, C);
@@ -568,25 +605,45 @@ struct GptModel::Impl {
                           x.ln1_mean, x.ln1_rstd, N, C);
   }
 
+  // model.tie_embeddings = false / model.logit_softcap > 0.
+  bool untied() const { return refs.lm_head >= 0; }
+  bool softcap_on() const { return cfg.logit_softcap > 0.0; }
+  // The loss of the logits (capped, with the soft-cap) and, with grad_scale != 0, their gradient
+  // in their place.
+  void cross_entropy(double grad_scale) {
+    const int64_t N = B * T, V = cfg.vocab_size, Vp = cfg.padded_vocab();
+    if (softcap_on())
+      be.softcap_cross_entropy(losses, logits, targets, N, V, Vp, grad_scale, cfg.logit_softcap);
+    else
+      be.softmax_cross_entropy(losses, logits, targets, N, V, Vp, grad_scale);
+  }
+
   void backward(UnitAccess& units, double loss_scale) {
     LLM_ASSERT(have_targets, "backward needs a forward with targets");
-    const int64_t N = B * T, C = cfg.n_embd, L = cfg.n_layer, V = cfg.vocab_size;
+    const int64_t N = B * T, C = cfg.n_embd, L = cfg.n_layer;
     const int64_t Vp = cfg.padded_vocab();
     const int E = refs.embed_unit, F = refs.final_unit;
-    // dlogits in place of the logits (the forward kept them intact).
-    be.softmax_cross_entropy(losses, logits, targets, N, V, Vp,
-                             loss_scale / static_cast<double>(N));
+    // dlogits in place of the logits (the forward kept them intact; with the soft-cap, the
+    // gradient of the uncapped logits).
+    cross_entropy(loss_scale / static_cast<double>(N));
     have_targets = false;  // logits are now gradients: a second backward would be wrong
     // Frozen tensors get no gradient: their weight-gradient products are skipped, and backward
     // stops below the lowest block that trains anything.
     const int64_t lowest = refs.lowest_trained_layer;
-    units.acquire(E, UnitPhase::kBackward);
-    Tensor dembed = grad_unit(units, E);
-    linear_backward(d_a, refs.wte_frozen ? Tensor() : dembed.offset(refs.wte), Tensor(), logits,
-                    lnf, unit_tensor(units, E, refs.wte, refs.wte_frozen), N, C, Vp);
-    units.release(E, UnitPhase::kBackward);
+    Tensor dembed;
+    if (!untied()) {
+      units.acquire(E, UnitPhase::kBackward);
+      dembed = grad_unit(units, E);
+      linear_backward(d_a, refs.wte_frozen ? Tensor() : dembed.offset(refs.wte), Tensor(), logits,
+                      lnf, unit_tensor(units, E, refs.wte, refs.wte_frozen), N, C, Vp);
+      units.release(E, UnitPhase::kBackward);
+    }
     units.acquire(F, UnitPhase::kBackward);
     Tensor dfin = grad_unit(units, F);
+    if (untied())
+      linear_backward(d_a, refs.lm_head_frozen ? Tensor() : dfin.offset(refs.lm_head), Tensor(),
+                      logits, lnf, unit_tensor(units, F, refs.lm_head, refs.lm_head_frozen), N, C,
+                      Vp);
     be.zero(d_res, N * C);
     be.layernorm_backward(d_res, refs.lnfw_frozen ? sink_a : dfin.offset(refs.lnfw),
                           refs.lnfb_frozen ? sink_b : dfin.offset(refs.lnfb), d_a, res[L],
@@ -616,7 +673,8 @@ struct GptModel::Impl {
                             C);
       units.release(E, UnitPhase::kBackward);
     }
-    units.grads_done(E);
+    // Untied, the embeddings' gradients come from their own backward only: none without it.
+    if (!untied() || lowest < 0) units.grads_done(E);
   }
 };
 

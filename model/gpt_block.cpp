@@ -7,13 +7,26 @@ BlockWidths block_widths(const BlockRecipe& recipe) {
   auto out_rows = [&](BlockRole r) {
     return recipe_shape(recipe.sizes, recipe.block[static_cast<size_t>(r)])[0];
   };
-  return {recipe.sizes.C, out_rows(kRoleQkvWeight), out_rows(kRoleFcWeight)};
+  BlockWidths w{recipe.sizes.C, out_rows(kRoleQkvWeight), out_rows(kRoleFcWeight)};
+  w.mlp = recipe.mlp;
+  return w;
 }
 
 void gpt_block_mlp_hidden(Backend& be, BlockHooks& hooks, const BlockTensors& p, const BlockActs& x,
                           int64_t rows, const BlockWidths& w) {
   hooks.linear(kLoraFc, x.fch, x.ln2, p[kRoleFcWeight], p[kRoleFcBias], w.C, w.F);
-  be.gelu_forward(x.fch_gelu, x.fch, rows * w.F);
+  switch (w.mlp) {
+    case MlpKind::kGelu:
+      be.gelu_forward(x.fch_gelu, x.fch, rows * w.F);
+      break;
+    case MlpKind::kRelu2:
+      be.relu2_forward(x.fch_gelu, x.fch, rows * w.F);
+      break;
+    case MlpKind::kSwiglu:  // down(silu(gate x) * up x): fch holds up x
+      hooks.linear(-1, x.fch_gate, x.ln2, p[kRoleFcGateWeight], p[kRoleFcGateBias], w.C, w.F);
+      be.swiglu_forward(x.fch_gelu, x.fch_gate, x.fch, rows * w.F);
+      break;
+  }
 }
 
 void gpt_block_forward(Backend& be, BlockHooks& hooks, const BlockTensors& p, const BlockActs& x,
@@ -29,7 +42,7 @@ void gpt_block_forward(Backend& be, BlockHooks& hooks, const BlockTensors& p, co
   hooks.branch_dropout(proj, BlockBranch::kAttention);
   be.add_layernorm_forward(x.res2, x.ln2, x.ln2_mean, x.ln2_rstd, res_in, proj, p[kRoleLn2Weight],
                            p[kRoleLn2Bias], rows, C);
-  // MLP: res_out = res2 + drop(proj(gelu(fc(ln2(res2)))))
+  // MLP: res_out = res2 + drop(proj(act(fc(ln2(res2))))), act per model.mlp
   gpt_block_mlp_hidden(be, hooks, p, x, rows, w);
   hooks.linear(kLoraFcproj, proj, x.fch_gelu, p[kRoleFcProjWeight], p[kRoleFcProjBias], w.F, C);
   hooks.branch_dropout(proj, BlockBranch::kMlp);

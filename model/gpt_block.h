@@ -17,12 +17,16 @@ using BlockTensors = std::array<Tensor, kBlockRoles>;
 // The activations of one block's forward (row-major, `rows` rows each): what its backward reads.
 struct BlockActs {
   Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
+  // model.mlp = swiglu: the gate projection's output (fch is then the up projection's and
+  // fch_gelu the gated product silu(gate) * up); empty for the other MLPs.
+  Tensor fch_gate;
 };
 
 // The widths of a block's linear layers, from the recipe: C in and out of the block, the fused
 // q, k, v projection's output and the MLP's hidden width F.
 struct BlockWidths {
   int64_t C = 0, qkv = 0, F = 0;
+  MlpKind mlp = MlpKind::kGelu;  // model.mlp
 };
 BlockWidths block_widths(const BlockRecipe& recipe);
 
@@ -32,7 +36,8 @@ enum class BlockBranch : uint8_t { kAttention, kMlp };
 class BlockHooks {
  public:
   virtual ~BlockHooks() = default;
-  // out = in W^T + bias for the linear layer at LoRA site `site` (its adapter added, if any).
+  // out = in W^T + bias for the linear layer at LoRA site `site` (its adapter added, if any;
+  // site -1: a layer no adapter targets, SwiGLU's gate).
   virtual void linear(int site, Tensor out, Tensor in, Tensor w, Tensor bias, int64_t in_f,
                       int64_t out_f) = 0;
   // Causal self-attention: x.atty from x.qkv (and whatever backward keeps, x.lse).
@@ -46,8 +51,8 @@ class BlockHooks {
 void gpt_block_forward(Backend& be, BlockHooks& hooks, const BlockTensors& p, const BlockActs& x,
                        Tensor res_in, Tensor res_out, Tensor proj, int64_t rows,
                        const BlockWidths& w);
-// The MLP's hidden activations (x.fch, x.fch_gelu) from x.ln2: the part of the forward that
-// model.recompute = mlp runs again in backward.
+// The MLP's hidden activations (x.fch, x.fch_gelu, and SwiGLU's x.fch_gate) from x.ln2: the part
+// of the forward that model.recompute = mlp runs again in backward.
 void gpt_block_mlp_hidden(Backend& be, BlockHooks& hooks, const BlockTensors& p, const BlockActs& x,
                           int64_t rows, const BlockWidths& w);
 

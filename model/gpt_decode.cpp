@@ -53,6 +53,7 @@ GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backe
   wpe_ = embed + refs.wpe;
   lnfw_ = fin + refs.lnfw;
   lnfb_ = fin + refs.lnfb;
+  head_ = refs.lm_head >= 0 ? fin + refs.lm_head : wte_;
   for (size_t l = 0; l < refs.blocks.size(); ++l)
     blocks_.push_back(block_offsets_shift(refs.blocks[l], table.units[refs.block_unit[l]].offset));
   const int64_t C = cfg_.n_embd, L = cfg_.n_layer, T = cfg_.block_size, Vp = cfg_.padded_vocab();
@@ -61,11 +62,13 @@ GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backe
   k_ = Tensor(cache_.data(), DType::kF32);
   v_ = k_.offset(L * T * C);
   // x, proj: C each; logits: Vp; the block's activations for one row: ln (C, both norms), mean
-  // and rstd (1 each), qkv, attention output (C), res2 (C), fc and gelu (F each).
+  // and rstd (1 each), qkv, attention output (C), res2 (C), fc and its activation (F each), and
+  // SwiGLU's gate (F; one element otherwise, unused).
   BlockActs& a = acts_;
-  const int64_t sizes[] = {C, C, Vp, C, 1, 1, widths_.qkv, C, C, F, F};
+  const int64_t gate = widths_.mlp == MlpKind::kSwiglu ? F : 1;
+  const int64_t sizes[] = {C, C, Vp, C, 1, 1, widths_.qkv, C, C, F, F, gate};
   Tensor* views[] = {&x_,    &proj_,  &logits_, &a.ln1, &a.ln1_mean, &a.ln1_rstd,
-                     &a.qkv, &a.atty, &a.res2,  &a.fch, &a.fch_gelu};
+                     &a.qkv, &a.atty, &a.res2,  &a.fch, &a.fch_gelu, &a.fch_gate};
   int64_t total = 0;
   for (int64_t n : sizes) total += (n + 15) / 16 * 16;  // each view 64-byte aligned
   work_ = be_.allocate(MemTag::kWorkspace, static_cast<size_t>(total) * 4);
@@ -94,13 +97,15 @@ const float* GptDecoder::step(int32_t token) {
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
     const BlockOffsets& b = blocks_[static_cast<size_t>(l)];
     BlockTensors w;
-    for (size_t k = 0; k < w.size(); ++k) w[k] = p(b[k]);
+    for (size_t k = 0; k < w.size(); ++k) w[k] = b[k] < 0 ? Tensor() : p(b[k]);  // -1: absent
     DecodeHooks hooks(be_, k_.offset(l * T * C), v_.offset(l * T * C), pos, H, C);
     gpt_block_forward(be_, hooks, w, acts_, x_, x_, proj_, 1, widths_);
   }
   // The final norm's output and statistics reuse the blocks' (their last use is over).
   be_.layernorm_forward(acts_.ln1, acts_.ln1_mean, acts_.ln1_rstd, x_, p(lnfw_), p(lnfb_), 1, C);
-  linear1(be_, logits_, acts_.ln1, p(wte_), Tensor(), C, Vp);
+  linear1(be_, logits_, acts_.ln1, p(head_), Tensor(), C, Vp);
+  // model.logit_softcap: sampling sees the capped logits, as the loss does.
+  if (cfg_.logit_softcap > 0.0) be_.softcap_forward(logits_, logits_, Vp, cfg_.logit_softcap);
   be_.copy_to_host(host_logits_.data(), logits_, Vp);
   ++length_;
   return host_logits_.data();

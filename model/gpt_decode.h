@@ -43,6 +43,7 @@ class GptDecoder {
   std::vector<float> host_logits_;
   // Flat-buffer offsets of the tensors, resolved once (param_refs.h).
   int64_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
+  int64_t head_ = 0;  // the head's weight: wte_, or the untied lm_head
   std::vector<BlockOffsets> blocks_;
 };
 

@@ -27,6 +27,30 @@ Recompute recompute_parse(const std::string& text) {
   fail("model.recompute: expected none, mlp or block (got '" + text + "')");
 }
 
+const char* mlp_name(MlpKind k) {
+  switch (k) {
+    case MlpKind::kGelu:
+      return "gelu";
+    case MlpKind::kSwiglu:
+      return "swiglu";
+    case MlpKind::kRelu2:
+      return "relu2";
+  }
+  return "?";
+}
+
+MlpKind mlp_parse(const std::string& text) {
+  if (text == "gelu") return MlpKind::kGelu;
+  if (text == "swiglu") return MlpKind::kSwiglu;
+  if (text == "relu2") return MlpKind::kRelu2;
+  fail("model.mlp: expected gelu, swiglu or relu2 (got '" + text + "')");
+}
+
+int64_t swiglu_default_width(int64_t n_embd) {
+  const int64_t two_thirds = 2 * 4 * n_embd / 3;  // int(2 * 4C / 3), as Llama's code
+  return (two_thirds + 255) / 256 * 256;
+}
+
 void ModelConfig::validate() const {
   LLM_REQUIRE(vocab_size > 0 && vocab_size <= kMaxVocab, "model.vocab_size: expected 1..",
               kMaxVocab, " (token ids and logit rows are 32-bit; got ", vocab_size, ")");
@@ -46,6 +70,12 @@ void ModelConfig::validate() const {
   LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "model.dropout: expected in [0, 1) (got ", dropout,
               ")");
   recompute_parse(recompute);
+  mlp_parse(mlp);
+  LLM_REQUIRE(ffn_width() <= kMaxFfnHidden, "model.ffn_hidden: the MLP's width ", ffn_width(),
+              " is more than ", kMaxFfnHidden, " (set model.ffn_hidden)");
+  LLM_REQUIRE(std::isfinite(logit_softcap) && logit_softcap >= 0.0,
+              "model.logit_softcap: expected 0 (off) or a positive cap on the logits (got ",
+              logit_softcap, ")");
   lora.validate(n_embd);
 }
 

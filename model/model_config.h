@@ -41,6 +41,14 @@ constexpr int64_t kMaxBlockSize = int64_t{1} << 24;
 constexpr int64_t kMaxVocab = int64_t{1} << 30;
 constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
 
+// The MLP variants of model.mlp.
+enum class MlpKind : uint8_t { kGelu, kSwiglu, kRelu2 };
+const char* mlp_name(MlpKind k);
+MlpKind mlp_parse(const std::string& text);  // throws Error naming model.mlp
+// SwiGLU's default width when model.ffn_hidden = 0: Llama's rule, int(2/3 x 4C) rounded up to a
+// multiple of 256 (its multiple_of): C = 576 gives 1536 (SmolLM2-135M), C = 4096 gives 11008.
+int64_t swiglu_default_width(int64_t n_embd);
+
 struct ModelConfig {
   int64_t vocab_size = 0;  // 0: taken from the prepared data (meta.json)
   int64_t n_layer = 4;
@@ -53,10 +61,23 @@ struct ModelConfig {
   // The MLP's hidden width F (GPT-2's n_inner); 0: 4 x n_embd, GPT-2's own. Read it through
   // ffn_width(). (Last, so that positional initialisers of the fields above keep their meaning.)
   int64_t ffn_hidden = 0;
+  // ---- MLP variants, the head and its soft-cap (appended: positional initialisers above) ----
+  // The MLP: gelu (GPT-2: proj(gelu_tanh(fc x))), swiglu (Llama: down(silu(gate x) * up x)) or
+  // relu2 (modded-nanogpt: proj(relu(fc x)^2)). Read it through mlp_kind().
+  std::string mlp = "gelu";
+  // true: the head reuses the token embedding (GPT-2); false: its own (padded_vocab, C) matrix,
+  // the final unit's lm_head.
+  bool tie_embeddings = true;
+  // > 0: the logits become cap * tanh(logits / cap) before the loss and sampling; 0: off.
+  double logit_softcap = 0.0;
 
   int64_t head_dim() const { return n_embd / n_head; }
   // The MLP's hidden width F: model.ffn_hidden, or 4 x n_embd when it is 0.
-  int64_t ffn_width() const { return ffn_hidden > 0 ? ffn_hidden : 4 * n_embd; }
+  int64_t ffn_width() const {
+    return ffn_hidden > 0 ? ffn_hidden
+                          : (mlp == "swiglu" ? swiglu_default_width(n_embd) : 4 * n_embd);
+  }
+  MlpKind mlp_kind() const { return mlp_parse(mlp); }
   // Vocab rounded up to a multiple of 64 for GEMM shape; padded logits get no probability mass.
   int64_t padded_vocab() const { return (vocab_size + 63) / 64 * 64; }
   // Throws Error naming the offending key ("model.n_head ...").

@@ -42,6 +42,11 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
   r.wpe_frozen = is_frozen(wpe);
   r.lnfw_frozen = is_frozen(lnfw);
   r.lnfb_frozen = is_frozen(lnfb);
+  if (recipe.final[kRoleLmHead].present) {
+    const std::string head = recipe_final_name(recipe.final[kRoleLmHead]);
+    r.lm_head = in_unit(head, r.final_unit);
+    r.lm_head_frozen = is_frozen(head);
+  }
   r.lowest_trained_layer = r.wte_frozen && r.wpe_frozen ? layers : -1;
   static_assert(kBlockRoles <= 32, "a block's frozen mask holds one bit per role");
   for (int64_t l = 0; l < layers; ++l) {
@@ -49,14 +54,20 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
     r.block_unit.push_back(u);
     BlockOffsets at{};
     uint32_t mask = 0;
+    bool trains = false;
     for (int k = 0; k < kBlockRoles; ++k) {
-      const std::string name = recipe_block_name(recipe.block[static_cast<size_t>(k)], l);
+      const TensorRole& role = recipe.block[static_cast<size_t>(k)];
+      at[static_cast<size_t>(k)] = -1;
+      if (!role.present) continue;
+      const std::string name = recipe_block_name(role, l);
       at[static_cast<size_t>(k)] = in_unit(name, u);
-      if (is_frozen(name)) mask |= 1u << k;
+      if (is_frozen(name))
+        mask |= 1u << k;
+      else
+        trains = true;
     }
     r.blocks.push_back(at);
     r.block_frozen.push_back(mask);
-    bool trains = mask != (uint32_t{1} << kBlockRoles) - 1;
     std::array<LoraRef, kLoraSites> lora{};
     for (int s = 0; s < kLoraSites; ++s) {
       const std::string w =
@@ -76,7 +87,8 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
 
 BlockOffsets block_offsets_shift(const BlockOffsets& o, int64_t base) {
   BlockOffsets out = o;
-  for (int64_t& x : out) x += base;
+  for (int64_t& x : out)
+    if (x >= 0) x += base;
   return out;
 }
 

@@ -14,7 +14,7 @@
 namespace ledgerlm {
 
 // Offsets of one block's tensors from the start of the block's unit, by BlockRole
-// (block_recipe.h).
+// (block_recipe.h); -1 for a role the configuration does not have (TensorRole::present).
 using BlockOffsets = std::array<int64_t, kBlockRoles>;
 
 // A linear layer's adapter factors (LoRA): offsets of A (rank, in) and B (out, rank) in their
@@ -31,12 +31,14 @@ struct ModelRefs {
   std::vector<BlockOffsets> blocks;  // per layer
   int64_t wte = 0, wpe = 0;          // in the embedding unit
   int64_t lnfw = 0, lnfb = 0;        // in the final unit
+  int64_t lm_head = -1;              // the untied head, in the final unit; -1: tied to wte
   // With frozen tensors (train.freeze, [lora]) the offsets above are inside each unit's trained
   // part or its frozen part (param_table_part), as these masks say.
   std::vector<uint32_t> block_frozen;                 // per layer, bit k: BlockRole k is frozen
   std::vector<std::array<LoraRef, kLoraSites>> lora;  // per layer
   int64_t lora_rank = 0;
   bool wte_frozen = false, wpe_frozen = false, lnfw_frozen = false, lnfb_frozen = false;
+  bool lm_head_frozen = false;
   // The lowest block with a trained tensor (layers below it need no backward); n_layer when none
   // is; -1 when an embedding is trained (backward reaches the embeddings).
   int64_t lowest_trained_layer = -1;
@@ -49,7 +51,8 @@ struct ModelRefs {
 // world size).
 ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config);
 
-// `offsets` shifted by `base` elements (e.g. a unit's offset in the flat buffer).
+// `offsets` shifted by `base` elements (e.g. a unit's offset in the flat buffer); absent roles
+// stay -1.
 BlockOffsets block_offsets_shift(const BlockOffsets& offsets, int64_t base);
 
 }  // namespace ledgerlm

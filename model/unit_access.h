@@ -15,6 +15,10 @@
 //                acquire(B_l, recompute) block l forward again  release(B_l, recompute)
 //              then acquire(B_l, bwd) block l backward release(B_l, bwd)  grads_done(B_l)
 //              acquire(E, bwd)  embedding backward release(E, bwd)    grads_done(E)
+// An untied head (model.tie_embeddings = false) is the final unit's lm_head: the logits are
+// computed inside F's forward acquisition and its backward inside F's backward acquisition, E is
+// not acquired for the head at all, and E's gradients (the embedding backward's alone) get
+// grads_done only when that backward runs.
 // recompute = mlp recomputes inside the block's backward, while the unit is acquired for it.
 // With frozen tensors, blocks below the lowest one that trains anything (and then the embedding's
 // own backward) are skipped: no acquire for backward, no grads_done (their trained parts are

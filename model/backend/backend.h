@@ -252,6 +252,29 @@ class Backend {
   virtual void softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
                                      int64_t vocab, int64_t padded_vocab, double grad_scale) = 0;
 
+  // ---- MLP variants and the logit soft-cap (model.mlp, model.logit_softcap) ------------------
+  // No composition of the ops above gives these: every backend implements them.
+
+  // ReLU squared (model.mlp = relu2): out = max(x, 0)^2; backward dx = dout * 2 max(x, 0)
+  // (written; dx may alias dout).
+  virtual void relu2_forward(Tensor out, Tensor x, int64_t n) = 0;
+  virtual void relu2_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) = 0;
+  // SwiGLU's gated product (model.mlp = swiglu): out = silu(gate) * up, silu(g) = g sigmoid(g).
+  // backward: dgate = dout * up * silu'(gate), dup = dout * silu(gate) (both written; dgate may
+  // alias dout).
+  virtual void swiglu_forward(Tensor out, Tensor gate, Tensor up, int64_t n) = 0;
+  virtual void swiglu_backward(Tensor dgate, Tensor dup, Tensor gate, Tensor up, Tensor dout,
+                               int64_t n) = 0;
+  // The logit soft-cap: y = cap * tanh(x / cap) (cap > 0; y may alias x).
+  virtual void softcap_forward(Tensor y, Tensor x, int64_t n, double cap) = 0;
+  // softmax_cross_entropy over soft-capped logits: `logits` holds y = softcap_forward(x), the
+  // losses are those of y, and with grad_scale != 0 the logits are overwritten with the gradient
+  // with respect to x: grad_scale * (softmax(y) - onehot) * (1 - (y / cap)^2) (padding 0). One
+  // pass: the cap's derivative needs y, which the plain op's gradient overwrites.
+  virtual void softcap_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
+                                     int64_t vocab, int64_t padded_vocab, double grad_scale,
+                                     double cap) = 0;
+
   // ---- optimizer ----------------------------------------------------------------------------
   // One optimizer kernel (optim_op.h); kinds that reduce write their partial sums to `sums`
   // (host memory, at most 2 values), the others leave it alone.

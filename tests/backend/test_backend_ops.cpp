@@ -370,6 +370,55 @@ TEST_P(BackendOps, SoftmaxCrossEntropyWithPaddingAndGradient) {
   expect_tensor_close("cross-entropy dlogits", dd().get32(bl, rows * padded), ref.dlogits);
 }
 
+// ---- MLP variants and the logit soft-cap (model.mlp, model.logit_softcap) -----------------------
+TEST_P(BackendOps, Relu2SwigluAndSoftcapMatchNaiveLoops) {
+  const int64_t n = 5000;
+  const Vec a = as_f32(random_values(n, 61, 3.0)), b = as_f32(random_values(n, 62, 2.0));
+  const Vec g = as_f32(random_values(n, 63));
+  Buffer ba = dd().f32(a), bb = dd().f32(b), bg = dd().f32(g);
+  Buffer out = dd().zeros(DType::kF32, n), out2 = dd().zeros(DType::kF32, n);
+  Vec r(n), r2(n);
+  be().relu2_forward(T32(out), T32(ba), n);
+  for (int64_t i = 0; i < n; ++i) r[i] = a[i] > 0 ? a[i] * a[i] : 0.0;
+  expect_tensor_close("relu2_forward", dd().get32(out, n), r);
+  be().relu2_backward(T32(out), T32(ba), T32(bg), n);
+  for (int64_t i = 0; i < n; ++i) r[i] = g[i] * (a[i] > 0 ? 2 * a[i] : 0.0);
+  expect_tensor_close("relu2_backward", dd().get32(out, n), r);
+  auto sig = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  be().swiglu_forward(T32(out), T32(ba), T32(bb), n);  // gate a, up b
+  for (int64_t i = 0; i < n; ++i) r[i] = a[i] * sig(a[i]) * b[i];
+  expect_tensor_close("swiglu_forward", dd().get32(out, n), r);
+  be().swiglu_backward(T32(out), T32(out2), T32(ba), T32(bb), T32(bg), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double s = sig(a[i]);
+    r[i] = g[i] * b[i] * s * (1 + a[i] * (1 - s));
+    r2[i] = g[i] * a[i] * s;
+  }
+  expect_tensor_close("swiglu_backward dgate", dd().get32(out, n), r);
+  expect_tensor_close("swiglu_backward dup", dd().get32(out2, n), r2);
+  be().softcap_forward(T32(out), T32(ba), n, 1.5);
+  for (int64_t i = 0; i < n; ++i) r[i] = 1.5 * std::tanh(a[i] / 1.5);
+  expect_tensor_close("softcap_forward", dd().get32(out, n), r);
+
+  // The soft-capped cross-entropy: the plain one's loss and gradient of y = cap tanh(x / cap),
+  // times the cap's derivative 1 - (y / cap)^2.
+  const int64_t rows = 7, vocab = 50, padded = 64;
+  const double cap = 2.0, scale = 0.25;
+  const Vec x = as_f32(random_values(rows * padded, 64, 3.0));
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = cap * std::tanh(x[i] / cap);
+  const Vec y32 = as_f32(y);
+  std::vector<int32_t> targets(rows);
+  for (int64_t r0 = 0; r0 < rows; ++r0) targets[r0] = static_cast<int32_t>((r0 * 11) % vocab);
+  Buffer bl = dd().f32(y32), bt = dd().i32(targets), loss = dd().zeros(DType::kF32, rows);
+  be().softcap_cross_entropy(T32(loss), T32(bl), T(bt, DType::kI32), rows, vocab, padded, scale,
+                             cap);
+  testing::CrossEntropyRef ref = naive_cross_entropy(y32, targets, rows, vocab, padded, scale);
+  for (size_t i = 0; i < y32.size(); ++i) ref.dlogits[i] *= 1 - (y32[i] / cap) * (y32[i] / cap);
+  expect_tensor_close("softcap cross-entropy losses", dd().get32(loss, rows), ref.loss);
+  expect_tensor_close("softcap cross-entropy dlogits", dd().get32(bl, rows * padded), ref.dlogits);
+}
+
 // ---- casts and whole-buffer utilities -----------------------------------------------------------
 TEST_P(BackendOps, ConvertNearestAndStochasticAreTheCpuBits) {
   const int64_t n = 3001;

@@ -79,6 +79,20 @@ TEST_F(ResumeErrors, FfnHiddenChangeRefused) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// The MLP variant, the head's tying and its soft-cap are architecture: each refused in one line.
+TEST_F(ResumeErrors, MlpVariantUntiedHeadAndSoftcapChangesRefused) {
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --model.mlp relu2 --resume auto");
+  expect_one_error_line(r, {"model.mlp = relu2", "saved with model.mlp = gelu", "architecture"});
+  r = ledgerlm("train --config " + run_ +
+               "/config.toml --model.tie_embeddings false --resume auto");
+  expect_one_error_line(
+      r, {"model.tie_embeddings = false", "saved with model.tie_embeddings", "architecture"});
+  r = ledgerlm("train --config " + run_ + "/config.toml --model.logit_softcap 15 --resume auto");
+  expect_one_error_line(
+      r, {"model.logit_softcap = 15", "saved with model.logit_softcap", "architecture"});
+  expect_run_untouched();
+}
+
 TEST_F(ResumeErrors, OptimizerChangeRefused) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --optim.name sgd --resume auto");
   expect_one_error_line(r, {"optim.name = sgd", "adamw"});

@@ -10,6 +10,12 @@ checked against it (tests/reference/test_reference_gpt.cpp):
           (null: 4C);
   ln_f; logits = h @ wte^T (LM head tied to wte, real vocab only);
   loss = mean over tokens of softmax cross-entropy.
+Block variants beyond HF GPT-2, read from extra config.json keys (ledgerlm's test writes them):
+  "ledgerlm_mlp": "swiglu": mlp = (silu(x @ gate_proj.weight + b) * (x @ c_fc.weight + b))
+    @ c_proj.weight + b (Shazeer 2020; silu(g) = g * sigmoid(g); c_fc is "up", c_proj "down",
+    all three Conv1D layout (in, out));  "relu2": mlp = relu(x @ c_fc.weight + b)^2 @ c_proj ...;
+  "tie_word_embeddings": false: logits = h @ lm_head.weight^T, lm_head.weight (V, C) its own;
+  "ledgerlm_logit_softcap": cap > 0: logits = cap * tanh(logits / cap) before the loss.
 LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, eps from
 config.json (1e-5). Only plain tensor ops are used.
 
@@ -83,8 +89,17 @@ def attention(x, w, prefix, n_head):
     return conv1d(y, w, prefix + "c_proj")
 
 
+MLP = "gelu"
+
+
 def mlp(x, w, prefix):
-    h = gelu_tanh(conv1d(x, w, prefix + "c_fc"))
+    if MLP == "swiglu":
+        gate = conv1d(x, w, prefix + "gate_proj")
+        h = gate * torch.sigmoid(gate) * conv1d(x, w, prefix + "c_fc")
+    elif MLP == "relu2":
+        h = torch.relu(conv1d(x, w, prefix + "c_fc")) ** 2
+    else:
+        h = gelu_tanh(conv1d(x, w, prefix + "c_fc"))
     return conv1d(h, w, prefix + "c_proj")
 
 
@@ -100,7 +115,12 @@ def gpt_logits(w, cfg, tokens):
                           p + "attn.", n_head)
         x = x + mlp(layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps), w, p + "mlp.")
     x = layer_norm(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
-    return x @ w["transformer.wte.weight"].T
+    head = w["lm_head.weight"] if "lm_head.weight" in w else w["transformer.wte.weight"]
+    logits = x @ head.T
+    cap = float(cfg.get("ledgerlm_logit_softcap", 0.0))
+    if cap > 0:
+        logits = cap * torch.tanh(logits / cap)
+    return logits
 
 
 def cross_entropy_mean(logits, targets):
@@ -112,15 +132,18 @@ def cross_entropy_mean(logits, targets):
 
 def load_weights(path, cfg, dtype, lora=False):
     arrays, _ = safetensors_io.read(path)
-    arrays.pop("lm_head.weight", None)  # tied to wte
+    untied = cfg.get("tie_word_embeddings", True) is False
+    if not untied:
+        arrays.pop("lm_head.weight", None)  # tied to wte
     C, V, L = int(cfg["n_embd"]), int(cfg["vocab_size"]), int(cfg["n_layer"])
     F = int(cfg.get("n_inner") or 4 * C)
-    expected = {
+    expected = {"lm_head.weight": (V, C)} if untied else {}
+    expected.update({
         "transformer.wte.weight": (V, C),
         "transformer.wpe.weight": (int(cfg["n_positions"]), C),
         "transformer.ln_f.weight": (C,),
         "transformer.ln_f.bias": (C,),
-    }
+    })
     for layer in range(L):
         p = f"transformer.h.{layer}."
         expected.update({
@@ -131,6 +154,8 @@ def load_weights(path, cfg, dtype, lora=False):
             p + "mlp.c_fc.weight": (C, F), p + "mlp.c_fc.bias": (F,),
             p + "mlp.c_proj.weight": (F, C), p + "mlp.c_proj.bias": (C,),
         })
+        if MLP == "swiglu":
+            expected.update({p + "mlp.gate_proj.weight": (C, F), p + "mlp.gate_proj.bias": (F,)})
     if lora:  # adapters of any Conv1D layer, shapes checked against the layer's
         for name in [n for n in arrays if n.endswith(".lora_A.weight")]:
             layer = name[: -len(".lora_A.weight")]
@@ -175,6 +200,10 @@ def main():
         cfg = json.load(f)
     if cfg.get("activation_function", "gelu_new") != "gelu_new":
         raise SystemExit("only activation_function gelu_new (tanh approximation) is modelled")
+    global MLP
+    MLP = cfg.get("ledgerlm_mlp", "gelu")
+    if MLP not in ("gelu", "swiglu", "relu2"):
+        raise SystemExit(f"ledgerlm_mlp {MLP}: expected gelu, swiglu or relu2")
     weights = load_weights(args.weights, cfg, dtype, lora=args.lora_scale is not None)
     batch, _ = safetensors_io.read(args.batch)
     tokens = torch.from_numpy(batch["tokens"].astype(np.int64))

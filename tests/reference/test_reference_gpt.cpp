@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ckpt/hf_export.h"
 #include "ckpt/safetensors.h"
 #include "model/backend/backend.h"
@@ -92,6 +94,20 @@ std::vector<float> to_f32(Tensor t, int64_t n) {
   return out;
 }
 
+// The reference's config.json: the HF export's, plus the keys gpt_ref.py reads for the block
+// variants HF GPT-2 cannot express (ledgerlm_mlp, ledgerlm_logit_softcap), which the export
+// refuses.
+void write_reference_config(const std::string& path, const ModelConfig& cfg) {
+  ModelConfig twin = cfg;
+  twin.mlp = "gelu";
+  twin.ffn_hidden = cfg.ffn_width();
+  twin.logit_softcap = 0.0;
+  nlohmann::json j = nlohmann::json::parse(hf_config_json_text(twin));
+  j["ledgerlm_mlp"] = cfg.mlp;
+  j["ledgerlm_logit_softcap"] = cfg.logit_softcap;
+  testing::write_file(path, j.dump(2));
+}
+
 void check_against_reference(const Precision& prec, const ModelConfig& cfg = tiny_config()) {
   const ParamTable table = param_table_build(cfg);
   auto backend = backend_create_cpu(2);
@@ -125,7 +141,7 @@ void check_against_reference(const Precision& prec, const ModelConfig& cfg = tin
   const std::string dir = testing::make_temp_dir("llm_ref_");
   ASSERT_FALSE(dir.empty());
   hf_write_safetensors(dir + "/model.safetensors", hf_tensors_from_params(table, params));
-  hf_write_config_json(dir + "/config.json", cfg);
+  write_reference_config(dir + "/config.json", cfg);
   SafeTensorsWriter batch;
   batch.add("tokens", DType::kI32, {kBatch, kSeq}, tokens.data());
   batch.add("targets", DType::kI32, {kBatch, kSeq}, targets.data());
@@ -196,6 +212,28 @@ TEST(ReferenceGpt, MatchesPytorchFp64WithMlpWidthOtherThan4C) {
   ModelConfig cfg = tiny_config();
   cfg.ffn_hidden = 48;
   check_against_reference(kFp64, cfg);
+}
+
+// MLP variants, the untied head and the logit soft-cap (model.mlp, model.tie_embeddings,
+// model.logit_softcap), against gpt_ref.py's own formulas. The perturbed weights (matrices at std
+// 0.1) give logits of std ~0.6, so a cap of 1 bends them by ~10%: a missing or misplaced cap, a
+// swapped gate and up, or the wte head in place of lm_head moves every tensor by O(1).
+ModelConfig variant_config(const char* mlp, bool tie, double cap) {
+  ModelConfig cfg = tiny_config();
+  cfg.mlp = mlp;
+  cfg.ffn_hidden = 48;  // SwiGLU's default (Llama's rule) would be 256 for C = 32
+  cfg.tie_embeddings = tie;
+  cfg.logit_softcap = cap;
+  return cfg;
+}
+TEST(ReferenceGpt, MatchesPytorchFp64WithSwiglu) {
+  check_against_reference(kFp64, variant_config("swiglu", true, 0.0));
+}
+TEST(ReferenceGpt, MatchesPytorchFp64WithRelu2UntiedHeadAndLogitSoftcap) {
+  check_against_reference(kFp64, variant_config("relu2", false, 1.0));
+}
+TEST(ReferenceGpt, MatchesPytorchFp32WithSwigluUntiedHeadAndLogitSoftcap) {
+  check_against_reference(kFp32, variant_config("swiglu", false, 1.0));
 }
 
 }  // namespace

@@ -64,6 +64,16 @@ class TestBackend : public Backend {
   void softmax_cross_entropy(Tensor, Tensor, Tensor, int64_t, int64_t, int64_t, double) override {
     no();
   }
+  // MLP variants and the logit soft-cap.
+  void relu2_forward(Tensor, Tensor, int64_t) override { no(); }
+  void relu2_backward(Tensor, Tensor, Tensor, int64_t) override { no(); }
+  void swiglu_forward(Tensor, Tensor, Tensor, int64_t) override { no(); }
+  void swiglu_backward(Tensor, Tensor, Tensor, Tensor, Tensor, int64_t) override { no(); }
+  void softcap_forward(Tensor, Tensor, int64_t, double) override { no(); }
+  void softcap_cross_entropy(Tensor, Tensor, Tensor, int64_t, int64_t, int64_t, double,
+                             double) override {
+    no();
+  }
   // The optimizers' kernels: the CPU implementation, on this backend's host memory.
   void optimizer_op(const OptimOp& op, double* sums) override { cpu::cpu_optimizer_op(op, sums); }
 

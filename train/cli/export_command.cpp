@@ -32,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 
 void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
+  hf_require_gpt2_block(run.config.model);  // before any file is written
   // The weights come to the host once; the export reads that copy.
   std::vector<float> host(static_cast<size_t>(run.table.total));
   backend.copy_to_host(host.data(), run.params_tensor(), run.table.total);
@@ -104,6 +105,7 @@ std::string export_peft(const std::string& run_dir, const std::string& dir) {
   const RunConfig config = run_load_config(run_dir);
   LLM_REQUIRE(config.model.lora.enabled(), "export --lora-only: run '", run_dir,
               "' has no adapters (lora.rank = 0); export its weights without --lora-only");
+  hf_require_gpt2_block(config.model);  // the adapters' base must be an HF GPT-2
   const ParamTable table = param_table_build(config.model);
   const std::string weights = run_dir + "/model.safetensors";
   LLM_REQUIRE(fs::exists(weights), "run '", run_dir,

@@ -46,10 +46,15 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("model", c.model, n_layer, I, "transformer blocks");
   LLM_KEY("model", c.model, n_head, I, "attention heads");
   LLM_KEY("model", c.model, n_embd, I, "model width C");
-  LLM_KEY("model", c.model, ffn_hidden, I, "MLP hidden width F (0: 4 x n_embd)");
+  LLM_KEY("model", c.model, ffn_hidden, I,
+          "MLP hidden width F (0: 4 x n_embd; swiglu: Llama's rule)");
   LLM_KEY("model", c.model, block_size, I, "context length (max sequence)");
   LLM_KEY("model", c.model, dropout, F, "attention and residual dropout");
   LLM_KEY("model", c.model, recompute, S, "activation checkpointing: none | mlp | block");
+  // MLP variants, the head and its soft-cap (docs/blocks.md).
+  LLM_KEY("model", c.model, mlp, S, "MLP: gelu | swiglu | relu2");
+  LLM_KEY("model", c.model, tie_embeddings, B, "head shares the token embedding (false: lm_head)");
+  LLM_KEY("model", c.model, logit_softcap, F, "logits = cap * tanh(logits / cap) (0: off)");
   LLM_KEY("lora", c.model.lora, rank, I, "adapter rank r (0: no adapters)");
   LLM_KEY("lora", c.model.lora, alpha, F, "adapter scale numerator: updates scale by alpha / r");
   LLM_KEY("lora", c.model.lora, dropout, F, "dropout on the adapters' input");

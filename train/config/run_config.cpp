@@ -156,7 +156,7 @@ void RunConfig::validate() const {
 
 void run_config_check_sizes(const RunConfig& cfg) {
   // Generous upper bounds (GPT-2's tensors, 64 bytes per parameter: more than any precision and
-  // optimizer keeps; per layer 32 activations of C, two of F and two of H x T per token, then the
+  // optimizer keeps; per layer 32 activations of C, three of F and two of H x T per token, then the
   // logits),
   // kept below 2^62 bytes so that sums of a few of them cannot reach 2^63.
   constexpr double kMaxBytes = 4611686018427387904.0;  // 2^62
@@ -164,15 +164,16 @@ void run_config_check_sizes(const RunConfig& cfg) {
   const double L = static_cast<double>(m.n_layer), C = static_cast<double>(m.n_embd),
                H = static_cast<double>(m.n_head), V = static_cast<double>(m.padded_vocab()),
                P = static_cast<double>(m.block_size), F = static_cast<double>(m.ffn_width());
-  // Per block: qkv and attention projection (4C^2 + 4C), the MLP (2CF + F + C), two norms (4C).
-  const double params = L * (4 * C * C + 2 * C * F + 9 * C + F) + (V + P) * C + 2 * C;
+  // Per block: qkv and attention projection (4C^2 + 4C), the MLP (3CF + 2F + C: SwiGLU's three
+  // matrices bound the two of the others), two norms (4C); an untied head counts (V C) again.
+  const double params = L * (4 * C * C + 3 * C * F + 9 * C + 2 * F) + (2 * V + P) * C + 2 * C;
   LLM_REQUIRE(params * 64 <= kMaxBytes, "model.n_layer = ", m.n_layer,
               " x model.n_embd = ", m.n_embd, ": ~", params,
               " parameters, more than 64-bit byte counts can hold (at most ~", kMaxBytes / 64,
               "); make the model smaller");
   const double B = static_cast<double>(cfg.train.micro_batch),
                T = static_cast<double>(cfg.train.seq_len);
-  const double activations = 4 * B * T * (L * (32 * C + 2 * F + 2 * H * T) + 2 * V);
+  const double activations = 4 * B * T * (L * (32 * C + 3 * F + 2 * H * T) + 2 * V);
   LLM_REQUIRE(activations <= kMaxBytes, "train.micro_batch = ", cfg.train.micro_batch,
               " x train.seq_len = ", cfg.train.seq_len, " with model.n_layer = ", m.n_layer, ": ~",
               activations,

@@ -302,6 +302,7 @@ ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recomput
   m.n_head = s.n_head;
   m.n_embd = s.n_embd;
   m.ffn_hidden = s.ffn_width();
+  m.mlp = mlp_name(s.mlp);
   ActivationSpec a = activation_spec(m, batch, s.seq, recompute, s.untrained_blocks, DType::kF32);
   a.padded_vocab = s.padded_vocab;
   a.lora_rank = s.lora_rank;
@@ -602,7 +603,10 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
       in.shapes.untrained_blocks = first;
       in.shapes.embedding_backward = false;
     }
-    in.shapes.head_weight_grad = wte.trainable;
+    // The head's weight: the token embedding, or the untied lm_head (model.tie_embeddings).
+    const int head = full.index_of("final.lm_head");
+    in.shapes.head_weight_grad =
+        head >= 0 ? full.params[static_cast<size_t>(head)].trainable : wte.trainable;
     in.shapes.block_weight_grads = false;
     for (const ParamInfo& p : full.params)
       if (p.trainable && p.kind == ParamKind::kMatrix && p.lora == ParamInfo::Lora::kNone)
@@ -619,6 +623,7 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.shapes.n_head = cfg.model.n_head;
   in.shapes.n_embd = cfg.model.n_embd;
   in.shapes.ffn_hidden = cfg.model.ffn_width();
+  in.shapes.mlp = cfg.model.mlp_kind();
   in.shapes.padded_vocab = cfg.model.padded_vocab();
   in.shapes.seq = cfg.train.seq_len;
   in.params = pp.params;

@@ -54,6 +54,7 @@ struct PlanShapes {
   int64_t n_layer = 0, n_head = 0, n_embd = 0, padded_vocab = 0, seq = 0;
   int64_t ffn_hidden = 0;  // the MLP's width F (model.ffn_hidden; 0: 4 x n_embd)
   int64_t ffn_width() const { return ffn_hidden > 0 ? ffn_hidden : 4 * n_embd; }
+  MlpKind mlp = MlpKind::kGelu;  // model.mlp: SwiGLU keeps a third activation of width F
   // Blocks below the lowest one that trains anything get no backward and keep no activations
   // (train.freeze); adapters' scratch (LoRA rank, and the dropped input with lora.dropout).
   int64_t untrained_blocks = 0;

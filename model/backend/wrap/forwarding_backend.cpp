@@ -189,6 +189,36 @@ void ForwardingBackend::softmax_cross_entropy(Tensor losses, Tensor logits, Tens
   inner_->softmax_cross_entropy(losses, logits, targets, rows, vocab, padded_vocab, grad_scale);
 }
 
+// MLP variants and the logit soft-cap (model.mlp, model.logit_softcap).
+void ForwardingBackend::relu2_forward(Tensor out, Tensor x, int64_t n) {
+  Op op(*this, "relu2_forward");
+  inner_->relu2_forward(out, x, n);
+}
+void ForwardingBackend::relu2_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) {
+  Op op(*this, "relu2_backward");
+  inner_->relu2_backward(dx, x, dout, n);
+}
+void ForwardingBackend::swiglu_forward(Tensor out, Tensor gate, Tensor up, int64_t n) {
+  Op op(*this, "swiglu_forward");
+  inner_->swiglu_forward(out, gate, up, n);
+}
+void ForwardingBackend::swiglu_backward(Tensor dgate, Tensor dup, Tensor gate, Tensor up,
+                                        Tensor dout, int64_t n) {
+  Op op(*this, "swiglu_backward");
+  inner_->swiglu_backward(dgate, dup, gate, up, dout, n);
+}
+void ForwardingBackend::softcap_forward(Tensor y, Tensor x, int64_t n, double cap) {
+  Op op(*this, "softcap_forward");
+  inner_->softcap_forward(y, x, n, cap);
+}
+void ForwardingBackend::softcap_cross_entropy(Tensor losses, Tensor logits, Tensor targets,
+                                              int64_t rows, int64_t vocab, int64_t padded_vocab,
+                                              double grad_scale, double cap) {
+  Op op(*this, "softcap_cross_entropy");
+  inner_->softcap_cross_entropy(losses, logits, targets, rows, vocab, padded_vocab, grad_scale,
+                                cap);
+}
+
 void ForwardingBackend::optimizer_op(const OptimOp& op, double* sums) {
   Op scope(*this, "optimizer_op");
   inner_->optimizer_op(op, sums);

@@ -83,6 +83,17 @@ class ForwardingBackend : public Backend {
   void softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
                              int64_t vocab, int64_t padded_vocab, double grad_scale) override;
 
+  // MLP variants and the logit soft-cap (model.mlp, model.logit_softcap).
+  void relu2_forward(Tensor out, Tensor x, int64_t n) override;
+  void relu2_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) override;
+  void swiglu_forward(Tensor out, Tensor gate, Tensor up, int64_t n) override;
+  void swiglu_backward(Tensor dgate, Tensor dup, Tensor gate, Tensor up, Tensor dout,
+                       int64_t n) override;
+  void softcap_forward(Tensor y, Tensor x, int64_t n, double cap) override;
+  void softcap_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
+                             int64_t vocab, int64_t padded_vocab, double grad_scale,
+                             double cap) override;
+
   void optimizer_op(const OptimOp& op, double* sums) override;
   void optimizer_ops(const OptimOp* ops, int64_t count) override;
 

@@ -11,6 +11,7 @@
 
 #include "ckpt/hf_export.h"
 #include "ckpt/hf_import.h"
+#include "model/base/check.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -49,6 +50,33 @@ TEST(HfConfig, MlpWidthTravelsAsNInner) {
   m.ffn_hidden = 48;
   EXPECT_EQ(json::parse(hf_config_json_text(m))["n_inner"], 48);
   EXPECT_EQ(read(hf_config_json_text(m)).ffn_hidden, 48);
+}
+
+// The untied head travels as tie_word_embeddings = false (its lm_head.weight is a table tensor);
+// the MLP variants and the logit soft-cap, which GPT-2 cannot hold, are refused naming the key.
+void expect_refused(const ModelConfig& m, const std::string& what) {
+  try {
+    hf_config_json_text(m);
+    ADD_FAILURE() << what << ": exported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfConfig, UntiedHeadTravelsMlpVariantsAndSoftcapRefused) {
+  ModelConfig m{257, 2, 2, 32, 32, 0.0, "none", {}};
+  EXPECT_EQ(json::parse(hf_config_json_text(m))["tie_word_embeddings"], true);
+  EXPECT_TRUE(read(hf_config_json_text(m)).tie_embeddings);
+  m.tie_embeddings = false;
+  EXPECT_EQ(json::parse(hf_config_json_text(m))["tie_word_embeddings"], false);
+  EXPECT_FALSE(read(hf_config_json_text(m)).tie_embeddings);
+  for (const char* mlp : {"swiglu", "relu2"}) {
+    ModelConfig v = m;
+    v.mlp = mlp;
+    expect_refused(v, std::string("model.mlp = ") + mlp);
+  }
+  m.logit_softcap = 30.0;
+  expect_refused(m, "model.logit_softcap = 30");
 }
 
 TEST(HfConfig, AbsentKeysTakeGpt2ConfigDefaults) {

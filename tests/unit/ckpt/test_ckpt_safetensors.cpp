@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ckpt/hf_export.h"
+#include "ckpt/hf_import.h"
 #include "ckpt/safetensors.h"
 #include "model/base/check.h"
 #include "model/base/crc32c.h"
@@ -464,6 +465,42 @@ TEST(HfExport, MappingRoundTripAndConfig) {
   back.erase(attn);
   expect_error([&] { params_from_hf_tensors(table, back, Tensor(again.data(), DType::kF32)); },
                {"missing tensor"});
+}
+
+// An untied head (model.tie_embeddings = false) exports as lm_head.weight (real vocab rows) with
+// tie_word_embeddings false, and the import reads it back as final.lm_head, bit for bit, beside a
+// different wte (a tied import would refuse that lm_head).
+TEST(HfExport, UntiedHeadRoundTripsAsLmHead) {
+  ModelConfig cfg;
+  cfg.vocab_size = 70;  // padded to 128
+  cfg.n_layer = 1;
+  cfg.n_head = 2;
+  cfg.n_embd = 16;
+  cfg.block_size = 8;
+  cfg.tie_embeddings = false;
+  const ParamTable table = param_table_build(cfg);
+  std::vector<float> params(static_cast<size_t>(table.total), 0.0f);
+  for (const ParamInfo& p : table.params)
+    for (int64_t i = 0; i < p.hf_rows * (p.numel / p.shape[0]); ++i)
+      params[static_cast<size_t>(p.offset + i)] = static_cast<float>(p.offset + i) * 1e-3f - 1.0f;
+  const std::string dir = make_temp_dir("llm_hf_untied_");
+  hf_write_safetensors(dir + "/model.safetensors",
+                       hf_tensors_from_params(table, Tensor(params.data(), DType::kF32)));
+  hf_write_config_json(dir + "/config.json", cfg);
+  SafeTensorsFile f = SafeTensorsFile::open(dir + "/model.safetensors");
+  ASSERT_NE(f.find("lm_head.weight"), nullptr);
+  EXPECT_EQ(f.get("lm_head.weight").shape, (std::vector<int64_t>{70, 16}));
+  const HfModel model = hf_read_model_dir(dir);
+  EXPECT_FALSE(model.config.tie_embeddings);
+  const ParamTable back_table = param_table_build(model.config);
+  ASSERT_EQ(back_table.total, table.total);
+  std::vector<float> again(params.size(), -7.0f);
+  hf_model_to_params(model, back_table, Tensor(again.data(), DType::kF32));
+  for (const ParamInfo& p : table.params)
+    EXPECT_EQ(std::memcmp(again.data() + p.offset, params.data() + p.offset,
+                          static_cast<size_t>(p.numel) * sizeof(float)),
+              0)
+        << p.name;
 }
 
 }  // namespace

@@ -145,6 +145,21 @@ TEST(LedgerAccuracy, EveryOptimizerAndRecomputeModeOnTheTinyConfig) {
   }
 }
 
+// The block variants: SwiGLU's third matrix and kept gate, the untied head (its weight,
+// gradient, master and optimizer state), the soft-cap (nothing kept), predicted as allocated.
+TEST(LedgerAccuracy, MlpVariantsAndUntiedHead) {
+  for (const char* rc : {"none", "mlp"}) {
+    RunConfig cfg = tiny_config("adamw", rc);
+    cfg.model.mlp = "swiglu";
+    cfg.model.tie_embeddings = false;
+    cfg.model.logit_softcap = 15.0;
+    check_bar(run_steps(cfg, 1), std::string("swiglu untied/") + rc);
+  }
+  RunConfig cfg = tiny_config("adamw", "block");
+  cfg.model.mlp = "relu2";
+  check_bar(run_steps(cfg, 1), "relu2/block");
+}
+
 TEST(LedgerAccuracy, PrecisionAndAccumulationVariants) {
   // bf16 params with an fp32 master (and 16-bit GEMM operand widening), fp32 accumulation
   // gradients under accum > 1, master = none (fp32 optimizer view in workspace).

@@ -24,13 +24,16 @@ struct Case {
   int64_t lora_rank = 0;
   double lora_dropout = 0.0;
   DType dtype = DType::kF32;
-  int64_t ffn_hidden = 0;  // model.ffn_hidden (0: 4 C)
+  int64_t ffn_hidden = 0;      // model.ffn_hidden (0: 4 C)
+  const char* mlp = "gelu";    // model.mlp
+  bool tie_embeddings = true;  // model.tie_embeddings
 };
 
 std::string describe(const Case& c) {
   return std::string("recompute ") + c.recompute + ", freeze '" + c.freeze + "', lora rank " +
          std::to_string(c.lora_rank) + ", dropout " + std::to_string(c.lora_dropout) + ", " +
-         dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden);
+         dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden) + ", mlp " + c.mlp +
+         (c.tie_embeddings ? "" : ", untied");
 }
 
 ModelConfig config_of(const Case& c) {
@@ -45,6 +48,8 @@ ModelConfig config_of(const Case& c) {
   m.lora.dropout = c.lora_dropout;
   m.lora.targets = "qkv,mlp_proj";
   m.ffn_hidden = c.ffn_hidden;
+  m.mlp = c.mlp;
+  m.tie_embeddings = c.tie_embeddings;
   return m;
 }
 
@@ -104,6 +109,12 @@ TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
       // wider of C and F).
       {"none", "", 0, 4, 0.1, DType::kF32, 40},
       {"mlp", "", 0, 4, 0.1, DType::kF32, 12},
+      // MLP variants (SwiGLU keeps its gate's output too) and the untied head, frozen blocks and
+      // adapters included.
+      {"none", "", 0, 4, 0.1, DType::kF32, 40, "swiglu", false},
+      {"mlp", "embed.*,block.0.*", 1, 0, 0.0, DType::kF32, 0, "swiglu", false},
+      {"block", "", 0, 0, 0.0, DType::kF64, 12, "swiglu"},
+      {"mlp", "", 0, 4, 0.0, DType::kF32, 0, "relu2", false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(describe(c));
@@ -158,6 +169,11 @@ TEST(ActivationList, RecomputeModesKeepTheDocumentedBuffers) {
         EXPECT_EQ(b.elements, 2 * 8 * cfg.ffn_width());
       }
   }
+  // SwiGLU keeps one more buffer of width F, as fch is kept: per block, or one shared copy.
+  cfg.mlp = "swiglu";
+  EXPECT_EQ(count_of(Recompute::kNone, "block.fch_gate"), L);
+  EXPECT_EQ(count_of(Recompute::kMlp, "block.fch_gate"), 1);
+  EXPECT_EQ(count_of(Recompute::kBlock, "block.fch_gate"), 1);
 }
 
 }  // namespace

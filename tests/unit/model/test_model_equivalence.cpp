@@ -6,7 +6,9 @@
 //   - determinism: same inputs and thread count => bit-identical loss and gradients;
 //   - recompute none / mlp / block: bit-identical losses and gradients, with and without dropout
 //     (recompute replays exactly the same ops in the same order, so bitwise is the contract);
-//   - the KV-cache decoder's logits equal the full forward's logits at every position.
+//   - the KV-cache decoder's logits equal the full forward's logits at every position;
+//   - all of the above for the MLP variants (model.mlp = swiglu, relu2), the untied head and the
+//     logit soft-cap.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,6 +36,18 @@ ModelConfig small_config(double dropout = 0.0, const std::string& recompute = "n
   c.block_size = 16;
   c.dropout = dropout;
   c.recompute = recompute;
+  return c;
+}
+
+// The block variants: SwiGLU with an untied, soft-capped head (the Llama / nanochat end of the
+// options) and ReLU^2 with the tied head.
+ModelConfig variant_config(const std::string& mlp, double dropout = 0.0,
+                           const std::string& recompute = "none") {
+  ModelConfig c = small_config(dropout, recompute);
+  c.mlp = mlp;
+  c.ffn_hidden = 48;
+  c.tie_embeddings = mlp != "swiglu";
+  c.logit_softcap = mlp == "swiglu" ? 2.0 : 0.0;
   return c;
 }
 
@@ -257,6 +271,44 @@ TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogits) {
   ModelConfig narrow = small_config();
   narrow.ffn_hidden = 40;
   check_decoder_against_forward(narrow);
+}
+
+// The block variants: accumulation splits within the tolerance of
+// GradientAccumulationMatchesOneBigBatch (the same sums in another order), recompute modes bit for
+// bit (the same ops replayed), with dropout so the replayed masks are checked too.
+TEST(ModelEquivalence, MlpVariantsAndUntiedHeadAccumulateAndRecomputeIdentically) {
+  for (const char* mlp : {"swiglu", "relu2"}) {
+    const ModelConfig cfg = variant_config(mlp, 0.15);
+    const ParamTable table = param_table_build(cfg);
+    std::vector<float> params = random_params(table, 12);
+    const int64_t T = 12, total = 4;
+    std::vector<int32_t> tokens, targets;
+    make_batch(total, T, cfg.vocab_size, &tokens, &targets);
+    StepResult ref = run_step(cfg, table, params, tokens, targets, total, 4, T, 2, 100);
+    StepResult split = run_step(cfg, table, params, tokens, targets, total, 1, T, 2, 100);
+    EXPECT_NEAR(split.loss, ref.loss, 1e-6 * std::fabs(ref.loss)) << mlp;
+    for (const ParamInfo& p : table.params) {
+      auto r = testing::compare_tensor(p.name, split.grads.data() + p.offset,
+                                       ref.grads.data() + p.offset, p.numel, 1e-5, 1e-4);
+      EXPECT_TRUE(r.ok) << mlp << " B=1 A=4: " << r.message;
+    }
+    StepResult base = run_step(cfg, table, params, tokens, targets, total, 2, T, 2, 100);
+    for (const char* mode : {"mlp", "block"}) {
+      StepResult got = run_step(variant_config(mlp, 0.15, mode), table, params, tokens, targets,
+                                total, 2, T, 2, 100);
+      EXPECT_EQ(std::memcmp(&got.loss, &base.loss, sizeof(double)), 0)
+          << mlp << " " << mode << ": loss " << got.loss << " vs " << base.loss;
+      EXPECT_TRUE(bit_equal(got.grads, base.grads))
+          << mlp << " " << mode << ": " << first_difference(table, got.grads, base.grads);
+    }
+  }
+}
+
+// The decoder runs the same block and head: SwiGLU's gate, the untied head and the soft-cap
+// (sampling sees capped logits, as the full forward's logits() are), and ReLU^2.
+TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogitsForMlpVariants) {
+  check_decoder_against_forward(variant_config("swiglu"));
+  check_decoder_against_forward(variant_config("relu2"));
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 // without one): parameters and gradients live in the backend's memory, staged from the host
 // vectors the finite differences perturb, so the same bound holds the device's fp64 path.
 //
-// Variants: plain; an MLP width (model.ffn_hidden) other than 4C; dropout 0.2 (masks are pure
+// Variants: plain; an MLP width (model.ffn_hidden) other than 4C; SwiGLU and ReLU^2 MLPs
+// (model.mlp); an untied head and the logit soft-cap; dropout 0.2 (masks are pure
 // functions of (seed, site), so every forward of the finite difference sees the same masks);
 // recompute = mlp and block (with dropout, so the recomputed forwards must replay the masks too).
 //
@@ -74,11 +75,18 @@ struct GradCheckCase {
   double dropout;
   const char* recompute;
   int64_t ffn_hidden = 0;  // model.ffn_hidden (0: 4C)
+  // MLP variants, the head and its soft-cap.
+  const char* mlp = "gelu";
+  bool tie_embeddings = true;
+  double logit_softcap = 0.0;
 };
 
 void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase& tc) {
   ModelConfig cfg = tiny_config(tc.dropout, tc.recompute);
   cfg.ffn_hidden = tc.ffn_hidden;
+  cfg.mlp = tc.mlp;
+  cfg.tie_embeddings = tc.tie_embeddings;
+  cfg.logit_softcap = tc.logit_softcap;
   const ParamTable table = param_table_build(cfg);
   GptModel model(cfg, table, be, DType::kF64, DType::kF64, DType::kF64);
   const int64_t B = 2, T = 5;
@@ -146,6 +154,12 @@ void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase
   const ParamInfo& wte = table.find("embed.wte");
   for (int64_t i = cfg.vocab_size * cfg.n_embd; i < wte.numel; ++i)
     ASSERT_EQ(grads[static_cast<size_t>(wte.offset + i)], 0.0) << "embed.wte padding element " << i;
+  // So do the untied head's (model.tie_embeddings = false).
+  if (!cfg.tie_embeddings) {
+    const ParamInfo& head = table.find("final.lm_head");
+    for (int64_t i = cfg.vocab_size * cfg.n_embd; i < head.numel; ++i)
+      ASSERT_EQ(grads[static_cast<size_t>(head.offset + i)], 0.0) << "lm_head padding " << i;
+  }
 }
 
 using ModelGradCheck = testing::OnNamedBackend;
@@ -172,6 +186,22 @@ TEST_P(ModelGradCheck, RecomputeBlockFp64) {
 TEST_P(ModelGradCheck, MlpWidthOtherThan4CFp64) {
   run_gradcheck(*be, *stage, {0.0, "none", 12});
   run_gradcheck(*be, *stage, {0.2, "mlp", 12});
+}
+
+// MLP variants: SwiGLU (gate, up, down; width 12), plain and under recompute = mlp with dropout
+// (which replays the gate); ReLU^2 under recompute = mlp with dropout. (Recompute = block replays
+// the same forward: tests/unit/model/test_model_equivalence.cpp holds it to the bit.)
+TEST_P(ModelGradCheck, MlpSwigluFp64) {
+  run_gradcheck(*be, *stage, {0.0, "none", 12, "swiglu"});
+  run_gradcheck(*be, *stage, {0.2, "mlp", 12, "swiglu"});
+}
+TEST_P(ModelGradCheck, MlpRelu2Fp64) {
+  run_gradcheck(*be, *stage, {0.2, "mlp", 0, "relu2"});
+}
+// The untied head (its own lm_head in the final unit) with the logit soft-cap at 1.5: the
+// logits of N(0, 0.4) weights reach several units, so tanh works well inside its bend.
+TEST_P(ModelGradCheck, UntiedHeadWithLogitSoftcapFp64) {
+  run_gradcheck(*be, *stage, {0.0, "none", 0, "gelu", false, 1.5});
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp64, ModelGradCheck,

@@ -204,5 +204,59 @@ TEST(ParamTable, FfnHiddenSetsTheMlpWidth) {
   EXPECT_THROW(c.validate(), Error);
 }
 
+// model.mlp = swiglu: gate (F, C), up (F, C), down (C, F) and their biases, the gate after the
+// block's GPT-2 roles; ffn_hidden = 0 takes Llama's width rule, int(8C / 3) rounded up to a
+// multiple of 256. relu2 keeps GPT-2's two matrices. Nothing else changes.
+TEST(ParamTable, MlpVariantsBuildTheirMatrices) {
+  ModelConfig c = gpt_config();
+  const int64_t C = c.n_embd, L = c.n_layer, F = 96;
+  c.mlp = "swiglu";
+  c.ffn_hidden = F;
+  const ParamTable t = param_table_build(c);
+  EXPECT_EQ(t.find("block.1.mlp.gate.weight").shape, (std::vector<int64_t>{F, C}));
+  EXPECT_EQ(t.find("block.1.mlp.gate.bias").shape, (std::vector<int64_t>{F}));
+  EXPECT_EQ(t.find("block.1.mlp.up.weight").shape, (std::vector<int64_t>{F, C}));
+  EXPECT_EQ(t.find("block.1.mlp.down.weight").shape, (std::vector<int64_t>{C, F}));
+  EXPECT_EQ(t.find("block.1.mlp.gate.weight").kind, ParamKind::kMatrix);  // Muon's, like up
+  EXPECT_EQ(t.index_of("block.1.mlp.fc.weight"), -1);
+  EXPECT_EQ(t.num_params,
+            1024 * C + c.block_size * C + L * (4 * C * C + 3 * C * F + 9 * C + 2 * F) + 2 * C);
+  // Llama's rule: C = 64 -> int(170.7) -> 256; C = 576 (SmolLM2-135M) -> 1536; C = 4096 -> 11008.
+  c.ffn_hidden = 0;
+  EXPECT_EQ(c.ffn_width(), 256);
+  EXPECT_EQ(swiglu_default_width(576), 1536);
+  EXPECT_EQ(swiglu_default_width(4096), 11008);
+  c.mlp = "relu2";
+  EXPECT_EQ(param_table_build(c).total, param_table_build(gpt_config()).total);
+  EXPECT_EQ(c.ffn_width(), 4 * C);
+  c.mlp = "geglu";
+  try {
+    c.validate();
+    ADD_FAILURE() << "model.mlp = geglu accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.mlp: expected gelu, swiglu or relu2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// model.tie_embeddings = false: the final unit gains lm_head (padded vocab, C), HF lm_head.weight
+// with the real rows, in the embedding group; the defaults' table is unchanged.
+TEST(ParamTable, UntiedHeadIsTheFinalUnitsLmHead) {
+  ModelConfig c = gpt_config();
+  EXPECT_EQ(param_table_build(c).index_of("final.lm_head"), -1);
+  c.tie_embeddings = false;
+  const ParamTable t = param_table_build(c);
+  const ParamInfo& head = t.find("final.lm_head");
+  EXPECT_EQ(head.shape, (std::vector<int64_t>{1024, c.n_embd}));
+  EXPECT_EQ(head.hf_name, "lm_head.weight");
+  EXPECT_EQ(head.hf_rows, 1000);
+  EXPECT_EQ(head.kind, ParamKind::kEmbedding);
+  EXPECT_EQ(t.units[static_cast<size_t>(head.unit)].name, "final");
+  EXPECT_EQ(t.num_params, param_table_build(gpt_config()).num_params + 1024 * c.n_embd);
+  c.logit_softcap = -1.0;
+  EXPECT_THROW(c.validate(), Error);
+}
+
 }  // namespace
 }  // namespace ledgerlm
