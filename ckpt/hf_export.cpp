@@ -178,8 +178,21 @@ std::vector<HfTensor> hf_read_safetensors(const std::string& path) {
   return out;
 }
 
+void hf_require_gpt2_attention(const ModelConfig& config) {
+  LLM_REQUIRE(!config.rope(),
+              "export: model.position = rope cannot be written as Hugging Face "
+              "GPT-2 (expected learned positions)");
+  LLM_REQUIRE(config.kv_heads() == config.n_head, "export: model.n_kv_head = ", config.n_kv_head,
+              " cannot be written as Hugging Face GPT-2 (expected 0 or model.n_head = ",
+              config.n_head, ")");
+  LLM_REQUIRE(!config.qk_norm,
+              "export: model.qk_norm = true cannot be written as Hugging Face "
+              "GPT-2 (expected false)");
+}
+
 std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras& extras) {
   config.validate();
+  hf_require_gpt2_attention(config);
   using nlohmann::json;
   auto token_id = [](int64_t id) { return id < 0 ? json(nullptr) : json(id); };
   json j = {

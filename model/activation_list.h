@@ -36,6 +36,8 @@ struct ActivationSpec {
   // Adapters' scratch: their rank (0: none) and whether their input is dropped (lora.dropout).
   int64_t lora_rank = 0;
   bool lora_dropout = false;
+  // model.qk_norm: the heads normalised per row (H + KV), whose rstd the backward keeps; 0: off.
+  int64_t qk_norm_heads = 0;
 };
 
 // The spec of a model configuration (shapes from [model], the qkv and MLP widths from its block
@@ -77,6 +79,8 @@ enum class ActId : uint8_t {
   kLoraU,
   kLoraDu,
   kLoraX,
+  // model.qk_norm: per block, the rstd of each q and k head.
+  kQkRstd,
 };
 
 enum class ActScope : uint8_t {

@@ -17,12 +17,18 @@ using BlockTensors = std::array<Tensor, kBlockRoles>;
 // The activations of one block's forward (row-major, `rows` rows each): what its backward reads.
 struct BlockActs {
   Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
+  // model.qk_norm: the rstd of each q and k head [rows, H + KV] (empty without it).
+  Tensor qk_rstd;
 };
 
 // The widths of a block's linear layers, from the recipe: C in and out of the block, the fused
 // q, k, v projection's output and the MLP's hidden width F.
 struct BlockWidths {
   int64_t C = 0, qkv = 0, F = 0;
+  // Attention: query heads H, k/v heads KV (grouped-query: fewer), head_dim, and what runs
+  // between the qkv projection and attention (the recipe's Attention: QK-norm, then rope).
+  int64_t H = 0, KV = 0, hd = 0;
+  BlockRecipe::Attention attention;
 };
 BlockWidths block_widths(const BlockRecipe& recipe);
 
@@ -39,7 +45,21 @@ class BlockHooks {
   virtual void attention(const BlockActs& x) = 0;
   // Dropout on a residual branch before it joins the stream (training only).
   virtual void branch_dropout(Tensor /*branch*/, BlockBranch /*which*/) {}
+  // The positions of the rows (rotary embedding): row r is position pos0 + r % seq.
+  struct Positions {
+    int64_t seq = 1, pos0 = 0;
+  };
+  virtual Positions positions() const = 0;
 };
+
+// model.qk_norm and model.position = rope on x.qkv's q and k heads, in place (forward), and
+// their backward on dqkv (the gradient of the attention's input becomes that of the projection's
+// output): the norm's backward runs on the rotated values (the rotation keeps the dot products it
+// needs), then the inverse rotation.
+void gpt_block_qk_forward(Backend& be, const BlockActs& x, int64_t rows, BlockHooks::Positions pos,
+                          const BlockWidths& w);
+void gpt_block_qk_backward(Backend& be, Tensor dqkv, const BlockActs& x, int64_t rows,
+                           BlockHooks::Positions pos, const BlockWidths& w);
 
 // res_out = the block applied to res_in over `rows` positions; `proj` is scratch of (rows, C) for
 // the branches' outputs. res_in and x.res2 must not alias; res_out may alias res_in.

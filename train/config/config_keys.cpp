@@ -50,6 +50,11 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("model", c.model, block_size, I, "context length (max sequence)");
   LLM_KEY("model", c.model, dropout, F, "attention and residual dropout");
   LLM_KEY("model", c.model, recompute, S, "activation checkpointing: none | mlp | block");
+  // Attention variants (docs/blocks.md).
+  LLM_KEY("model", c.model, position, S, "positions: learned (wpe table) | rope (rotary q, k)");
+  LLM_KEY("model", c.model, rope_theta, F, "rotary base (model.position = rope)");
+  LLM_KEY("model", c.model, n_kv_head, I, "k/v heads (0: n_head; fewer: grouped-query)");
+  LLM_KEY("model", c.model, qk_norm, B, "weightless RMS norm of each q and k head, before rope");
   LLM_KEY("lora", c.model.lora, rank, I, "adapter rank r (0: no adapters)");
   LLM_KEY("lora", c.model.lora, alpha, F, "adapter scale numerator: updates scale by alpha / r");
   LLM_KEY("lora", c.model.lora, dropout, F, "dropout on the adapters' input");

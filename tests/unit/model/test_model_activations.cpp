@@ -25,12 +25,17 @@ struct Case {
   double lora_dropout = 0.0;
   DType dtype = DType::kF32;
   int64_t ffn_hidden = 0;  // model.ffn_hidden (0: 4 C)
+  // Attention variants: grouped-query (n_kv_head, of n_head 4 here when set), qk_norm, rope.
+  int64_t n_kv_head = 0;
+  bool qk_norm = false;
+  bool rope = false;
 };
 
 std::string describe(const Case& c) {
   return std::string("recompute ") + c.recompute + ", freeze '" + c.freeze + "', lora rank " +
          std::to_string(c.lora_rank) + ", dropout " + std::to_string(c.lora_dropout) + ", " +
-         dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden);
+         dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden) + ", n_kv_head " +
+         std::to_string(c.n_kv_head) + (c.qk_norm ? ", qk_norm" : "") + (c.rope ? ", rope" : "");
 }
 
 ModelConfig config_of(const Case& c) {
@@ -45,6 +50,10 @@ ModelConfig config_of(const Case& c) {
   m.lora.dropout = c.lora_dropout;
   m.lora.targets = "qkv,mlp_proj";
   m.ffn_hidden = c.ffn_hidden;
+  if (c.n_kv_head > 0) m.n_head = 4;
+  m.n_kv_head = c.n_kv_head;
+  m.qk_norm = c.qk_norm;
+  m.position = c.rope ? "rope" : "learned";
   return m;
 }
 
@@ -104,6 +113,11 @@ TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
       // wider of C and F).
       {"none", "", 0, 4, 0.1, DType::kF32, 40},
       {"mlp", "", 0, 4, 0.1, DType::kF32, 12},
+      // Attention variants: the narrower qkv of grouped-query attention (24 + 2 x 1 x 6), the
+      // QK-norm statistics, no position table; with adapters on qkv, recompute, fp64, freezing.
+      {"none", "", 0, 4, 0.1, DType::kF32, 0, 1, true, true},
+      {"block", "", 0, 0, 0.0, DType::kF64, 0, 2, true, true},
+      {"mlp", "embed.*,block.0.*", 1, 0, 0.0, DType::kF32, 0, 2, true, true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(describe(c));
@@ -158,6 +172,22 @@ TEST(ActivationList, RecomputeModesKeepTheDocumentedBuffers) {
         EXPECT_EQ(b.elements, 2 * 8 * cfg.ffn_width());
       }
   }
+  // Grouped-query attention narrows qkv to C + 2 KV hd (here 24 + 2 x 1 x 12); qk_norm keeps one
+  // rstd per q and k head and row, in the block's attention part (recomputed with block).
+  cfg.ffn_hidden = 0;
+  cfg.n_kv_head = 1;
+  cfg.qk_norm = true;
+  for (const ActBuffer& b :
+       saved_activations(activation_spec(cfg, 2, 8, Recompute::kNone, 0, DType::kF32))) {
+    if (b.name == "block.qkv") {
+      EXPECT_EQ(b.elements, 2 * 8 * (24 + 2 * 12));
+    }
+    if (b.name == "block.qk_rstd") {
+      EXPECT_EQ(b.elements, 2 * 8 * (2 + 1));
+      EXPECT_EQ(b.count, L);
+    }
+  }
+  EXPECT_EQ(count_of(Recompute::kBlock, "block.qk_rstd"), 1);
 }
 
 }  // namespace

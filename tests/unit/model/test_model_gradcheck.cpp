@@ -74,11 +74,21 @@ struct GradCheckCase {
   double dropout;
   const char* recompute;
   int64_t ffn_hidden = 0;  // model.ffn_hidden (0: 4C)
+  // Attention variants: model.position, n_head (the tiny model's 2 unless set), n_kv_head,
+  // qk_norm.
+  const char* position = "learned";
+  int64_t n_head = 2;
+  int64_t n_kv_head = 0;
+  bool qk_norm = false;
 };
 
 void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase& tc) {
   ModelConfig cfg = tiny_config(tc.dropout, tc.recompute);
   cfg.ffn_hidden = tc.ffn_hidden;
+  cfg.position = tc.position;
+  cfg.n_head = tc.n_head;
+  cfg.n_kv_head = tc.n_kv_head;
+  cfg.qk_norm = tc.qk_norm;
   const ParamTable table = param_table_build(cfg);
   GptModel model(cfg, table, be, DType::kF64, DType::kF64, DType::kF64);
   const int64_t B = 2, T = 5;
@@ -172,6 +182,24 @@ TEST_P(ModelGradCheck, RecomputeBlockFp64) {
 TEST_P(ModelGradCheck, MlpWidthOtherThan4CFp64) {
   run_gradcheck(*be, *stage, {0.0, "none", 12});
   run_gradcheck(*be, *stage, {0.2, "mlp", 12});
+}
+
+// model.position = rope (no wpe; q and k rotated, hd 4), with dropout and block recompute too.
+TEST_P(ModelGradCheck, RotaryPositionsFp64) {
+  run_gradcheck(*be, *stage, {0.0, "none", 0, "rope"});
+  run_gradcheck(*be, *stage, {0.2, "block", 0, "rope"});
+}
+// model.n_kv_head: grouped-query (4 query heads on 2 kv heads, hd 2) and multi-query (2 on 1):
+// a kv head's gradient sums over its query heads.
+TEST_P(ModelGradCheck, GroupedQueryAttentionFp64) {
+  run_gradcheck(*be, *stage, {0.0, "none", 0, "learned", 4, 2});
+  run_gradcheck(*be, *stage, {0.2, "block", 0, "learned", 2, 1});
+}
+// model.qk_norm, alone and with rope and grouped-query attention (the norm's backward runs on
+// rotated values, then the inverse rotation).
+TEST_P(ModelGradCheck, QkNormFp64) {
+  run_gradcheck(*be, *stage, {0.0, "none", 0, "learned", 2, 0, true});
+  run_gradcheck(*be, *stage, {0.2, "block", 0, "rope", 4, 2, true});
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp64, ModelGradCheck,
