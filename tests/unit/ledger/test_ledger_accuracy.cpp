@@ -319,15 +319,15 @@ TEST(LedgerAccuracy, AttentionVariants) {
     int64_t lora_rank;
   };
   int64_t gqa_acts = 0;
-  for (Variant v : {Variant{"adamw", "none", 0}, Variant{"muon", "none", 0},
-                    Variant{"adamw", "block", 0}, Variant{"adamw", "none", 8}}) {
+  for (Variant v :
+       {Variant{"muon", "none", 0}, Variant{"adamw", "block", 0}, Variant{"adamw", "none", 8}}) {
     RunConfig cfg = tiny_config(v.optim, v.recompute);
     cfg.model.position = "rope";
     cfg.model.n_kv_head = 2;
     cfg.model.qk_norm = true;
     cfg.model.lora.rank = v.lora_rank;
-    const std::string what = std::string(v.optim) + "/" + v.recompute + "/lora " +
-                             std::to_string(v.lora_rank);
+    const std::string what =
+        std::string(v.optim) + "/" + v.recompute + "/lora " + std::to_string(v.lora_rank);
     const Measured m = run_steps(cfg, 2);
     for (const LedgerRow& r : m.rows) {
       if (r.tag == MemTag::kData || r.tag == MemTag::kComm || r.tag == MemTag::kOther) continue;
