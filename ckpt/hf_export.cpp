@@ -183,6 +183,15 @@ void hf_require_gpt2_block(const ModelConfig& config) {
               ": Hugging Face GPT-2 has no such MLP (expected gelu, its gelu_new)");
   LLM_REQUIRE(config.logit_softcap == 0.0, "export: model.logit_softcap = ", config.logit_softcap,
               ": Hugging Face GPT-2 has no logit soft-cap (expected 0)");
+  LLM_REQUIRE(!config.rope(),
+              "export: model.position = rope cannot be written as Hugging Face "
+              "GPT-2 (expected learned positions)");
+  LLM_REQUIRE(config.kv_heads() == config.n_head, "export: model.n_kv_head = ", config.n_kv_head,
+              " cannot be written as Hugging Face GPT-2 (expected 0 or model.n_head = ",
+              config.n_head, ")");
+  LLM_REQUIRE(!config.qk_norm,
+              "export: model.qk_norm = true cannot be written as Hugging Face "
+              "GPT-2 (expected false)");
 }
 
 std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras& extras) {

@@ -58,7 +58,8 @@ void hf_write_config_json(const std::string& path, const ModelConfig& config,
 // The text hf_write_config_json writes (hf_import.h reads it back to the same ModelConfig).
 std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras& extras = {});
 // Refuses (one line naming the key) a model Hugging Face GPT-2 cannot hold: a SwiGLU or ReLU^2
-// MLP (model.mlp) or a logit soft-cap. An untied head it holds (tie_word_embeddings = false).
+// MLP (model.mlp), a logit soft-cap, rotary positions, grouped-query attention or QK-norm. An
+// untied head it holds (tie_word_embeddings = false).
 void hf_require_gpt2_block(const ModelConfig& config);
 
 }  // namespace ledgerlm

@@ -25,6 +25,7 @@ ActivationSpec activation_spec(const ModelConfig& config, int64_t batch, int64_t
   s.lora_rank = config.lora.rank;
   s.lora_dropout = config.lora.enabled() && config.lora.dropout > 0.0;
   s.mlp = widths.mlp;
+  s.qk_norm_heads = config.qk_norm ? config.n_head + config.kv_heads() : 0;
   return s;
 }
 
@@ -98,6 +99,8 @@ const char* act_name(ActId id) {
       return "scratch.lora_x";
     case ActId::kFchGate:
       return "block.fch_gate";
+    case ActId::kQkRstd:
+      return "block.qk_rstd";
   }
   return "?";
 }
@@ -147,6 +150,7 @@ std::vector<ActBuffer> saved_activations(const ActivationSpec& s) {
   block(ActId::kFch, N * F, mlp_kept);
   block(ActId::kFchGelu, N * F, mlp_kept);
   if (s.mlp == MlpKind::kSwiglu) block(ActId::kFchGate, N * F, mlp_kept);
+  if (s.qk_norm_heads > 0) block(ActId::kQkRstd, N * s.qk_norm_heads, attn_kept);
   out.push_back(make(ActId::kLnf, ActScope::kGlobal, N * C, s.dtype));
   out.push_back(make(ActId::kLnfMean, ActScope::kGlobal, N, s.dtype));
   out.push_back(make(ActId::kLnfRstd, ActScope::kGlobal, N, s.dtype));

@@ -38,6 +38,8 @@ struct ActivationSpec {
   bool lora_dropout = false;
   // The MLP (model.mlp): SwiGLU keeps its gate projection's output besides fc's and the product.
   MlpKind mlp = MlpKind::kGelu;
+  // model.qk_norm: the heads normalised per row (H + KV), whose rstd the backward keeps; 0: off.
+  int64_t qk_norm_heads = 0;
 };
 
 // The spec of a model configuration (shapes from [model], the qkv and MLP widths from its block
@@ -81,6 +83,8 @@ enum class ActId : uint8_t {
   kLoraX,
   // model.mlp = swiglu: the gate projection's output, per block (kept and recomputed as kFch).
   kFchGate,
+  // model.qk_norm: per block, the rstd of each q and k head.
+  kQkRstd,
 };
 
 enum class ActScope : uint8_t {

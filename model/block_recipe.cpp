@@ -59,7 +59,7 @@ RecipeSizes recipe_sizes(const ModelConfig& c) {
   RecipeSizes s;
   s.C = c.n_embd;
   s.H = c.n_head;
-  s.KV = c.n_head;  // every head has its own k and v
+  s.KV = c.kv_heads();  // n_head: every head has its own k and v; fewer: grouped-query
   s.head_dim = c.n_head > 0 ? c.n_embd / c.n_head : 0;
   s.F = c.ffn_width();
   s.vocab = c.vocab_size;
@@ -74,11 +74,19 @@ BlockRecipe block_recipe(const ModelConfig& config) {
   r.embed.push_back(role("wte", {kVocab, kC}, ParamKind::kEmbedding, InitKind::kNormal,
                          InitScale::kBase, "wte.weight", false));
   r.embed.back().hf_real_vocab_rows = true;
-  r.embed.push_back(role("wpe", {kPositions, kC}, ParamKind::kEmbedding, InitKind::kNormal,
-                         InitScale::kBase, "wpe.weight", false));
+  if (!config.rope())  // rotary positions need no table
+    r.embed.push_back(role("wpe", {kPositions, kC}, ParamKind::kEmbedding, InitKind::kNormal,
+                           InitScale::kBase, "wpe.weight", false));
+  r.attention.rope = config.rope();
+  r.attention.rope_theta = config.rope_theta;
+  r.attention.qk_norm = config.qk_norm;
 
   norm(&r.block, "ln1", "ln_1");
-  linear(&r, "attn.qkv", kQkv, kC, InitScale::kBase, "attn.c_attn", kLoraQkv, 3);
+  // Whole-matrix optimizers see the fused q, k, v as pieces of KV x head_dim rows: q, k and v with
+  // every head its own k and v (3); with grouped-query attention q's query-head groups, then k, v.
+  const int pieces =
+      static_cast<int>(2 + (config.kv_heads() > 0 ? config.n_head / config.kv_heads() : 1));
+  linear(&r, "attn.qkv", kQkv, kC, InitScale::kBase, "attn.c_attn", kLoraQkv, pieces);
   linear(&r, "attn.proj", kC, kC, InitScale::kResidual, "attn.c_proj", kLoraProj);
   norm(&r.block, "ln2", "ln_2");
   // The MLP (model.mlp): GPT-2's fc and proj; SwiGLU's up and down beside its gate (LoRA's
@@ -103,8 +111,9 @@ BlockRecipe block_recipe(const ModelConfig& config) {
   r.final.back().hf_real_vocab_rows = true;
   r.final.back().hf_top_level = true;
   r.final.back().present = !config.tie_embeddings;
-  LLM_ASSERT(r.embed.size() == kEmbedRoles && r.final.size() == kFinalRoles,
-             "the embedding and final roles and their enums disagree");
+  LLM_ASSERT(
+      r.embed.size() == (config.rope() ? kRoleWpe : kEmbedRoles) && r.final.size() == kFinalRoles,
+      "the embedding and final roles and their enums disagree");
   return r;
 }
 

@@ -68,7 +68,8 @@ enum BlockRole : int {
   kBlockRoles
 };
 
-// The embedding unit's roles and the final unit's, likewise.
+// The embedding unit's roles and the final unit's, likewise. With rotary positions
+// (model.position = rope) the embedding unit holds wte only: embed.size() == kRoleWpe.
 enum EmbedRole : int { kRoleWte, kRoleWpe, kEmbedRoles };
 // kRoleLmHead: the untied head (model.tie_embeddings = false); absent when the head is tied.
 enum FinalRole : int { kRoleLnfWeight, kRoleLnfBias, kRoleLmHead, kFinalRoles };
@@ -110,6 +111,15 @@ struct BlockRecipe {
   int lora_site_role[kLoraSites] = {-1, -1, -1, -1};
   // The MLP's activation (model.mlp): what sits between fc (SwiGLU: gate and up) and proj.
   MlpKind mlp = MlpKind::kGelu;
+  // Attention variants: what the block forward does between the qkv projection and attention
+  // (a weightless RMS norm of each q and k head, then the rotation), and whether the embedding
+  // unit has a position table.
+  struct Attention {
+    bool rope = false;
+    double rope_theta = 10000.0;
+    bool qk_norm = false;
+  } attention;
+  bool has_wpe() const { return embed.size() > kRoleWpe; }
 };
 
 // The recipe of `config`'s model (GPT-2: pre-LayerNorm blocks, fused qkv, GELU MLP of width F;

@@ -232,6 +232,8 @@ struct GptModel::Impl {
         return lora_du;
       case ActId::kLoraX:
         return lora_x;
+      case ActId::kQkRstd:
+        return x.qk_rstd;
       case ActId::kResidual:
         break;
     }
@@ -312,6 +314,7 @@ struct GptModel::Impl {
     args.site = site(l, kSiteAttnProb);
     args.first_sequence = fwd_opts.first_sequence;
     args.impl = attention_impl;
+    args.kv_heads = widths.KV;
     return args;
   }
 
@@ -459,6 +462,7 @@ struct GptModel::Impl {
       const DropSite site = which == BlockBranch::kAttention ? kSiteAttnOut : kSiteMlpOut;
       m.be.dropout(branch, m.B * m.T * m.cfg.n_embd, m.cfg.dropout, m.drop_key(l, site));
     }
+    Positions positions() const override { return {m.T, 0}; }  // B sequences of T from 0
   };
 
   void mlp_hidden(UnitAccess& units, int64_t l, const LayerActs& x, const BlockTensors& p) {
@@ -476,6 +480,11 @@ struct GptModel::Impl {
   // A tensor of the embedding or final unit, from its trained or frozen part.
   Tensor unit_tensor(UnitAccess& units, int unit, int64_t at, bool frozen) const {
     return (frozen ? frozen_unit(units, unit) : param_unit(units, unit)).offset(at);
+  }
+
+  // The position table; empty with rotary positions (model.position = rope).
+  Tensor wpe_tensor(UnitAccess& units) const {
+    return refs.wpe < 0 ? Tensor() : unit_tensor(units, refs.embed_unit, refs.wpe, refs.wpe_frozen);
   }
 
   // Host token arrays: checked, then uploaded into the micro-batch's id buffer.
@@ -506,7 +515,7 @@ struct GptModel::Impl {
     const int E = refs.embed_unit, F = refs.final_unit;
     units.acquire(E, UnitPhase::kForward);
     be.embedding_forward(res[0], tokens, unit_tensor(units, E, refs.wte, refs.wte_frozen),
-                         unit_tensor(units, E, refs.wpe, refs.wpe_frozen), B, T, C);
+                         wpe_tensor(units), B, T, C);
     units.release(E, UnitPhase::kForward);
     if (dropout_on()) be.dropout(res[0], N * C, cfg.dropout, drop_key(-1, kSiteEmbed));
     for (int64_t l = 0; l < cfg.n_layer; ++l) {
@@ -596,6 +605,7 @@ struct GptModel::Impl {
     lora_backward(d_b, lora_grads(units, l, kLoraProj), lora_params(units, l, kLoraProj), dy,
                   x.atty, l, kLoraProj, C, C);
     be.attention_backward(d_qkv, d_b, x.qkv, x.atty, x.lse, attn_args(l));
+    gpt_block_qk_backward(be, d_qkv, x, N, {T, 0}, widths);
     linear_backward(d_a, g[kRoleQkvWeight], g[kRoleQkvBias], d_qkv, x.ln1, p[kRoleQkvWeight], N, C,
                     QKV);
     lora_backward(d_a, lora_grads(units, l, kLoraQkv), lora_params(units, l, kLoraQkv), d_qkv,
@@ -668,9 +678,10 @@ struct GptModel::Impl {
       if (dropout_on()) be.dropout(d_res, N * C, cfg.dropout, drop_key(-1, kSiteEmbed));
       units.acquire(E, UnitPhase::kBackward);
       dembed = grad_unit(units, E);
-      be.embedding_backward(refs.wte_frozen ? sink_a : dembed.offset(refs.wte),
-                            refs.wpe_frozen ? sink_a : dembed.offset(refs.wpe), d_res, tokens, B, T,
-                            C);
+      const Tensor dwpe =
+          refs.wpe < 0 ? Tensor() : (refs.wpe_frozen ? sink_a : dembed.offset(refs.wpe));
+      be.embedding_backward(refs.wte_frozen ? sink_a : dembed.offset(refs.wte), dwpe, d_res, tokens,
+                            B, T, C);
       units.release(E, UnitPhase::kBackward);
     }
     // Untied, the embeddings' gradients come from their own backward only: none without it.
@@ -684,8 +695,11 @@ int64_t gpt_frozen_sink_elements(const ParamTable& table, const ModelConfig& con
   // a trained one: its whole size in the first half.
   int64_t half = recipe_widest_vector(block_recipe(config));
   const ParamInfo& wte = table.find("embed.wte");
-  const ParamInfo& wpe = table.find("embed.wpe");
-  if (wte.trainable != wpe.trainable) half = std::max(half, wte.trainable ? wpe.numel : wte.numel);
+  if (table.index_of("embed.wpe") >= 0) {  // none with rotary positions
+    const ParamInfo& wpe = table.find("embed.wpe");
+    if (wte.trainable != wpe.trainable)
+      half = std::max(half, wte.trainable ? wpe.numel : wte.numel);
+  }
   return 2 * half;
 }
 

@@ -7,9 +7,35 @@ BlockWidths block_widths(const BlockRecipe& recipe) {
   auto out_rows = [&](BlockRole r) {
     return recipe_shape(recipe.sizes, recipe.block[static_cast<size_t>(r)])[0];
   };
-  BlockWidths w{recipe.sizes.C, out_rows(kRoleQkvWeight), out_rows(kRoleFcWeight)};
+  BlockWidths w;
+  w.C = recipe.sizes.C;
+  w.qkv = out_rows(kRoleQkvWeight);
+  w.F = out_rows(kRoleFcWeight);
   w.mlp = recipe.mlp;
+  w.H = recipe.sizes.H;
+  w.KV = recipe.sizes.KV;
+  w.hd = recipe.sizes.head_dim;
+  w.attention = recipe.attention;
   return w;
+}
+
+void gpt_block_qk_forward(Backend& be, const BlockActs& x, int64_t rows, BlockHooks::Positions pos,
+                          const BlockWidths& w) {
+  // q's H heads and k's KV heads are adjacent at the start of each qkv row.
+  const int64_t heads = w.H + w.KV;
+  if (w.attention.qk_norm)
+    be.head_rmsnorm_forward(x.qkv, x.qk_rstd, rows, heads, w.hd, w.qkv, kQkNormEps);
+  if (w.attention.rope)
+    be.rope(x.qkv, rows, pos.seq, pos.pos0, heads, w.hd, w.qkv, w.attention.rope_theta, false);
+}
+
+void gpt_block_qk_backward(Backend& be, Tensor dqkv, const BlockActs& x, int64_t rows,
+                           BlockHooks::Positions pos, const BlockWidths& w) {
+  const int64_t heads = w.H + w.KV;
+  if (w.attention.qk_norm)
+    be.head_rmsnorm_backward(dqkv, x.qkv, x.qk_rstd, rows, heads, w.hd, w.qkv);
+  if (w.attention.rope)
+    be.rope(dqkv, rows, pos.seq, pos.pos0, heads, w.hd, w.qkv, w.attention.rope_theta, true);
 }
 
 void gpt_block_mlp_hidden(Backend& be, BlockHooks& hooks, const BlockTensors& p, const BlockActs& x,
@@ -37,6 +63,7 @@ void gpt_block_forward(Backend& be, BlockHooks& hooks, const BlockTensors& p, co
   be.layernorm_forward(x.ln1, x.ln1_mean, x.ln1_rstd, res_in, p[kRoleLn1Weight], p[kRoleLn1Bias],
                        rows, C);
   hooks.linear(kLoraQkv, x.qkv, x.ln1, p[kRoleQkvWeight], p[kRoleQkvBias], C, w.qkv);
+  gpt_block_qk_forward(be, x, rows, hooks.positions(), w);
   hooks.attention(x);
   hooks.linear(kLoraProj, proj, x.atty, p[kRoleAttnProjWeight], p[kRoleAttnProjBias], C, C);
   hooks.branch_dropout(proj, BlockBranch::kAttention);

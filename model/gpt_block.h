@@ -20,6 +20,8 @@ struct BlockActs {
   // model.mlp = swiglu: the gate projection's output (fch is then the up projection's and
   // fch_gelu the gated product silu(gate) * up); empty for the other MLPs.
   Tensor fch_gate;
+  // model.qk_norm: the rstd of each q and k head [rows, H + KV] (empty without it).
+  Tensor qk_rstd;
 };
 
 // The widths of a block's linear layers, from the recipe: C in and out of the block, the fused
@@ -27,6 +29,10 @@ struct BlockActs {
 struct BlockWidths {
   int64_t C = 0, qkv = 0, F = 0;
   MlpKind mlp = MlpKind::kGelu;  // model.mlp
+  // Attention: query heads H, k/v heads KV (grouped-query: fewer), head_dim, and what runs
+  // between the qkv projection and attention (the recipe's Attention: QK-norm, then rope).
+  int64_t H = 0, KV = 0, hd = 0;
+  BlockRecipe::Attention attention;
 };
 BlockWidths block_widths(const BlockRecipe& recipe);
 
@@ -44,7 +50,21 @@ class BlockHooks {
   virtual void attention(const BlockActs& x) = 0;
   // Dropout on a residual branch before it joins the stream (training only).
   virtual void branch_dropout(Tensor /*branch*/, BlockBranch /*which*/) {}
+  // The positions of the rows (rotary embedding): row r is position pos0 + r % seq.
+  struct Positions {
+    int64_t seq = 1, pos0 = 0;
+  };
+  virtual Positions positions() const = 0;
 };
+
+// model.qk_norm and model.position = rope on x.qkv's q and k heads, in place (forward), and
+// their backward on dqkv (the gradient of the attention's input becomes that of the projection's
+// output): the norm's backward runs on the rotated values (the rotation keeps the dot products it
+// needs), then the inverse rotation.
+void gpt_block_qk_forward(Backend& be, const BlockActs& x, int64_t rows, BlockHooks::Positions pos,
+                          const BlockWidths& w);
+void gpt_block_qk_backward(Backend& be, Tensor dqkv, const BlockActs& x, int64_t rows,
+                           BlockHooks::Positions pos, const BlockWidths& w);
 
 // res_out = the block applied to res_in over `rows` positions; `proj` is scratch of (rows, C) for
 // the branches' outputs. res_in and x.res2 must not alias; res_out may alias res_in.

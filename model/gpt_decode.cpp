@@ -24,19 +24,32 @@ void linear1(Backend& be, Tensor out, Tensor in, Tensor w, Tensor b, int64_t in_
 // attention over it, no dropout.
 struct DecodeHooks final : BlockHooks {
   Backend& be;
-  Tensor kc, vc;  // this layer's cache
-  int64_t pos = 0, heads = 0, C = 0;
-  DecodeHooks(Backend& b, Tensor k, Tensor v, int64_t p, int64_t h, int64_t c)
-      : be(b), kc(k), vc(v), pos(p), heads(h), C(c) {}
-  void linear(int /*site*/, Tensor out, Tensor in, Tensor w, Tensor bias, int64_t in_f,
+  Tensor kc, vc;  // this layer's cache: [block_size, KV x head_dim] each
+  int64_t pos = 0;
+  const BlockWidths& w;
+  DecodeHooks(Backend& b, Tensor k, Tensor v, int64_t p, const BlockWidths& widths)
+      : be(b), kc(k), vc(v), pos(p), w(widths) {}
+  void linear(int /*site*/, Tensor out, Tensor in, Tensor wt, Tensor bias, int64_t in_f,
               int64_t out_f) override {
-    linear1(be, out, in, w, bias, in_f, out_f);
+    linear1(be, out, in, wt, bias, in_f, out_f);
   }
   void attention(const BlockActs& x) override {
-    be.copy(kc.offset(pos * C), x.qkv.offset(C), C);
-    be.copy(vc.offset(pos * C), x.qkv.offset(2 * C), C);
-    be.attention_decode(x.atty, x.qkv, kc, vc, pos + 1, heads, C, C);
+    const int64_t C = w.C, kvw = w.KV * w.hd;
+    be.copy(kc.offset(pos * kvw), x.qkv.offset(C), kvw);
+    be.copy(vc.offset(pos * kvw), x.qkv.offset(C + kvw), kvw);
+    if (w.KV == w.H) {
+      be.attention_decode(x.atty, x.qkv, kc, vc, pos + 1, w.H, C, C);
+      return;
+    }
+    // Grouped-query attention: each query head against its kv head's columns of the cache.
+    const int64_t group = w.H / w.KV;
+    for (int64_t h = 0; h < w.H; ++h) {
+      const int64_t col = (h / group) * w.hd;
+      be.attention_decode(x.atty.offset(h * w.hd), x.qkv.offset(h * w.hd), kc.offset(col),
+                          vc.offset(col), pos + 1, 1, w.hd, kvw);
+    }
   }
+  Positions positions() const override { return {1, pos}; }  // one row at position pos
 };
 
 }  // namespace
@@ -50,25 +63,27 @@ GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backe
   const int64_t embed = table.units[refs.embed_unit].offset;
   const int64_t fin = table.units[refs.final_unit].offset;
   wte_ = embed + refs.wte;
-  wpe_ = embed + refs.wpe;
+  wpe_ = refs.wpe < 0 ? -1 : embed + refs.wpe;  // none with rotary positions
   lnfw_ = fin + refs.lnfw;
   lnfb_ = fin + refs.lnfb;
   head_ = refs.lm_head >= 0 ? fin + refs.lm_head : wte_;
   for (size_t l = 0; l < refs.blocks.size(); ++l)
     blocks_.push_back(block_offsets_shift(refs.blocks[l], table.units[refs.block_unit[l]].offset));
   const int64_t C = cfg_.n_embd, L = cfg_.n_layer, T = cfg_.block_size, Vp = cfg_.padded_vocab();
-  const int64_t F = widths_.F;
-  cache_ = be_.allocate(MemTag::kActivations, static_cast<size_t>(2 * L * T * C) * 4);
+  const int64_t F = widths_.F, KVW = widths_.KV * widths_.hd;  // KV heads: grouped-query
+  cache_ = be_.allocate(MemTag::kActivations, static_cast<size_t>(2 * L * T * KVW) * 4);
   k_ = Tensor(cache_.data(), DType::kF32);
-  v_ = k_.offset(L * T * C);
+  v_ = k_.offset(L * T * KVW);
   // x, proj: C each; logits: Vp; the block's activations for one row: ln (C, both norms), mean
-  // and rstd (1 each), qkv, attention output (C), res2 (C), fc and its activation (F each), and
-  // SwiGLU's gate (F; one element otherwise, unused).
+  // and rstd (1 each), qkv, attention output (C), res2 (C), fc and its activation (F each),
+  // SwiGLU's gate (F; one element otherwise, unused) and the q and k heads' rstd (model.qk_norm:
+  // H + KV).
   BlockActs& a = acts_;
   const int64_t gate = widths_.mlp == MlpKind::kSwiglu ? F : 1;
-  const int64_t sizes[] = {C, C, Vp, C, 1, 1, widths_.qkv, C, C, F, F, gate};
-  Tensor* views[] = {&x_,    &proj_,  &logits_, &a.ln1, &a.ln1_mean, &a.ln1_rstd,
-                     &a.qkv, &a.atty, &a.res2,  &a.fch, &a.fch_gelu, &a.fch_gate};
+  const int64_t sizes[] = {
+      C, C, Vp, C, 1, 1, widths_.qkv, C, C, F, F, gate, widths_.H + widths_.KV};
+  Tensor* views[] = {&x_,     &proj_,  &logits_, &a.ln1,      &a.ln1_mean, &a.ln1_rstd, &a.qkv,
+                     &a.atty, &a.res2, &a.fch,   &a.fch_gelu, &a.fch_gate, &a.qk_rstd};
   int64_t total = 0;
   for (int64_t n : sizes) total += (n + 15) / 16 * 16;  // each view 64-byte aligned
   work_ = be_.allocate(MemTag::kWorkspace, static_cast<size_t>(total) * 4);
@@ -89,16 +104,20 @@ void GptDecoder::reset() {
 }
 
 const float* GptDecoder::step(int32_t token) {
-  const int64_t C = cfg_.n_embd, H = cfg_.n_head, T = cfg_.block_size, Vp = cfg_.padded_vocab();
+  const int64_t C = cfg_.n_embd, T = cfg_.block_size, Vp = cfg_.padded_vocab();
+  const int64_t KVW = widths_.KV * widths_.hd;
   LLM_REQUIRE(length_ < T, "decoder: context full (", T, " tokens)");
   LLM_REQUIRE(token >= 0 && token < cfg_.vocab_size, "token id ", token, " out of range");
   const int64_t pos = length_;
-  be_.add(x_, p(wte_ + token * C), p(wpe_ + pos * C), C);
+  if (wpe_ < 0)  // rotary positions: the token's embedding alone
+    be_.copy(x_, p(wte_ + token * C), C);
+  else
+    be_.add(x_, p(wte_ + token * C), p(wpe_ + pos * C), C);
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
     const BlockOffsets& b = blocks_[static_cast<size_t>(l)];
     BlockTensors w;
     for (size_t k = 0; k < w.size(); ++k) w[k] = b[k] < 0 ? Tensor() : p(b[k]);  // -1: absent
-    DecodeHooks hooks(be_, k_.offset(l * T * C), v_.offset(l * T * C), pos, H, C);
+    DecodeHooks hooks(be_, k_.offset(l * T * KVW), v_.offset(l * T * KVW), pos, widths_);
     gpt_block_forward(be_, hooks, w, acts_, x_, x_, proj_, 1, widths_);
   }
   // The final norm's output and statistics reuse the blocks' (their last use is over).

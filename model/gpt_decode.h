@@ -34,7 +34,7 @@ class GptDecoder {
   Backend& be_;
   Tensor params_;
   int64_t length_ = 0;
-  Buffer cache_;              // k then v: [L, block_size, C] each
+  Buffer cache_;              // k then v: [L, block_size, KV heads x head_dim] each
   Buffer work_;               // the one-token activations below
   Tensor k_, v_;              // into cache_
   Tensor x_, proj_, logits_;  // into work_
@@ -42,7 +42,7 @@ class GptDecoder {
   BlockWidths widths_;
   std::vector<float> host_logits_;
   // Flat-buffer offsets of the tensors, resolved once (param_refs.h).
-  int64_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;
+  int64_t wte_ = 0, wpe_ = 0, lnfw_ = 0, lnfb_ = 0;  // wpe_: -1 with rotary positions
   int64_t head_ = 0;  // the head's weight: wte_, or the untied lm_head
   std::vector<BlockOffsets> blocks_;
 };

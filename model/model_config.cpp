@@ -77,6 +77,17 @@ void ModelConfig::validate() const {
               "model.logit_softcap: expected 0 (off) or a positive cap on the logits (got ",
               logit_softcap, ")");
   lora.validate(n_embd);
+  // Attention variants.
+  LLM_REQUIRE(position == "learned" || position == "rope",
+              "model.position: expected learned or rope (got '", position, "')");
+  LLM_REQUIRE(std::isfinite(rope_theta) && rope_theta > 1.0,
+              "model.rope_theta: expected a finite base > 1 (got ", rope_theta, ")");
+  LLM_REQUIRE(!rope() || head_dim() % 2 == 0,
+              "model.position = rope: expected an even head_dim (model.n_embd / model.n_head = ",
+              head_dim(), ")");
+  LLM_REQUIRE(n_kv_head >= 0 && n_kv_head <= n_head && (n_kv_head == 0 || n_head % n_kv_head == 0),
+              "model.n_kv_head: expected 0 (model.n_head) or a divisor of model.n_head=", n_head,
+              " (got ", n_kv_head, ")");
 }
 
 const char* lora_target_name(int site) {

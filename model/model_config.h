@@ -40,6 +40,8 @@ constexpr int64_t kMaxEmbd = int64_t{1} << 20;
 constexpr int64_t kMaxBlockSize = int64_t{1} << 24;
 constexpr int64_t kMaxVocab = int64_t{1} << 30;
 constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
+// model.qk_norm's epsilon (inside the square root, as Qwen3's and OLMo-2's q/k norms).
+constexpr double kQkNormEps = 1e-6;
 
 // The MLP variants of model.mlp.
 enum class MlpKind : uint8_t { kGelu, kSwiglu, kRelu2 };
@@ -70,8 +72,19 @@ struct ModelConfig {
   bool tie_embeddings = true;
   // > 0: the logits become cap * tanh(logits / cap) before the loss and sampling; 0: off.
   double logit_softcap = 0.0;
+  // Attention variants (issue 41), appended for the same reason. position: learned (GPT-2's
+  // wpe table) or rope (rotary q and k, Hugging Face Llama's half-split pairs, base rope_theta);
+  // n_kv_head: heads of k and v (0: n_head; fewer: grouped-query, 1: multi-query attention);
+  // qk_norm: a weightless RMS norm over each head's head_dim of q and k, before the rotation.
+  std::string position = "learned";
+  double rope_theta = 10000.0;
+  int64_t n_kv_head = 0;
+  bool qk_norm = false;
 
   int64_t head_dim() const { return n_embd / n_head; }
+  // Heads of k and v: model.n_kv_head, or n_head when it is 0.
+  int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  bool rope() const { return position == "rope"; }
   // The MLP's hidden width F: model.ffn_hidden, or 4 x n_embd when it is 0.
   int64_t ffn_width() const {
     return ffn_hidden > 0 ? ffn_hidden

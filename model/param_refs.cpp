@@ -25,8 +25,9 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
   };
   auto is_frozen = [&](const std::string& name) { return !table.find(name).trainable; };
   const BlockRecipe recipe = block_recipe(config);
+  const bool has_wpe = recipe.has_wpe();
   const std::string wte = recipe_embed_name(recipe.embed[kRoleWte]),
-                    wpe = recipe_embed_name(recipe.embed[kRoleWpe]),
+                    wpe = has_wpe ? recipe_embed_name(recipe.embed[kRoleWpe]) : "",
                     lnfw = recipe_final_name(recipe.final[kRoleLnfWeight]),
                     lnfb = recipe_final_name(recipe.final[kRoleLnfBias]);
   ModelRefs r;
@@ -35,11 +36,11 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
   r.embed_unit = table.find(wte).unit;
   r.final_unit = table.find(lnfw).unit;
   r.wte = in_unit(wte, r.embed_unit);
-  r.wpe = in_unit(wpe, r.embed_unit);
+  r.wpe = has_wpe ? in_unit(wpe, r.embed_unit) : -1;
   r.lnfw = in_unit(lnfw, r.final_unit);
   r.lnfb = in_unit(lnfb, r.final_unit);
   r.wte_frozen = is_frozen(wte);
-  r.wpe_frozen = is_frozen(wpe);
+  r.wpe_frozen = has_wpe ? is_frozen(wpe) : r.wte_frozen;  // none: as wte for "all frozen"
   r.lnfw_frozen = is_frozen(lnfw);
   r.lnfb_frozen = is_frozen(lnfb);
   if (recipe.final[kRoleLmHead].present) {

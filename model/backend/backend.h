@@ -93,6 +93,12 @@ struct AttentionArgs {
   uint64_t site = 0;            // global sequence first_sequence + b, its element index is
   uint64_t first_sequence = 0;  // (head * T + query) * T + key
   AttentionImpl impl = AttentionImpl::kOwn;  // backends without cuDNN refuse kCudnn
+  // Grouped-query attention (model.n_kv_head): heads of k and v, 0 = heads. qkv rows are then
+  // [q: channels | k: kv_heads*hd | v: kv_heads*hd] and query head h reads kv head
+  // h / (heads / kv_heads).
+  int64_t kv_heads = 0;
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t qkv_width() const { return channels + 2 * kv() * (channels / heads); }
 };
 
 struct OptimOp;  // model/backend/optim/optim_op.h
@@ -182,7 +188,8 @@ class Backend {
   // dbias[N] += sum over rows of dout[M,N].
   virtual void bias_backward(Tensor dbias, Tensor dout, int64_t m, int64_t n) = 0;
 
-  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]   (tokens int32 [B*T], out act [B*T, C])
+  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]   (tokens int32 [B*T], out act [B*T, C]); an
+  // empty wpe (model.position = rope) adds nothing, and backward's empty dwpe gets nothing.
   virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, int64_t batch,
                                  int64_t seq, int64_t channels) = 0;
   // dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:]  (fixed order: deterministic)
@@ -232,7 +239,8 @@ class Backend {
     bias_backward(dbias, dx, rows, channels);
   }
 
-  // qkv: [B, T, 3C] (q | k | v, head h at columns h*hd..), out: [B, T, C], lse: [B, H, T].
+  // qkv: [B, T, 3C] (q | k | v, head h at columns h*hd..; with args.kv_heads, qkv_width()),
+  // out: [B, T, C], lse: [B, H, T].
   virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) = 0;
   // dqkv written; needs the forward's out and lse.
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
@@ -274,6 +282,25 @@ class Backend {
   virtual void softcap_cross_entropy(Tensor losses, Tensor logits, Tensor targets, int64_t rows,
                                      int64_t vocab, int64_t padded_vocab, double grad_scale,
                                      double cap) = 0;
+  // ---- rotary positions and QK-norm (model.position = rope, model.qk_norm) --------------------
+  // Both act in place on `heads` heads of head_dim columns each at the start of rows `stride`
+  // elements apart (the q heads then the k heads of a fused qkv row), act dtype (fp32, fp64).
+
+  // Rotary embedding, Hugging Face Llama's half-split convention: in each head, element i <
+  // head_dim/2 pairs with i + head_dim/2, (a, b) -> (a cos - b sin, b cos + a sin) with angle
+  // pos * theta^(-2i/head_dim), pos = pos0 + r % seq for row r (angles in double, rounded once).
+  // inverse: rotation by -angle, the transpose (the backward).
+  virtual void rope(Tensor x, int64_t rows, int64_t seq, int64_t pos0, int64_t heads,
+                    int64_t head_dim, int64_t stride, double theta, bool inverse) = 0;
+  // Weightless RMS norm of each head: x *= rstd, rstd = 1 / sqrt(mean(x^2) + eps) over its
+  // head_dim, written to rstd [rows, heads].
+  virtual void head_rmsnorm_forward(Tensor x, Tensor rstd, int64_t rows, int64_t heads,
+                                    int64_t head_dim, int64_t stride, double eps) = 0;
+  // Its backward in place: dx = rstd * (dx - y * mean(dx * y)) per head, y the forward's output
+  // (any rotation of y and dx applied alike gives the rotated result: the rotation keeps dot
+  // products).
+  virtual void head_rmsnorm_backward(Tensor dx, Tensor y, Tensor rstd, int64_t rows, int64_t heads,
+                                     int64_t head_dim, int64_t stride) = 0;
 
   // ---- optimizer ----------------------------------------------------------------------------
   // One optimizer kernel (optim_op.h); kinds that reduce write their partial sums to `sums`

@@ -175,11 +175,13 @@ TEST_P(GradCheck, Gelu) {
 }
 
 void attention_gradcheck(Backend& be, testing::HostStaging& stage, int64_t batch, int64_t seq,
-                         int64_t c, int64_t heads, double dropout, const std::string& name) {
+                         int64_t c, int64_t heads, double dropout, const std::string& name,
+                         int64_t kv_heads = 0) {
   AttentionArgs a;
   a.batch = batch, a.seq = seq, a.channels = c, a.heads = heads;
   a.dropout = dropout, a.seed = 42, a.site = 7;
-  Vec qkv = random_vec(batch * seq * 3 * c, 21);
+  a.kv_heads = kv_heads;
+  Vec qkv = random_vec(batch * seq * a.qkv_width(), 21);
   Vec wout = random_vec(batch * seq * c, 22);
   Vec out(batch * seq * c), lse(batch * heads * seq);
   auto loss = [&] {
@@ -211,6 +213,85 @@ TEST_P(GradCheck, AttentionDropout) {
 // seq = 40 spans two query blocks of the tiled kernel (32 + 8): dK and dV collect from both.
 TEST_P(GradCheck, AttentionAcrossQueryBlocks) {
   attention_gradcheck(*be, *stage, 1, 40, 8, 2, 0.2, "attention 2 query blocks, dropout");
+}
+
+// ---- attention variants (model.n_kv_head, model.position = rope, model.qk_norm) ----------------
+
+// Grouped-query attention: a kv head's dk and dv sum over its query heads (4 on 2; 3 on 1 with
+// dropout; 2 on 1 across two query blocks). The CUDA backend refuses it for now.
+TEST_P(GradCheck, AttentionGroupedQuery) {
+  if (be->name().rfind("cuda", 0) == 0) GTEST_SKIP() << "grouped-query attention is cpu only";
+  attention_gradcheck(*be, *stage, 2, 5, 8, 4, 0.0, "attention H=4 KV=2", 2);
+  attention_gradcheck(*be, *stage, 1, 6, 12, 3, 0.3, "attention H=3 KV=1 dropout", 1);
+  attention_gradcheck(*be, *stage, 1, 40, 8, 2, 0.0, "attention H=2 KV=1 2 query blocks", 1);
+}
+
+// Rotary embedding of 3 heads (hd 4) at the start of rows 14 wide (the rest must stay as it
+// was), 2 sequences of 3 rows from position 2: dx is the inverse rotation of dout.
+TEST_P(GradCheck, RotaryEmbedding) {
+  const int64_t rows = 6, seq = 3, pos0 = 2, heads = 3, hd = 4, stride = 14;
+  const double theta = 50.0;
+  Vec x = random_vec(rows * stride, 26), wout = random_vec(rows * stride, 27);
+  auto loss = [&] {
+    Vec y = x;
+    be->rope(stage->up(y), rows, seq, pos0, heads, hd, stride, theta, false);
+    stage->down(y);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = heads * hd; i < stride; ++i)
+        EXPECT_EQ(y[r * stride + i], x[r * stride + i]) << "column " << i << " was touched";
+    return dot(y, wout);
+  };
+  Vec dx = wout;
+  be->rope(stage->up(dx), rows, seq, pos0, heads, hd, stride, theta, true);
+  stage->down(dx);
+  check_grad("rope dx", x, dx, loss);
+  // Position pos0 + r % seq: row 0 is at position 2, so it is rotated (not the identity).
+  Vec y = x;
+  be->rope(stage->up(y), rows, seq, pos0, heads, hd, stride, theta, false);
+  stage->down(y);
+  EXPECT_GT(std::fabs(y[0] - x[0]), 1e-3);
+}
+
+// Weightless RMS norm of 2 heads (hd 5) in rows 12 wide, in place; backward from the output.
+TEST_P(GradCheck, HeadRmsNorm) {
+  const int64_t rows = 3, heads = 2, hd = 5, stride = 12;
+  const double eps = 1e-6;
+  Vec x = random_vec(rows * stride, 28, 2.0), wout = random_vec(rows * stride, 29);
+  Vec y, rstd(rows * heads);
+  auto loss = [&] {
+    y = x;
+    be->head_rmsnorm_forward(stage->up(y), stage->up(rstd), rows, heads, hd, stride, eps);
+    stage->down(y);
+    stage->down(rstd);
+    return dot(y, wout);
+  };
+  loss();
+  const Vec y_fwd = y, rstd_fwd = rstd;
+  // Columns past the heads pass through unchanged: their gradient is dout itself.
+  Vec dx = wout;
+  be->head_rmsnorm_backward(stage->up(dx), stage->up(y_fwd), stage->up(rstd_fwd), rows, heads, hd,
+                            stride);
+  stage->down(dx);
+  check_grad("head rmsnorm dx", x, dx, loss);
+}
+
+// No position table (model.position = rope): the embedding is wte's rows alone.
+TEST_P(GradCheck, EmbeddingWithoutPositions) {
+  const int64_t batch = 2, seq = 3, c = 4, vocab = 5;
+  std::vector<int32_t> tokens = {1, 3, 1, 4, 1, 0};
+  Vec wte = random_vec(vocab * c, 30), wout = random_vec(batch * seq * c, 31);
+  auto loss = [&] {
+    Vec out(batch * seq * c);
+    be->embedding_forward(stage->up(out), stage->up(tokens), stage->up(wte), Tensor(), batch, seq,
+                          c);
+    stage->down(out);
+    return dot(out, wout);
+  };
+  Vec dwte0 = random_vec(vocab * c, 32), dwte = dwte0;
+  be->embedding_backward(stage->up(dwte), Tensor(), stage->up(wout), stage->up(tokens), batch, seq,
+                         c);
+  stage->down(dwte);
+  check_grad("embedding dwte (no wpe)", wte, minus(dwte, dwte0), loss);
 }
 
 TEST_P(GradCheck, SoftmaxCrossEntropyPadded) {

@@ -93,6 +93,24 @@ TEST_F(ResumeErrors, MlpVariantUntiedHeadAndSoftcapChangesRefused) {
   expect_run_untouched();
 }
 
+// The attention variants are architecture: rotary positions, fewer kv heads and QK-norm are each
+// refused in one line; model.n_kv_head = n_head (2) given explicitly is the same model and
+// resumes.
+TEST_F(ResumeErrors, AttentionVariantChangeRefused) {
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --model.position rope --resume auto");
+  expect_one_error_line(
+      r, {"model.position = rope", "saved with model.position = learned", "architecture"});
+  r = ledgerlm("train --config " + run_ + "/config.toml --model.n_kv_head 1 --resume auto");
+  expect_one_error_line(r,
+                        {"model.n_kv_head = 1", "saved with model.n_kv_head = 2", "architecture"});
+  r = ledgerlm("train --config " + run_ + "/config.toml --model.qk_norm true --resume auto");
+  expect_one_error_line(r, {"model.qk_norm = true", "architecture"});
+  expect_run_untouched();
+  r = ledgerlm("train --config " + run_ +
+               "/config.toml --model.n_kv_head 2 --train.max_steps 6 --resume auto");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 TEST_F(ResumeErrors, OptimizerChangeRefused) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --optim.name sgd --resume auto");
   expect_one_error_line(r, {"optim.name = sgd", "adamw"});

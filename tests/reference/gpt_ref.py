@@ -19,6 +19,18 @@ Block variants beyond HF GPT-2, read from extra config.json keys (ledgerlm's tes
 LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, eps from
 config.json (1e-5). Only plain tensor ops are used.
 
+Attention variants (ledgerlm's model.position = rope, n_kv_head, qk_norm), read from extra
+config.json keys "ledgerlm_position" ("learned" | "rope"), "rope_theta", "n_kv_head" (0: n_head),
+"qk_norm" and "qk_norm_eps":
+  rope: no wpe; q and k of each head rotated by angle pos * theta^(-2i/hd) in the Hugging Face
+        Llama convention (rotate_half: element i pairs with i + hd/2), or with --rope-interleaved
+        the GPT-J / original RoFormer convention (element 2i pairs with 2i + 1); angles in float64,
+        cos and sin rounded once to the compute dtype;
+  n_kv_head KV < H: c_attn's output is q (C) | k (KV*hd) | v (KV*hd), query head h uses kv head
+        h // (H / KV) (grouped-query attention);
+  qk_norm: q and k of each head divided by sqrt(mean over head_dim of their squares + eps), no
+        weight, before the rotation.
+
 Inputs: --config (HF config.json), --weights (safetensors, HF names), --batch (safetensors with
 I32 "tokens" [B, T] and optionally "targets" [B, T]).
 Outputs (--out, safetensors): "loss" (F64 scalar) and, unless --no-grads, the gradient of the
@@ -71,16 +83,45 @@ def conv1d(x, w, name):
     return y
 
 
+ATTN = {"rope": False, "theta": 10000.0, "kv": 0, "qk_norm": False, "eps": 1e-6,
+        "interleaved": False}
+
+
+def rope_rotate(t, theta, interleaved):
+    """t: (B, heads, T, hd), rotated by position (its index along T)."""
+    T, hd = t.shape[2], t.shape[3]
+    pos = torch.arange(T, dtype=torch.float64).reshape(T, 1)
+    inv_freq = theta ** (-2.0 * torch.arange(hd // 2, dtype=torch.float64) / hd)
+    ang = pos * inv_freq  # (T, hd/2)
+    cos, sin = torch.cos(ang).to(t.dtype), torch.sin(ang).to(t.dtype)
+    if interleaved:  # pairs (2i, 2i+1)
+        a, b = t[..., 0::2], t[..., 1::2]
+        ra, rb = a * cos - b * sin, b * cos + a * sin
+        return torch.stack((ra, rb), dim=-1).reshape(t.shape)
+    a, b = t[..., : hd // 2], t[..., hd // 2 :]  # Llama's rotate_half pairs (i, i + hd/2)
+    return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+
+
 def attention(x, w, prefix, n_head):
     B, T, C = x.shape
     hd = C // n_head
-    qkv = conv1d(x, w, prefix + "c_attn")  # (B, T, 3C)
-    q, k, v = qkv[..., :C], qkv[..., C : 2 * C], qkv[..., 2 * C :]
+    kv = ATTN["kv"] or n_head
+    qkv = conv1d(x, w, prefix + "c_attn")  # (B, T, C + 2 KV hd)
+    q, k, v = qkv[..., :C], qkv[..., C : C + kv * hd], qkv[..., C + kv * hd :]
 
-    def heads(t):  # (B, T, C) -> (B, H, T, hd)
-        return t.reshape(B, T, n_head, hd).transpose(1, 2)
+    def heads(t, n):  # (B, T, n hd) -> (B, n, T, hd)
+        return t.reshape(B, T, n, hd).transpose(1, 2)
 
-    q, k, v = heads(q), heads(k), heads(v)
+    q, k, v = heads(q, n_head), heads(k, kv), heads(v, kv)
+    if ATTN["qk_norm"]:
+        q = q / torch.sqrt((q * q).mean(dim=-1, keepdim=True) + ATTN["eps"])
+        k = k / torch.sqrt((k * k).mean(dim=-1, keepdim=True) + ATTN["eps"])
+    if ATTN["rope"]:
+        q = rope_rotate(q, ATTN["theta"], ATTN["interleaved"])
+        k = rope_rotate(k, ATTN["theta"], ATTN["interleaved"])
+    if kv != n_head:  # query head h reads kv head h // (H / KV)
+        k = k.repeat_interleave(n_head // kv, dim=1)
+        v = v.repeat_interleave(n_head // kv, dim=1)
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)  # (B, H, T, T)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     scores = scores.masked_fill(~causal, float("-inf"))
@@ -108,7 +149,9 @@ def gpt_logits(w, cfg, tokens):
     eps = float(cfg.get("layer_norm_epsilon", 1e-5))
     n_head = int(cfg["n_head"])
     T = tokens.shape[1]
-    x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][:T]
+    x = w["transformer.wte.weight"][tokens]
+    if not ATTN["rope"]:
+        x = x + w["transformer.wpe.weight"][:T]
     for layer in range(int(cfg["n_layer"])):
         p = f"transformer.h.{layer}."
         x = x + attention(layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps), w,
@@ -137,18 +180,21 @@ def load_weights(path, cfg, dtype, lora=False):
         arrays.pop("lm_head.weight", None)  # tied to wte
     C, V, L = int(cfg["n_embd"]), int(cfg["vocab_size"]), int(cfg["n_layer"])
     F = int(cfg.get("n_inner") or 4 * C)
+    H = int(cfg["n_head"])
+    QKV = C + 2 * (ATTN["kv"] or H) * (C // H)
     expected = {"lm_head.weight": (V, C)} if untied else {}
     expected.update({
         "transformer.wte.weight": (V, C),
-        "transformer.wpe.weight": (int(cfg["n_positions"]), C),
         "transformer.ln_f.weight": (C,),
         "transformer.ln_f.bias": (C,),
     })
+    if not ATTN["rope"]:
+        expected["transformer.wpe.weight"] = (int(cfg["n_positions"]), C)
     for layer in range(L):
         p = f"transformer.h.{layer}."
         expected.update({
             p + "ln_1.weight": (C,), p + "ln_1.bias": (C,),
-            p + "attn.c_attn.weight": (C, 3 * C), p + "attn.c_attn.bias": (3 * C,),
+            p + "attn.c_attn.weight": (C, QKV), p + "attn.c_attn.bias": (QKV,),
             p + "attn.c_proj.weight": (C, C), p + "attn.c_proj.bias": (C,),
             p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
             p + "mlp.c_fc.weight": (C, F), p + "mlp.c_fc.bias": (F,),
@@ -189,6 +235,8 @@ def main():
     ap.add_argument("--no-grads", action="store_true", help="forward only")
     ap.add_argument("--lora-scale", type=float, default=None,
                     help="adapters' alpha / r: read *.lora_A/B.weight tensors")
+    ap.add_argument("--rope-interleaved", action="store_true",
+                    help="rotate pairs (2i, 2i+1) instead of Llama's (i, i + hd/2)")
     args = ap.parse_args()
     global LORA_SCALE
     if args.lora_scale is not None:
@@ -204,6 +252,12 @@ def main():
     MLP = cfg.get("ledgerlm_mlp", "gelu")
     if MLP not in ("gelu", "swiglu", "relu2"):
         raise SystemExit(f"ledgerlm_mlp {MLP}: expected gelu, swiglu or relu2")
+    ATTN["rope"] = cfg.get("ledgerlm_position", "learned") == "rope"
+    ATTN["theta"] = float(cfg.get("rope_theta", 10000.0))
+    ATTN["kv"] = int(cfg.get("n_kv_head", 0) or 0)
+    ATTN["qk_norm"] = bool(cfg.get("qk_norm", False))
+    ATTN["eps"] = float(cfg.get("qk_norm_eps", 1e-6))
+    ATTN["interleaved"] = args.rope_interleaved
     weights = load_weights(args.weights, cfg, dtype, lora=args.lora_scale is not None)
     batch, _ = safetensors_io.read(args.batch)
     tokens = torch.from_numpy(batch["tokens"].astype(np.int64))

@@ -9,8 +9,11 @@
 // If the interpreter lacks torch the test FAILS (it does not skip): CI installs python3-torch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -95,20 +98,31 @@ std::vector<float> to_f32(Tensor t, int64_t n) {
 }
 
 // The reference's config.json: the HF export's, plus the keys gpt_ref.py reads for the block
-// variants HF GPT-2 cannot express (ledgerlm_mlp, ledgerlm_logit_softcap), which the export
-// refuses.
+// variants HF GPT-2 cannot express (the export refuses them): ledgerlm_mlp,
+// ledgerlm_logit_softcap, ledgerlm_position, rope_theta, n_kv_head, qk_norm, qk_norm_eps.
 void write_reference_config(const std::string& path, const ModelConfig& cfg) {
   ModelConfig twin = cfg;
   twin.mlp = "gelu";
   twin.ffn_hidden = cfg.ffn_width();
   twin.logit_softcap = 0.0;
+  twin.position = "learned";
+  twin.n_kv_head = 0;
+  twin.qk_norm = false;
   nlohmann::json j = nlohmann::json::parse(hf_config_json_text(twin));
   j["ledgerlm_mlp"] = cfg.mlp;
   j["ledgerlm_logit_softcap"] = cfg.logit_softcap;
+  j["ledgerlm_position"] = cfg.position;
+  j["rope_theta"] = cfg.rope_theta;
+  j["n_kv_head"] = cfg.kv_heads();
+  j["qk_norm"] = cfg.qk_norm;
+  j["qk_norm_eps"] = kQkNormEps;
   testing::write_file(path, j.dump(2));
 }
 
-void check_against_reference(const Precision& prec, const ModelConfig& cfg = tiny_config()) {
+// With `other_convention`, the reference runs with --rope-interleaved (pairs (2i, 2i+1) rather
+// than Llama's (i, i + hd/2)) and must NOT match: its logits differ by far more than rounding.
+void check_against_reference(const Precision& prec, const ModelConfig& cfg = tiny_config(),
+                             bool other_convention = false) {
   const ParamTable table = param_table_build(cfg);
   auto backend = backend_create_cpu(2);
   const size_t es = dtype_size(prec.dtype);
@@ -150,7 +164,8 @@ void check_against_reference(const Precision& prec, const ModelConfig& cfg = tin
       "OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE " + testing::python3() +
       " " + testing::source_dir() + "/tests/reference/gpt_ref.py --config " + dir +
       "/config.json --weights " + dir + "/model.safetensors --batch " + dir +
-      "/batch.safetensors --out " + dir + "/ref.safetensors --logits --dtype " + prec.torch_name;
+      "/batch.safetensors --out " + dir + "/ref.safetensors --logits --dtype " + prec.torch_name +
+      (other_convention ? " --rope-interleaved --no-grads" : "");
   const auto res = testing::run_command(cmd);
   ASSERT_EQ(res.exit_code, 0) << "the PyTorch reference failed (python3-torch installed?)\n"
                               << cmd << "\n"
@@ -163,6 +178,16 @@ void check_against_reference(const Precision& prec, const ModelConfig& cfg = tin
   std::vector<float> ref_logits = ref_file.read_f32("logits");
   std::erase_if(ref, [](const HfTensor& t) { return t.name == "loss" || t.name == "logits"; });
 
+  if (other_convention) {
+    ASSERT_EQ(ref_logits.size(), logits.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < logits.size(); ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(logits[i] - ref_logits[i])));
+    // Logits here are O(1..10); matching conventions agree to ~1e-5.
+    EXPECT_GT(worst, 0.1) << "the interleaved rotary convention gives the same logits: the test "
+                             "cannot tell the conventions apart";
+    return;
+  }
   // Loss: a mean of 48 token losses of size ~4.
   EXPECT_NEAR(loss, ref_loss, prec.loss_rtol * std::fabs(ref_loss))
       << "ours " << loss << " reference " << ref_loss;
@@ -234,6 +259,34 @@ TEST(ReferenceGpt, MatchesPytorchFp64WithRelu2UntiedHeadAndLogitSoftcap) {
 }
 TEST(ReferenceGpt, MatchesPytorchFp32WithSwigluUntiedHeadAndLogitSoftcap) {
   check_against_reference(kFp32, variant_config("swiglu", false, 1.0));
+}
+
+// Attention variants (model.position = rope, n_kv_head, qk_norm), logits compared per position
+// and every gradient, on the sharpened weights above (attention far from uniform, so a wrong
+// rotation, grouping or norm moves the result). rope_theta 100 makes the slow pairs turn too.
+ModelConfig rope_config() {
+  ModelConfig cfg = tiny_config();
+  cfg.position = "rope";
+  cfg.rope_theta = 100.0;
+  return cfg;
+}
+TEST(ReferenceGpt, MatchesPytorchFp32WithRotaryPositions) {
+  check_against_reference(kFp32, rope_config());
+}
+// The other rotary convention (interleaved pairs) gives different logits: the match above pins
+// Hugging Face Llama's half-split pairs.
+TEST(ReferenceGpt, RotaryInterleavedPairsGiveADifferentResult) {
+  check_against_reference(kFp32, rope_config(), true);
+}
+// QK-norm before the rotation, with grouped-query attention (4 query heads on 2 kv heads:
+// c_attn 32 + 2 x 2 x 8 = 64 wide), in fp32 and fp64.
+TEST(ReferenceGpt, MatchesPytorchWithQkNormRopeAndGroupedQuery) {
+  ModelConfig cfg = rope_config();
+  cfg.n_head = 4;
+  cfg.n_kv_head = 2;
+  cfg.qk_norm = true;
+  check_against_reference(kFp32, cfg);
+  check_against_reference(kFp64, cfg);
 }
 
 }  // namespace

@@ -74,6 +74,16 @@ class TestBackend : public Backend {
                              double) override {
     no();
   }
+  // Rotary positions and QK-norm (model.position = rope, model.qk_norm).
+  void rope(Tensor, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double, bool) override {
+    no();
+  }
+  void head_rmsnorm_forward(Tensor, Tensor, int64_t, int64_t, int64_t, int64_t, double) override {
+    no();
+  }
+  void head_rmsnorm_backward(Tensor, Tensor, Tensor, int64_t, int64_t, int64_t, int64_t) override {
+    no();
+  }
   // The optimizers' kernels: the CPU implementation, on this backend's host memory.
   void optimizer_op(const OptimOp& op, double* sums) override { cpu::cpu_optimizer_op(op, sums); }
 

@@ -159,6 +159,8 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
     in.shapes.n_layer = layers_flag(cmd.layers);
     in.shapes.n_embd = cmd.hidden;
     in.shapes.n_head = cmd.heads;
+    in.shapes.n_kv_head = r.model.n_kv_head;  // attention variants from [model]
+    in.shapes.qk_norm = r.model.qk_norm;
     in.shapes.padded_vocab = m.padded_vocab();
     in.shapes.seq = r.train.seq_len;
   }
@@ -180,8 +182,9 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
   if (r.optim.offload == "disk") {  // the largest tensor: the token embedding or an MLP weight
     const int64_t C = in.shapes.n_embd, F = in.shapes.ffn_width();
     in.offload_staging = offload_staging_bytes(
-        r.optim,
-        in.shapes.known() ? std::max(in.shapes.padded_vocab * C, std::max(3 * C, F) * C) : 0);
+        r.optim, in.shapes.known()
+                     ? std::max(in.shapes.padded_vocab * C, std::max(in.shapes.qkv_width(), F) * C)
+                     : 0);
   }
   return in;
 }

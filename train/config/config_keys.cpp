@@ -55,6 +55,11 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("model", c.model, mlp, S, "MLP: gelu | swiglu | relu2");
   LLM_KEY("model", c.model, tie_embeddings, B, "head shares the token embedding (false: lm_head)");
   LLM_KEY("model", c.model, logit_softcap, F, "logits = cap * tanh(logits / cap) (0: off)");
+  // Attention variants (docs/blocks.md).
+  LLM_KEY("model", c.model, position, S, "positions: learned (wpe table) | rope (rotary q, k)");
+  LLM_KEY("model", c.model, rope_theta, F, "rotary base (model.position = rope)");
+  LLM_KEY("model", c.model, n_kv_head, I, "k/v heads (0: n_head; fewer: grouped-query)");
+  LLM_KEY("model", c.model, qk_norm, B, "weightless RMS norm of each q and k head, before rope");
   LLM_KEY("lora", c.model.lora, rank, I, "adapter rank r (0: no adapters)");
   LLM_KEY("lora", c.model.lora, alpha, F, "adapter scale numerator: updates scale by alpha / r");
   LLM_KEY("lora", c.model.lora, dropout, F, "dropout on the adapters' input");

@@ -303,6 +303,8 @@ ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recomput
   m.n_embd = s.n_embd;
   m.ffn_hidden = s.ffn_width();
   m.mlp = mlp_name(s.mlp);
+  m.n_kv_head = s.n_kv_head;
+  m.qk_norm = s.qk_norm;
   ActivationSpec a = activation_spec(m, batch, s.seq, recompute, s.untrained_blocks, DType::kF32);
   a.padded_vocab = s.padded_vocab;
   a.lora_rank = s.lora_rank;
@@ -340,9 +342,10 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   int64_t partials = ceil_div(mirror_elements(x, false), 32768) * 8;
   if (!s.known()) return page_buf(partials);
   const int64_t N = x.micro_batch * s.seq, C = s.n_embd, Vp = s.padded_vocab, F = s.ffn_width();
-  // The widest output of a block's linear layers (the fused qkv's 3C or the MLP's F): its bias
-  // and its weight's rows.
-  const int64_t wide_out = std::max(3 * C, F);
+  // The widest output of a block's linear layers (the fused qkv's C + 2 KV hd, 3C without
+  // grouped-query attention, or the MLP's F): its bias and its weight's rows.
+  const int64_t QKV = s.qkv_width();
+  const int64_t wide_out = std::max(QKV, F);
   const bool p16 = x.params != DType::kF32, g16 = x.grads != DType::kF32;
   // 16-bit weights / gradients are widened to fp32 for BLAS: the largest matrix (the tied token
   // embedding, an MLP weight or the qkv weight).
@@ -359,7 +362,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
     // (cpu_gemm_bf16_packed_*); the portable path keeps an fp32 bf16-rounded copy of each.
     const bool native = cpu_backend_bf16_dot();
     gemm_b = 0;
-    const int64_t layers[5][2] = {{C, 3 * C}, {C, C}, {C, F}, {F, C}, {C, Vp}};
+    const int64_t layers[5][2] = {{C, QKV}, {C, C}, {C, F}, {F, C}, {C, Vp}};
     for (const auto& io : layers) {
       const int64_t in = io[0], out = io[1];
       const int64_t gemms[3][3] = {{N, out, in}, {N, in, out}, {out, in, N}};  // m, n, k
@@ -376,7 +379,7 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
   int64_t gemm_lib = 0;
   if (!(x.bf16_matmul && cpu_backend_bf16_dot())) {
     const int64_t layers[5][3] = {
-        {C, 3 * C, 1}, {C, C, 1}, {C, F, 1}, {F, C, 1}, {C, Vp, 0}};  // in, out, bias
+        {C, QKV, 1}, {C, C, 1}, {C, F, 1}, {F, C, 1}, {C, Vp, 0}};  // in, out, bias
     for (size_t i = 0; i < 5; ++i) {
       const int64_t in = layers[i][0], out = layers[i][1];
       const bool weight_grad = i == 4 ? s.head_weight_grad : s.block_weight_grads;
@@ -591,10 +594,13 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
     in.frozen_elements = frozen.total;
     // The sink for gradients of frozen tensors: its size is the model's (one formula).
     in.frozen_sink = gpt_frozen_sink_elements(full, cfg.model);
-    const ParamInfo &wte = full.find("embed.wte"), &wpe = full.find("embed.wpe");
+    const ParamInfo& wte = full.find("embed.wte");
+    // No position table with rotary positions: it counts as frozen as wte.
+    const bool wpe_trainable =
+        full.index_of("embed.wpe") >= 0 ? full.find("embed.wpe").trainable : wte.trainable;
     // Blocks below the first one with a trained tensor (or adapter), when the embeddings are
     // frozen too.
-    if (!wte.trainable && !wpe.trainable) {
+    if (!wte.trainable && !wpe_trainable) {
       int64_t first = cfg.model.n_layer;
       for (const ParamInfo& p : full.params) {
         if (!p.trainable || p.name.rfind("block.", 0) != 0) continue;
@@ -624,6 +630,8 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.shapes.n_embd = cfg.model.n_embd;
   in.shapes.ffn_hidden = cfg.model.ffn_width();
   in.shapes.mlp = cfg.model.mlp_kind();
+  in.shapes.n_kv_head = cfg.model.kv_heads();
+  in.shapes.qk_norm = cfg.model.qk_norm;
   in.shapes.padded_vocab = cfg.model.padded_vocab();
   in.shapes.seq = cfg.train.seq_len;
   in.params = pp.params;

@@ -61,6 +61,14 @@ struct PlanShapes {
   int64_t lora_rank = 0;
   bool lora_dropout = false;
   bool lora_on[4] = {false, false, false, false};  // adapted: qkv, attn proj, MLP fc, MLP proj
+  // Attention variants: k/v heads (model.n_kv_head; 0: n_head) and model.qk_norm.
+  int64_t n_kv_head = 0;
+  bool qk_norm = false;
+  // The fused q, k, v projection's width: C + 2 x KV heads x head_dim (3C without grouping).
+  int64_t qkv_width() const {
+    const int64_t kv = n_kv_head > 0 ? n_kv_head : n_head;
+    return n_head > 0 ? n_embd + 2 * kv * (n_embd / n_head) : 3 * n_embd;
+  }
   // Which weight-gradient products run: the tied head's (the token embedding trains), the
   // blocks' linear weights' (any of them trains), the embedding backward (an embedding trains).
   bool head_weight_grad = true, block_weight_grads = true, embedding_backward = true;

@@ -40,18 +40,26 @@ constexpr const char* kArchitectureKeys[] = {
     "model.block_size", "optim.name", "lora.rank", "data.tokenizer_id", "lora.targets",
     "train.freeze",
     // MLP variants, the head and its soft-cap.
-    "model.mlp", "model.tie_embeddings", "model.logit_softcap"};
+    "model.mlp", "model.tie_embeddings", "model.logit_softcap",
+    // Attention variants.
+    "model.position", "model.rope_theta", "model.n_kv_head", "model.qk_norm"};
 
 // The keys that give the parameter table its shapes: what --init-from a run adopts.
 constexpr const char* kModelShapeKeys[] = {
     "model.vocab_size", "model.n_layer", "model.n_head", "model.n_embd", "model.ffn_hidden",
     "model.block_size",
     // MLP variants, the head and its soft-cap: --init-from adopts the source's block.
-    "model.mlp", "model.tie_embeddings", "model.logit_softcap"};
+    "model.mlp", "model.tie_embeddings", "model.logit_softcap",
+    // Attention variants.
+    "model.position", "model.rope_theta", "model.n_kv_head", "model.qk_norm"};
 
 // model.ffn_hidden = 0 and = 4 x n_embd are one model: compared by the width they give.
 void resolve_ffn_width(RunConfig* cfg) {
   cfg->model.ffn_hidden = cfg->model.ffn_width();
+}
+// model.n_kv_head = 0 and = n_head are one model likewise.
+void resolve_kv_heads(RunConfig* cfg) {
+  cfg->model.n_kv_head = cfg->model.kv_heads();
 }
 
 }  // namespace
@@ -111,6 +119,10 @@ json checkpoint_meta(const RunConfig& cfg, ModelState& state, const LoopState& l
         {"n_head", cfg.model.n_head},
         {"n_embd", cfg.model.n_embd},
         {"ffn_hidden", cfg.model.ffn_width()},
+        {"position", cfg.model.position},
+        {"rope_theta", cfg.model.rope_theta},
+        {"n_kv_head", cfg.model.kv_heads()},
+        {"qk_norm", cfg.model.qk_norm},
         {"block_size", cfg.model.block_size},
         {"num_params", state.table().num_params},
         {"compute_dtype", dtype_name(plan.params)},
@@ -151,6 +163,10 @@ json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg) {
   if (present.count("model.ffn_hidden")) {
     resolve_ffn_width(&saved_cfg);
     resolve_ffn_width(&now_cfg);
+  }
+  if (present.count("model.n_kv_head")) {
+    resolve_kv_heads(&saved_cfg);
+    resolve_kv_heads(&now_cfg);
   }
   const std::vector<ConfigKey> now = config_keys(now_cfg);
   json changed = json::object();
@@ -281,7 +297,8 @@ std::vector<std::string> init_from_architecture(const std::string& path,
     if (!unset) {
       // model.ffn_hidden = 0 and = 4 x n_embd are one width (n_embd, before it, agrees by now).
       const bool same_width =
-          key == "model.ffn_hidden" && cfg->model.ffn_width() == source.model.ffn_width();
+          (key == "model.ffn_hidden" && cfg->model.ffn_width() == source.model.ffn_width()) ||
+          (key == "model.n_kv_head" && cfg->model.kv_heads() == source.model.kv_heads());
       LLM_REQUIRE(same_width || config_value_text(ours[i]) == value, "--init-from '", path,
                   "': its model has ", key, " = ", value, " but ", key, " = ",
                   config_display_text(ours[i]),

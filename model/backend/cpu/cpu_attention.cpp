@@ -2,6 +2,9 @@
 //
 // Layout: qkv [B, T, 3C] with q at columns [0, C), k at [C, 2C), v at [2C, 3C); head h uses
 // columns h*hd .. (h+1)*hd of each, hd = C / H. out [B, T, C]. Scores are scaled by 1/sqrt(hd).
+// Grouped-query attention (args.kv_heads = KV < H): rows are [q: C | k: KV*hd | v: KV*hd] and
+// query head h reads kv head h / (H / KV); backward runs a kv head's query heads in order in one
+// task, the first clearing its dk and dv, so their sum has a fixed order.
 //
 // Kept for backward: ONLY `out` [B, T, C] and `lse` [B, H, T] (the log-sum-exp of each row of
 // scaled scores over keys j <= i, of the softmax BEFORE dropout), both in the activation dtype.
@@ -60,9 +63,12 @@ AttnShape attention_check(const AttentionArgs& a) {
   LLM_REQUIRE(a.impl == AttentionImpl::kOwn,
               "cpu backend: precision.attention = cudnn needs the cuda backend (cuDNN runs on a "
               "GPU); the cpu backend runs its own attention");
-  LLM_REQUIRE(3 * a.channels < (int64_t{1} << 31) && a.seq < (int64_t{1} << 31),
+  LLM_REQUIRE(a.kv_heads >= 0 && a.kv_heads <= a.heads && a.heads % a.kv() == 0,
+              "cpu backend: attention kv_heads (", a.kv_heads, ") must divide heads (", a.heads,
+              ")");
+  LLM_REQUIRE(a.qkv_width() < (int64_t{1} << 31) && a.seq < (int64_t{1} << 31),
               "cpu backend: attention sizes must fit in int32 for BLAS");
-  return {a.batch, a.seq, a.channels, a.heads, a.channels / a.heads};
+  return {a.batch, a.seq, a.channels, a.heads, a.channels / a.heads, a.kv()};
 }
 
 // Row-major C[m,n] = alpha op(A) op(B) + beta C with explicit leading dimensions.
@@ -143,12 +149,17 @@ void attention_backward_impl(T* dqkv, const T* dout, const T* qkv, const T* out,
 #pragma omp parallel num_threads(threads)
   {
     T* sc = scratch + omp_get_thread_num() * attention_scratch(s);
+    // One task per (batch, kv head): the query heads sharing a kv head add into its dk and dv,
+    // in head order inside one task (no race, a fixed order). Without grouping, one head a task.
+    const int64_t group = s.h / s.kv;
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < s.b * s.h; ++bh) {
-      if constexpr (std::is_same_v<T, float>) {
-        kern.attention_backward_head({dqkv, dout, qkv, out, lse, &a, s}, bh, sc);
-      } else {
-        attn_backward_head<T, BlasProducts<T>>(dqkv, dout, qkv, out, lse, a, s, bh, sc);
+    for (int64_t bg = 0; bg < s.b * s.kv; ++bg) {
+      for (int64_t bh = bg * group; bh < (bg + 1) * group; ++bh) {
+        if constexpr (std::is_same_v<T, float>) {
+          kern.attention_backward_head({dqkv, dout, qkv, out, lse, &a, s}, bh, sc);
+        } else {
+          attn_backward_head<T, BlasProducts<T>>(dqkv, dout, qkv, out, lse, a, s, bh, sc);
+        }
       }
     }
   }

@@ -9,8 +9,13 @@
 
 namespace ledgerlm::cpu {
 
+// kv: heads of k and v (grouped-query attention: fewer than h; query head h reads kv head
+// h / (h / kv)); a qkv row is [q: c | k: kv*hd | v: kv*hd].
 struct AttnShape {
-  int64_t b, t, c, h, hd;
+  int64_t b, t, c, h, hd, kv;
+  int64_t row() const { return c + 2 * kv * hd; }
+  int64_t k_col(int64_t head) const { return c + (head / (h / kv)) * hd; }
+  int64_t v_col(int64_t head) const { return c + kv * hd + (head / (h / kv)) * hd; }
 };
 
 // Query rows per block: large enough for the products to run near the machine's rate, small

@@ -46,14 +46,15 @@ __attribute__((always_inline)) inline void attn_forward_head(T* out, T* lse, con
                                                              const AttentionArgs& a,
                                                              const AttnShape& s, int64_t bh,
                                                              T* sc) {
-  const int64_t row = 3 * s.c;
+  const int64_t row = s.row();
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hd)));
   const bool drop = a.dropout > 0.0;
   const int64_t b = bh / s.h, h = bh % s.h;
-  const T* q = qkv + b * s.t * row + h * s.hd;
+  const T* base = qkv + b * s.t * row;
+  const T* q = base + h * s.hd;
   T* o = out + b * s.t * s.c + h * s.hd;
   T* mask = sc + 2 * kQueryBlock * s.t;
-  P p(q, q + s.c, q + 2 * s.c, row, s, mask + s.t);
+  P p(q, base + s.k_col(h), base + s.v_col(h), row, s, mask + s.t);
   p.prepare_forward();
   for (int64_t i0 = 0; i0 < s.t; i0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, s.t - i0), keys = i0 + rows;
@@ -93,23 +94,28 @@ __attribute__((always_inline)) inline void attn_backward_head(T* dqkv, const T* 
                                                               const AttentionArgs& a,
                                                               const AttnShape& s, int64_t bh,
                                                               T* sc) {
-  const int64_t row = 3 * s.c;
+  const int64_t row = s.row();
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hd)));
   const bool drop = a.dropout > 0.0;
   const int64_t b = bh / s.h, h = bh % s.h;
-  const T* q = qkv + b * s.t * row + h * s.hd;
-  T* dq = dqkv + b * s.t * row + h * s.hd;
-  T* dk = dq + s.c;
-  T* dv = dq + 2 * s.c;
+  const T* base = qkv + b * s.t * row;
+  const T* q = base + h * s.hd;
+  T* dbase = dqkv + b * s.t * row;
+  T* dq = dbase + h * s.hd;
+  T* dk = dbase + s.k_col(h);
+  T* dv = dbase + s.v_col(h);
   const T* g = dout + b * s.t * s.c + h * s.hd;
   const T* o = out + b * s.t * s.c + h * s.hd;
   T* ds = sc + kQueryBlock * s.t;
   T* mask = ds + kQueryBlock * s.t;
-  P p(q, q + s.c, q + 2 * s.c, row, s, mask + s.t);
+  P p(q, base + s.k_col(h), base + s.v_col(h), row, s, mask + s.t);
   p.prepare_backward();
-  // dk and dv of this head are sums over query blocks: clear them, then accumulate.
-  for (int64_t j = 0; j < s.t; ++j)
-    for (int64_t d = 0; d < s.hd; ++d) dk[j * row + d] = dv[j * row + d] = T(0);
+  // dk and dv of this head's kv head are sums over query blocks and over the query heads that
+  // share it (grouped-query attention), which the caller runs in head order: the first clears
+  // them, then each accumulates.
+  if (h % (s.h / s.kv) == 0)
+    for (int64_t j = 0; j < s.t; ++j)
+      for (int64_t d = 0; d < s.hd; ++d) dk[j * row + d] = dv[j * row + d] = T(0);
   for (int64_t i0 = 0; i0 < s.t; i0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, s.t - i0), keys = i0 + rows;
     // Recomputed scores and dP~ = dout . v for the whole block, then the rows elementwise.

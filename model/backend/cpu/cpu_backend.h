@@ -108,6 +108,13 @@ class CpuBackend final : public Backend {
 
   void optimizer_op(const OptimOp& op, double* sums) override;
   void optimizer_ops(const OptimOp* ops, int64_t count) override;
+  // ---- rotary positions and QK-norm (model.position = rope, model.qk_norm) ----
+  void rope(Tensor x, int64_t rows, int64_t seq, int64_t pos0, int64_t heads, int64_t head_dim,
+            int64_t stride, double theta, bool inverse) override;
+  void head_rmsnorm_forward(Tensor x, Tensor rstd, int64_t rows, int64_t heads, int64_t head_dim,
+                            int64_t stride, double eps) override;
+  void head_rmsnorm_backward(Tensor dx, Tensor y, Tensor rstd, int64_t rows, int64_t heads,
+                             int64_t head_dim, int64_t stride) override;
 
   // A workspace buffer of at least `bytes` bytes (64-byte aligned, contents unspecified).
   void* workspace(WorkSlot slot, size_t bytes);

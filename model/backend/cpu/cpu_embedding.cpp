@@ -49,7 +49,10 @@ void CpuBackend::embedding_forward(Tensor out, Tensor token_ids, Tensor wte, Ten
                                    int64_t batch, int64_t seq, int64_t channels) {
   const DType act = require_act_dtype(out, "embedding_forward out");
   require_float(wte, "embedding_forward wte");
-  require_float(wpe, "embedding_forward wpe");
+  // No position table (model.position = rope): out = wte rows. Dispatched as wte's dtype.
+  const bool no_wpe = wpe.empty();
+  if (no_wpe) wpe = Tensor(nullptr, wte.dtype);
+  if (!no_wpe) require_float(wpe, "embedding_forward wpe");
   LLM_REQUIRE(batch >= 0 && seq >= 0 && channels > 0, "cpu backend: embedding sizes invalid");
   const int64_t rows = batch * seq;
   const int32_t* tokens = token_array(token_ids, "embedding_forward");
@@ -78,8 +81,16 @@ void CpuBackend::embedding_forward(Tensor out, Tensor token_ids, Tensor wte, Ten
 #pragma omp parallel for schedule(static) num_threads(threads_) if (rows * c > 32768)
         for (int64_t r = 0; r < rows; ++r) {
           const E* trow = te + static_cast<int64_t>(tokens[r]) * c;
-          const P* prow = pe + (r % seq) * c;
           T* orow = o + r * c;
+          if (no_wpe) {
+            if constexpr (kWiden) {
+              widen_row(kern, trow, c, orow);
+            } else {
+              for (int64_t i = 0; i < c; ++i) orow[i] = static_cast<T>(load_value(trow[i]));
+            }
+            continue;
+          }
+          const P* prow = pe + (r % seq) * c;
           if constexpr (kWiden) {
             float* pw = prow_all + omp_get_thread_num() * c;
             widen_row(kern, trow, c, orow);
@@ -101,7 +112,8 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tenso
                                     int64_t batch, int64_t seq, int64_t channels) {
   const DType act = require_act_dtype(dout, "embedding_backward dout");
   require_float(dwte, "embedding_backward dwte");
-  require_float(dwpe, "embedding_backward dwpe");
+  const bool no_wpe = dwpe.empty();  // model.position = rope: no position table
+  if (!no_wpe) require_float(dwpe, "embedding_backward dwpe");
   LLM_REQUIRE(batch >= 0 && seq >= 0 && channels > 0, "cpu backend: embedding sizes invalid");
   const int64_t rows = batch * seq;
   if (rows == 0) return;
@@ -144,7 +156,7 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tenso
         row_accumulate(dwte, static_cast<int64_t>(tokens[order[starts[g]]]) * c, c, acc);
       }
 #pragma omp for schedule(static)
-      for (int64_t t = 0; t < seq; ++t) {
+      for (int64_t t = 0; t < (no_wpe ? 0 : seq); ++t) {
         for (int64_t i = 0; i < c; ++i) acc[i] = T(0);
         for (int64_t b = 0; b < batch; ++b) {
           const T* row = d + (b * seq + t) * c;

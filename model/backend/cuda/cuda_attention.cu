@@ -262,6 +262,14 @@ __global__ void attention_decode_kernel(float* out, const float* q_all, const fl
   }
 }
 
+// Grouped-query attention (model.n_kv_head < n_head): not in the CUDA kernels or the cuDNN path
+// yet; the CPU backend runs it.
+void require_no_gqa(const AttentionArgs& a) {
+  LLM_REQUIRE(a.kv() == a.heads, "cuda backend: model.n_kv_head = ", a.kv_heads,
+              " (grouped-query attention) runs on the cpu backend only; expected 0 or n_head = ",
+              a.heads, " on cuda");
+}
+
 AttnDims attention_check(const AttentionArgs& a) {
   LLM_REQUIRE(a.batch >= 0 && a.seq >= 0 && a.channels > 0 && a.heads > 0,
               "cuda backend: attention needs batch, seq >= 0 and channels, heads > 0");
@@ -313,6 +321,7 @@ CudnnAttention& CudaBackend::cudnn_attention() {
 
 void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) {
   // cuDNN, unless it refused this shape (then our kernel runs it, forward and backward).
+  require_no_gqa(args);
   if (args.impl == AttentionImpl::kCudnn && cudnn_attention().forward(out, lse, qkv, args)) return;
   LLM_REQUIRE(qkv.data && dtype_is_act(qkv.dtype), "cuda backend: attention qkv fp32/fp64");
   require_same(out, qkv.dtype, "attention_forward out");
@@ -334,6 +343,7 @@ void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const At
 
 void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                      const AttentionArgs& args) {
+  require_no_gqa(args);
   if (args.impl == AttentionImpl::kCudnn &&
       cudnn_attention().backward(dqkv, dout, qkv, out, lse, args))
     return;

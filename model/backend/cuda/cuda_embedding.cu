@@ -22,8 +22,8 @@ __global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const E*
   LLM_GRID_STRIDE(idx, rows * c) {
     const int64_t r = idx / c, i = idx - r * c;
     const int64_t t = r % seq;
-    out[idx] = static_cast<T>(load_value(wte[static_cast<int64_t>(tokens[r]) * c + i])) +
-               static_cast<T>(load_value(wpe[t * c + i]));
+    const T e = static_cast<T>(load_value(wte[static_cast<int64_t>(tokens[r]) * c + i]));
+    out[idx] = wpe == nullptr ? e : e + static_cast<T>(load_value(wpe[t * c + i]));
   }
 }
 
@@ -65,7 +65,9 @@ __global__ void dwpe_kernel(S* dwpe, const T* dout, int64_t batch, int64_t seq, 
 void CudaBackend::embedding_forward(Tensor out, Tensor token_ids, Tensor wte, Tensor wpe,
                                     int64_t batch, int64_t seq, int64_t channels) {
   LLM_REQUIRE(out.data && dtype_is_act(out.dtype), "cuda backend: embedding_forward out");
-  LLM_REQUIRE(wte.data && wpe.data && dtype_is_float(wte.dtype) && dtype_is_float(wpe.dtype),
+  // No position table (model.position = rope): out = wte rows.
+  if (wpe.empty()) wpe = Tensor(nullptr, wte.dtype);
+  LLM_REQUIRE(wte.data && dtype_is_float(wte.dtype) && dtype_is_float(wpe.dtype),
               "cuda backend: embedding_forward wte and wpe must be float tensors");
   LLM_REQUIRE(token_ids.dtype == DType::kI32, "cuda backend: embedding tokens must be int32");
   LLM_REQUIRE(batch >= 0 && seq >= 0 && channels > 0, "cuda backend: embedding sizes invalid");
@@ -90,7 +92,8 @@ void CudaBackend::embedding_forward(Tensor out, Tensor token_ids, Tensor wte, Te
 void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor token_ids,
                                      int64_t batch, int64_t seq, int64_t channels) {
   LLM_REQUIRE(dout.data && dtype_is_act(dout.dtype), "cuda backend: embedding_backward dout");
-  LLM_REQUIRE(dwte.data && dwpe.data && dtype_is_float(dwte.dtype) && dtype_is_float(dwpe.dtype),
+  const bool no_wpe = dwpe.empty();  // model.position = rope: no position table
+  LLM_REQUIRE(dwte.data && dtype_is_float(dwte.dtype) && (no_wpe || dtype_is_float(dwpe.dtype)),
               "cuda backend: embedding_backward dwte and dwpe must be float tensors");
   LLM_REQUIRE(token_ids.dtype == DType::kI32, "cuda backend: embedding tokens must be int32");
   LLM_REQUIRE(batch >= 0 && seq >= 0 && channels > 0, "cuda backend: embedding sizes invalid");
@@ -122,6 +125,7 @@ void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tens
           dwte.as<S>(), dout.as<const T>(), keys, pos_sorted, rows, channels);
     });
     launch_check("embedding dwte");
+    if (no_wpe) return;
     dispatch_float(dwpe.dtype, [&](auto stag) {
       using S = decltype(stag);
       dwpe_kernel<T, S><<<blocks_for(seq * channels), kThreads, 0, stream_>>>(

@@ -218,6 +218,22 @@ void ForwardingBackend::softcap_cross_entropy(Tensor losses, Tensor logits, Tens
   inner_->softcap_cross_entropy(losses, logits, targets, rows, vocab, padded_vocab, grad_scale,
                                 cap);
 }
+// Rotary positions and QK-norm (model.position = rope, model.qk_norm).
+void ForwardingBackend::rope(Tensor x, int64_t rows, int64_t seq, int64_t pos0, int64_t heads,
+                             int64_t head_dim, int64_t stride, double theta, bool inverse) {
+  Op op(*this, "rope");
+  inner_->rope(x, rows, seq, pos0, heads, head_dim, stride, theta, inverse);
+}
+void ForwardingBackend::head_rmsnorm_forward(Tensor x, Tensor rstd, int64_t rows, int64_t heads,
+                                             int64_t head_dim, int64_t stride, double eps) {
+  Op op(*this, "head_rmsnorm_forward");
+  inner_->head_rmsnorm_forward(x, rstd, rows, heads, head_dim, stride, eps);
+}
+void ForwardingBackend::head_rmsnorm_backward(Tensor dx, Tensor y, Tensor rstd, int64_t rows,
+                                              int64_t heads, int64_t head_dim, int64_t stride) {
+  Op op(*this, "head_rmsnorm_backward");
+  inner_->head_rmsnorm_backward(dx, y, rstd, rows, heads, head_dim, stride);
+}
 
 void ForwardingBackend::optimizer_op(const OptimOp& op, double* sums) {
   Op scope(*this, "optimizer_op");

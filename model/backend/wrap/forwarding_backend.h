@@ -94,6 +94,13 @@ class ForwardingBackend : public Backend {
                              int64_t vocab, int64_t padded_vocab, double grad_scale,
                              double cap) override;
 
+  // ---- rotary positions and QK-norm (model.position = rope, model.qk_norm) ----
+  void rope(Tensor x, int64_t rows, int64_t seq, int64_t pos0, int64_t heads, int64_t head_dim,
+            int64_t stride, double theta, bool inverse) override;
+  void head_rmsnorm_forward(Tensor x, Tensor rstd, int64_t rows, int64_t heads, int64_t head_dim,
+                            int64_t stride, double eps) override;
+  void head_rmsnorm_backward(Tensor dx, Tensor y, Tensor rstd, int64_t rows, int64_t heads,
+                             int64_t head_dim, int64_t stride) override;
   void optimizer_op(const OptimOp& op, double* sums) override;
   void optimizer_ops(const OptimOp* ops, int64_t count) override;
 

@@ -79,6 +79,27 @@ TEST(HfConfig, UntiedHeadTravelsMlpVariantsAndSoftcapRefused) {
   expect_refused(m, "model.logit_softcap = 30");
 }
 
+// GPT2LMHeadModel has no rotary positions, grouped-query attention or QK-norm: the export refuses
+// each, naming the key.
+TEST(HfConfig, AttentionVariantsAreRefusedNamingTheKey) {
+  const ModelConfig gpt2{257, 2, 2, 32, 32, 0.0, "none", {}};
+  ModelConfig m = gpt2;
+  m.position = "rope";
+  EXPECT_NE(testing::error_of([&] { hf_config_json_text(m); }).find("model.position = rope"),
+            std::string::npos);
+  m = gpt2;
+  m.n_kv_head = 1;
+  EXPECT_NE(testing::error_of([&] { hf_config_json_text(m); }).find("model.n_kv_head = 1"),
+            std::string::npos);
+  m = gpt2;
+  m.qk_norm = true;
+  EXPECT_NE(testing::error_of([&] { hf_config_json_text(m); }).find("model.qk_norm = true"),
+            std::string::npos);
+  m = gpt2;
+  m.n_kv_head = 2;  // = n_head: GPT-2's attention
+  EXPECT_NO_THROW(hf_config_json_text(m));
+}
+
 TEST(HfConfig, AbsentKeysTakeGpt2ConfigDefaults) {
   // Sizes and model_type only, as a hand-written config might be: gelu_new, eps 1e-5, tied,
   // dropout 0.1 everywhere.

@@ -322,6 +322,41 @@ TEST(LedgerAccuracy, FullFreezeAndLoraFineTuning) {
   }
 }
 
+// The attention variants (rotary positions: no wpe; 4 query heads on 2 kv heads: a qkv of
+// 128 + 2 x 2 x 32 = 256 rather than 384; QK-norm's saved rstd) at the tiny config: every row
+// predicted within 1% like the fine-tuning runs above (the lists are shared, so it is exact in
+// practice), for AdamW and Muon (the fused qkv orthogonalised as 4 pieces of 64 rows), recompute
+// none and block, LoRA on qkv; and the grouped-query arena really is the smaller one.
+TEST(LedgerAccuracy, AttentionVariants) {
+  struct Variant {
+    const char* optim;
+    const char* recompute;
+    int64_t lora_rank;
+  };
+  int64_t gqa_acts = 0;
+  for (Variant v :
+       {Variant{"muon", "none", 0}, Variant{"adamw", "block", 0}, Variant{"adamw", "none", 8}}) {
+    RunConfig cfg = tiny_config(v.optim, v.recompute);
+    cfg.model.position = "rope";
+    cfg.model.n_kv_head = 2;
+    cfg.model.qk_norm = true;
+    cfg.model.lora.rank = v.lora_rank;
+    const std::string what =
+        std::string(v.optim) + "/" + v.recompute + "/lora " + std::to_string(v.lora_rank);
+    const Measured m = run_steps(cfg, 2);
+    for (const LedgerRow& r : m.rows) {
+      if (r.tag == MemTag::kData || r.tag == MemTag::kComm || r.tag == MemTag::kOther) continue;
+      EXPECT_LE(std::fabs(static_cast<double>(r.predicted - r.peak)), 0.01 * r.peak)
+          << what << ": " << mem_tag_name(r.tag) << " predicted " << r.predicted
+          << " measured peak " << r.peak;
+    }
+    if (gqa_acts == 0) gqa_acts = m.row_peak(MemTag::kActivations);
+  }
+  // Per block and row the qkv buffer is 256 floats instead of 384, plus 6 rstd values.
+  const Measured gpt2 = run_steps(tiny_config("adamw", "none"), 1);
+  EXPECT_LT(gqa_acts, gpt2.row_peak(MemTag::kActivations));
+}
+
 // train.gns at world 1 x accum 4 keeps the step's gradient sum beside each micro-batch's: the
 // plan names that buffer (workspace.gns, the gradients' size) and the measured workspace grows by
 // exactly its bytes; without train.gns there is no such component.

@@ -27,13 +27,18 @@ struct Case {
   int64_t ffn_hidden = 0;      // model.ffn_hidden (0: 4 C)
   const char* mlp = "gelu";    // model.mlp
   bool tie_embeddings = true;  // model.tie_embeddings
+  // Attention variants: grouped-query (n_kv_head, of n_head 4 here when set), qk_norm, rope.
+  int64_t n_kv_head = 0;
+  bool qk_norm = false;
+  bool rope = false;
 };
 
 std::string describe(const Case& c) {
   return std::string("recompute ") + c.recompute + ", freeze '" + c.freeze + "', lora rank " +
          std::to_string(c.lora_rank) + ", dropout " + std::to_string(c.lora_dropout) + ", " +
          dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden) + ", mlp " + c.mlp +
-         (c.tie_embeddings ? "" : ", untied");
+         (c.tie_embeddings ? "" : ", untied") + ", n_kv_head " + std::to_string(c.n_kv_head) +
+         (c.qk_norm ? ", qk_norm" : "") + (c.rope ? ", rope" : "");
 }
 
 ModelConfig config_of(const Case& c) {
@@ -50,6 +55,10 @@ ModelConfig config_of(const Case& c) {
   m.ffn_hidden = c.ffn_hidden;
   m.mlp = c.mlp;
   m.tie_embeddings = c.tie_embeddings;
+  if (c.n_kv_head > 0) m.n_head = 4;
+  m.n_kv_head = c.n_kv_head;
+  m.qk_norm = c.qk_norm;
+  m.position = c.rope ? "rope" : "learned";
   return m;
 }
 
@@ -115,6 +124,11 @@ TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
       {"mlp", "embed.*,block.0.*", 1, 0, 0.0, DType::kF32, 0, "swiglu", false},
       {"block", "", 0, 0, 0.0, DType::kF64, 12, "swiglu"},
       {"mlp", "", 0, 4, 0.0, DType::kF32, 0, "relu2", false},
+      // Attention variants: the narrower qkv of grouped-query attention (24 + 2 x 1 x 6), the
+      // QK-norm statistics, no position table; with adapters on qkv, recompute, fp64, freezing.
+      {"none", "", 0, 4, 0.1, DType::kF32, 0, "gelu", true, 1, true, true},
+      {"block", "", 0, 0, 0.0, DType::kF64, 0, "gelu", true, 2, true, true},
+      {"mlp", "embed.*,block.0.*", 1, 0, 0.0, DType::kF32, 0, "gelu", true, 2, true, true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(describe(c));
@@ -174,6 +188,23 @@ TEST(ActivationList, RecomputeModesKeepTheDocumentedBuffers) {
   EXPECT_EQ(count_of(Recompute::kNone, "block.fch_gate"), L);
   EXPECT_EQ(count_of(Recompute::kMlp, "block.fch_gate"), 1);
   EXPECT_EQ(count_of(Recompute::kBlock, "block.fch_gate"), 1);
+  // Grouped-query attention narrows qkv to C + 2 KV hd (here 24 + 2 x 1 x 12); qk_norm keeps one
+  // rstd per q and k head and row, in the block's attention part (recomputed with block).
+  cfg.mlp = "gelu";
+  cfg.ffn_hidden = 0;
+  cfg.n_kv_head = 1;
+  cfg.qk_norm = true;
+  for (const ActBuffer& b :
+       saved_activations(activation_spec(cfg, 2, 8, Recompute::kNone, 0, DType::kF32))) {
+    if (b.name == "block.qkv") {
+      EXPECT_EQ(b.elements, 2 * 8 * (24 + 2 * 12));
+    }
+    if (b.name == "block.qk_rstd") {
+      EXPECT_EQ(b.elements, 2 * 8 * (2 + 1));
+      EXPECT_EQ(b.count, L);
+    }
+  }
+  EXPECT_EQ(count_of(Recompute::kBlock, "block.qk_rstd"), 1);
 }
 
 }  // namespace

@@ -9,8 +9,11 @@
 //   - the KV-cache decoder's logits equal the full forward's logits at every position;
 //   - all of the above for the MLP variants (model.mlp = swiglu, relu2), the untied head and the
 //     logit soft-cap.
+//   - all of the above for the attention variants (rotary positions, grouped-query attention,
+//     QK-norm: attention_variants()).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -48,6 +51,17 @@ ModelConfig variant_config(const std::string& mlp, double dropout = 0.0,
   c.ffn_hidden = 48;
   c.tie_embeddings = mlp != "swiglu";
   c.logit_softcap = mlp == "swiglu" ? 2.0 : 0.0;
+  return c;
+}
+
+// The attention variants together: rotary positions (rope_theta 100 so that every pair turns
+// within 16 positions), 4 query heads on 2 kv heads (hd 8), QK-norm.
+ModelConfig attention_variants(ModelConfig c) {
+  c.position = "rope";
+  c.rope_theta = 100.0;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.qk_norm = true;
   return c;
 }
 
@@ -133,8 +147,7 @@ std::string first_difference(const ParamTable& table, const std::vector<float>& 
 // sums in a different order (GEMM over 8 rows vs 4 partial sums of 2, per-micro 1/A scaling
 // before the sum instead of 1/(B*T) over all) differ by a few fp32 ulps of the partial sums;
 // measured: up to 3.4e-7 x max|ref|. Not bitwise: the order of additions differs.
-TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatch) {
-  const ModelConfig cfg = small_config();
+void check_accumulation(const ModelConfig& cfg) {
   const ParamTable table = param_table_build(cfg);
   std::vector<float> params = random_params(table, 5);
   const int64_t T = 16, total = 8;
@@ -155,6 +168,13 @@ TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatch) {
   double ss = 0.0;
   for (float g : ref.grads) ss += static_cast<double>(g) * g;
   EXPECT_GT(std::sqrt(ss), 1e-2);
+}
+
+TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatch) {
+  check_accumulation(small_config());
+}
+TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatchWithAttentionVariants) {
+  check_accumulation(attention_variants(small_config()));
 }
 
 // Dropout on, the same global batch split 8x1, 4x2, 2x4, 1x8: the masks are keyed by each
@@ -200,18 +220,22 @@ TEST(ModelEquivalence, SameInputsSameThreadsBitIdentical) {
   }
 }
 
-TEST(ModelEquivalence, RecomputeModesBitIdentical) {
+// `variant` maps the GPT-2 config to the one checked.
+void check_recompute_modes(ModelConfig (*variant)(ModelConfig)) {
+  auto small = [&](double dropout, const char* mode) {
+    return variant(small_config(dropout, mode));
+  };
   for (double dropout : {0.0, 0.15}) {
-    const ParamTable table = param_table_build(small_config(dropout));
+    const ParamTable table = param_table_build(small(dropout, "none"));
     std::vector<float> params = random_params(table, 8);
     const int64_t T = 12, total = 4;
     std::vector<int32_t> tokens, targets;
     make_batch(total, T, 50, &tokens, &targets);
-    StepResult ref = run_step(small_config(dropout, "none"), table, params, tokens, targets, total,
-                              2, T, 2, 100);
+    StepResult ref =
+        run_step(small(dropout, "none"), table, params, tokens, targets, total, 2, T, 2, 100);
     for (const char* mode : {"mlp", "block"}) {
-      StepResult got = run_step(small_config(dropout, mode), table, params, tokens, targets, total,
-                                2, T, 2, 100);
+      StepResult got =
+          run_step(small(dropout, mode), table, params, tokens, targets, total, 2, T, 2, 100);
       EXPECT_EQ(std::memcmp(&got.loss, &ref.loss, sizeof(double)), 0)
           << mode << " dropout " << dropout << ": loss " << got.loss << " vs " << ref.loss;
       EXPECT_TRUE(bit_equal(got.grads, ref.grads)) << mode << " dropout " << dropout << ": "
@@ -220,10 +244,31 @@ TEST(ModelEquivalence, RecomputeModesBitIdentical) {
     // With dropout on, the masks must matter (else the dropout half proves nothing).
     if (dropout > 0) {
       StepResult plain =
-          run_step(small_config(0.0), table, params, tokens, targets, total, 2, T, 2, 100);
+          run_step(small(0.0, "none"), table, params, tokens, targets, total, 2, T, 2, 100);
       EXPECT_NE(plain.loss, ref.loss);
     }
   }
+}
+
+TEST(ModelEquivalence, RecomputeModesBitIdentical) {
+  check_recompute_modes([](ModelConfig c) { return c; });
+}
+TEST(ModelEquivalence, RecomputeModesBitIdenticalWithAttentionVariants) {
+  check_recompute_modes(attention_variants);
+}
+// The grouped-query backward sums a kv head's query heads in a fixed order: repeated runs are
+// bitwise equal.
+TEST(ModelEquivalence, SameInputsSameThreadsBitIdenticalWithAttentionVariants) {
+  const ModelConfig cfg = attention_variants(small_config(0.1));
+  const ParamTable table = param_table_build(cfg);
+  std::vector<float> params = random_params(table, 6);
+  const int64_t T = 16, total = 4;
+  std::vector<int32_t> tokens, targets;
+  make_batch(total, T, cfg.vocab_size, &tokens, &targets);
+  StepResult a = run_step(cfg, table, params, tokens, targets, total, 2, T, 2);
+  StepResult b = run_step(cfg, table, params, tokens, targets, total, 2, T, 2);
+  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(double)), 0) << a.loss << " vs " << b.loss;
+  EXPECT_TRUE(bit_equal(a.grads, b.grads)) << first_difference(table, a.grads, b.grads);
 }
 
 // KV-cache decoding vs the full forward (training = false). Tolerance per position:
@@ -257,6 +302,10 @@ void check_decoder_against_forward(const ModelConfig& cfg) {
       auto r = testing::compare_tensor("logits at position " + std::to_string(t), step,
                                        full + t * Vp, cfg.vocab_size, 1e-5, 1e-5);
       EXPECT_TRUE(r.ok) << "pass " << pass << ": " << r.message;
+      // Token for token: greedy decoding picks the same next token either way.
+      EXPECT_EQ(std::max_element(step, step + cfg.vocab_size) - step,
+                std::max_element(full + t * Vp, full + t * Vp + cfg.vocab_size) - (full + t * Vp))
+          << "position " << t;
       for (int64_t v = 0; v < cfg.vocab_size; ++v)
         spread = std::max(spread, static_cast<double>(std::fabs(full[t * Vp + v])));
     }
@@ -309,6 +358,18 @@ TEST(ModelEquivalence, MlpVariantsAndUntiedHeadAccumulateAndRecomputeIdentically
 TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogitsForMlpVariants) {
   check_decoder_against_forward(variant_config("swiglu"));
   check_decoder_against_forward(variant_config("relu2"));
+}
+
+// The decoder with rotary positions (each cached k rotated at its own position, the query at
+// the new one), multi-query attention (a cache of one kv head) and all variants together.
+TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogitsWithAttentionVariants) {
+  ModelConfig rope = small_config();
+  rope.position = "rope";
+  check_decoder_against_forward(rope);
+  ModelConfig mqa = small_config();
+  mqa.n_kv_head = 1;
+  check_decoder_against_forward(mqa);
+  check_decoder_against_forward(attention_variants(small_config()));
 }
 
 }  // namespace

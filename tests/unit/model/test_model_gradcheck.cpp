@@ -10,7 +10,8 @@
 // Variants: plain; an MLP width (model.ffn_hidden) other than 4C; SwiGLU and ReLU^2 MLPs
 // (model.mlp); an untied head and the logit soft-cap; dropout 0.2 (masks are pure
 // functions of (seed, site), so every forward of the finite difference sees the same masks);
-// recompute = mlp and block (with dropout, so the recomputed forwards must replay the masks too).
+// recompute = mlp and block (with dropout, so the recomputed forwards must replay the masks too);
+// the attention variants (rotary positions, multi-query, QK-norm with grouped-query attention).
 //
 // Parameters are not the GPT-2 init (std 0.02, ones, zeros) but N(0, 0.4) everywhere (norm
 // weights 1 + N(0, 0.2)): small weights would make the deep gradients tiny and let a wrong
@@ -79,6 +80,12 @@ struct GradCheckCase {
   const char* mlp = "gelu";
   bool tie_embeddings = true;
   double logit_softcap = 0.0;
+  // Attention variants: model.position, n_head (the tiny model's 2 unless set), n_kv_head,
+  // qk_norm.
+  const char* position = "learned";
+  int64_t n_head = 2;
+  int64_t n_kv_head = 0;
+  bool qk_norm = false;
 };
 
 void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase& tc) {
@@ -87,6 +94,10 @@ void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase
   cfg.mlp = tc.mlp;
   cfg.tie_embeddings = tc.tie_embeddings;
   cfg.logit_softcap = tc.logit_softcap;
+  cfg.position = tc.position;
+  cfg.n_head = tc.n_head;
+  cfg.n_kv_head = tc.n_kv_head;
+  cfg.qk_norm = tc.qk_norm;
   const ParamTable table = param_table_build(cfg);
   GptModel model(cfg, table, be, DType::kF64, DType::kF64, DType::kF64);
   const int64_t B = 2, T = 5;
@@ -202,6 +213,22 @@ TEST_P(ModelGradCheck, MlpRelu2Fp64) {
 // logits of N(0, 0.4) weights reach several units, so tanh works well inside its bend.
 TEST_P(ModelGradCheck, UntiedHeadWithLogitSoftcapFp64) {
   run_gradcheck(*be, *stage, {0.0, "none", 0, "gelu", false, 1.5});
+}
+
+// Attention variants (each about a second of CI): model.position = rope alone (no wpe; q and k
+// rotated, hd 4); multi-query attention (2 query heads on 1 kv head: its gradient sums both);
+// and everything together with dropout and block recompute: QK-norm (its backward runs on the
+// rotated values, then the inverse rotation), rope, 4 query heads on 2 kv heads.
+TEST_P(ModelGradCheck, RotaryPositionsFp64) {
+  run_gradcheck(*be, *stage, {0.0, "none", 0, "gelu", true, 0.0, "rope"});
+}
+TEST_P(ModelGradCheck, MultiQueryAttentionFp64) {
+  if (be->name().rfind("cuda", 0) == 0) GTEST_SKIP() << "grouped-query attention is cpu only";
+  run_gradcheck(*be, *stage, {0.0, "none", 0, "gelu", true, 0.0, "learned", 2, 1});
+}
+TEST_P(ModelGradCheck, QkNormRopeGroupedQueryWithDropoutAndRecomputeFp64) {
+  if (be->name().rfind("cuda", 0) == 0) GTEST_SKIP() << "grouped-query attention is cpu only";
+  run_gradcheck(*be, *stage, {0.2, "block", 0, "gelu", true, 0.0, "rope", 4, 2, true});
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp64, ModelGradCheck,

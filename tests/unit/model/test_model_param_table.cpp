@@ -258,5 +258,51 @@ TEST(ParamTable, UntiedHeadIsTheFinalUnitsLmHead) {
   EXPECT_THROW(c.validate(), Error);
 }
 
+// Attention variants: rotary positions drop the wpe table; grouped-query attention narrows the
+// fused qkv to C + 2 KV hd (here 64 + 2 x 2 x 16 = 128) and its Muon pieces to KV hd rows (q's
+// 2 groups, k, v: 4); QK-norm adds no parameter. Bad values are refused naming the key.
+TEST(ParamTable, AttentionVariantsShapeTheTable) {
+  ModelConfig c = gpt_config();
+  const int64_t C = c.n_embd, L = c.n_layer, base = param_table_build(c).num_params;
+  c.position = "rope";
+  EXPECT_LT(param_table_build(c).index_of("embed.wpe"), 0);
+  EXPECT_EQ(param_table_build(c).num_params, base - c.block_size * C);
+  c = gpt_config();
+  c.n_kv_head = 2;
+  c.qk_norm = true;
+  const ParamTable t = param_table_build(c);
+  EXPECT_EQ(t.find("block.1.attn.qkv.weight").shape, (std::vector<int64_t>{128, C}));
+  EXPECT_EQ(t.find("block.1.attn.qkv.bias").shape, (std::vector<int64_t>{128}));
+  EXPECT_EQ(t.find("block.1.attn.qkv.weight").split, 4);
+  EXPECT_EQ(t.num_params, base - L * (3 * C - 128) * (C + 1));
+  c.n_kv_head = 4;  // = n_head: GPT-2's table
+  EXPECT_EQ(param_table_build(c).total, param_table_build(gpt_config()).total);
+  EXPECT_EQ(param_table_build(c).find("block.0.attn.qkv.weight").split, 3);
+
+  auto refused = [](ModelConfig m, const std::string& key) {
+    try {
+      m.validate();
+      ADD_FAILURE() << key << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  ModelConfig m = gpt_config();
+  m.position = "alibi";
+  refused(m, "model.position");
+  m = gpt_config();
+  m.rope_theta = 0.5;
+  refused(m, "model.rope_theta");
+  m = gpt_config();
+  m.n_kv_head = 3;  // does not divide 4
+  refused(m, "model.n_kv_head");
+  m.n_kv_head = 8;
+  refused(m, "model.n_kv_head");
+  m = gpt_config();
+  m.n_embd = 12;  // head_dim 3: odd
+  m.position = "rope";
+  refused(m, "model.position");
+}
+
 }  // namespace
 }  // namespace ledgerlm
