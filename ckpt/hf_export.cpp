@@ -178,8 +178,22 @@ std::vector<HfTensor> hf_read_safetensors(const std::string& path) {
   return out;
 }
 
+// model.norm (issue 41)
+void hf_require_gpt2_block(const ModelConfig& config) {
+  const char* why = "the Hugging Face export writes GPT2LMHeadModel, whose blocks have ";
+  LLM_REQUIRE(config.norm == "layernorm", "export: model.norm = ", config.norm, ": ", why,
+              "LayerNorm (expected model.norm = layernorm)");
+  LLM_REQUIRE(config.norm_weight, "export: model.norm_weight = false: ", why,
+              "norms with a learnable weight (expected true)");
+  LLM_REQUIRE(config.norm_eps == 1e-5, "export: model.norm_eps = ", config.norm_eps, ": ", why,
+              "LayerNorm eps 1e-5");
+  LLM_REQUIRE(config.bias, "export: model.bias = false: ", why,
+              "biases on every linear layer and norm (expected true)");
+}
+
 std::string hf_config_json_text(const ModelConfig& config, const HfConfigExtras& extras) {
   config.validate();
+  hf_require_gpt2_block(config);
   using nlohmann::json;
   auto token_id = [](int64_t id) { return id < 0 ? json(nullptr) : json(id); };
   json j = {

@@ -24,6 +24,7 @@ ActivationSpec activation_spec(const ModelConfig& config, int64_t batch, int64_t
   s.dtype = dtype;
   s.lora_rank = config.lora.rank;
   s.lora_dropout = config.lora.enabled() && config.lora.dropout > 0.0;
+  s.rms_norm = config.rms_norm();
   return s;
 }
 
@@ -125,6 +126,7 @@ std::vector<ActBuffer> saved_activations(const ActivationSpec& s) {
   const int64_t attn_kept = s.recompute == Recompute::kBlock ? L : lowest;
   const int64_t mlp_kept = s.recompute == Recompute::kNone ? lowest : L;
   auto block = [&](ActId id, int64_t elements, int64_t first_kept) {
+    if (s.rms_norm && (id == ActId::kLn1Mean || id == ActId::kLn2Mean)) return;  // no mean
     ActBuffer b = make(id, ActScope::kBlock, elements, s.dtype);
     b.first_kept = first_kept;
     b.shared = first_kept > 0;
@@ -144,7 +146,7 @@ std::vector<ActBuffer> saved_activations(const ActivationSpec& s) {
   block(ActId::kFch, N * F, mlp_kept);
   block(ActId::kFchGelu, N * F, mlp_kept);
   out.push_back(make(ActId::kLnf, ActScope::kGlobal, N * C, s.dtype));
-  out.push_back(make(ActId::kLnfMean, ActScope::kGlobal, N, s.dtype));
+  if (!s.rms_norm) out.push_back(make(ActId::kLnfMean, ActScope::kGlobal, N, s.dtype));
   out.push_back(make(ActId::kLnfRstd, ActScope::kGlobal, N, s.dtype));
   out.push_back(make(ActId::kLogits, ActScope::kGlobal, N * s.padded_vocab, s.dtype));
   out.push_back(make(ActId::kLosses, ActScope::kGlobal, N, s.dtype));

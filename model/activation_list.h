@@ -36,6 +36,8 @@ struct ActivationSpec {
   // Adapters' scratch: their rank (0: none) and whether their input is dropped (lora.dropout).
   int64_t lora_rank = 0;
   bool lora_dropout = false;
+  // model.norm = rmsnorm (issue 41): the norms keep no mean (ln1_mean, ln2_mean, lnf_mean).
+  bool rms_norm = false;
 };
 
 // The spec of a model configuration (shapes from [model], the qkv and MLP widths from its block

@@ -27,19 +27,21 @@ TensorRole role(const char* name, std::vector<RecipeDim> shape, ParamKind kind, 
   return r;
 }
 
-// A norm's weight (ones) and bias (zeros).
-void norm(std::vector<TensorRole>* out, const char* name, const char* hf) {
+// A norm's weight (ones) and bias (zeros), each present as the config says.
+void norm(std::vector<TensorRole>* out, const char* name, const char* hf, const ModelConfig& cfg) {
   out->push_back(role((std::string(name) + ".weight").c_str(), {kC}, ParamKind::kNormWeight,
                       InitKind::kOnes, InitScale::kNone, (std::string(hf) + ".weight").c_str(),
                       false));
+  out->back().present = cfg.has_norm_weight();
   out->push_back(role((std::string(name) + ".bias").c_str(), {kC}, ParamKind::kBias,
                       InitKind::kZeros, InitScale::kNone, (std::string(hf) + ".bias").c_str(),
                       false));
+  out->back().present = cfg.has_norm_bias();
 }
 
 // A linear layer (out, in) and its bias (out), Conv1D in HF; `site` its LoRA site.
 void linear(BlockRecipe* r, const char* name, RecipeDim out, RecipeDim in, InitScale scale,
-            const char* hf, int site, int split = 1) {
+            const char* hf, int site, bool bias, int split = 1) {
   std::vector<TensorRole>& b = r->block;
   b.push_back(role((std::string(name) + ".weight").c_str(), {out, in}, ParamKind::kMatrix,
                    InitKind::kNormal, scale, (std::string(hf) + ".weight").c_str(), true));
@@ -49,6 +51,7 @@ void linear(BlockRecipe* r, const char* name, RecipeDim out, RecipeDim in, InitS
   r->lora_site_role[site] = static_cast<int>(b.size()) - 1;
   b.push_back(role((std::string(name) + ".bias").c_str(), {out}, ParamKind::kBias, InitKind::kZeros,
                    InitScale::kNone, (std::string(hf) + ".bias").c_str(), false));
+  b.back().present = bias;
 }
 
 }  // namespace
@@ -69,21 +72,25 @@ RecipeSizes recipe_sizes(const ModelConfig& c) {
 BlockRecipe block_recipe(const ModelConfig& config) {
   BlockRecipe r;
   r.sizes = recipe_sizes(config);
+  r.rms_norm = config.rms_norm();
+  r.norm_eps = config.norm_eps;
   r.embed.push_back(role("wte", {kVocab, kC}, ParamKind::kEmbedding, InitKind::kNormal,
                          InitScale::kBase, "wte.weight", false));
   r.embed.back().hf_real_vocab_rows = true;
   r.embed.push_back(role("wpe", {kPositions, kC}, ParamKind::kEmbedding, InitKind::kNormal,
                          InitScale::kBase, "wpe.weight", false));
 
-  norm(&r.block, "ln1", "ln_1");
-  linear(&r, "attn.qkv", kQkv, kC, InitScale::kBase, "attn.c_attn", kLoraQkv, 3);
-  linear(&r, "attn.proj", kC, kC, InitScale::kResidual, "attn.c_proj", kLoraProj);
-  norm(&r.block, "ln2", "ln_2");
-  linear(&r, "mlp.fc", kF, kC, InitScale::kBase, "mlp.c_fc", kLoraFc);
-  linear(&r, "mlp.proj", kC, kF, InitScale::kResidual, "mlp.c_proj", kLoraFcproj);
+  const bool bias = config.bias;
+  norm(&r.block, "ln1", "ln_1", config);
+  linear(&r, "attn.qkv", kQkv, kC, InitScale::kBase, "attn.c_attn", kLoraQkv, config.has_qkv_bias(),
+         3);
+  linear(&r, "attn.proj", kC, kC, InitScale::kResidual, "attn.c_proj", kLoraProj, bias);
+  norm(&r.block, "ln2", "ln_2", config);
+  linear(&r, "mlp.fc", kF, kC, InitScale::kBase, "mlp.c_fc", kLoraFc, bias);
+  linear(&r, "mlp.proj", kC, kF, InitScale::kResidual, "mlp.c_proj", kLoraFcproj, bias);
   LLM_ASSERT(r.block.size() == kBlockRoles, "the block's roles and BlockRole disagree");
 
-  norm(&r.final, "lnf", "ln_f");
+  norm(&r.final, "lnf", "ln_f", config);
   LLM_ASSERT(r.embed.size() == kEmbedRoles && r.final.size() == kFinalRoles,
              "the embedding and final roles and their enums disagree");
   return r;
@@ -125,7 +132,8 @@ int64_t recipe_widest_vector(const BlockRecipe& recipe) {
   int64_t widest = 0;
   for (const auto* roles : {&recipe.embed, &recipe.block, &recipe.final})
     for (const TensorRole& r : *roles)
-      if (r.shape.size() == 1) widest = std::max(widest, recipe.sizes.eval(r.shape[0]));
+      if (r.present && r.shape.size() == 1)
+        widest = std::max(widest, recipe.sizes.eval(r.shape[0]));
   return widest;
 }
 

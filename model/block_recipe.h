@@ -88,6 +88,10 @@ struct TensorRole {
   // (model_config.h); "" / -1 for every other tensor.
   std::string lora_target;
   int lora_site = -1;
+  // Whether the model has this tensor: a variant without it (model.bias = false, a weightless or
+  // bias-free norm) keeps the role in the list, so the enums still index it, but the parameter
+  // table holds no tensor for it and the model's views of it are empty.
+  bool present = true;
 };
 
 // The three kinds of unit, in table order: the embeddings, n_layer blocks, the final norm.
@@ -98,9 +102,14 @@ struct BlockRecipe {
   std::vector<TensorRole> final;  // "final.<name>", HF "transformer.<hf_name>"
   // The role of each LoRA site in `block`.
   int lora_site_role[kLoraSites] = {-1, -1, -1, -1};
+  // model.norm (issue 41): every norm of the model (the blocks' two and the final one) is
+  // RMSNorm or LayerNorm with this eps; which of its weight and bias exist, the roles say.
+  bool rms_norm = false;
+  double norm_eps = 1e-5;
 };
 
-// The recipe of `config`'s model (GPT-2: pre-LayerNorm blocks, fused qkv, GELU MLP of width F).
+// The recipe of `config`'s model (GPT-2: pre-LayerNorm blocks, fused qkv, GELU MLP of width F;
+// model.norm, model.norm_weight, model.bias and model.qkv_bias take norm weights and biases out).
 BlockRecipe block_recipe(const ModelConfig& config);
 
 // A role's shape in elements.

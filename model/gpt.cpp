@@ -37,7 +37,8 @@ BlockTensors layer_views(const Tensor& trained, const Tensor& frozen, const Bloc
   for (int k = 0; k < kBlockRoles; ++k) {
     const bool is_frozen = (frozen_mask >> k) & 1u;
     const Tensor& base = is_frozen ? frozen : trained;
-    v[static_cast<size_t>(k)] = base.empty() ? Tensor() : base.offset(at[static_cast<size_t>(k)]);
+    const int64_t off = at[static_cast<size_t>(k)];  // -1: a role the model does not have
+    v[static_cast<size_t>(k)] = base.empty() || off < 0 ? Tensor() : base.offset(off);
   }
   return v;
 }
@@ -465,8 +466,10 @@ struct GptModel::Impl {
                       B * T, widths);
   }
 
-  // A tensor of the embedding or final unit, from its trained or frozen part.
+  // A tensor of the embedding or final unit, from its trained or frozen part; empty for a
+  // tensor the model does not have (offset -1: a weightless or bias-free final norm).
   Tensor unit_tensor(UnitAccess& units, int unit, int64_t at, bool frozen) const {
+    if (at < 0) return Tensor();
     return (frozen ? frozen_unit(units, unit) : param_unit(units, unit)).offset(at);
   }
 
@@ -507,9 +510,9 @@ struct GptModel::Impl {
       units.release(refs.block_unit[l], UnitPhase::kForward);
     }
     units.acquire(F, UnitPhase::kForward);
-    be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer],
-                         unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen),
-                         unit_tensor(units, F, refs.lnfb, refs.lnfb_frozen), N, C);
+    block_norm_forward(be, widths, lnf, lnf_mean, lnf_rstd, res[cfg.n_layer],
+                       unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen),
+                       unit_tensor(units, F, refs.lnfb, refs.lnfb_frozen), N);
     units.release(F, UnitPhase::kForward);
     units.acquire(E, UnitPhase::kForward);  // the tied head
     linear(logits, lnf, unit_tensor(units, E, refs.wte, refs.wte_frozen), Tensor(), N, C, Vp);
@@ -519,6 +522,18 @@ struct GptModel::Impl {
     targets = tgt;
     be.softmax_cross_entropy(losses, logits, targets, N, V, Vp, 0.0);
     return be.sum(losses, N) / static_cast<double>(N);  // one scalar comes back
+  }
+
+  // A norm's backward over the micro-batch's rows into d_res (block_norm_backward): `dweight` /
+  // `dbias` empty for a frozen or absent tensor. GPT-2's LayerNorm kernel writes both gradients,
+  // so a frozen one goes to the sink there; the other norms just skip it.
+  void norm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x, Tensor w,
+                     Tensor b, Tensor mean, Tensor rstd) {
+    if (block_norm_is_gpt2(widths, w, b)) {
+      dweight = or_sink(dweight, sink_a);
+      dbias = or_sink(dbias, sink_b);
+    }
+    block_norm_backward(be, widths, dx, dweight, dbias, dout, x, w, b, mean, rstd, B * T);
   }
 
   // Block l's backward from d_res (the gradient of the block's output), leaving the gradient of
@@ -540,13 +555,15 @@ struct GptModel::Impl {
                     p[kRoleFcProjWeight], N, F, C);
     lora_backward(d_wide_a, lora_grads(units, l, kLoraFcproj), lora_params(units, l, kLoraFcproj),
                   dy, x.fch_gelu, l, kLoraFcproj, F, C);
-    be.gelu_bias_backward(d_wide_b, or_sink(g[kRoleFcBias], sink_a), x.fch, d_wide_a, N, F);
+    if (p[kRoleFcBias].empty())  // model.bias = false: no bias gradient
+      be.gelu_backward(d_wide_b, x.fch, d_wide_a, N * F);
+    else
+      be.gelu_bias_backward(d_wide_b, or_sink(g[kRoleFcBias], sink_a), x.fch, d_wide_a, N, F);
     linear_backward(d_b, g[kRoleFcWeight], Tensor(), d_wide_b, x.ln2, p[kRoleFcWeight], N, C, F);
     lora_backward(d_b, lora_grads(units, l, kLoraFc), lora_params(units, l, kLoraFc), d_wide_b,
                   x.ln2, l, kLoraFc, C, F);
-    be.layernorm_backward(d_res, or_sink(g[kRoleLn2Weight], sink_a),
-                          or_sink(g[kRoleLn2Bias], sink_b), d_b, x.res2, p[kRoleLn2Weight],
-                          x.ln2_mean, x.ln2_rstd, N, C);
+    norm_backward(d_res, g[kRoleLn2Weight], g[kRoleLn2Bias], d_b, x.res2, p[kRoleLn2Weight],
+                  p[kRoleLn2Bias], x.ln2_mean, x.ln2_rstd);
     // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
     dy = d_res;
     if (dropout_on()) {
@@ -563,9 +580,8 @@ struct GptModel::Impl {
                     QKV);
     lora_backward(d_a, lora_grads(units, l, kLoraQkv), lora_params(units, l, kLoraQkv), d_qkv,
                   x.ln1, l, kLoraQkv, C, QKV);
-    be.layernorm_backward(d_res, or_sink(g[kRoleLn1Weight], sink_a),
-                          or_sink(g[kRoleLn1Bias], sink_b), d_a, res[l], p[kRoleLn1Weight],
-                          x.ln1_mean, x.ln1_rstd, N, C);
+    norm_backward(d_res, g[kRoleLn1Weight], g[kRoleLn1Bias], d_a, res[l], p[kRoleLn1Weight],
+                  p[kRoleLn1Bias], x.ln1_mean, x.ln1_rstd);
   }
 
   void backward(UnitAccess& units, double loss_scale) {
@@ -588,10 +604,10 @@ struct GptModel::Impl {
     units.acquire(F, UnitPhase::kBackward);
     Tensor dfin = grad_unit(units, F);
     be.zero(d_res, N * C);
-    be.layernorm_backward(d_res, refs.lnfw_frozen ? sink_a : dfin.offset(refs.lnfw),
-                          refs.lnfb_frozen ? sink_b : dfin.offset(refs.lnfb), d_a, res[L],
-                          unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen), lnf_mean, lnf_rstd, N,
-                          C);
+    norm_backward(d_res, refs.lnfw < 0 || refs.lnfw_frozen ? Tensor() : dfin.offset(refs.lnfw),
+                  refs.lnfb < 0 || refs.lnfb_frozen ? Tensor() : dfin.offset(refs.lnfb), d_a,
+                  res[L], unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen),
+                  unit_tensor(units, F, refs.lnfb, refs.lnfb_frozen), lnf_mean, lnf_rstd);
     units.release(F, UnitPhase::kBackward);
     units.grads_done(F);
     for (int64_t l = L - 1; l >= 0; --l) {

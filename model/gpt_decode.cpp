@@ -51,8 +51,8 @@ GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backe
   const int64_t fin = table.units[refs.final_unit].offset;
   wte_ = embed + refs.wte;
   wpe_ = embed + refs.wpe;
-  lnfw_ = fin + refs.lnfw;
-  lnfb_ = fin + refs.lnfb;
+  lnfw_ = refs.lnfw < 0 ? -1 : fin + refs.lnfw;  // -1: the final norm has no such tensor
+  lnfb_ = refs.lnfb < 0 ? -1 : fin + refs.lnfb;
   for (size_t l = 0; l < refs.blocks.size(); ++l)
     blocks_.push_back(block_offsets_shift(refs.blocks[l], table.units[refs.block_unit[l]].offset));
   const int64_t C = cfg_.n_embd, L = cfg_.n_layer, T = cfg_.block_size, Vp = cfg_.padded_vocab();
@@ -94,12 +94,13 @@ const float* GptDecoder::step(int32_t token) {
   for (int64_t l = 0; l < cfg_.n_layer; ++l) {
     const BlockOffsets& b = blocks_[static_cast<size_t>(l)];
     BlockTensors w;
-    for (size_t k = 0; k < w.size(); ++k) w[k] = p(b[k]);
+    for (size_t k = 0; k < w.size(); ++k) w[k] = b[k] < 0 ? Tensor() : p(b[k]);  // -1: absent
     DecodeHooks hooks(be_, k_.offset(l * T * C), v_.offset(l * T * C), pos, H, C);
     gpt_block_forward(be_, hooks, w, acts_, x_, x_, proj_, 1, widths_);
   }
   // The final norm's output and statistics reuse the blocks' (their last use is over).
-  be_.layernorm_forward(acts_.ln1, acts_.ln1_mean, acts_.ln1_rstd, x_, p(lnfw_), p(lnfb_), 1, C);
+  block_norm_forward(be_, widths_, acts_.ln1, acts_.ln1_mean, acts_.ln1_rstd, x_,
+                     lnfw_ < 0 ? Tensor() : p(lnfw_), lnfb_ < 0 ? Tensor() : p(lnfb_), 1);
   linear1(be_, logits_, acts_.ln1, p(wte_), Tensor(), C, Vp);
   be_.copy_to_host(host_logits_.data(), logits_, Vp);
   ++length_;

@@ -47,6 +47,10 @@ void ModelConfig::validate() const {
               ")");
   recompute_parse(recompute);
   lora.validate(n_embd);
+  LLM_REQUIRE(norm == "layernorm" || norm == "rmsnorm",
+              "model.norm: expected layernorm or rmsnorm (got '", norm, "')");
+  LLM_REQUIRE(std::isfinite(norm_eps) && norm_eps > 0.0 && norm_eps <= 1.0,
+              "model.norm_eps: expected in (0, 1] (got ", norm_eps, ")");
 }
 
 const char* lora_target_name(int site) {

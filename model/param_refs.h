@@ -14,7 +14,7 @@
 namespace ledgerlm {
 
 // Offsets of one block's tensors from the start of the block's unit, by BlockRole
-// (block_recipe.h).
+// (block_recipe.h); -1 for a role the model does not have (TensorRole::present).
 using BlockOffsets = std::array<int64_t, kBlockRoles>;
 
 // A linear layer's adapter factors (LoRA): offsets of A (rank, in) and B (out, rank) in their
@@ -30,7 +30,7 @@ struct ModelRefs {
   std::vector<int> block_unit;       // per layer
   std::vector<BlockOffsets> blocks;  // per layer
   int64_t wte = 0, wpe = 0;          // in the embedding unit
-  int64_t lnfw = 0, lnfb = 0;        // in the final unit
+  int64_t lnfw = 0, lnfb = 0;        // in the final unit; -1 when absent (model.norm_weight, bias)
   // With frozen tensors (train.freeze, [lora]) the offsets above are inside each unit's trained
   // part or its frozen part (param_table_part), as these masks say.
   std::vector<uint32_t> block_frozen;                 // per layer, bit k: BlockRole k is frozen

@@ -11,9 +11,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "ckpt/hf_export.h"
 #include "ckpt/safetensors.h"
@@ -85,6 +88,24 @@ void perturb_params(const ParamTable& table, Tensor params) {
   }
 }
 
+// config.json for the reference: GPT-2's, plus the block variant's keys (model.norm etc.), which
+// gpt_ref.py reads and GPT2LMHeadModel does not have (the HF export refuses such a model).
+void write_reference_config(const std::string& path, const ModelConfig& cfg) {
+  ModelConfig gpt2 = cfg;
+  gpt2.norm = "layernorm";
+  gpt2.norm_weight = true;
+  gpt2.norm_eps = 1e-5;
+  gpt2.bias = true;
+  gpt2.qkv_bias = false;
+  nlohmann::json j = nlohmann::json::parse(hf_config_json_text(gpt2));
+  j["norm"] = cfg.norm;
+  j["norm_weight"] = cfg.norm_weight;
+  j["layer_norm_epsilon"] = cfg.norm_eps;
+  j["bias"] = cfg.bias;
+  j["qkv_bias"] = cfg.qkv_bias;
+  std::ofstream(path) << j.dump(2);
+}
+
 // Our buffer (fp32 or fp64) as fp32, for comparison with fp32-rounded reference values.
 std::vector<float> to_f32(Tensor t, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
@@ -125,7 +146,7 @@ void check_against_reference(const Precision& prec, const ModelConfig& cfg = tin
   const std::string dir = testing::make_temp_dir("llm_ref_");
   ASSERT_FALSE(dir.empty());
   hf_write_safetensors(dir + "/model.safetensors", hf_tensors_from_params(table, params));
-  hf_write_config_json(dir + "/config.json", cfg);
+  write_reference_config(dir + "/config.json", cfg);
   SafeTensorsWriter batch;
   batch.add("tokens", DType::kI32, {kBatch, kSeq}, tokens.data());
   batch.add("targets", DType::kI32, {kBatch, kSeq}, targets.data());
@@ -195,6 +216,41 @@ TEST(ReferenceGpt, MatchesPytorchFp64) {
 TEST(ReferenceGpt, MatchesPytorchFp64WithMlpWidthOtherThan4C) {
   ModelConfig cfg = tiny_config();
   cfg.ffn_hidden = 48;
+  check_against_reference(kFp64, cfg);
+}
+
+// model.norm (issue 41). Llama's norm: RMSNorm with a weight, eps 1e-6, no biases but Qwen2's
+// q, k, v bias; in fp32 (to fp32 rounding) and fp64.
+ModelConfig rms_config() {
+  ModelConfig cfg = tiny_config();
+  cfg.norm = "rmsnorm";
+  cfg.norm_eps = 1e-6;
+  cfg.bias = false;
+  cfg.qkv_bias = true;
+  return cfg;
+}
+TEST(ReferenceGpt, MatchesPytorchFp32RmsNormNoBiasQkvBias) {
+  check_against_reference(kFp32, rms_config());
+}
+TEST(ReferenceGpt, MatchesPytorchFp64RmsNormNoBiasQkvBias) {
+  check_against_reference(kFp64, rms_config());
+}
+// nanochat's: a weightless RMSNorm and no biases at all.
+TEST(ReferenceGpt, MatchesPytorchFp64WeightlessRmsNormNoBias) {
+  ModelConfig cfg = rms_config();
+  cfg.norm_weight = false;
+  cfg.qkv_bias = false;
+  check_against_reference(kFp64, cfg);
+}
+// LayerNorm without its bias (model.bias = false) and with eps 1e-3; a weightless LayerNorm with
+// biases.
+TEST(ReferenceGpt, MatchesPytorchFp64LayerNormVariants) {
+  ModelConfig cfg = tiny_config();
+  cfg.bias = false;
+  cfg.norm_eps = 1e-3;
+  check_against_reference(kFp64, cfg);
+  cfg = tiny_config();
+  cfg.norm_weight = false;
   check_against_reference(kFp64, cfg);
 }
 

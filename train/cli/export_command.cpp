@@ -32,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 
 void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
+  hf_require_gpt2_block(run.config.model);  // before anything is written
   // The weights come to the host once; the export reads that copy.
   std::vector<float> host(static_cast<size_t>(run.table.total));
   backend.copy_to_host(host.data(), run.params_tensor(), run.table.total);

@@ -50,6 +50,12 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("model", c.model, block_size, I, "context length (max sequence)");
   LLM_KEY("model", c.model, dropout, F, "attention and residual dropout");
   LLM_KEY("model", c.model, recompute, S, "activation checkpointing: none | mlp | block");
+  // model.norm (issue 41)
+  LLM_KEY("model", c.model, norm, S, "the norms: layernorm (GPT-2) | rmsnorm (Llama)");
+  LLM_KEY("model", c.model, norm_weight, B, "the norms have a learnable weight (false: none)");
+  LLM_KEY("model", c.model, norm_eps, F, "eps under the norms' square root");
+  LLM_KEY("model", c.model, bias, B, "biases on every linear layer and LayerNorm");
+  LLM_KEY("model", c.model, qkv_bias, B, "bias on the q, k, v projection even with bias = false");
   LLM_KEY("lora", c.model.lora, rank, I, "adapter rank r (0: no adapters)");
   LLM_KEY("lora", c.model.lora, alpha, F, "adapter scale numerator: updates scale by alpha / r");
   LLM_KEY("lora", c.model.lora, dropout, F, "dropout on the adapters' input");

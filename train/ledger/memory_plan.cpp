@@ -302,6 +302,7 @@ ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recomput
   m.n_head = s.n_head;
   m.n_embd = s.n_embd;
   m.ffn_hidden = s.ffn_width();
+  m.norm = s.norm;  // model.norm (issue 41)
   ActivationSpec a = activation_spec(m, batch, s.seq, recompute, s.untrained_blocks, DType::kF32);
   a.padded_vocab = s.padded_vocab;
   a.lora_rank = s.lora_rank;
@@ -621,6 +622,7 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.shapes.ffn_hidden = cfg.model.ffn_width();
   in.shapes.padded_vocab = cfg.model.padded_vocab();
   in.shapes.seq = cfg.train.seq_len;
+  in.shapes.norm = cfg.model.norm;  // model.norm (issue 41)
   in.params = pp.params;
   in.grads = pp.grads;
   in.separate_master = pp.separate_master;

@@ -36,14 +36,18 @@ int64_t int_or(const json& j, const char* key, int64_t fallback, const std::stri
 // Keys that define the architecture (or what the saved state means): refused on resume.
 // Adapters and frozen tensors decide which tensors the checkpoint holds.
 constexpr const char* kArchitectureKeys[] = {
-    "model.vocab_size",  "model.n_layer",    "model.n_head", "model.n_embd",
-    "model.ffn_hidden",  "model.block_size", "optim.name",   "lora.rank",
-    "data.tokenizer_id", "lora.targets",     "train.freeze"};
+    "model.vocab_size", "model.n_layer", "model.n_head", "model.n_embd", "model.ffn_hidden",
+    "model.block_size", "optim.name", "lora.rank", "data.tokenizer_id", "lora.targets",
+    "train.freeze",
+    // model.norm (issue 41)
+    "model.norm", "model.norm_weight", "model.norm_eps", "model.bias", "model.qkv_bias"};
 
 // The keys that give the parameter table its shapes: what --init-from a run adopts.
-constexpr const char* kModelShapeKeys[] = {"model.vocab_size", "model.n_layer",
-                                           "model.n_head",     "model.n_embd",
-                                           "model.ffn_hidden", "model.block_size"};
+constexpr const char* kModelShapeKeys[] = {"model.vocab_size", "model.n_layer", "model.n_head",
+                                           "model.n_embd", "model.ffn_hidden", "model.block_size",
+                                           // model.norm (issue 41): which tensors exist
+                                           "model.norm", "model.norm_weight", "model.norm_eps",
+                                           "model.bias", "model.qkv_bias"};
 
 // model.ffn_hidden = 0 and = 4 x n_embd are one model: compared by the width they give.
 void resolve_ffn_width(RunConfig* cfg) {

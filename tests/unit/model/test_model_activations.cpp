@@ -24,13 +24,14 @@ struct Case {
   int64_t lora_rank = 0;
   double lora_dropout = 0.0;
   DType dtype = DType::kF32;
-  int64_t ffn_hidden = 0;  // model.ffn_hidden (0: 4 C)
+  int64_t ffn_hidden = 0;          // model.ffn_hidden (0: 4 C)
+  const char* norm = "layernorm";  // model.norm (issue 41): RMSNorm keeps no mean
 };
 
 std::string describe(const Case& c) {
   return std::string("recompute ") + c.recompute + ", freeze '" + c.freeze + "', lora rank " +
          std::to_string(c.lora_rank) + ", dropout " + std::to_string(c.lora_dropout) + ", " +
-         dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden);
+         dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden) + ", " + c.norm;
 }
 
 ModelConfig config_of(const Case& c) {
@@ -45,6 +46,8 @@ ModelConfig config_of(const Case& c) {
   m.lora.dropout = c.lora_dropout;
   m.lora.targets = "qkv,mlp_proj";
   m.ffn_hidden = c.ffn_hidden;
+  m.norm = c.norm;
+  m.bias = std::string(c.norm) == "layernorm";  // RMSNorm runs come without biases (Llama)
   return m;
 }
 
@@ -104,6 +107,10 @@ TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
       // wider of C and F).
       {"none", "", 0, 4, 0.1, DType::kF32, 40},
       {"mlp", "", 0, 4, 0.1, DType::kF32, 12},
+      // model.norm = rmsnorm: no mean buffers (ln1_mean, ln2_mean, lnf_mean).
+      {"none", "", 0, 0, 0.0, DType::kF32, 0, "rmsnorm"},
+      {"block", "embed.*,block.0.*", 1, 0, 0.0, DType::kF32, 0, "rmsnorm"},
+      {"mlp", "", 0, 4, 0.1, DType::kF64, 0, "rmsnorm"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(describe(c));
@@ -119,6 +126,8 @@ TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
         activation_spec(cfg, B, T, recompute_parse(c.recompute), c.untrained, c.dtype);
     const std::vector<ActBuffer> saved = saved_activations(spec);
     const std::vector<ActBuffer> scratch = model_scratch(spec);
+    if (std::string(c.norm) == "rmsnorm")
+      for (const ActBuffer& b : saved) EXPECT_EQ(b.name.find("_mean"), std::string::npos) << b.name;
     expect_same(tally_carved(model.carved_activations()), tally_list(saved), "arena");
     expect_same(tally_carved(model.carved_scratch()), tally_list(scratch), "scratch");
     EXPECT_EQ(model.activation_bytes(), act_list_bytes(saved));

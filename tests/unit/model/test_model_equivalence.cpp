@@ -6,7 +6,8 @@
 //   - determinism: same inputs and thread count => bit-identical loss and gradients;
 //   - recompute none / mlp / block: bit-identical losses and gradients, with and without dropout
 //     (recompute replays exactly the same ops in the same order, so bitwise is the contract);
-//   - the KV-cache decoder's logits equal the full forward's logits at every position.
+//   - the KV-cache decoder's logits equal the full forward's logits at every position;
+//   - all of these for the norm variants too (model.norm, norm_weight, bias, qkv_bias).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,6 +37,24 @@ ModelConfig small_config(double dropout = 0.0, const std::string& recompute = "n
   c.recompute = recompute;
   return c;
 }
+
+// model.norm (issue 41): `c` with the norm variant `v`: 1 Llama/Qwen2 (RMSNorm with a weight, eps
+// 1e-6, no biases but q, k, v's), 2 nanochat (weightless RMSNorm, no biases), 3 LayerNorm without
+// biases, eps 1e-3; 0 leaves GPT-2's.
+ModelConfig norm_variant(ModelConfig c, int v) {
+  if (v == 1 || v == 2) {
+    c.norm = "rmsnorm";
+    c.norm_eps = 1e-6;
+    c.bias = false;
+    c.qkv_bias = v == 1;
+    c.norm_weight = v == 1;
+  } else if (v == 3) {
+    c.bias = false;
+    c.norm_eps = 1e-3;
+  }
+  return c;
+}
+constexpr int kNormVariants[] = {1, 2, 3};
 
 // Random parameters of a larger scale than the GPT-2 init (std 0.02) so that every tensor's
 // gradient and the logits are O(0.1 .. 1): differences then show above the fp32 noise floor.
@@ -119,8 +138,7 @@ std::string first_difference(const ParamTable& table, const std::vector<float>& 
 // sums in a different order (GEMM over 8 rows vs 4 partial sums of 2, per-micro 1/A scaling
 // before the sum instead of 1/(B*T) over all) differ by a few fp32 ulps of the partial sums;
 // measured: up to 3.4e-7 x max|ref|. Not bitwise: the order of additions differs.
-TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatch) {
-  const ModelConfig cfg = small_config();
+void check_accumulation(const ModelConfig& cfg) {
   const ParamTable table = param_table_build(cfg);
   std::vector<float> params = random_params(table, 5);
   const int64_t T = 16, total = 8;
@@ -141,6 +159,16 @@ TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatch) {
   double ss = 0.0;
   for (float g : ref.grads) ss += static_cast<double>(g) * g;
   EXPECT_GT(std::sqrt(ss), 1e-2);
+}
+
+TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatch) {
+  check_accumulation(small_config());
+}
+TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatchNormVariants) {
+  for (int v : kNormVariants) {
+    SCOPED_TRACE("norm variant " + std::to_string(v));
+    check_accumulation(norm_variant(small_config(), v));
+  }
 }
 
 // Dropout on, the same global batch split 8x1, 4x2, 2x4, 1x8: the masks are keyed by each
@@ -186,18 +214,18 @@ TEST(ModelEquivalence, SameInputsSameThreadsBitIdentical) {
   }
 }
 
-TEST(ModelEquivalence, RecomputeModesBitIdentical) {
+void check_recompute_modes(int variant) {
   for (double dropout : {0.0, 0.15}) {
-    const ParamTable table = param_table_build(small_config(dropout));
+    const ParamTable table = param_table_build(norm_variant(small_config(dropout), variant));
     std::vector<float> params = random_params(table, 8);
     const int64_t T = 12, total = 4;
     std::vector<int32_t> tokens, targets;
     make_batch(total, T, 50, &tokens, &targets);
-    StepResult ref = run_step(small_config(dropout, "none"), table, params, tokens, targets, total,
-                              2, T, 2, 100);
+    StepResult ref = run_step(norm_variant(small_config(dropout, "none"), variant), table, params,
+                              tokens, targets, total, 2, T, 2, 100);
     for (const char* mode : {"mlp", "block"}) {
-      StepResult got = run_step(small_config(dropout, mode), table, params, tokens, targets, total,
-                                2, T, 2, 100);
+      StepResult got = run_step(norm_variant(small_config(dropout, mode), variant), table, params,
+                                tokens, targets, total, 2, T, 2, 100);
       EXPECT_EQ(std::memcmp(&got.loss, &ref.loss, sizeof(double)), 0)
           << mode << " dropout " << dropout << ": loss " << got.loss << " vs " << ref.loss;
       EXPECT_TRUE(bit_equal(got.grads, ref.grads)) << mode << " dropout " << dropout << ": "
@@ -205,10 +233,20 @@ TEST(ModelEquivalence, RecomputeModesBitIdentical) {
     }
     // With dropout on, the masks must matter (else the dropout half proves nothing).
     if (dropout > 0) {
-      StepResult plain =
-          run_step(small_config(0.0), table, params, tokens, targets, total, 2, T, 2, 100);
+      StepResult plain = run_step(norm_variant(small_config(0.0), variant), table, params, tokens,
+                                  targets, total, 2, T, 2, 100);
       EXPECT_NE(plain.loss, ref.loss);
     }
+  }
+}
+
+TEST(ModelEquivalence, RecomputeModesBitIdentical) {
+  check_recompute_modes(0);
+}
+TEST(ModelEquivalence, RecomputeModesBitIdenticalNormVariants) {
+  for (int v : kNormVariants) {
+    SCOPED_TRACE("norm variant " + std::to_string(v));
+    check_recompute_modes(v);
   }
 }
 
@@ -257,6 +295,12 @@ TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogits) {
   ModelConfig narrow = small_config();
   narrow.ffn_hidden = 40;
   check_decoder_against_forward(narrow);
+}
+TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogitsNormVariants) {
+  for (int v : kNormVariants) {
+    SCOPED_TRACE("norm variant " + std::to_string(v));
+    check_decoder_against_forward(norm_variant(small_config(), v));
+  }
 }
 
 }  // namespace

@@ -74,11 +74,22 @@ struct GradCheckCase {
   double dropout;
   const char* recompute;
   int64_t ffn_hidden = 0;  // model.ffn_hidden (0: 4C)
+  // model.norm (issue 41): the norms and biases.
+  const char* norm = "layernorm";
+  bool norm_weight = true;
+  double norm_eps = 1e-5;
+  bool bias = true;
+  bool qkv_bias = false;
 };
 
 void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase& tc) {
   ModelConfig cfg = tiny_config(tc.dropout, tc.recompute);
   cfg.ffn_hidden = tc.ffn_hidden;
+  cfg.norm = tc.norm;
+  cfg.norm_weight = tc.norm_weight;
+  cfg.norm_eps = tc.norm_eps;
+  cfg.bias = tc.bias;
+  cfg.qkv_bias = tc.qkv_bias;
   const ParamTable table = param_table_build(cfg);
   GptModel model(cfg, table, be, DType::kF64, DType::kF64, DType::kF64);
   const int64_t B = 2, T = 5;
@@ -172,6 +183,33 @@ TEST_P(ModelGradCheck, RecomputeBlockFp64) {
 TEST_P(ModelGradCheck, MlpWidthOtherThan4CFp64) {
   run_gradcheck(*be, *stage, {0.0, "none", 12});
   run_gradcheck(*be, *stage, {0.2, "mlp", 12});
+}
+
+// model.norm (issue 41): RMSNorm with a weight, eps 1e-2 (large enough that a misplaced eps
+// moves the gradients), no biases but the q, k, v one (Qwen2); then nanochat's weightless RMSNorm
+// without any bias, with recompute = block and dropout replaying it.
+TEST_P(ModelGradCheck, RmsNormNoBiasQkvBiasFp64) {
+  GradCheckCase tc{0.0, "none"};
+  tc.norm = "rmsnorm";
+  tc.norm_eps = 1e-2;
+  tc.bias = false;
+  tc.qkv_bias = true;
+  run_gradcheck(*be, *stage, tc);
+  tc.norm_weight = false;
+  tc.qkv_bias = false;
+  tc.dropout = 0.2;
+  tc.recompute = "block";
+  run_gradcheck(*be, *stage, tc);
+}
+// LayerNorm without bias (model.bias = false) and eps 1e-2; a weightless LayerNorm with biases.
+TEST_P(ModelGradCheck, LayerNormVariantsFp64) {
+  GradCheckCase tc{0.0, "none"};
+  tc.norm_eps = 1e-2;
+  tc.bias = false;
+  run_gradcheck(*be, *stage, tc);
+  tc = GradCheckCase{0.0, "mlp"};
+  tc.norm_weight = false;
+  run_gradcheck(*be, *stage, tc);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp64, ModelGradCheck,
