@@ -235,22 +235,20 @@ TEST(ReferenceGpt, MatchesPytorchFp32RmsNormNoBiasQkvBias) {
 TEST(ReferenceGpt, MatchesPytorchFp64RmsNormNoBiasQkvBias) {
   check_against_reference(kFp64, rms_config());
 }
-// nanochat's: a weightless RMSNorm and no biases at all.
+// nanochat's: a weightless RMSNorm and no biases at all, eps 0.05: large enough that eps outside
+// the square root (or added to the root mean square) moves the logits far beyond the tolerance.
 TEST(ReferenceGpt, MatchesPytorchFp64WeightlessRmsNormNoBias) {
   ModelConfig cfg = rms_config();
   cfg.norm_weight = false;
   cfg.qkv_bias = false;
+  cfg.norm_eps = 0.05;
   check_against_reference(kFp64, cfg);
 }
-// LayerNorm without its bias (model.bias = false) and with eps 1e-3; a weightless LayerNorm with
-// biases.
-TEST(ReferenceGpt, MatchesPytorchFp64LayerNormVariants) {
+// LayerNorm without its bias (model.bias = false) and with eps 0.01.
+TEST(ReferenceGpt, MatchesPytorchFp64LayerNormWithoutBias) {
   ModelConfig cfg = tiny_config();
   cfg.bias = false;
-  cfg.norm_eps = 1e-3;
-  check_against_reference(kFp64, cfg);
-  cfg = tiny_config();
-  cfg.norm_weight = false;
+  cfg.norm_eps = 0.01;
   check_against_reference(kFp64, cfg);
 }
 

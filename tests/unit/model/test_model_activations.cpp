@@ -126,8 +126,11 @@ TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
         activation_spec(cfg, B, T, recompute_parse(c.recompute), c.untrained, c.dtype);
     const std::vector<ActBuffer> saved = saved_activations(spec);
     const std::vector<ActBuffer> scratch = model_scratch(spec);
-    if (std::string(c.norm) == "rmsnorm")
-      for (const ActBuffer& b : saved) EXPECT_EQ(b.name.find("_mean"), std::string::npos) << b.name;
+    if (std::string(c.norm) == "rmsnorm") {
+      for (const ActBuffer& b : saved) {
+        EXPECT_EQ(b.name.find("_mean"), std::string::npos) << b.name;
+      }
+    }
     expect_same(tally_carved(model.carved_activations()), tally_list(saved), "arena");
     expect_same(tally_carved(model.carved_scratch()), tally_list(scratch), "scratch");
     EXPECT_EQ(model.activation_bytes(), act_list_bytes(saved));
