@@ -117,7 +117,8 @@ TEST_F(CliInputs, PathsWithHashAndSpacesWorkEverywhere) {
 }
 
 // model.norm (issue 41): a nanochat-style block (weightless RMSNorm, no biases) trains, evaluates
-// and samples (the KV-cache decoder runs the same norms); the Hugging Face export, whose
+// and samples (the KV-cache decoder runs the same norms), and `train --init-from` it takes its
+// norm and bias keys; the Hugging Face export, whose
 // GPT2LMHeadModel has LayerNorm and biases, refuses it in one line and writes nothing; bad norm
 // keys are refused in one line naming the key.
 TEST_F(CliInputs, NormVariantTrainsSamplesAndExportRefuses) {
@@ -130,6 +131,12 @@ TEST_F(CliInputs, NormVariantTrainsSamplesAndExportRefuses) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   r = ledgerlm("eval --run " + q(run) + " --threads 1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  // --init-from takes the variant's keys (a string key's value unquoted).
+  r = ledgerlm("train" + tiny_flags(data_, out, "child") + " --init-from " + q(run) +
+               " --train.max_steps 1 --train.overwrite true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("model.norm = rmsnorm"), std::string::npos) << r.output;
+  EXPECT_NE(read_file(out + "/child/config.toml").find("norm = \"rmsnorm\""), std::string::npos);
   expect_one_line_error("export --run " + q(run) + " --format hf --out " + q(out + "/hf"),
                         {"model.norm = rmsnorm", "GPT2LMHeadModel"});
   EXPECT_FALSE(fs::exists(out + "/hf"));

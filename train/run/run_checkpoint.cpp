@@ -288,8 +288,10 @@ std::vector<std::string> init_from_architecture(const std::string& path,
                   " was set (config file or flag); leave it unset to take the run's");
       continue;
     }
-    config_set(ours[i], value, "--init-from '" + path + "/config.toml'");
-    taken.push_back(key + " = " + value);
+    // The unquoted text: a string key's value text is TOML-quoted (model.norm, issue 41).
+    const std::string raw = config_display_text(theirs[i]);
+    config_set(ours[i], raw, "--init-from '" + path + "/config.toml'");
+    taken.push_back(key + " = " + raw);
   }
   return taken;
 }
