@@ -179,6 +179,15 @@ std::vector<HfTensor> hf_read_safetensors(const std::string& path) {
 }
 
 void hf_require_gpt2_block(const ModelConfig& config) {
+  const char* why = "the Hugging Face export writes GPT2LMHeadModel, whose blocks have ";
+  LLM_REQUIRE(config.norm == "layernorm", "export: model.norm = ", config.norm, ": ", why,
+              "LayerNorm (expected model.norm = layernorm)");
+  LLM_REQUIRE(config.norm_weight, "export: model.norm_weight = false: ", why,
+              "norms with a learnable weight (expected true)");
+  LLM_REQUIRE(config.norm_eps == 1e-5, "export: model.norm_eps = ", config.norm_eps, ": ", why,
+              "LayerNorm eps 1e-5");
+  LLM_REQUIRE(config.bias, "export: model.bias = false: ", why,
+              "biases on every linear layer and norm (expected true)");
   LLM_REQUIRE(config.mlp_kind() == MlpKind::kGelu, "export: model.mlp = ", config.mlp,
               ": Hugging Face GPT-2 has no such MLP (expected gelu, its gelu_new)");
   LLM_REQUIRE(config.logit_softcap == 0.0, "export: model.logit_softcap = ", config.logit_softcap,

@@ -26,6 +26,7 @@ ActivationSpec activation_spec(const ModelConfig& config, int64_t batch, int64_t
   s.lora_dropout = config.lora.enabled() && config.lora.dropout > 0.0;
   s.mlp = widths.mlp;
   s.qk_norm_heads = config.qk_norm ? config.n_head + config.kv_heads() : 0;
+  s.rms_norm = config.rms_norm();
   return s;
 }
 
@@ -131,6 +132,7 @@ std::vector<ActBuffer> saved_activations(const ActivationSpec& s) {
   const int64_t attn_kept = s.recompute == Recompute::kBlock ? L : lowest;
   const int64_t mlp_kept = s.recompute == Recompute::kNone ? lowest : L;
   auto block = [&](ActId id, int64_t elements, int64_t first_kept) {
+    if (s.rms_norm && (id == ActId::kLn1Mean || id == ActId::kLn2Mean)) return;  // no mean
     ActBuffer b = make(id, ActScope::kBlock, elements, s.dtype);
     b.first_kept = first_kept;
     b.shared = first_kept > 0;
@@ -152,7 +154,7 @@ std::vector<ActBuffer> saved_activations(const ActivationSpec& s) {
   if (s.mlp == MlpKind::kSwiglu) block(ActId::kFchGate, N * F, mlp_kept);
   if (s.qk_norm_heads > 0) block(ActId::kQkRstd, N * s.qk_norm_heads, attn_kept);
   out.push_back(make(ActId::kLnf, ActScope::kGlobal, N * C, s.dtype));
-  out.push_back(make(ActId::kLnfMean, ActScope::kGlobal, N, s.dtype));
+  if (!s.rms_norm) out.push_back(make(ActId::kLnfMean, ActScope::kGlobal, N, s.dtype));
   out.push_back(make(ActId::kLnfRstd, ActScope::kGlobal, N, s.dtype));
   out.push_back(make(ActId::kLogits, ActScope::kGlobal, N * s.padded_vocab, s.dtype));
   out.push_back(make(ActId::kLosses, ActScope::kGlobal, N, s.dtype));

@@ -27,19 +27,21 @@ TensorRole role(const char* name, std::vector<RecipeDim> shape, ParamKind kind, 
   return r;
 }
 
-// A norm's weight (ones) and bias (zeros).
-void norm(std::vector<TensorRole>* out, const char* name, const char* hf) {
+// A norm's weight (ones) and bias (zeros), each present as the config says.
+void norm(std::vector<TensorRole>* out, const char* name, const char* hf, const ModelConfig& cfg) {
   out->push_back(role((std::string(name) + ".weight").c_str(), {kC}, ParamKind::kNormWeight,
                       InitKind::kOnes, InitScale::kNone, (std::string(hf) + ".weight").c_str(),
                       false));
+  out->back().present = cfg.has_norm_weight();
   out->push_back(role((std::string(name) + ".bias").c_str(), {kC}, ParamKind::kBias,
                       InitKind::kZeros, InitScale::kNone, (std::string(hf) + ".bias").c_str(),
                       false));
+  out->back().present = cfg.has_norm_bias();
 }
 
 // A linear layer (out, in) and its bias (out), Conv1D in HF; `site` its LoRA site.
 void linear(BlockRecipe* r, const char* name, RecipeDim out, RecipeDim in, InitScale scale,
-            const char* hf, int site, int split = 1) {  // site -1: no adapter
+            const char* hf, int site, bool bias, int split = 1) {  // site -1: no adapter
   std::vector<TensorRole>& b = r->block;
   b.push_back(role((std::string(name) + ".weight").c_str(), {out, in}, ParamKind::kMatrix,
                    InitKind::kNormal, scale, (std::string(hf) + ".weight").c_str(), true));
@@ -51,6 +53,7 @@ void linear(BlockRecipe* r, const char* name, RecipeDim out, RecipeDim in, InitS
   }
   b.push_back(role((std::string(name) + ".bias").c_str(), {out}, ParamKind::kBias, InitKind::kZeros,
                    InitScale::kNone, (std::string(hf) + ".bias").c_str(), false));
+  b.back().present = bias;
 }
 
 }  // namespace
@@ -71,6 +74,8 @@ RecipeSizes recipe_sizes(const ModelConfig& c) {
 BlockRecipe block_recipe(const ModelConfig& config) {
   BlockRecipe r;
   r.sizes = recipe_sizes(config);
+  r.rms_norm = config.rms_norm();
+  r.norm_eps = config.norm_eps;
   r.embed.push_back(role("wte", {kVocab, kC}, ParamKind::kEmbedding, InitKind::kNormal,
                          InitScale::kBase, "wte.weight", false));
   r.embed.back().hf_real_vocab_rows = true;
@@ -81,28 +86,30 @@ BlockRecipe block_recipe(const ModelConfig& config) {
   r.attention.rope_theta = config.rope_theta;
   r.attention.qk_norm = config.qk_norm;
 
-  norm(&r.block, "ln1", "ln_1");
+  const bool bias = config.bias;
+  norm(&r.block, "ln1", "ln_1", config);
   // Whole-matrix optimizers see the fused q, k, v as pieces of KV x head_dim rows: q, k and v with
   // every head its own k and v (3); with grouped-query attention q's query-head groups, then k, v.
   const int pieces =
       static_cast<int>(2 + (config.kv_heads() > 0 ? config.n_head / config.kv_heads() : 1));
-  linear(&r, "attn.qkv", kQkv, kC, InitScale::kBase, "attn.c_attn", kLoraQkv, pieces);
-  linear(&r, "attn.proj", kC, kC, InitScale::kResidual, "attn.c_proj", kLoraProj);
-  norm(&r.block, "ln2", "ln_2");
+  linear(&r, "attn.qkv", kQkv, kC, InitScale::kBase, "attn.c_attn", kLoraQkv, config.has_qkv_bias(),
+         pieces);
+  linear(&r, "attn.proj", kC, kC, InitScale::kResidual, "attn.c_proj", kLoraProj, bias);
+  norm(&r.block, "ln2", "ln_2", config);
   // The MLP (model.mlp): GPT-2's fc and proj; SwiGLU's up and down beside its gate (LoRA's
   // mlp_fc and mlp_proj adapt up and down; the gate has no adapter). HF GPT-2 cannot hold a gated
   // MLP: the export refuses it, the gate's HF name is Llama's.
   r.mlp = config.mlp_kind();
   const bool gated = r.mlp == MlpKind::kSwiglu;
-  linear(&r, gated ? "mlp.up" : "mlp.fc", kF, kC, InitScale::kBase, "mlp.c_fc", kLoraFc);
+  linear(&r, gated ? "mlp.up" : "mlp.fc", kF, kC, InitScale::kBase, "mlp.c_fc", kLoraFc, bias);
   linear(&r, gated ? "mlp.down" : "mlp.proj", kC, kF, InitScale::kResidual, "mlp.c_proj",
-         kLoraFcproj);
-  linear(&r, "mlp.gate", kF, kC, InitScale::kBase, "mlp.gate_proj", -1);
+         kLoraFcproj, bias);
+  linear(&r, "mlp.gate", kF, kC, InitScale::kBase, "mlp.gate_proj", -1, bias);
   r.block[kRoleFcGateWeight].present = gated;
-  r.block[kRoleFcGateBias].present = gated;
+  r.block[kRoleFcGateBias].present = gated && bias;
   LLM_ASSERT(r.block.size() == kBlockRoles, "the block's roles and BlockRole disagree");
 
-  norm(&r.final, "lnf", "ln_f");
+  norm(&r.final, "lnf", "ln_f", config);
   // The untied head (model.tie_embeddings = false): its own (padded vocab, C) matrix in the final
   // unit, initialised as the token embedding is (its own draws), in the embedding group (AdamW's
   // lr multiplier, no Muon), padding rows zero.

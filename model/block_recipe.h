@@ -93,9 +93,10 @@ struct TensorRole {
   // (model_config.h); "" / -1 for every other tensor.
   std::string lora_target;
   int lora_site = -1;
-  // false: the configuration has no such tensor (the gate of a non-gated MLP, the head of a tied
-  // model). It keeps its place in the role list (the enums index it) but the parameter table,
-  // the views and the exports skip it.
+  // false: the configuration has no such tensor (a bias with model.bias = false, a weightless or
+  // bias-free norm, the gate of a non-gated MLP, the head of a tied model). It keeps its place in
+  // the role list (the enums index it) but the parameter table, the views and the exports skip
+  // it, and the model's views of it are empty.
   bool present = true;
   // The HF name is the model's top level ("lm_head.weight"), not under "transformer.".
   bool hf_top_level = false;
@@ -120,10 +121,15 @@ struct BlockRecipe {
     bool qk_norm = false;
   } attention;
   bool has_wpe() const { return embed.size() > kRoleWpe; }
+  // model.norm: every norm of the model (the blocks' two and the final one) is RMSNorm or
+  // LayerNorm with this eps; which of its weight and bias exist, the roles say.
+  bool rms_norm = false;
+  double norm_eps = 1e-5;
 };
 
 // The recipe of `config`'s model (GPT-2: pre-LayerNorm blocks, fused qkv, GELU MLP of width F;
-// model.mlp = swiglu adds the gate and names the MLP's matrices gate, up and down).
+// model.mlp = swiglu adds the gate and names the MLP's matrices gate, up and down; model.norm,
+// model.norm_weight, model.bias and model.qkv_bias take norm weights and biases out).
 BlockRecipe block_recipe(const ModelConfig& config);
 
 // A role's shape in elements.

@@ -477,8 +477,10 @@ struct GptModel::Impl {
                       B * T, widths);
   }
 
-  // A tensor of the embedding or final unit, from its trained or frozen part.
+  // A tensor of the embedding or final unit, from its trained or frozen part; empty for a
+  // tensor the model does not have (offset -1: a weightless or bias-free final norm).
   Tensor unit_tensor(UnitAccess& units, int unit, int64_t at, bool frozen) const {
+    if (at < 0) return Tensor();
     return (frozen ? frozen_unit(units, unit) : param_unit(units, unit)).offset(at);
   }
 
@@ -524,9 +526,9 @@ struct GptModel::Impl {
       units.release(refs.block_unit[l], UnitPhase::kForward);
     }
     units.acquire(F, UnitPhase::kForward);
-    be.layernorm_forward(lnf, lnf_mean, lnf_rstd, res[cfg.n_layer],
-                         unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen),
-                         unit_tensor(units, F, refs.lnfb, refs.lnfb_frozen), N, C);
+    block_norm_forward(be, widths, lnf, lnf_mean, lnf_rstd, res[cfg.n_layer],
+                       unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen),
+                       unit_tensor(units, F, refs.lnfb, refs.lnfb_frozen), N);
     if (untied())  // model.tie_embeddings = false: the final unit's own head
       linear(logits, lnf, unit_tensor(units, F, refs.lm_head, refs.lm_head_frozen), Tensor(), N, C,
              Vp);
@@ -548,10 +550,14 @@ struct GptModel::Impl {
   // The MLP activation's backward from d_wide_a (the gradient of its output): fc's output
   // gradient into d_wide_b and fc's bias gradient; SwiGLU leaves the gate's output gradient in
   // d_wide_a (its bias gradient is the gate layer's backward's).
-  void mlp_act_backward(const LayerActs& x, const BlockTensors& g, int64_t N, int64_t F) {
+  void mlp_act_backward(const LayerActs& x, const BlockTensors& g, bool has_bias, int64_t N,
+                        int64_t F) {
     switch (widths.mlp) {
       case MlpKind::kGelu:
-        be.gelu_bias_backward(d_wide_b, or_sink(g[kRoleFcBias], sink_a), x.fch, d_wide_a, N, F);
+        if (!has_bias)  // model.bias = false: no bias gradient
+          be.gelu_backward(d_wide_b, x.fch, d_wide_a, N * F);
+        else
+          be.gelu_bias_backward(d_wide_b, or_sink(g[kRoleFcBias], sink_a), x.fch, d_wide_a, N, F);
         return;
       case MlpKind::kRelu2:
         be.relu2_backward(d_wide_b, x.fch, d_wide_a, N * F);
@@ -561,6 +567,18 @@ struct GptModel::Impl {
         break;
     }
     if (!g[kRoleFcBias].empty()) be.bias_backward(g[kRoleFcBias], d_wide_b, N, F);
+  }
+
+  // A norm's backward over the micro-batch's rows into d_res (block_norm_backward): `dweight` /
+  // `dbias` empty for a frozen or absent tensor. GPT-2's LayerNorm kernel writes both gradients,
+  // so a frozen one goes to the sink there; the other norms just skip it.
+  void norm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x, Tensor w,
+                     Tensor b, Tensor mean, Tensor rstd) {
+    if (block_norm_is_gpt2(widths, w, b)) {
+      dweight = or_sink(dweight, sink_a);
+      dbias = or_sink(dbias, sink_b);
+    }
+    block_norm_backward(be, widths, dx, dweight, dbias, dout, x, w, b, mean, rstd, B * T);
   }
 
   // Block l's backward from d_res (the gradient of the block's output), leaving the gradient of
@@ -583,16 +601,15 @@ struct GptModel::Impl {
     lora_backward(d_wide_a, lora_grads(units, l, kLoraFcproj), lora_params(units, l, kLoraFcproj),
                   dy, x.fch_gelu, l, kLoraFcproj, F, C);
     // d_wide_b: the gradient of fc's output (SwiGLU: of up's, with the gate's in d_wide_a).
-    mlp_act_backward(x, g, N, F);
+    mlp_act_backward(x, g, !p[kRoleFcBias].empty(), N, F);
     linear_backward(d_b, g[kRoleFcWeight], Tensor(), d_wide_b, x.ln2, p[kRoleFcWeight], N, C, F);
     lora_backward(d_b, lora_grads(units, l, kLoraFc), lora_params(units, l, kLoraFc), d_wide_b,
                   x.ln2, l, kLoraFc, C, F);
     if (widths.mlp == MlpKind::kSwiglu)  // the gate's input gradient joins up's
       linear_backward(d_b, g[kRoleFcGateWeight], g[kRoleFcGateBias], d_wide_a, x.ln2,
                       p[kRoleFcGateWeight], N, C, F, true);
-    be.layernorm_backward(d_res, or_sink(g[kRoleLn2Weight], sink_a),
-                          or_sink(g[kRoleLn2Bias], sink_b), d_b, x.res2, p[kRoleLn2Weight],
-                          x.ln2_mean, x.ln2_rstd, N, C);
+    norm_backward(d_res, g[kRoleLn2Weight], g[kRoleLn2Bias], d_b, x.res2, p[kRoleLn2Weight],
+                  p[kRoleLn2Bias], x.ln2_mean, x.ln2_rstd);
     // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
     dy = d_res;
     if (dropout_on()) {
@@ -610,9 +627,8 @@ struct GptModel::Impl {
                     QKV);
     lora_backward(d_a, lora_grads(units, l, kLoraQkv), lora_params(units, l, kLoraQkv), d_qkv,
                   x.ln1, l, kLoraQkv, C, QKV);
-    be.layernorm_backward(d_res, or_sink(g[kRoleLn1Weight], sink_a),
-                          or_sink(g[kRoleLn1Bias], sink_b), d_a, res[l], p[kRoleLn1Weight],
-                          x.ln1_mean, x.ln1_rstd, N, C);
+    norm_backward(d_res, g[kRoleLn1Weight], g[kRoleLn1Bias], d_a, res[l], p[kRoleLn1Weight],
+                  p[kRoleLn1Bias], x.ln1_mean, x.ln1_rstd);
   }
 
   // model.tie_embeddings = false / model.logit_softcap > 0.
@@ -655,10 +671,10 @@ struct GptModel::Impl {
                       logits, lnf, unit_tensor(units, F, refs.lm_head, refs.lm_head_frozen), N, C,
                       Vp);
     be.zero(d_res, N * C);
-    be.layernorm_backward(d_res, refs.lnfw_frozen ? sink_a : dfin.offset(refs.lnfw),
-                          refs.lnfb_frozen ? sink_b : dfin.offset(refs.lnfb), d_a, res[L],
-                          unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen), lnf_mean, lnf_rstd, N,
-                          C);
+    norm_backward(d_res, refs.lnfw < 0 || refs.lnfw_frozen ? Tensor() : dfin.offset(refs.lnfw),
+                  refs.lnfb < 0 || refs.lnfb_frozen ? Tensor() : dfin.offset(refs.lnfb), d_a,
+                  res[L], unit_tensor(units, F, refs.lnfw, refs.lnfw_frozen),
+                  unit_tensor(units, F, refs.lnfb, refs.lnfb_frozen), lnf_mean, lnf_rstd);
     units.release(F, UnitPhase::kBackward);
     units.grads_done(F);
     for (int64_t l = L - 1; l >= 0; --l) {

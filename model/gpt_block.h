@@ -33,7 +33,26 @@ struct BlockWidths {
   // between the qkv projection and attention (the recipe's Attention: QK-norm, then rope).
   int64_t H = 0, KV = 0, hd = 0;
   BlockRecipe::Attention attention;
+  // model.norm (issue 41): the norms' kind and eps (BlockRecipe::rms_norm, norm_eps).
+  bool rms_norm = false;
+  double norm_eps = 1e-5;
 };
+
+// model.norm (issue 41): the norm `out = norm(x) * weight + bias` over `rows` rows of C (mean
+// unused by RMSNorm; weight or bias empty where the model has none). GPT-2's LayerNorm (weight,
+// bias, eps 1e-5) runs layernorm_forward, everything else norm_forward; with `a` and `b`, x = a +
+// b is written first (add_layernorm_forward's fused residual add for GPT-2's norm).
+void block_norm_forward(Backend& be, const BlockWidths& w, Tensor out, Tensor mean, Tensor rstd,
+                        Tensor x, Tensor weight, Tensor bias, int64_t rows, Tensor a = Tensor(),
+                        Tensor b = Tensor());
+// Its backward: dx += ...; the weight and bias gradients += where `dweight` / `dbias` are not
+// empty. GPT-2's LayerNorm needs both (layernorm_backward writes them): its caller passes sinks
+// for frozen ones.
+void block_norm_backward(Backend& be, const BlockWidths& w, Tensor dx, Tensor dweight, Tensor dbias,
+                         Tensor dout, Tensor x, Tensor weight, Tensor bias, Tensor mean,
+                         Tensor rstd, int64_t rows);
+// Whether block_norm_* run GPT-2's LayerNorm kernels for a norm with this weight and bias.
+bool block_norm_is_gpt2(const BlockWidths& w, const Tensor& weight, const Tensor& bias);
 BlockWidths block_widths(const BlockRecipe& recipe);
 
 // The residual branch a dropout acts on.

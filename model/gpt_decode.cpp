@@ -63,9 +63,9 @@ GptDecoder::GptDecoder(const ModelConfig& config, const ParamTable& table, Backe
   const int64_t embed = table.units[refs.embed_unit].offset;
   const int64_t fin = table.units[refs.final_unit].offset;
   wte_ = embed + refs.wte;
-  wpe_ = refs.wpe < 0 ? -1 : embed + refs.wpe;  // none with rotary positions
-  lnfw_ = fin + refs.lnfw;
-  lnfb_ = fin + refs.lnfb;
+  wpe_ = refs.wpe < 0 ? -1 : embed + refs.wpe;   // none with rotary positions
+  lnfw_ = refs.lnfw < 0 ? -1 : fin + refs.lnfw;  // -1: the final norm has no such tensor
+  lnfb_ = refs.lnfb < 0 ? -1 : fin + refs.lnfb;
   head_ = refs.lm_head >= 0 ? fin + refs.lm_head : wte_;
   for (size_t l = 0; l < refs.blocks.size(); ++l)
     blocks_.push_back(block_offsets_shift(refs.blocks[l], table.units[refs.block_unit[l]].offset));
@@ -121,7 +121,8 @@ const float* GptDecoder::step(int32_t token) {
     gpt_block_forward(be_, hooks, w, acts_, x_, x_, proj_, 1, widths_);
   }
   // The final norm's output and statistics reuse the blocks' (their last use is over).
-  be_.layernorm_forward(acts_.ln1, acts_.ln1_mean, acts_.ln1_rstd, x_, p(lnfw_), p(lnfb_), 1, C);
+  block_norm_forward(be_, widths_, acts_.ln1, acts_.ln1_mean, acts_.ln1_rstd, x_,
+                     lnfw_ < 0 ? Tensor() : p(lnfw_), lnfb_ < 0 ? Tensor() : p(lnfb_), 1);
   linear1(be_, logits_, acts_.ln1, p(head_), Tensor(), C, Vp);
   // model.logit_softcap: sampling sees the capped logits, as the loss does.
   if (cfg_.logit_softcap > 0.0) be_.softcap_forward(logits_, logits_, Vp, cfg_.logit_softcap);

@@ -88,6 +88,10 @@ void ModelConfig::validate() const {
   LLM_REQUIRE(n_kv_head >= 0 && n_kv_head <= n_head && (n_kv_head == 0 || n_head % n_kv_head == 0),
               "model.n_kv_head: expected 0 (model.n_head) or a divisor of model.n_head=", n_head,
               " (got ", n_kv_head, ")");
+  LLM_REQUIRE(norm == "layernorm" || norm == "rmsnorm",
+              "model.norm: expected layernorm or rmsnorm (got '", norm, "')");
+  LLM_REQUIRE(std::isfinite(norm_eps) && norm_eps > 0.0 && norm_eps <= 1.0,
+              "model.norm_eps: expected in (0, 1] (got ", norm_eps, ")");
 }
 
 const char* lora_target_name(int site) {

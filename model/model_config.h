@@ -80,6 +80,17 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   int64_t n_kv_head = 0;
   bool qk_norm = false;
+  // model.norm: the block's norms and the final one (issue 41). layernorm (GPT-2):
+  // (x - mean) * rstd * weight + bias; rmsnorm (Llama): x * rstd * weight with rstd over the mean
+  // of squares, never a bias. norm_weight = false drops the learnable weight (a weightless norm);
+  // norm_eps is added to the variance (layernorm) or the mean square (rmsnorm) under the root.
+  std::string norm = "layernorm";
+  bool norm_weight = true;
+  double norm_eps = 1e-5;
+  // Biases: `bias` on every linear layer and on LayerNorm; `qkv_bias` (Qwen2) keeps the fused q,
+  // k, v projection's bias when `bias` is false.
+  bool bias = true;
+  bool qkv_bias = false;
 
   int64_t head_dim() const { return n_embd / n_head; }
   // Heads of k and v: model.n_kv_head, or n_head when it is 0.
@@ -92,6 +103,13 @@ struct ModelConfig {
   }
   MlpKind mlp_kind() const { return mlp_parse(mlp); }
   // Vocab rounded up to a multiple of 64 for GEMM shape; padded logits get no probability mass.
+  bool rms_norm() const { return norm == "rmsnorm"; }
+  // Which optional tensors the block has: the norms' weight and bias, the linear layers' biases.
+  bool has_norm_weight() const { return norm_weight; }
+  bool has_norm_bias() const { return bias && !rms_norm(); }
+  bool has_qkv_bias() const { return bias || qkv_bias; }
+  // Today's GPT-2 norm: LayerNorm with weight, bias and eps 1e-5 (the fused kernels' case).
+  bool gpt2_norm() const { return !rms_norm() && norm_weight && bias && norm_eps == 1e-5; }
   int64_t padded_vocab() const { return (vocab_size + 63) / 64 * 64; }
   // Throws Error naming the offending key ("model.n_head ...").
   void validate() const;

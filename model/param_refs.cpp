@@ -24,6 +24,8 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
     return part_offset[static_cast<size_t>(table.index_of(name))];
   };
   auto is_frozen = [&](const std::string& name) { return !table.find(name).trainable; };
+  // A role the variant does not have (TensorRole::present) has offset -1 and is never frozen.
+  constexpr int64_t kAbsent = -1;
   const BlockRecipe recipe = block_recipe(config);
   const bool has_wpe = recipe.has_wpe();
   const std::string wte = recipe_embed_name(recipe.embed[kRoleWte]),
@@ -34,15 +36,17 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
   r.any_frozen = !frozen.params.empty();
   r.lora_rank = 0;
   r.embed_unit = table.find(wte).unit;
-  r.final_unit = table.find(lnfw).unit;
+  r.final_unit = static_cast<int>(table.units.size()) - 1;  // the last unit (param_table.h)
   r.wte = in_unit(wte, r.embed_unit);
   r.wpe = has_wpe ? in_unit(wpe, r.embed_unit) : -1;
-  r.lnfw = in_unit(lnfw, r.final_unit);
-  r.lnfb = in_unit(lnfb, r.final_unit);
+  const bool has_lnfw = recipe.final[kRoleLnfWeight].present,
+             has_lnfb = recipe.final[kRoleLnfBias].present;
+  r.lnfw = has_lnfw ? in_unit(lnfw, r.final_unit) : kAbsent;
+  r.lnfb = has_lnfb ? in_unit(lnfb, r.final_unit) : kAbsent;
   r.wte_frozen = is_frozen(wte);
   r.wpe_frozen = has_wpe ? is_frozen(wpe) : r.wte_frozen;  // none: as wte for "all frozen"
-  r.lnfw_frozen = is_frozen(lnfw);
-  r.lnfb_frozen = is_frozen(lnfb);
+  r.lnfw_frozen = has_lnfw && is_frozen(lnfw);
+  r.lnfb_frozen = has_lnfb && is_frozen(lnfb);
   if (recipe.final[kRoleLmHead].present) {
     const std::string head = recipe_final_name(recipe.final[kRoleLmHead]);
     r.lm_head = in_unit(head, r.final_unit);
@@ -51,14 +55,14 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
   r.lowest_trained_layer = r.wte_frozen && r.wpe_frozen ? layers : -1;
   static_assert(kBlockRoles <= 32, "a block's frozen mask holds one bit per role");
   for (int64_t l = 0; l < layers; ++l) {
-    const int u = table.find(recipe_block_name(recipe.block[0], l)).unit;
+    const int u = table.find(recipe_block_name(recipe.block[kRoleQkvWeight], l)).unit;
     r.block_unit.push_back(u);
     BlockOffsets at{};
     uint32_t mask = 0;
     bool trains = false;
     for (int k = 0; k < kBlockRoles; ++k) {
       const TensorRole& role = recipe.block[static_cast<size_t>(k)];
-      at[static_cast<size_t>(k)] = -1;
+      at[static_cast<size_t>(k)] = kAbsent;
       if (!role.present) continue;
       const std::string name = recipe_block_name(role, l);
       at[static_cast<size_t>(k)] = in_unit(name, u);
@@ -89,7 +93,7 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
 BlockOffsets block_offsets_shift(const BlockOffsets& o, int64_t base) {
   BlockOffsets out = o;
   for (int64_t& x : out)
-    if (x >= 0) x += base;
+    if (x >= 0) x += base;  // absent roles stay -1
   return out;
 }
 

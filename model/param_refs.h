@@ -30,7 +30,7 @@ struct ModelRefs {
   std::vector<int> block_unit;       // per layer
   std::vector<BlockOffsets> blocks;  // per layer
   int64_t wte = 0, wpe = 0;          // in the embedding unit (wpe: -1 with rotary positions)
-  int64_t lnfw = 0, lnfb = 0;        // in the final unit
+  int64_t lnfw = 0, lnfb = 0;        // in the final unit; -1 when absent (model.norm_weight, bias)
   int64_t lm_head = -1;              // the untied head, in the final unit; -1: tied to wte
   // With frozen tensors (train.freeze, [lora]) the offsets above are inside each unit's trained
   // part or its frozen part (param_table_part), as these masks say.

@@ -98,7 +98,7 @@ ParamTable param_table_build(const ModelConfig& cfg, const ParamTableOptions& op
     const int u = static_cast<int>(t.units.size());
     t.units.push_back({unit_name, 0, 0, 0, {}});
     for (const TensorRole& r : roles) {
-      if (!r.present) continue;
+      if (!r.present) continue;  // a variant without this tensor (block_recipe.h)
       const double s =
           r.scale == InitScale::kBase ? std : (r.scale == InitScale::kResidual ? proj_std : 0.0);
       b.add(u, name(r), recipe_shape(recipe.sizes, r), r.kind, r.init, s, hf(r), r.hf_transpose);

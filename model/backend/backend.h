@@ -101,6 +101,15 @@ struct AttentionArgs {
   int64_t qkv_width() const { return channels + 2 * kv() * (channels / heads); }
 };
 
+// model.norm (issue 41): which norm norm_forward/norm_backward compute over the last dim.
+struct NormArgs {
+  // false: LayerNorm, xhat = (x - mean) * rstd with rstd = 1/sqrt(var + eps); true: RMSNorm,
+  // xhat = x * rstd with rstd = 1/sqrt(mean(x^2) + eps) (no mean, never a bias).
+  bool rms = false;
+  double eps = 1e-5;
+  int64_t rows = 0, channels = 0;
+};
+
 struct OptimOp;  // model/backend/optim/optim_op.h
 
 // Backend construction options (the factory's input).
@@ -301,6 +310,17 @@ class Backend {
   // products).
   virtual void head_rmsnorm_backward(Tensor dx, Tensor y, Tensor rstd, int64_t rows, int64_t heads,
                                      int64_t head_dim, int64_t stride) = 0;
+  // ---- model.norm (issue 41): RMSNorm, weightless and bias-free norms, any eps -------------
+  // out = xhat * weight + bias (NormArgs) over the last dim of x [rows, C]; weight and bias may
+  // be empty (none: 1 and 0). rstd [rows] is saved, and mean [rows] for LayerNorm (RMSNorm
+  // leaves it alone: it may be empty). LayerNorm with weight, bias and eps 1e-5 is exactly
+  // layernorm_forward.
+  virtual void norm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight,
+                            Tensor bias, const NormArgs& args) = 0;
+  // dx += ...; dweight += sum dout * xhat and dbias += sum dout when they are not empty (a
+  // weightless norm, or one whose weight is frozen and not sunk, has none).
+  virtual void norm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
+                             Tensor weight, Tensor mean, Tensor rstd, const NormArgs& args) = 0;
 
   // ---- optimizer ----------------------------------------------------------------------------
   // One optimizer kernel (optim_op.h); kinds that reduce write their partial sums to `sums`

@@ -159,6 +159,51 @@ TEST_P(GradCheck, LayerNorm) {
   check_grad("layernorm dbias", b, minus(db, db0), loss);
 }
 
+// model.norm (issue 41): norm_forward / norm_backward, LayerNorm or RMSNorm with a given eps and
+// the weight and the bias each optional (empty tensors: the norm has none, and no gradient).
+void check_norm(Backend& be, testing::HostStaging& st, bool rms, bool has_w, bool has_b,
+                double eps) {
+  const int64_t rows = 3, c = 6;
+  const std::string what = std::string(rms ? "rmsnorm" : "layernorm") + (has_w ? " w" : "") +
+                           (has_b ? " b" : "") + " eps " + std::to_string(eps);
+  Vec x = random_vec(rows * c, 22, 2.0), w = random_vec(c, 23), b = random_vec(c, 24);
+  Vec wout = random_vec(rows * c, 25);
+  Vec mean(rows), rstd(rows);
+  const NormArgs args{rms, eps, rows, c};
+  auto loss = [&] {
+    Vec out(rows * c);
+    be.norm_forward(st.up(out), rms ? Tensor() : st.up(mean), st.up(rstd), st.up(x),
+                    has_w ? st.up(w) : Tensor(), has_b ? st.up(b) : Tensor(), args);
+    st.down(out);
+    if (!rms) st.down(mean);
+    st.down(rstd);
+    return dot(out, wout);
+  };
+  loss();  // fills mean and rstd for backward
+  Vec dx0 = random_vec(rows * c, 26), dw0 = random_vec(c, 27), db0 = random_vec(c, 28);
+  Vec dx = dx0, dw = dw0, db = db0;
+  be.norm_backward(st.up(dx), has_w ? st.up(dw) : Tensor(), has_b ? st.up(db) : Tensor(),
+                   st.up(wout), st.up(x), has_w ? st.up(w) : Tensor(), rms ? Tensor() : st.up(mean),
+                   st.up(rstd), args);
+  st.down(dx);
+  if (has_w) st.down(dw);
+  if (has_b) st.down(db);
+  check_grad(what + " dx", x, minus(dx, dx0), loss);
+  if (has_w) check_grad(what + " dweight", w, minus(dw, dw0), loss);
+  if (has_b) check_grad(what + " dbias", b, minus(db, db0), loss);
+}
+
+TEST_P(GradCheck, RmsNormWithAndWithoutWeight) {
+  check_norm(*be, *stage, true, true, false, 1e-6);
+  check_norm(*be, *stage, true, false, false, 0.5);  // an eps that moves the result
+}
+TEST_P(GradCheck, NormLayerNormWithoutWeightOrBias) {
+  check_norm(*be, *stage, false, true, true, 1e-5);
+  check_norm(*be, *stage, false, true, false, 0.5);
+  check_norm(*be, *stage, false, false, true, 1e-3);
+  check_norm(*be, *stage, false, false, false, 1e-5);
+}
+
 TEST_P(GradCheck, Gelu) {
   const int64_t n = 40;
   Vec x = random_vec(n, 19, 2.0), wout = random_vec(n, 20);

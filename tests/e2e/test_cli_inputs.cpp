@@ -116,6 +116,37 @@ TEST_F(CliInputs, PathsWithHashAndSpacesWorkEverywhere) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// model.norm (issue 41): a nanochat-style block (weightless RMSNorm, no biases) trains, evaluates
+// and samples (the KV-cache decoder runs the same norms), and `train --init-from` it takes its
+// norm and bias keys; the Hugging Face export, whose
+// GPT2LMHeadModel has LayerNorm and biases, refuses it in one line and writes nothing; bad norm
+// keys are refused in one line naming the key.
+TEST_F(CliInputs, NormVariantTrainsSamplesAndExportRefuses) {
+  const std::string out = root_ + "/norms", run = out + "/rms";
+  const std::string variant = " --model.norm rmsnorm --model.norm_weight false --model.bias false";
+  CommandResult r = ledgerlm("train" + tiny_flags(data_, out, "rms") + variant +
+                             " --train.max_steps 2 --train.overwrite true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = ledgerlm("sample --run " + q(run) + " --tokens 5 --prompt the --threads 1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = ledgerlm("eval --run " + q(run) + " --threads 1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // --init-from takes the variant's keys (a string key's value unquoted).
+  r = ledgerlm("train" + tiny_flags(data_, out, "child") + " --init-from " + q(run) +
+               " --train.max_steps 1 --train.overwrite true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("model.norm = rmsnorm"), std::string::npos) << r.output;
+  EXPECT_NE(read_file(out + "/child/config.toml").find("norm = \"rmsnorm\""), std::string::npos);
+  expect_one_line_error("export --run " + q(run) + " --format hf --out " + q(out + "/hf"),
+                        {"model.norm = rmsnorm", "GPT2LMHeadModel"});
+  EXPECT_FALSE(fs::exists(out + "/hf"));
+  expect_one_line_error("train" + tiny_flags(data_, out, "bad") + " --model.norm batchnorm",
+                        {"model.norm", "layernorm or rmsnorm", "batchnorm"});
+  expect_one_line_error("train" + tiny_flags(data_, out, "bad") + " --model.norm_eps 0",
+                        {"model.norm_eps", "(0, 1]"});
+  EXPECT_FALSE(fs::exists(out + "/bad"));
+}
+
 // A mistyped command is named with the nearest one, with or without --help (it used to say "A
 // subcommand is required", and `ledgerlm study --help` printed the main help with exit 0).
 TEST_F(CliInputs, UnknownCommandNamedWithTheNearest) {

@@ -111,6 +111,18 @@ TEST_F(ResumeErrors, AttentionVariantChangeRefused) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// model.norm (issue 41): the norm and the biases are architecture (the checkpoint holds GPT-2's
+// LayerNorm and biases): another value is refused in one line naming the key.
+TEST_F(ResumeErrors, NormOrBiasChangeRefused) {
+  auto r = ledgerlm("train --config " + run_ + "/config.toml --model.norm rmsnorm --resume auto");
+  expect_one_error_line(
+      r, {"model.norm = rmsnorm", "saved with model.norm = layernorm", "architecture"});
+  expect_run_untouched();
+  r = ledgerlm("train --config " + run_ + "/config.toml --model.bias false --resume auto");
+  expect_one_error_line(r, {"model.bias = false", "saved with model.bias = true", "architecture"});
+  expect_run_untouched();
+}
+
 TEST_F(ResumeErrors, OptimizerChangeRefused) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --optim.name sgd --resume auto");
   expect_one_error_line(r, {"optim.name = sgd", "adamw"});

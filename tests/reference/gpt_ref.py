@@ -30,6 +30,11 @@ config.json keys "ledgerlm_position" ("learned" | "rope"), "rope_theta", "n_kv_h
         h // (H / KV) (grouped-query attention);
   qk_norm: q and k of each head divided by sqrt(mean over head_dim of their squares + eps), no
         weight, before the rotation.
+Block variants (model.norm etc.), read from config.json keys HF GPT-2 does not have:
+  "norm": "layernorm" | "rmsnorm" (RMSNorm: x / sqrt(mean(x^2) + eps) * weight, no bias);
+  "norm_weight": false drops the norms' weight (multiply by nothing);
+  "bias": false drops every Conv1D bias and the LayerNorms' bias; "qkv_bias": true keeps
+  c_attn's bias regardless (Qwen2). Missing tensors are simply absent from the weights file.
 
 Inputs: --config (HF config.json), --weights (safetensors, HF names), --batch (safetensors with
 I32 "tokens" [B, T] and optionally "targets" [B, T]).
@@ -66,10 +71,22 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
 
 
+NORM = "layernorm"
+
+
 def layer_norm(x, weight, bias, eps):
-    mean = x.mean(dim=-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+    """The configured norm; weight or bias None where the model has none."""
+    if NORM == "rmsnorm":
+        y = x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)
+    else:
+        mean = x.mean(dim=-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+        y = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
 
 
 LORA_SCALE = 0.0
@@ -77,7 +94,9 @@ LORA_SCALE = 0.0
 
 def conv1d(x, w, name):
     """GPT-2's Conv1D y = x @ W + b, plus the layer's adapter when the weights hold one."""
-    y = x @ w[name + ".weight"] + w[name + ".bias"]
+    y = x @ w[name + ".weight"]
+    if name + ".bias" in w:
+        y = y + w[name + ".bias"]
     if name + ".lora_A.weight" in w:
         y = y + LORA_SCALE * (x @ w[name + ".lora_A.weight"].T) @ w[name + ".lora_B.weight"].T
     return y
@@ -154,10 +173,11 @@ def gpt_logits(w, cfg, tokens):
         x = x + w["transformer.wpe.weight"][:T]
     for layer in range(int(cfg["n_layer"])):
         p = f"transformer.h.{layer}."
-        x = x + attention(layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps), w,
-                          p + "attn.", n_head)
-        x = x + mlp(layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps), w, p + "mlp.")
-    x = layer_norm(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
+        x = x + attention(layer_norm(x, w.get(p + "ln_1.weight"), w.get(p + "ln_1.bias"), eps),
+                          w, p + "attn.", n_head)
+        x = x + mlp(layer_norm(x, w.get(p + "ln_2.weight"), w.get(p + "ln_2.bias"), eps), w,
+                    p + "mlp.")
+    x = layer_norm(x, w.get("transformer.ln_f.weight"), w.get("transformer.ln_f.bias"), eps)
     head = w["lm_head.weight"] if "lm_head.weight" in w else w["transformer.wte.weight"]
     logits = x @ head.T
     cap = float(cfg.get("ledgerlm_logit_softcap", 0.0))
@@ -202,6 +222,16 @@ def load_weights(path, cfg, dtype, lora=False):
         })
         if MLP == "swiglu":
             expected.update({p + "mlp.gate_proj.weight": (C, F), p + "mlp.gate_proj.bias": (F,)})
+    # Block variants: the tensors the configured model does not have.
+    bias, norm_weight = cfg.get("bias", True), cfg.get("norm_weight", True)
+    norm_bias = bias and cfg.get("norm", "layernorm") != "rmsnorm"
+    for name in list(expected):
+        if name.endswith("c_attn.bias") and (bias or cfg.get("qkv_bias", False)):
+            continue
+        if (name.endswith(".bias") and ".ln_" in name and not norm_bias) or \
+                (name.endswith(".bias") and ".ln_" not in name and not bias) or \
+                (name.endswith(".weight") and ".ln_" in name and not norm_weight):
+            del expected[name]
     if lora:  # adapters of any Conv1D layer, shapes checked against the layer's
         for name in [n for n in arrays if n.endswith(".lora_A.weight")]:
             layer = name[: -len(".lora_A.weight")]
@@ -246,6 +276,10 @@ def main():
     dtype = torch.float32 if args.dtype == "float32" else torch.float64
     with open(args.config) as f:
         cfg = json.load(f)
+    global NORM
+    NORM = cfg.get("norm", "layernorm")
+    if NORM not in ("layernorm", "rmsnorm"):
+        raise SystemExit(f"norm {NORM!r}: expected layernorm or rmsnorm")
     if cfg.get("activation_function", "gelu_new") != "gelu_new":
         raise SystemExit("only activation_function gelu_new (tanh approximation) is modelled")
     global MLP

@@ -99,7 +99,8 @@ std::vector<float> to_f32(Tensor t, int64_t n) {
 
 // The reference's config.json: the HF export's, plus the keys gpt_ref.py reads for the block
 // variants HF GPT-2 cannot express (the export refuses them): ledgerlm_mlp,
-// ledgerlm_logit_softcap, ledgerlm_position, rope_theta, n_kv_head, qk_norm, qk_norm_eps.
+// ledgerlm_logit_softcap, ledgerlm_position, rope_theta, n_kv_head, qk_norm, qk_norm_eps, norm,
+// norm_weight, bias, qkv_bias (and the norms' eps as layer_norm_epsilon).
 void write_reference_config(const std::string& path, const ModelConfig& cfg) {
   ModelConfig twin = cfg;
   twin.mlp = "gelu";
@@ -108,6 +109,11 @@ void write_reference_config(const std::string& path, const ModelConfig& cfg) {
   twin.position = "learned";
   twin.n_kv_head = 0;
   twin.qk_norm = false;
+  twin.norm = "layernorm";
+  twin.norm_weight = true;
+  twin.norm_eps = 1e-5;
+  twin.bias = true;
+  twin.qkv_bias = false;
   nlohmann::json j = nlohmann::json::parse(hf_config_json_text(twin));
   j["ledgerlm_mlp"] = cfg.mlp;
   j["ledgerlm_logit_softcap"] = cfg.logit_softcap;
@@ -116,6 +122,11 @@ void write_reference_config(const std::string& path, const ModelConfig& cfg) {
   j["n_kv_head"] = cfg.kv_heads();
   j["qk_norm"] = cfg.qk_norm;
   j["qk_norm_eps"] = kQkNormEps;
+  j["norm"] = cfg.norm;
+  j["norm_weight"] = cfg.norm_weight;
+  j["layer_norm_epsilon"] = cfg.norm_eps;
+  j["bias"] = cfg.bias;
+  j["qkv_bias"] = cfg.qkv_bias;
   testing::write_file(path, j.dump(2));
 }
 
@@ -286,6 +297,39 @@ TEST(ReferenceGpt, MatchesPytorchWithQkNormRopeAndGroupedQuery) {
   cfg.n_kv_head = 2;
   cfg.qk_norm = true;
   check_against_reference(kFp32, cfg);
+  check_against_reference(kFp64, cfg);
+}
+
+// model.norm (issue 41). Llama's norm: RMSNorm with a weight, eps 1e-6, no biases but Qwen2's
+// q, k, v bias; in fp32 (to fp32 rounding) and fp64.
+ModelConfig rms_config() {
+  ModelConfig cfg = tiny_config();
+  cfg.norm = "rmsnorm";
+  cfg.norm_eps = 1e-6;
+  cfg.bias = false;
+  cfg.qkv_bias = true;
+  return cfg;
+}
+TEST(ReferenceGpt, MatchesPytorchFp32RmsNormNoBiasQkvBias) {
+  check_against_reference(kFp32, rms_config());
+}
+TEST(ReferenceGpt, MatchesPytorchFp64RmsNormNoBiasQkvBias) {
+  check_against_reference(kFp64, rms_config());
+}
+// nanochat's: a weightless RMSNorm and no biases at all, eps 0.05: large enough that eps outside
+// the square root (or added to the root mean square) moves the logits far beyond the tolerance.
+TEST(ReferenceGpt, MatchesPytorchFp64WeightlessRmsNormNoBias) {
+  ModelConfig cfg = rms_config();
+  cfg.norm_weight = false;
+  cfg.qkv_bias = false;
+  cfg.norm_eps = 0.05;
+  check_against_reference(kFp64, cfg);
+}
+// LayerNorm without its bias (model.bias = false) and with eps 0.01.
+TEST(ReferenceGpt, MatchesPytorchFp64LayerNormWithoutBias) {
+  ModelConfig cfg = tiny_config();
+  cfg.bias = false;
+  cfg.norm_eps = 0.01;
   check_against_reference(kFp64, cfg);
 }
 

@@ -84,6 +84,14 @@ class TestBackend : public Backend {
   void head_rmsnorm_backward(Tensor, Tensor, Tensor, int64_t, int64_t, int64_t, int64_t) override {
     no();
   }
+  // Norms and biases (model.norm, norm_weight, bias).
+  void norm_forward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, const NormArgs&) override {
+    no();
+  }
+  void norm_backward(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                     const NormArgs&) override {
+    no();
+  }
   // The optimizers' kernels: the CPU implementation, on this backend's host memory.
   void optimizer_op(const OptimOp& op, double* sums) override { cpu::cpu_optimizer_op(op, sums); }
 

@@ -60,6 +60,12 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("model", c.model, rope_theta, F, "rotary base (model.position = rope)");
   LLM_KEY("model", c.model, n_kv_head, I, "k/v heads (0: n_head; fewer: grouped-query)");
   LLM_KEY("model", c.model, qk_norm, B, "weightless RMS norm of each q and k head, before rope");
+  // Norms and biases (docs/blocks.md).
+  LLM_KEY("model", c.model, norm, S, "the norms: layernorm (GPT-2) | rmsnorm (Llama)");
+  LLM_KEY("model", c.model, norm_weight, B, "the norms have a learnable weight (false: none)");
+  LLM_KEY("model", c.model, norm_eps, F, "eps under the norms' square root");
+  LLM_KEY("model", c.model, bias, B, "biases on every linear layer and LayerNorm");
+  LLM_KEY("model", c.model, qkv_bias, B, "bias on the q, k, v projection even with bias = false");
   LLM_KEY("lora", c.model.lora, rank, I, "adapter rank r (0: no adapters)");
   LLM_KEY("lora", c.model.lora, alpha, F, "adapter scale numerator: updates scale by alpha / r");
   LLM_KEY("lora", c.model.lora, dropout, F, "dropout on the adapters' input");

@@ -305,6 +305,7 @@ ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recomput
   m.mlp = mlp_name(s.mlp);
   m.n_kv_head = s.n_kv_head;
   m.qk_norm = s.qk_norm;
+  m.norm = s.norm;
   ActivationSpec a = activation_spec(m, batch, s.seq, recompute, s.untrained_blocks, DType::kF32);
   a.padded_vocab = s.padded_vocab;
   a.lora_rank = s.lora_rank;
@@ -634,6 +635,7 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.shapes.qk_norm = cfg.model.qk_norm;
   in.shapes.padded_vocab = cfg.model.padded_vocab();
   in.shapes.seq = cfg.train.seq_len;
+  in.shapes.norm = cfg.model.norm;  // model.norm (issue 41)
   in.params = pp.params;
   in.grads = pp.grads;
   in.separate_master = pp.separate_master;

@@ -73,6 +73,8 @@ struct PlanShapes {
   // blocks' linear weights' (any of them trains), the embedding backward (an embedding trains).
   bool head_weight_grad = true, block_weight_grads = true, embedding_backward = true;
   bool known() const { return n_layer > 0 && n_head > 0 && n_embd > 0 && seq > 0; }
+  // model.norm (issue 41): the norms' kind decides whether they keep a mean.
+  std::string norm = "layernorm";
 };
 
 struct PlanInput {

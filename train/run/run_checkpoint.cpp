@@ -42,7 +42,9 @@ constexpr const char* kArchitectureKeys[] = {
     // MLP variants, the head and its soft-cap.
     "model.mlp", "model.tie_embeddings", "model.logit_softcap",
     // Attention variants.
-    "model.position", "model.rope_theta", "model.n_kv_head", "model.qk_norm"};
+    "model.position", "model.rope_theta", "model.n_kv_head", "model.qk_norm",
+    // Norms and biases.
+    "model.norm", "model.norm_weight", "model.norm_eps", "model.bias", "model.qkv_bias"};
 
 // The keys that give the parameter table its shapes: what --init-from a run adopts.
 constexpr const char* kModelShapeKeys[] = {
@@ -51,7 +53,9 @@ constexpr const char* kModelShapeKeys[] = {
     // MLP variants, the head and its soft-cap: --init-from adopts the source's block.
     "model.mlp", "model.tie_embeddings", "model.logit_softcap",
     // Attention variants.
-    "model.position", "model.rope_theta", "model.n_kv_head", "model.qk_norm"};
+    "model.position", "model.rope_theta", "model.n_kv_head", "model.qk_norm",
+    // Norms and biases: which tensors exist.
+    "model.norm", "model.norm_weight", "model.norm_eps", "model.bias", "model.qkv_bias"};
 
 // model.ffn_hidden = 0 and = 4 x n_embd are one model: compared by the width they give.
 void resolve_ffn_width(RunConfig* cfg) {
@@ -305,8 +309,10 @@ std::vector<std::string> init_from_architecture(const std::string& path,
                   " was set (config file or flag); leave it unset to take the run's");
       continue;
     }
-    config_set(ours[i], value, "--init-from '" + path + "/config.toml'");
-    taken.push_back(key + " = " + value);
+    // The unquoted text: a string key's value text is TOML-quoted (model.norm, issue 41).
+    const std::string raw = config_display_text(theirs[i]);
+    config_set(ours[i], raw, "--init-from '" + path + "/config.toml'");
+    taken.push_back(key + " = " + raw);
   }
   return taken;
 }

@@ -75,6 +75,11 @@ class CpuBackend final : public Backend {
   void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
                           Tensor weight, Tensor mean, Tensor rstd, int64_t rows,
                           int64_t channels) override;
+  // model.norm (issue 41)
+  void norm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,
+                    const NormArgs& args) override;
+  void norm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x, Tensor weight,
+                     Tensor mean, Tensor rstd, const NormArgs& args) override;
 
   void add_layernorm_forward(Tensor sum, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
                              Tensor weight, Tensor bias, int64_t rows, int64_t channels) override;

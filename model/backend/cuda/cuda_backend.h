@@ -126,6 +126,11 @@ class CudaBackend final : public Backend {
   void layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x,
                           Tensor weight, Tensor mean, Tensor rstd, int64_t rows,
                           int64_t channels) override;
+  // model.norm (issue 41)
+  void norm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight, Tensor bias,
+                    const NormArgs& args) override;
+  void norm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout, Tensor x, Tensor weight,
+                     Tensor mean, Tensor rstd, const NormArgs& args) override;
 
   void add(Tensor out, Tensor a, Tensor b, int64_t n) override;
   void gelu_forward(Tensor out, Tensor x, int64_t n) override;

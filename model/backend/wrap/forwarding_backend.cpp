@@ -139,6 +139,18 @@ void ForwardingBackend::layernorm_backward(Tensor dx, Tensor dweight, Tensor dbi
   Op op(*this, "layernorm_backward");
   inner_->layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, rows, channels);
 }
+// model.norm (issue 41)
+void ForwardingBackend::norm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight,
+                                     Tensor bias, const NormArgs& args) {
+  Op op(*this, "norm_forward");
+  inner_->norm_forward(out, mean, rstd, x, weight, bias, args);
+}
+void ForwardingBackend::norm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor dout,
+                                      Tensor x, Tensor weight, Tensor mean, Tensor rstd,
+                                      const NormArgs& args) {
+  Op op(*this, "norm_backward");
+  inner_->norm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, args);
+}
 void ForwardingBackend::add(Tensor out, Tensor a, Tensor b, int64_t n) {
   Op op(*this, "add");
   inner_->add(out, a, b, n);

@@ -100,6 +100,28 @@ TEST(HfConfig, AttentionVariantsAreRefusedNamingTheKey) {
   EXPECT_NO_THROW(hf_config_json_text(m));
 }
 
+// model.norm (issue 41): GPT2LMHeadModel holds LayerNorm with weight, bias and eps 1e-5 and every
+// bias; the export refuses any other norm or bias setting in one Error naming the key.
+TEST(HfConfig, ExportRefusesNormsAndBiasesGpt2CannotHold) {
+  const ModelConfig base{257, 2, 2, 32, 32, 0.0, "none", {}};
+  EXPECT_NO_THROW(hf_require_gpt2_block(base));
+  struct Case {
+    void (*set)(ModelConfig*);
+    const char* key;
+  };
+  for (const Case& c :
+       {Case{[](ModelConfig* m) { m->norm = "rmsnorm"; }, "model.norm = rmsnorm"},
+        Case{[](ModelConfig* m) { m->norm_weight = false; }, "model.norm_weight = false"},
+        Case{[](ModelConfig* m) { m->norm_eps = 1e-6; }, "model.norm_eps = 1e-06"},
+        Case{[](ModelConfig* m) { m->bias = false; }, "model.bias = false"}}) {
+    ModelConfig m = base;
+    c.set(&m);
+    const std::string err = testing::error_of([&] { hf_config_json_text(m); });
+    EXPECT_NE(err.find(c.key), std::string::npos) << err;
+    EXPECT_NE(err.find("GPT2LMHeadModel"), std::string::npos) << err;
+  }
+}
+
 TEST(HfConfig, AbsentKeysTakeGpt2ConfigDefaults) {
   // Sizes and model_type only, as a hand-written config might be: gelu_new, eps 1e-5, tied,
   // dropout 0.1 everywhere.

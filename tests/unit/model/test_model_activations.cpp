@@ -31,6 +31,7 @@ struct Case {
   int64_t n_kv_head = 0;
   bool qk_norm = false;
   bool rope = false;
+  const char* norm = "layernorm";  // model.norm: RMSNorm keeps no mean
 };
 
 std::string describe(const Case& c) {
@@ -38,7 +39,7 @@ std::string describe(const Case& c) {
          std::to_string(c.lora_rank) + ", dropout " + std::to_string(c.lora_dropout) + ", " +
          dtype_name(c.dtype) + ", ffn_hidden " + std::to_string(c.ffn_hidden) + ", mlp " + c.mlp +
          (c.tie_embeddings ? "" : ", untied") + ", n_kv_head " + std::to_string(c.n_kv_head) +
-         (c.qk_norm ? ", qk_norm" : "") + (c.rope ? ", rope" : "");
+         (c.qk_norm ? ", qk_norm" : "") + (c.rope ? ", rope" : "") + ", " + c.norm;
 }
 
 ModelConfig config_of(const Case& c) {
@@ -59,6 +60,8 @@ ModelConfig config_of(const Case& c) {
   m.n_kv_head = c.n_kv_head;
   m.qk_norm = c.qk_norm;
   m.position = c.rope ? "rope" : "learned";
+  m.norm = c.norm;
+  m.bias = std::string(c.norm) == "layernorm";  // RMSNorm runs come without biases (Llama)
   return m;
 }
 
@@ -129,6 +132,11 @@ TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
       {"none", "", 0, 4, 0.1, DType::kF32, 0, "gelu", true, 1, true, true},
       {"block", "", 0, 0, 0.0, DType::kF64, 0, "gelu", true, 2, true, true},
       {"mlp", "embed.*,block.0.*", 1, 0, 0.0, DType::kF32, 0, "gelu", true, 2, true, true},
+      // model.norm = rmsnorm: no mean buffers (ln1_mean, ln2_mean, lnf_mean).
+      {"none", "", 0, 0, 0.0, DType::kF32, 0, "gelu", true, 0, false, false, "rmsnorm"},
+      {"block", "embed.*,block.0.*", 1, 0, 0.0, DType::kF32, 0, "gelu", true, 0, false, false,
+       "rmsnorm"},
+      {"mlp", "", 0, 4, 0.1, DType::kF64, 0, "gelu", true, 0, false, false, "rmsnorm"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(describe(c));
@@ -144,6 +152,11 @@ TEST(ActivationList, AllocatorCarvesExactlyTheListForEachRecomputeMode) {
         activation_spec(cfg, B, T, recompute_parse(c.recompute), c.untrained, c.dtype);
     const std::vector<ActBuffer> saved = saved_activations(spec);
     const std::vector<ActBuffer> scratch = model_scratch(spec);
+    if (std::string(c.norm) == "rmsnorm") {
+      for (const ActBuffer& b : saved) {
+        EXPECT_EQ(b.name.find("_mean"), std::string::npos) << b.name;
+      }
+    }
     expect_same(tally_carved(model.carved_activations()), tally_list(saved), "arena");
     expect_same(tally_carved(model.carved_scratch()), tally_list(scratch), "scratch");
     EXPECT_EQ(model.activation_bytes(), act_list_bytes(saved));

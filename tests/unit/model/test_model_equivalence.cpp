@@ -11,6 +11,7 @@
 //     logit soft-cap.
 //   - all of the above for the attention variants (rotary positions, grouped-query attention,
 //     QK-norm: attention_variants()).
+//   - all of these for the norm variants too (model.norm, norm_weight, bias, qkv_bias).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,6 +65,24 @@ ModelConfig attention_variants(ModelConfig c) {
   c.qk_norm = true;
   return c;
 }
+
+// model.norm (issue 41): `c` with the norm variant `v`: 1 Llama/Qwen2 (RMSNorm with a weight, eps
+// 1e-6, no biases but q, k, v's), 2 nanochat (weightless RMSNorm, no biases), 3 LayerNorm without
+// biases, eps 1e-3; 0 leaves GPT-2's.
+ModelConfig norm_variant(ModelConfig c, int v) {
+  if (v == 1 || v == 2) {
+    c.norm = "rmsnorm";
+    c.norm_eps = 1e-6;
+    c.bias = false;
+    c.qkv_bias = v == 1;
+    c.norm_weight = v == 1;
+  } else if (v == 3) {
+    c.bias = false;
+    c.norm_eps = 1e-3;
+  }
+  return c;
+}
+constexpr int kNormVariants[] = {1, 2, 3};
 
 // Random parameters of a larger scale than the GPT-2 init (std 0.02) so that every tensor's
 // gradient and the logits are O(0.1 .. 1): differences then show above the fp32 noise floor.
@@ -176,6 +195,12 @@ TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatch) {
 TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatchWithAttentionVariants) {
   check_accumulation(attention_variants(small_config()));
 }
+TEST(ModelEquivalence, GradientAccumulationMatchesOneBigBatchNormVariants) {
+  for (int v : kNormVariants) {
+    SCOPED_TRACE("norm variant " + std::to_string(v));
+    check_accumulation(norm_variant(small_config(), v));
+  }
+}
 
 // Dropout on, the same global batch split 8x1, 4x2, 2x4, 1x8: the masks are keyed by each
 // sequence's index in the global batch, so every split drops the same elements and only the
@@ -270,6 +295,11 @@ TEST(ModelEquivalence, SameInputsSameThreadsBitIdenticalWithAttentionVariants) {
   EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(double)), 0) << a.loss << " vs " << b.loss;
   EXPECT_TRUE(bit_equal(a.grads, b.grads)) << first_difference(table, a.grads, b.grads);
 }
+TEST(ModelEquivalence, RecomputeModesBitIdenticalNormVariants) {
+  check_recompute_modes([](ModelConfig c) { return norm_variant(c, 1); });
+  check_recompute_modes([](ModelConfig c) { return norm_variant(c, 2); });
+  check_recompute_modes([](ModelConfig c) { return norm_variant(c, 3); });
+}
 
 // KV-cache decoding vs the full forward (training = false). Tolerance per position:
 // max|a-b| <= 1e-5 + 1e-5 x max|ref| over the vocab_size logits. Both compute the same math in
@@ -320,6 +350,12 @@ TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogits) {
   ModelConfig narrow = small_config();
   narrow.ffn_hidden = 40;
   check_decoder_against_forward(narrow);
+}
+TEST(ModelEquivalence, KvCacheDecoderMatchesForwardLogitsNormVariants) {
+  for (int v : kNormVariants) {
+    SCOPED_TRACE("norm variant " + std::to_string(v));
+    check_decoder_against_forward(norm_variant(small_config(), v));
+  }
 }
 
 // The block variants: accumulation splits within the tolerance of

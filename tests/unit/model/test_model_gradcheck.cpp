@@ -86,6 +86,12 @@ struct GradCheckCase {
   int64_t n_head = 2;
   int64_t n_kv_head = 0;
   bool qk_norm = false;
+  // model.norm (issue 41): the norms and biases.
+  const char* norm = "layernorm";
+  bool norm_weight = true;
+  double norm_eps = 1e-5;
+  bool bias = true;
+  bool qkv_bias = false;
 };
 
 void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase& tc) {
@@ -98,6 +104,11 @@ void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase
   cfg.n_head = tc.n_head;
   cfg.n_kv_head = tc.n_kv_head;
   cfg.qk_norm = tc.qk_norm;
+  cfg.norm = tc.norm;
+  cfg.norm_weight = tc.norm_weight;
+  cfg.norm_eps = tc.norm_eps;
+  cfg.bias = tc.bias;
+  cfg.qkv_bias = tc.qkv_bias;
   const ParamTable table = param_table_build(cfg);
   GptModel model(cfg, table, be, DType::kF64, DType::kF64, DType::kF64);
   const int64_t B = 2, T = 5;
@@ -229,6 +240,31 @@ TEST_P(ModelGradCheck, MultiQueryAttentionFp64) {
 TEST_P(ModelGradCheck, QkNormRopeGroupedQueryWithDropoutAndRecomputeFp64) {
   if (be->name().rfind("cuda", 0) == 0) GTEST_SKIP() << "grouped-query attention is cpu only";
   run_gradcheck(*be, *stage, {0.2, "block", 0, "gelu", true, 0.0, "rope", 4, 2, true});
+}
+
+// model.norm (issue 41): RMSNorm with a weight, eps 1e-2 (large enough that a misplaced eps
+// moves the gradients), no biases but the q, k, v one (Qwen2); then nanochat's weightless RMSNorm
+// without any bias, with recompute = block and dropout replaying it.
+TEST_P(ModelGradCheck, RmsNormNoBiasQkvBiasFp64) {
+  GradCheckCase tc{0.0, "none"};
+  tc.norm = "rmsnorm";
+  tc.norm_eps = 1e-2;
+  tc.bias = false;
+  tc.qkv_bias = true;
+  run_gradcheck(*be, *stage, tc);
+  tc.norm_weight = false;
+  tc.qkv_bias = false;
+  tc.dropout = 0.2;
+  tc.recompute = "block";
+  run_gradcheck(*be, *stage, tc);
+}
+// LayerNorm without bias (model.bias = false), eps 1e-2, recompute = mlp replaying the MLP (a
+// weightless LayerNorm is the op-level check's, tests/backend/test_ops_gradcheck.cpp).
+TEST_P(ModelGradCheck, LayerNormWithoutBiasFp64) {
+  GradCheckCase tc{0.0, "mlp"};
+  tc.norm_eps = 1e-2;
+  tc.bias = false;
+  run_gradcheck(*be, *stage, tc);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp64, ModelGradCheck,

@@ -306,3 +306,49 @@ TEST(ParamTable, AttentionVariantsShapeTheTable) {
 
 }  // namespace
 }  // namespace ledgerlm
+
+namespace ledgerlm {
+namespace {
+
+// model.norm (issue 41): the table holds exactly the tensors the variant has. RMSNorm has no
+// bias; norm_weight = false drops the norms' weights; bias = false every linear bias and
+// LayerNorm's, except the q, k, v bias with qkv_bias (Qwen2). A final norm with neither tensor
+// leaves the final unit empty (size 0).
+TEST(ParamTable, NormAndBiasKeysDecideWhichTensorsExist) {
+  auto names = [](const ModelConfig& c) {
+    std::set<std::string> out;
+    for (const ParamInfo& p : param_table_build(c).params) out.insert(p.name);
+    return out;
+  };
+  const std::set<std::string> gpt2 = names(gpt_config());
+  ModelConfig qwen = gpt_config();
+  qwen.norm = "rmsnorm";
+  qwen.bias = false;
+  qwen.qkv_bias = true;
+  std::set<std::string> want;
+  for (const std::string& n : gpt2) {
+    const bool is_bias = n.size() > 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
+    if (!is_bias || n.find("attn.qkv.bias") != std::string::npos) want.insert(n);
+  }
+  EXPECT_EQ(names(qwen), want);
+  ModelConfig nanochat = qwen;
+  nanochat.norm_weight = false;
+  nanochat.qkv_bias = false;
+  const ParamTable t = param_table_build(nanochat);
+  for (const ParamInfo& p : t.params) {
+    EXPECT_EQ(p.name.find(".bias"), std::string::npos) << p.name;
+    EXPECT_NE(p.kind, ParamKind::kNormWeight) << p.name;
+  }
+  EXPECT_EQ(t.units.back().name, "final");
+  EXPECT_EQ(t.units.back().size, 0);
+  // LayerNorm with bias = false: no norm bias either; norm_weight = false alone keeps them.
+  ModelConfig ln = gpt_config();
+  ln.norm_weight = false;
+  for (const std::string& n : gpt2) {
+    const bool norm_weight = n.find("ln") != std::string::npos && n.find(".weight") != n.npos;
+    EXPECT_EQ(names(ln).count(n), norm_weight ? 0u : 1u) << n;
+  }
+}
+
+}  // namespace
+}  // namespace ledgerlm
