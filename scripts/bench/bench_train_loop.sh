@@ -17,7 +17,8 @@
 # median step, train's steps over its loop's wall clock; the table gives median, min and max
 # over the repetitions and the ratio of the medians.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_train_loop
 
 build=build
 reps=3
@@ -34,9 +35,9 @@ while [[ $# -gt 0 ]]; do
 done
 [[ ${#configs[@]} -gt 0 ]] || configs=(configs/bench_tiny.toml configs/bench_small.toml)
 bin="$build/ledgerlm"
-[[ -x "$bin" ]] || { echo "bench_train_loop: $bin not found (build the ledgerlm target, or pass --build DIR)" >&2; exit 1; }
+need_exec "$bin" "build the ledgerlm target, or pass --build DIR"
 text=data_out/kjv.txt
-[[ -f "$text" ]] || { echo "bench_train_loop: $text not found (run scripts/prepare_default.sh)" >&2; exit 1; }
+need_file "$text" "run scripts/prepare_default.sh"
 
 work=$(mktemp -d /tmp/ledgerlm_bench_loop.XXXXXX)
 trap 'rm -rf "$work"' EXIT
