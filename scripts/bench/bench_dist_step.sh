@@ -25,18 +25,8 @@ steps=60
 world=2
 stages="0 1 2 3"
 config=configs/bench_tiny.toml
-bins=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --reps) reps="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --world) world="$2"; shift 2 ;;
-    --stages) stages="$2"; shift 2 ;;
-    --config) config="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) bins+=("$1"); shift ;;
-  esac
-done
+parse_options 2,18 reps steps world stages config -- "$@"
+bins=("${positional[@]}")
 [[ ${#bins[@]} -ge 1 && ${#bins[@]} -le 2 ]] || { sed -n '2,18p' "$0" >&2; exit 2; }
 for bin in "${bins[@]}"; do
   need_exec "$bin" "build the ledgerlm target"

@@ -22,16 +22,8 @@ build=build
 reps=5
 steps=40
 config=configs/bench_tiny.toml
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --reps) reps="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --config) config="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) echo "bench_gns: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+parse_options 2,17 build reps steps config -- "$@"
+[[ ${#positional[@]} -eq 0 ]] || die "unknown argument ${positional[0]}" 2
 bin="$build/ledgerlm"
 need_exec "$bin" "build the ledgerlm target, or pass --build DIR"
 need_command mpirun "scripts/setup.sh installs openmpi-bin"

@@ -23,16 +23,8 @@ script_start bench_train_loop
 build=build
 reps=3
 steps=60
-configs=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --reps) reps="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) configs+=("$1"); shift ;;
-  esac
-done
+parse_options 2,18 build reps steps -- "$@"
+configs=("${positional[@]}")
 [[ ${#configs[@]} -gt 0 ]] || configs=(configs/bench_tiny.toml configs/bench_small.toml)
 bin="$build/ledgerlm"
 need_exec "$bin" "build the ledgerlm target, or pass --build DIR"

@@ -42,18 +42,8 @@ reps=3
 steps=10
 path=""
 wait_load=""
-configs=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --reps) reps="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --path) path="$2"; shift 2 ;;
-    --wait-load) wait_load="$2"; shift 2 ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
-    *) configs+=("$1"); shift ;;
-  esac
-done
+parse_options 2,37 build reps steps path wait-load -- "$@"
+configs=("${positional[@]}")
 [[ ${#configs[@]} -gt 0 ]] || configs=(configs/bench_tiny.toml configs/bench_small.toml)
 bin="$build/ledgerlm"
 need_exec "$bin" "build the ledgerlm target, or pass --build DIR"

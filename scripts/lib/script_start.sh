@@ -50,3 +50,31 @@ need_default_corpus() {
     LEDGERLM_BIN="$bin" scripts/prepare_default.sh
   fi
 }
+
+# parse_options HELP NAME... -- ARGS...: the command-line options of a script that takes
+# `--NAME VALUE` pairs and plain arguments. For each NAME listed, `--NAME VALUE` sets the variable
+# NAME (dashes read as underscores); -h/--help prints lines HELP (a sed range, "2,18") of the
+# script and exits 0; any other argument is appended to the array `positional`.
+parse_options() {
+  local help="$1" names=() name
+  shift
+  while [[ $# -gt 0 && "$1" != -- ]]; do names+=("$1"); shift; done
+  [[ $# -gt 0 ]] && shift  # the --
+  positional=()
+  while [[ $# -gt 0 ]]; do
+    if [[ "$1" == -h || "$1" == --help ]]; then
+      sed -n "${help}p" "$0"
+      exit 0
+    fi
+    for name in "${names[@]}"; do
+      if [[ "$1" == "--$name" ]]; then
+        [[ $# -ge 2 ]] || die "--$name needs a value" 2
+        printf -v "${name//-/_}" '%s' "$2"
+        shift 2
+        continue 2
+      fi
+    done
+    positional+=("$1")
+    shift
+  done
+}
