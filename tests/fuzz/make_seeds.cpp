@@ -19,7 +19,7 @@
 #include "data/meta.h"
 #include "data/shard.h"
 #include "tests/fuzz/fuzz_support.h"
-#include "tests/support/bytes_data_support.h"
+#include "tests/support/bytes_data_test_support.h"
 #include "train/config/config_keys.h"
 
 namespace {

@@ -15,7 +15,7 @@
 #include "data/meta.h"
 #include "data/shard.h"
 #include "model/base/check.h"
-#include "tests/support/bytes_data_support.h"
+#include "tests/support/bytes_data_test_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
