@@ -17,32 +17,23 @@
 # median over A's. The losses of every run of B are compared with A's bit for bit (same seed,
 # data and world: they must be equal unless the arithmetic changed).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_dist_step
 
 reps=5
 steps=60
 world=2
 stages="0 1 2 3"
 config=configs/bench_tiny.toml
-bins=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --reps) reps="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --world) world="$2"; shift 2 ;;
-    --stages) stages="$2"; shift 2 ;;
-    --config) config="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) bins+=("$1"); shift ;;
-  esac
-done
+parse_options 2,18 reps steps world stages config -- "$@"
+bins=("${positional[@]}")
 [[ ${#bins[@]} -ge 1 && ${#bins[@]} -le 2 ]] || { sed -n '2,18p' "$0" >&2; exit 2; }
 for bin in "${bins[@]}"; do
-  [[ -x "$bin" ]] || { echo "bench_dist_step: $bin not found or not executable" >&2; exit 1; }
+  need_exec "$bin" "build the ledgerlm target"
 done
-command -v mpirun >/dev/null || { echo "bench_dist_step: mpirun not found" >&2; exit 1; }
+need_command mpirun "scripts/setup.sh installs openmpi-bin"
 text=data_out/kjv.txt
-[[ -f "$text" ]] || { echo "bench_dist_step: $text not found (run scripts/prepare_default.sh)" >&2; exit 1; }
+need_file "$text" "run scripts/prepare_default.sh"
 
 work=$(mktemp -d /tmp/ledgerlm_bench_dist.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -66,7 +57,7 @@ for ((rep = 1; rep <= reps; rep++)); do
         --train.max_steps "$steps" --train.max_tokens 0 --train.max_seconds 0 \
         --train.micro_batch $((12 / world)) --train.threads 1 --train.eval_interval 0 \
         --train.eval_windows 4 --train.log_interval 1000 --dist.zero "$stage" >"$work/$name.log" 2>&1 ||
-        { echo "bench_dist_step: run $name failed:" >&2; tail -5 "$work/$name.log" >&2; exit 1; }
+        { tail -5 "$work/$name.log" >&2; die "run $name failed (its last lines above)"; }
       python3 - "$work/runs/$name/metrics.jsonl" "$i" "$stage" "$rep" >>"$results" <<'EOF'
 import json, statistics, sys
 steps, losses = [], []

@@ -15,27 +15,20 @@
 # every step, no evaluation. A run's figure is the median step_ms over steps 6..N; the table gives
 # the median over the repetitions (min-max) and the median of the paired on / off ratios.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_gns
 
 build=build
 reps=5
 steps=40
 config=configs/bench_tiny.toml
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --reps) reps="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --config) config="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
-    *) echo "bench_gns: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+parse_options 2,17 build reps steps config -- "$@"
+[[ ${#positional[@]} -eq 0 ]] || die "unknown argument ${positional[0]}" 2
 bin="$build/ledgerlm"
-[[ -x "$bin" ]] || { echo "bench_gns: $bin not found (build the ledgerlm target, or pass --build DIR)" >&2; exit 1; }
-command -v mpirun >/dev/null || { echo "bench_gns: mpirun not found" >&2; exit 1; }
+need_exec "$bin" "build the ledgerlm target, or pass --build DIR"
+need_command mpirun "scripts/setup.sh installs openmpi-bin"
 text=data_out/kjv.txt
-[[ -f "$text" ]] || { echo "bench_gns: $text not found (run scripts/prepare_default.sh)" >&2; exit 1; }
+need_file "$text" "run scripts/prepare_default.sh"
 
 work=$(mktemp -d /tmp/ledgerlm_bench_gns.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -62,7 +55,7 @@ for ((rep = 1; rep <= reps; rep++)); do
         cmd=("${mpi[@]}" "$bin" "${common[@]}" --train.micro_batch 6 --train.accum 1 --train.threads 1)
       fi
       "${cmd[@]}" >"$work/$name.log" 2>&1 ||
-        { echo "bench_gns: run $name failed:" >&2; tail -5 "$work/$name.log" >&2; exit 1; }
+        { tail -5 "$work/$name.log" >&2; die "run $name failed (its last lines above)"; }
       python3 - "$work/runs/$name/metrics.jsonl" "$setting" "$gns" "$rep" >>"$results" <<'PY'
 import json, statistics, sys
 steps = [json.loads(l)["step_ms"] for l in open(sys.argv[1])

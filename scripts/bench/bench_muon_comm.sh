@@ -13,9 +13,10 @@
 # data_out/kjv). Ranks share this machine's cores (one thread each): figures for the relative
 # cost only; prints figures, never fails on timing.
 set -euo pipefail
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
-bin="${LEDGERLM_BIN:-build/ledgerlm}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_muon_comm
+need_exec "$bin" "build first, or set LEDGERLM_BIN"
+need_command mpirun "scripts/setup.sh installs openmpi-bin"
 steps="${BENCH_STEPS:-8}"
 data="${EXP_DATA:-data_out/kjv}"
 out="$(mktemp -d)"
@@ -33,7 +34,7 @@ for world in 2 4; do
         --train.max_seconds 0 --train.micro_batch $((16 / world)) --train.eval_interval 0 \
         --train.threads 1 --dist.zero "$zero" --optim.name "$optim" --optim.lr "$lr" \
         --train.overwrite true > "$out/$name.log" 2>&1 ||
-        { echo "bench_muon_comm: error: $name failed:" >&2; tail -3 "$out/$name.log" >&2; exit 1; }
+        { tail -3 "$out/$name.log" >&2; die "$name failed (its last lines above)"; }
       /usr/bin/python3 - "$out/$name/metrics.jsonl" "$optim" "$world" "$zero" <<'PY'
 import json, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if '"step_ms"' in l][2:]

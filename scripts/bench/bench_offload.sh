@@ -13,9 +13,9 @@
 # data_out/kjv), OFFLOAD_DIR (default: a temp dir under runs' filesystem), STAGING_MB (64).
 # Prints figures, never fails on timing.
 set -euo pipefail
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
-bin="${LEDGERLM_BIN:-build/ledgerlm}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_offload
+need_exec "$bin" "build first, or set LEDGERLM_BIN"
 steps="${BENCH_STEPS:-6}"
 data="${EXP_DATA:-data_out/kjv}"
 staging="${STAGING_MB:-64}"

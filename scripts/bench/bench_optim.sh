@@ -11,15 +11,11 @@
 # (default 2). Prints figures; never fails on timing.
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
-bin="${LEDGERLM_BIN:-build/ledgerlm}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_optim
 steps="${BENCH_STEPS:-8}"
 warmup="${BENCH_WARMUP:-2}"
-if [[ ! -x "$bin" ]]; then
-  echo "bench_optim: error: $bin not found or not executable (build first, or set LEDGERLM_BIN)" >&2
-  exit 1
-fi
+need_exec "$bin" "build first, or set LEDGERLM_BIN"
 
 rows=()
 cases=(sgd/loop sgd/foreach sgd/fused adamw/loop adamw/foreach adamw/fused lamb/fused lars/fused

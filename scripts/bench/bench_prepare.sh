@@ -29,9 +29,9 @@
 # (default 50), BENCH_BPE_VOCAB (default 32768). 1 MB = 10^6 bytes.
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
-bin="$(realpath "${LEDGERLM_BIN:-build/ledgerlm}")"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_prepare
+bin="$(realpath "$bin")"
 threads="${BENCH_THREADS:-2}"
 py="${BENCH_PYTHON:-python3}"
 sizes=("$@")
@@ -41,10 +41,9 @@ hf_vocab="${BENCH_HF_VOCAB:-32768}"
 hf_sample_mb="${BENCH_HF_SAMPLE_MB:-50}"
 bpe_vocab="${BENCH_BPE_VOCAB:-32768}"
 fixture="$repo_root/tests/reference/fixtures/hf_tokenizer"
-[[ -x "$bin" ]] || { echo "bench_prepare: error: $bin not found (build first, or set LEDGERLM_BIN)" >&2; exit 1; }
-[[ -x /usr/bin/time ]] || { echo "bench_prepare: error: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
-"$py" -c "import tokenizers" 2>/dev/null ||
-  { echo "bench_prepare: error: $py has no tokenizers package (set BENCH_PYTHON)" >&2; exit 1; }
+need_exec "$bin" "build first, or set LEDGERLM_BIN"
+need_exec /usr/bin/time "apt-get install time"
+need_python_module "$py" tokenizers "set BENCH_PYTHON"
 tokenizers_version=$("$py" -c 'import tokenizers; print(tokenizers.__version__)')
 
 work="$(mktemp -d "${BENCH_DIR:-/tmp}/bench_prepare.XXXXXX")"

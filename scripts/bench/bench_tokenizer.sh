@@ -19,20 +19,13 @@
 # figures; fails only when the ids differ.
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
-bin="${LEDGERLM_BIN:-build/ledgerlm}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_tokenizer
 py="${BENCH_PYTHON:-python3}"
 vocab="${BENCH_VOCAB:-16384}"
 repeats="${BENCH_REPEATS:-3}"
-if [[ ! -x "$bin" ]]; then
-  echo "bench_tokenizer: error: $bin not found or not executable (build first, or set LEDGERLM_BIN)" >&2
-  exit 1
-fi
-if ! "$py" -c "import tokenizers" 2>/dev/null; then
-  echo "bench_tokenizer: error: $py has no tokenizers package (set BENCH_PYTHON)" >&2
-  exit 1
-fi
+need_exec "$bin" "build first, or set LEDGERLM_BIN"
+need_python_module "$py" tokenizers "set BENCH_PYTHON"
 
 work="$(mktemp -d /tmp/bench_tokenizer.XXXXXX)"
 trap 'rm -rf "$work"' EXIT

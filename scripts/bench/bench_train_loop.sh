@@ -17,26 +17,19 @@
 # median step, train's steps over its loop's wall clock; the table gives median, min and max
 # over the repetitions and the ratio of the medians.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_train_loop
 
 build=build
 reps=3
 steps=60
-configs=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --reps) reps="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) configs+=("$1"); shift ;;
-  esac
-done
+parse_options 2,18 build reps steps -- "$@"
+configs=("${positional[@]}")
 [[ ${#configs[@]} -gt 0 ]] || configs=(configs/bench_tiny.toml configs/bench_small.toml)
 bin="$build/ledgerlm"
-[[ -x "$bin" ]] || { echo "bench_train_loop: $bin not found (build the ledgerlm target, or pass --build DIR)" >&2; exit 1; }
+need_exec "$bin" "build the ledgerlm target, or pass --build DIR"
 text=data_out/kjv.txt
-[[ -f "$text" ]] || { echo "bench_train_loop: $text not found (run scripts/prepare_default.sh)" >&2; exit 1; }
+need_file "$text" "run scripts/prepare_default.sh"
 
 work=$(mktemp -d /tmp/ledgerlm_bench_loop.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -34,30 +34,21 @@
 # per token = 6N + 12*L*C*T. The bf16-matmul row's MFU is against the bf16 dot peak where its
 # GEMMs run on it; every other row's against the fp32 FMA peak.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_vs_torch
 
 build=build
 reps=3
 steps=10
 path=""
 wait_load=""
-configs=()
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --build) build="$2"; shift 2 ;;
-    --reps) reps="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --path) path="$2"; shift 2 ;;
-    --wait-load) wait_load="$2"; shift 2 ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
-    *) configs+=("$1"); shift ;;
-  esac
-done
+parse_options 2,37 build reps steps path wait-load -- "$@"
+configs=("${positional[@]}")
 [[ ${#configs[@]} -gt 0 ]] || configs=(configs/bench_tiny.toml configs/bench_small.toml)
 bin="$build/ledgerlm"
-[[ -x "$bin" ]] || { echo "bench_vs_torch: $bin not found (build the ledgerlm target, or pass --build DIR)" >&2; exit 1; }
+need_exec "$bin" "build the ledgerlm target, or pass --build DIR"
 py=/usr/bin/python3
-"$py" -c "import torch" 2>/dev/null || { echo "bench_vs_torch: $py has no torch (apt install python3-torch)" >&2; exit 1; }
+need_python_module "$py" torch "apt install python3-torch"
 
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE
 ll_env=()
@@ -94,7 +85,7 @@ torch_flags=("--model module --foreach" "--model module --foreach" "--model modu
 torch_extra=("" "ATEN_CPU_CAPABILITY=avx512" "GOMP_SPINCOUNT=1000" "" "")
 
 for cfg in "${configs[@]}"; do
-  [[ -f "$cfg" ]] || { echo "bench_vs_torch: config $cfg not found" >&2; exit 1; }
+  need_file "$cfg" "a config file"
   L=$(toml_get "$cfg" n_layer); H=$(toml_get "$cfg" n_head); C=$(toml_get "$cfg" n_embd)
   T=$(toml_get "$cfg" seq_len); B=$(toml_get "$cfg" micro_batch); V=$(toml_get "$cfg" vocab_size)
   echo "== $cfg: L$L H$H C$C T$T B$B vocab $V | $reps repetitions x $steps steps | threads 2 | path ${path:-default} =="

@@ -11,20 +11,19 @@
 # start from the seed (the ledger and the step time do not depend on their values). Writes
 # OUT_DIR/REPORT.md.
 set -euo pipefail
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
-bin="${LEDGERLM_BIN:-build/ledgerlm}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start exp_finetune_memory
 out="${1:-runs_finetune_memory}"
 data="${EXP_DATA:-data_out/kjv}"
 steps="${EXP_STEPS:-6}"
 micro="${EXP_MICRO:-4}"
 seq="${EXP_SEQ:-256}"
-[[ -x "$bin" ]] || { echo "exp_finetune_memory: error: $bin not found (build first)" >&2; exit 1; }
-[[ -f "$data/meta.json" ]] || { echo "exp_finetune_memory: error: $data not prepared (scripts/prepare_default.sh)" >&2; exit 1; }
+need_exec "$bin" "build first, or set LEDGERLM_BIN"
+need_file "$data/meta.json" "prepare it: scripts/prepare_default.sh"
 case "${EXP_SHAPE:-gpt2}" in
   gpt2) shape="--model.n_layer 12 --model.n_head 12 --model.n_embd 768 --model.block_size 1024" ;;
   demo) shape="--model.n_layer 4 --model.n_head 4 --model.n_embd 192 --model.block_size 128" ;;
-  *) echo "exp_finetune_memory: error: EXP_SHAPE must be gpt2 or demo" >&2; exit 1 ;;
+  *) die "EXP_SHAPE must be gpt2 or demo" ;;
 esac
 mkdir -p "$out"
 

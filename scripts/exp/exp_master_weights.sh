@@ -20,23 +20,16 @@
 # 1e-4), EXP_OUT (default results/master_weights), EXP_THREADS (default 0: all cores).
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
-bin="${LEDGERLM_BIN:-build/ledgerlm}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start exp_master_weights
 steps="${EXP_STEPS:-200}"
 lr="${EXP_LR:-1e-4}"
 out="${EXP_OUT:-results/master_weights}"
 threads="${EXP_THREADS:-0}"
 py=/usr/bin/python3
 
-if [[ ! -x "$bin" ]]; then
-  echo "exp_master_weights: error: $bin not found or not executable (build first, or set LEDGERLM_BIN)" >&2
-  exit 1
-fi
-if [[ ! -f data_out/kjv/meta.json ]]; then
-  echo "exp_master_weights: preparing the default corpus"
-  LEDGERLM_BIN="$bin" scripts/prepare_default.sh
-fi
+need_exec "$bin" "build first, or set LEDGERLM_BIN"
+need_default_corpus
 mkdir -p "$out/runs"
 
 common=(--data.dir data_out/kjv --train.out_dir "$out/runs" --train.overwrite true

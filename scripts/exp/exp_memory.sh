@@ -16,21 +16,14 @@
 # results/memory), EXP_THREADS (default 0: all cores).
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
-bin="${LEDGERLM_BIN:-build/ledgerlm}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start exp_memory
 steps="${EXP_STEPS:-3}"
 out="${EXP_OUT:-results/memory}"
 threads="${EXP_THREADS:-0}"
 
-if [[ ! -x "$bin" ]]; then
-  echo "exp_memory: error: $bin not found or not executable (build first, or set LEDGERLM_BIN)" >&2
-  exit 1
-fi
-if [[ ! -f data_out/kjv/meta.json ]]; then
-  echo "exp_memory: preparing the default corpus"
-  LEDGERLM_BIN="$bin" scripts/prepare_default.sh
-fi
+need_exec "$bin" "build first, or set LEDGERLM_BIN"
+need_default_corpus
 mkdir -p "$out/runs"
 manifest="$out/manifest.tsv"
 : >"$manifest"

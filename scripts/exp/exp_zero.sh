@@ -17,27 +17,17 @@
 # peer).
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root"
-bin="${LEDGERLM_BIN:-build/ledgerlm}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start exp_zero
 steps="${EXP_STEPS:-8}"
 out="${EXP_OUT:-results/zero}"
 work="${EXP_RUNS:-runs/exp_zero}"
 torch="${EXP_TORCH:-1}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-if [[ ! -x "$bin" ]]; then
-  echo "exp_zero: error: $bin not found or not executable (build first, or set LEDGERLM_BIN)" >&2
-  exit 1
-fi
-if ! command -v mpirun >/dev/null; then
-  echo "exp_zero: error: mpirun not found (scripts/setup.sh installs openmpi-bin)" >&2
-  exit 1
-fi
-if [[ ! -f data_out/kjv/meta.json ]]; then
-  echo "exp_zero: preparing the default corpus"
-  LEDGERLM_BIN="$bin" scripts/prepare_default.sh
-fi
+need_exec "$bin" "build first, or set LEDGERLM_BIN"
+need_command mpirun "scripts/setup.sh installs openmpi-bin"
+need_default_corpus
 mkdir -p "$work"
 manifest="$out/manifest.tsv"
 : >"$manifest"

@@ -24,21 +24,20 @@
 # (default 240: seconds for all tries together; each try gets at most BENCH_TRY_S, default 120,
 # and what is left of the deadline, so the tries fit a caller's cap).
 set -uo pipefail
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$repo_root" || exit 2
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/script_start.sh"
+script_start bench_gpu build-cuda/ledgerlm
 out=""
 if [[ "${1:-}" == "--out" ]]; then
-  [[ -n "${2:-}" ]] || { echo "bench_gpu: error: --out needs a directory" >&2; exit 2; }
+  [[ -n "${2:-}" ]] || die "--out needs a directory" 2
   out="$2"
   shift 2
 fi
-bin="${LEDGERLM_BIN:-build-cuda/ledgerlm}"
 device="${BENCH_DEVICE:-cuda}"
 shape="${BENCH_SHAPE:---model.n_layer 12 --model.n_head 12 --model.n_embd 768 --model.block_size 1024 --model.vocab_size 50304 --train.seq_len 1024 --optim.name adamw --precision.params bf16 --precision.matmul bf16}"
 steps="${BENCH_STEPS:-5}"
 warmup="${BENCH_WARMUP:-2}"
 fraction="${BENCH_MEMORY_FRACTION:-0.95}"
-[[ -x "$bin" ]] || { echo "bench_gpu: error: $bin not found (set LEDGERLM_BIN)" >&2; exit 2; }
+[[ -x "$bin" ]] || die "$bin not found or not executable (set LEDGERLM_BIN)" 2
 [[ -n "$out" ]] && mkdir -p "$out"
 dir="${out:-$(mktemp -d /tmp/bench_gpu.XXXXXX)}"
 log="$dir/bench_gpu.log"

@@ -27,6 +27,7 @@
 #include "model/gpt.h"
 #include "model/param_table.h"
 #include "tests/support/backend_ops_support.h"
+#include "tests/support/config_test_support.h"
 
 namespace ledgerlm {
 namespace {
@@ -239,12 +240,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, OpsIsa, ::testing::ValuesIn(kVectorPaths), [](co
 
 // A whole model's loss and gradients on each vector path against the portable path.
 TEST(OpsIsaModel, ForwardBackwardMatchesPortable) {
-  ModelConfig cfg;
-  cfg.vocab_size = 50;
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
-  cfg.block_size = 16;
+  ModelConfig cfg = testing::model_config_of({.vocab = 50, .L = 2, .H = 2, .C = 32, .block = 16});
   const ParamTable table = param_table_build(cfg);
   std::vector<float> params(static_cast<size_t>(table.total), 0.0f);
   for (const ParamInfo& p : table.params)

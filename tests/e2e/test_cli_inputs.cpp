@@ -34,11 +34,7 @@ namespace ledgerlm {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::CommandResult;
-using testing::expect_one_line_error;
-using testing::ledgerlm;
-using testing::read_file;
-using testing::write_file;
+using namespace testing;  // the command-line helpers (cli_test_support.h, test_util.h)
 
 // What train.device = auto must find: a CUDA device, in a build that has the CUDA backend.
 bool cuda_device_visible() {
@@ -47,10 +43,6 @@ bool cuda_device_visible() {
 #else
   return false;
 #endif
-}
-
-std::string q(const std::string& s) {
-  return shell_quote(s);
 }
 
 std::string words_text(const std::vector<std::string>& words, int count, uint64_t seed) {

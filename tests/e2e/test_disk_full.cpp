@@ -93,18 +93,16 @@ TEST_P(SaveOnFullDisk, FailsCleanlyAndThePreviousCheckpointStays) {
 INSTANTIATE_TEST_SUITE_P(EveryStage, SaveOnFullDisk,
                          ::testing::Values("tensors", "meta", "rename", "latest"));
 
-const std::string& corpus_dir() {
-  static const std::string dir = [] {
-    std::string text;
-    for (int i = 0; i < 4000; ++i) text += (i % 8 == 7) ? "disk full.\n" : "no space left ";
-    return testing::resume_prepare_corpus("disk_full_data_", text);
-  }();
-  return dir;
-}
+const testing::ResumeCorpus kCorpus{"disk_full_data_", [] {
+                                      std::string text;
+                                      for (int i = 0; i < 4000; ++i)
+                                        text += (i % 8 == 7) ? "disk full.\n" : "no space left ";
+                                      return text;
+                                    }};
 
 // The tiny model with a constant LR, so a budget changed on resume does not change the curve.
 std::string flags(const std::string& out, const std::string& name) {
-  return testing::resume_tiny_flags(corpus_dir(), out, name) + " --optim.schedule constant";
+  return kCorpus.flags(out, name) + " --optim.schedule constant";
 }
 
 testing::CommandResult train(const std::string& args) {

@@ -23,27 +23,16 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::expect_one_error_line;
+using testing::ledgerlm;
 
-const std::string& corpus_dir() {
-  static const std::string dir = [] {
-    return testing::resume_prepare_corpus("finetune_data_", testing::lcg_letters(7, 30000));
-  }();
-  return dir;
-}
-
-testing::CommandResult ledgerlm(const std::string& args) {
-  return testing::run_command(testing::ledgerlm_binary() + " " + args);
-}
-
-std::string flags(const std::string& out, const std::string& name) {
-  return testing::resume_tiny_flags(corpus_dir(), out, name);
-}
+const testing::ResumeCorpus kCorpus{"finetune_data_",
+                                    [] { return testing::lcg_letters(7, 30000); }};
 
 class Finetune : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     out_ = testing::make_temp_dir("finetune_runs_");
-    auto r = ledgerlm("train" + flags(out_, "base") + " --train.max_steps 6");
+    auto r = ledgerlm("train" + kCorpus.flags(out_, "base") + " --train.max_steps 6");
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   static std::string base() { return out_ + "/base"; }
@@ -59,8 +48,9 @@ std::vector<char> tensor_bytes(const SafeTensorsFile& f, const std::string& name
 }
 
 TEST_F(Finetune, FrozenTensorsLeaveTrainingBitForBit) {
-  auto r = ledgerlm("train" + flags(out_, "frozen") + " --train.max_steps 6 --ckpt.interval 6" +
-                    " --init-from " + base() + " --train.freeze 'embed.*,block.0.*'");
+  auto r =
+      ledgerlm("train" + kCorpus.flags(out_, "frozen") + " --train.max_steps 6 --ckpt.interval 6" +
+               " --init-from " + base() + " --train.freeze 'embed.*,block.0.*'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const SafeTensorsFile before = SafeTensorsFile::open(base() + "/model.safetensors");
   const SafeTensorsFile after = SafeTensorsFile::open(out_ + "/frozen/model.safetensors");
@@ -97,27 +87,27 @@ TEST_F(Finetune, ResumeRefusesAChangedBase) {
   const std::string copy = out_ + "/base_copy";
   fs::create_directories(copy);
   fs::copy_file(base() + "/model.safetensors", copy + "/model.safetensors");
-  auto r = ledgerlm("train" + flags(out_, "lora_resume") +
+  auto r = ledgerlm("train" + kCorpus.flags(out_, "lora_resume") +
                     " --train.max_steps 4 --ckpt.interval 2 --init-from " + copy +
                     " --lora.rank 2 --optim.lr 1e-2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Unchanged base: the resume goes through.
-  r = ledgerlm("train" + flags(out_, "lora_resume") + " --train.max_steps 6 --resume " + out_ +
-               "/lora_resume/ckpt/step_000004 --lora.rank 2 --optim.lr 1e-2");
+  r = ledgerlm("train" + kCorpus.flags(out_, "lora_resume") + " --train.max_steps 6 --resume " +
+               out_ + "/lora_resume/ckpt/step_000004 --lora.rank 2 --optim.lr 1e-2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Another base under the same path: refused, naming the hash.
-  auto other = ledgerlm("train" + flags(out_, "other_base") + " --train.max_steps 2");
+  auto other = ledgerlm("train" + kCorpus.flags(out_, "other_base") + " --train.max_steps 2");
   ASSERT_EQ(other.exit_code, 0) << other.output;
   fs::copy_file(out_ + "/other_base/model.safetensors", copy + "/model.safetensors",
                 fs::copy_options::overwrite_existing);
-  r = ledgerlm("train" + flags(out_, "lora_resume") + " --train.max_steps 8 --resume auto" +
+  r = ledgerlm("train" + kCorpus.flags(out_, "lora_resume") + " --train.max_steps 8 --resume auto" +
                " --lora.rank 2 --optim.lr 1e-2");
   expect_one_error_line(r, {"sha256"});
 }
 
 TEST_F(Finetune, LoraRunEvaluatesAndExportsMerged) {
-  auto r = ledgerlm("train" + flags(out_, "lora") + " --train.max_steps 8 --init-from " + base() +
-                    " --lora.rank 4 --lora.targets qkv,mlp_fc --optim.lr 3e-2");
+  auto r = ledgerlm("train" + kCorpus.flags(out_, "lora") + " --train.max_steps 8 --init-from " +
+                    base() + " --lora.rank 4 --lora.targets qkv,mlp_fc --optim.lr 3e-2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Adapters and nothing else train: N in the ledger is the adapters' count.
   // qkv: A 4 x C + B 3C x 4; mlp_fc: A 4 x C + B 4C x 4; C = 32, two layers.
@@ -170,17 +160,19 @@ TEST_F(Finetune, LoraRunEvaluatesAndExportsMerged) {
 
 TEST_F(Finetune, BadFreezeAndLoraValuesAreOneLine) {
   const std::string one = " --train.max_steps 1";
-  expect_one_error_line(ledgerlm("train" + flags(out_, "bad1") + one + " --train.freeze 'blok.*'"),
-                        {"blok.*"});
-  expect_one_error_line(ledgerlm("train" + flags(out_, "bad2") + one + " --train.freeze '*'"),
-                        {"nothing would train"});
-  expect_one_error_line(ledgerlm("train" + flags(out_, "bad3") + one + " --lora.rank 4096"),
+  expect_one_error_line(
+      ledgerlm("train" + kCorpus.flags(out_, "bad1") + one + " --train.freeze 'blok.*'"),
+      {"blok.*"});
+  expect_one_error_line(
+      ledgerlm("train" + kCorpus.flags(out_, "bad2") + one + " --train.freeze '*'"),
+      {"nothing would train"});
+  expect_one_error_line(ledgerlm("train" + kCorpus.flags(out_, "bad3") + one + " --lora.rank 4096"),
                         {"lora.rank"});
+  expect_one_error_line(ledgerlm("train" + kCorpus.flags(out_, "bad4") + one +
+                                 " --lora.rank 2 --lora.targets qkv,wte"),
+                        {"wte"});
   expect_one_error_line(
-      ledgerlm("train" + flags(out_, "bad4") + one + " --lora.rank 2 --lora.targets qkv,wte"),
-      {"wte"});
-  expect_one_error_line(
-      ledgerlm("train" + flags(out_, "bad5") + one + " --lora.rank 2 --lora.alpha 0"),
+      ledgerlm("train" + kCorpus.flags(out_, "bad5") + one + " --lora.rank 2 --lora.alpha 0"),
       {"lora.alpha"});
   for (const char* name : {"bad1", "bad2", "bad3", "bad4", "bad5"})
     EXPECT_FALSE(fs::exists(out_ + "/" + name)) << name << ": a refused start left its directory";

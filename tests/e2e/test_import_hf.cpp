@@ -32,14 +32,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::ledgerlm;
 using testing::run_command;
 
 std::string fixture_dir() {
   return testing::source_dir() + "/tests/reference/fixtures/hf_gpt2_tiny";
-}
-
-testing::CommandResult ledgerlm(const std::string& args) {
-  return run_command(testing::ledgerlm_binary() + " " + args);
 }
 
 // One line "ledgerlm: error: ..." containing every needle, and a non-zero exit.

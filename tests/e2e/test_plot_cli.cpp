@@ -15,9 +15,7 @@ namespace ledgerlm {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::CommandResult;
-using testing::read_file;
-using testing::run_command;
+using namespace testing;  // test_util.h's helpers
 
 class PlotCli : public ::testing::Test {
  protected:

@@ -30,15 +30,7 @@ namespace ledgerlm {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::CommandResult;
-using testing::expect_one_line_error;
-using testing::ledgerlm;
-using testing::read_file;
-using testing::write_file;
-
-std::string q(const std::string& s) {
-  return shell_quote(s);
-}
+using namespace testing;  // the command-line helpers (cli_test_support.h, test_util.h)
 
 // `lines` lines of words (some multibyte), from `seed`.
 std::string words_doc(uint64_t seed, int lines) {

@@ -35,16 +35,11 @@ namespace fs = std::filesystem;
 using testing::run_command;
 
 // A deterministic pseudo-English corpus (~40 KB), prepared once per process.
-const std::string& corpus_dir() {
-  static const std::string dir = [] {
-    return testing::resume_prepare_corpus(
-        "resume_data_", testing::lcg_words(testing::kPseudoEnglish, 12345, 8000, 13));
-  }();
-  return dir;
-}
+const testing::ResumeCorpus kCorpus{
+    "resume_data_", [] { return testing::lcg_words(testing::kPseudoEnglish, 12345, 8000, 13); }};
 
 std::string base_flags(const std::string& out, const std::string& name) {
-  return testing::resume_tiny_flags(corpus_dir(), out, name) + " --optim.warmup_steps 3";
+  return kCorpus.flags(out, name) + " --optim.warmup_steps 3";
 }
 
 testing::CommandResult train(const std::string& flags) {

@@ -31,19 +31,14 @@ using testing::run_command;
 constexpr int64_t kSteps = 12;        // killed at save stages
 constexpr int64_t kRandomSteps = 60;  // killed at random moments: long enough to land in
 
-const std::string& corpus_dir() {
-  static const std::string dir = [] {
-    return testing::resume_prepare_corpus(
-        "crash_data_",
-        testing::lcg_words({"kill", "nine", "resume", "the", "same", "bits", "step", "save"}, 4242,
-                           6000, 9));
-  }();
-  return dir;
-}
+const testing::ResumeCorpus kCorpus{
+    "crash_data_", [] {
+      return testing::lcg_words({"kill", "nine", "resume", "the", "same", "bits", "step", "save"},
+                                4242, 6000, 9);
+    }};
 
 std::string train_command(const std::string& out, const std::string& name, int64_t steps) {
-  return testing::ledgerlm_binary() + " train" +
-         testing::resume_tiny_flags(corpus_dir(), out, name) +
+  return testing::ledgerlm_binary() + " train" + kCorpus.flags(out, name) +
          " --ckpt.interval 2 --ckpt.keep 2 --optim.warmup_steps 2 --train.max_steps " +
          std::to_string(steps);
 }

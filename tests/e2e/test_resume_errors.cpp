@@ -20,29 +20,19 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::expect_one_error_line;
+using testing::ledgerlm;
 using testing::run_command;
 
-const std::string& corpus_dir() {
-  static const std::string dir = [] {
-    return testing::resume_prepare_corpus("resume_err_data_", testing::lcg_letters(99, 30000));
-  }();
-  return dir;
-}
-
-std::string flags(const std::string& out, const std::string& name) {
-  return testing::resume_tiny_flags(corpus_dir(), out, name);
-}
-
-testing::CommandResult ledgerlm(const std::string& args) {
-  return run_command(testing::ledgerlm_binary() + " " + args);
-}
+const testing::ResumeCorpus kCorpus{"resume_err_data_",
+                                    [] { return testing::lcg_letters(99, 30000); }};
 
 class ResumeErrors : public ::testing::Test {
  protected:
   void SetUp() override {
     out_ = testing::make_temp_dir("resume_err_");
     run_ = out_ + "/run";
-    auto r = ledgerlm("train" + flags(out_, "run") + " --train.max_steps 4 --ckpt.interval 2");
+    auto r =
+        ledgerlm("train" + kCorpus.flags(out_, "run") + " --train.max_steps 4 --ckpt.interval 2");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     metrics_ = testing::read_file(run_ + "/metrics.jsonl");
   }
@@ -165,7 +155,7 @@ TEST_F(ResumeErrors, NoCheckpointToResume) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --resume auto");
   expect_one_error_line(r, {"no checkpoint to resume"});
   // A fresh run name with --resume auto simply starts.
-  r = ledgerlm("train" + flags(out_, "fresh") + " --train.max_steps 1 --resume auto");
+  r = ledgerlm("train" + kCorpus.flags(out_, "fresh") + " --train.max_steps 1 --resume auto");
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -181,14 +171,15 @@ std::string first_loss(const std::string& run_dir) {
 
 TEST_F(ResumeErrors, InitFromCheckpointOrWeights) {
   // The step-4 checkpoint and the run's final model.safetensors hold the same weights.
-  auto a = ledgerlm("train" + flags(out_, "from_ckpt") + " --train.max_steps 1 --init-from " +
-                    run_ + "/ckpt/step_000004");
+  auto a = ledgerlm("train" + kCorpus.flags(out_, "from_ckpt") +
+                    " --train.max_steps 1 --init-from " + run_ + "/ckpt/step_000004");
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  auto b = ledgerlm("train" + flags(out_, "from_run") + " --train.max_steps 1 --init-from " + run_);
+  auto b = ledgerlm("train" + kCorpus.flags(out_, "from_run") +
+                    " --train.max_steps 1 --init-from " + run_);
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(first_loss(out_ + "/from_ckpt"), first_loss(out_ + "/from_run"));
   EXPECT_NE(first_loss(out_ + "/from_ckpt"), first_loss(run_));  // trained weights, not init
-  auto c = ledgerlm("train" + flags(out_, "wider") +
+  auto c = ledgerlm("train" + kCorpus.flags(out_, "wider") +
                     " --model.n_embd 64 --train.max_steps 1 "
                     "--init-from " +
                     run_ + "/ckpt/step_000004");

@@ -23,21 +23,19 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_command;
 
-const std::string& corpus_dir() {
-  static const std::string dir = [] {
-    std::string text;
-    for (int i = 0; i < 3000; ++i) text += (i % 7 == 0) ? "lock step.\n" : "one job per run ";
-    return testing::resume_prepare_corpus("run_lock_data_", text);
-  }();
-  return dir;
-}
+const testing::ResumeCorpus kCorpus{"run_lock_data_", [] {
+                                      std::string text;
+                                      for (int i = 0; i < 3000; ++i)
+                                        text += (i % 7 == 0) ? "lock step.\n" : "one job per run ";
+                                      return text;
+                                    }};
 
 class TwoJobsOneRun : public ::testing::Test {
  protected:
   void SetUp() override {
     out_ = testing::make_temp_dir("run_lock_runs_");
     run_ = out_ + "/run";
-    flags_ = testing::resume_tiny_flags(corpus_dir(), out_, "run") + " --ckpt.interval 5";
+    flags_ = kCorpus.flags(out_, "run") + " --ckpt.interval 5";
   }
   // A second job's command on the same run: refused with one line naming the first's pid.
   void expect_refused(const std::string& args, pid_t holder) {

@@ -28,22 +28,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::expect_one_error_line;
+using testing::ledgerlm;
 
-const std::string& corpus_dir() {
-  static const std::string dir = [] {
-    return testing::resume_prepare_corpus("weights_integrity_data_",
-                                          testing::lcg_letters(31, 20000));
-  }();
-  return dir;
-}
-
-testing::CommandResult ledgerlm(const std::string& args) {
-  return testing::run_command(testing::ledgerlm_binary() + " " + args);
-}
-
-std::string flags(const std::string& out, const std::string& name) {
-  return testing::resume_tiny_flags(corpus_dir(), out, name);
-}
+const testing::ResumeCorpus kCorpus{"weights_integrity_data_",
+                                    [] { return testing::lcg_letters(31, 20000); }};
 
 // The "loss ..." line of an eval.
 std::string loss_line(const std::string& output) {
@@ -67,10 +55,11 @@ class WeightsIntegrity : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     out_ = testing::make_temp_dir("weights_integrity_");
-    auto r = ledgerlm("train" + flags(out_, "base") + " --train.max_steps 4 --ckpt.interval 4");
+    auto r =
+        ledgerlm("train" + kCorpus.flags(out_, "base") + " --train.max_steps 4 --ckpt.interval 4");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    r = ledgerlm("train" + flags(out_, "lora") + " --train.max_steps 2 --init-from " + out_ +
-                 "/base --lora.rank 2 --lora.targets qkv --optim.lr 1e-2");
+    r = ledgerlm("train" + kCorpus.flags(out_, "lora") + " --train.max_steps 2 --init-from " +
+                 out_ + "/base --lora.rank 2 --lora.targets qkv --optim.lr 1e-2");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     r = ledgerlm("eval --run " + out_ + "/base");
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -105,7 +94,7 @@ class WeightsIntegrity : public ::testing::Test {
                                        std::initializer_list<std::string> needles) {
     SCOPED_TRACE(from);
     expect_one_error_line(
-        ledgerlm("train" + flags(out_, name) + " --train.max_steps 2 --init-from " + from),
+        ledgerlm("train" + kCorpus.flags(out_, name) + " --train.max_steps 2 --init-from " + from),
         needles);
     EXPECT_FALSE(fs::exists(out_ + "/" + name));
   }
@@ -122,7 +111,7 @@ TEST_F(WeightsIntegrity, EveryWeightsFileCarriesChecksums) {
   expect_checksummed(out_ + "/base_export/model.safetensors", "pt");
   // Import writes them too, and verifies the export's on the way in.
   r = ledgerlm("import --format hf --from " + out_ + "/base_export --out " + out_ +
-               "/imported --data " + corpus_dir());
+               "/imported --data " + kCorpus.dir());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_checksummed(out_ + "/imported/model.safetensors", "ledgerlm-weights");
   r = ledgerlm("eval --run " + out_ + "/imported");
@@ -229,7 +218,8 @@ TEST_F(WeightsIntegrity, FileWithoutChecksumsStillLoads) {
   r = ledgerlm("export --run " + run + " --out " + run + "_hf");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_checksummed(run + "_hf/model.safetensors", "pt");  // what ledgerlm writes has them
-  r = ledgerlm("train" + flags(out_, "from_unchecked") + " --train.max_steps 2 --init-from " + run);
+  r = ledgerlm("train" + kCorpus.flags(out_, "from_unchecked") +
+               " --train.max_steps 2 --init-from " + run);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_checksummed(out_ + "/from_unchecked/model.safetensors", "ledgerlm-weights");
 }

@@ -19,6 +19,7 @@
 #include "data/meta.h"
 #include "data/shard.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/support/bytes_data_test_support.h"
 #include "train/config/config_keys.h"
 
 namespace {
@@ -151,21 +152,9 @@ void config_seeds(const std::string& out, const std::string& source_root) {
 
 void data_seeds(const std::string& out) {
   const std::string tmp = temp_dir();
-  std::vector<int32_t> train, val;
-  for (int32_t t = 0; t < 257; ++t) train.push_back(t);
-  for (int32_t t = 0; t < 40; ++t) val.push_back((t * 7) % 257);
-  shard_write(tmp + "/train.bin", train, 257);
-  shard_write(tmp + "/val.bin", val, 257);
-  DataMeta meta;
-  meta.tokenizer = "bytes";
-  meta.vocab_size = 257;
-  meta.eot_id = 256;
-  meta.token_width = 2;
-  meta.val_fraction = 0.1;
-  meta.seed = 1234;
-  meta.train = {257, 256, 1};
-  meta.val = {40, 39, 1};
-  meta.sources = {1, 295};
+  const std::vector<int32_t> train = ledgerlm::testing::tiny_bytes_train();
+  const std::vector<int32_t> val = ledgerlm::testing::tiny_bytes_val();
+  DataMeta meta = ledgerlm::testing::tiny_bytes_shards(tmp, 295);
   meta_write(tmp + "/meta.json", meta);
   put(out, "bytes_data",
       fuzz::join_parts(
@@ -187,15 +176,10 @@ void data_seeds(const std::string& out) {
       fuzz::join_parts(
           {slurp(tmp + "/meta.json"), slurp(tmp + "/train.bin"), slurp(tmp + "/val.bin")}));
   // With a test split (prepare --test-fraction): meta.json's test keys and a fourth part.
-  std::vector<int32_t> test;
-  for (int32_t t = 0; t < 30; ++t) test.push_back((t * 11) % 257);
   shard_write(tmp + "/val.bin", val, 257);
-  shard_write(tmp + "/test.bin", test, 257);
+  ledgerlm::testing::tiny_bytes_test_split(tmp, meta);
   meta.val = {40, 39, 1};
   meta.val_fraction = 0.1;
-  meta.has_test = true;
-  meta.test_fraction = 0.05;
-  meta.test = {30, 29, 1};
   meta_write(tmp + "/meta.json", meta);
   put(out, "bytes_data_test_split",
       fuzz::join_parts({slurp(tmp + "/meta.json"), slurp(tmp + "/train.bin"),

@@ -25,6 +25,7 @@
 #include "model/backend/backend.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
+#include "tests/support/config_test_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -52,12 +53,8 @@ constexpr Precision kFp32{DType::kF32, "float32", 1e-5, 1e-4, 1e-5, 1e-5, 1e-5};
 constexpr Precision kFp64{DType::kF64, "float64", 1e-12, 1e-6, 1e-12, 1e-12, 1e-6};
 
 ModelConfig tiny_config() {
-  ModelConfig cfg;
-  cfg.vocab_size = 65;  // padded to 128: the padding must get no mass and zero gradient
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
-  cfg.block_size = 16;
+  // vocab 65 padded to 128: the padding must get no mass and zero gradient
+  ModelConfig cfg = testing::model_config_of({.vocab = 65, .L = 2, .H = 2, .C = 32, .block = 16});
   return cfg;
 }
 

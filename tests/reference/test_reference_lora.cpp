@@ -23,6 +23,8 @@
 #include "model/gpt.h"
 #include "model/param_table.h"
 #include "model/unit_access.h"
+#include "tests/support/config_test_support.h"
+#include "tests/support/lora_test_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -39,21 +41,11 @@ constexpr Precision kFp32{DType::kF32, "float32", 1e-6, 1e-4, 1e-5};
 constexpr Precision kFp64{DType::kF64, "float64", 1e-12, 1e-6, 1e-12};
 
 void check(const Precision& prec) {
-  ModelConfig cfg;
-  cfg.vocab_size = 65;
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 32;
-  cfg.block_size = 16;
+  ModelConfig cfg = testing::model_config_of({.vocab = 65, .L = 2, .H = 2, .C = 32, .block = 16});
   cfg.lora.rank = 3;
   cfg.lora.alpha = 4.5;
   cfg.lora.targets = "qkv,attn_proj,mlp_fc,mlp_proj";
-  const ParamTable full = param_table_build(cfg);
-  const ParamTable trained = param_table_part(full, true, full.options);
-  const ParamTable frozen = param_table_part(full, false, full.options);
-  ModelConfig plain_cfg = cfg;
-  plain_cfg.lora = LoraConfig();
-  const ParamTable plain = param_table_build(plain_cfg);
+  const auto [full, trained, frozen, plain, plain_cfg] = testing::lora_tables(cfg);
 
   // Values exactly representable in fp32 (the reference reads fp32 files), every factor non-zero.
   std::mt19937_64 rng(4711);

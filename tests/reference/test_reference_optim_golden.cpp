@@ -16,8 +16,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/safetensors.h"
@@ -129,15 +131,24 @@ void expect_states(const SafeTensorsFile& f, Outcome& o, double atol, double rto
   EXPECT_EQ(seen, expected) << "state tensors per parameter";
 }
 
+// A constant-schedule config of optimizer `name` whose listed fields are the fixture's
+// hyperparameters: each "hp.KEY" into the field it is paired with.
+OptimConfig golden_config(const SafeTensorsFile& f, const char* name,
+                          std::initializer_list<std::pair<const char*, double OptimConfig::*>> hp) {
+  OptimConfig c;
+  c.name = name;
+  c.schedule = "constant";
+  for (const auto& [key, field] : hp) c.*field = meta(f, std::string("hp.") + key);
+  return c;
+}
+
 TEST(OptimGolden, LionMatchesLionPytorch) {
   const SafeTensorsFile f = SafeTensorsFile::open(fixture("lion"));
-  OptimConfig c;
-  c.name = "lion";
-  c.lr = meta(f, "hp.lr");
-  c.lion_beta1 = meta(f, "hp.beta1");
-  c.lion_beta2 = meta(f, "hp.beta2");
-  c.weight_decay = meta(f, "hp.weight_decay");
-  c.schedule = "constant";
+  const OptimConfig c = golden_config(f, "lion",
+                                      {{"lr", &OptimConfig::lr},
+                                       {"beta1", &OptimConfig::lion_beta1},
+                                       {"beta2", &OptimConfig::lion_beta2},
+                                       {"weight_decay", &OptimConfig::weight_decay}});
   Outcome o = run_case(f, c);
   expect_tensors(f, o, o.master, "final", 1e-7, 1e-5);
   expect_states(f, o, 1e-7, 1e-5, {{"a", 1}, {"b", 1}, {"e", 1}, {"c", 1}});
@@ -145,18 +156,16 @@ TEST(OptimGolden, LionMatchesLionPytorch) {
 
 TEST(OptimGolden, AdEMAMixMatchesAuthorsCode) {
   const SafeTensorsFile f = SafeTensorsFile::open(fixture("ademamix"));
-  OptimConfig c;
-  c.name = "ademamix";
-  c.lr = meta(f, "hp.lr");
-  c.beta1 = meta(f, "hp.beta1");
-  c.beta2 = meta(f, "hp.beta2");
-  c.ademamix_beta3 = meta(f, "hp.beta3");
-  c.ademamix_alpha = meta(f, "hp.alpha");
+  OptimConfig c = golden_config(f, "ademamix",
+                                {{"lr", &OptimConfig::lr},
+                                 {"beta1", &OptimConfig::beta1},
+                                 {"beta2", &OptimConfig::beta2},
+                                 {"beta3", &OptimConfig::ademamix_beta3},
+                                 {"alpha", &OptimConfig::ademamix_alpha},
+                                 {"eps", &OptimConfig::eps},
+                                 {"weight_decay", &OptimConfig::weight_decay}});
   ASSERT_EQ(meta(f, "hp.alpha_warmup"), meta(f, "hp.beta3_warmup"));
   c.ademamix_warmup = static_cast<int64_t>(meta(f, "hp.alpha_warmup"));
-  c.eps = meta(f, "hp.eps");
-  c.weight_decay = meta(f, "hp.weight_decay");
-  c.schedule = "constant";
   Outcome o = run_case(f, c);
   expect_tensors(f, o, o.master, "final", 1e-7, 1e-5);
   expect_states(f, o, 1e-7, 1e-5, {{"a", 3}, {"b", 3}, {"e", 3}, {"c", 3}});
@@ -164,17 +173,15 @@ TEST(OptimGolden, AdEMAMixMatchesAuthorsCode) {
 
 TEST(OptimGolden, ScheduleFreeMatchesAuthorsCodeInXAndY) {
   const SafeTensorsFile f = SafeTensorsFile::open(fixture("adamw_schedulefree"));
-  OptimConfig c;
-  c.name = "adamw_schedulefree";
-  c.lr = meta(f, "hp.lr");
-  c.beta1 = meta(f, "hp.beta1");
-  c.beta2 = meta(f, "hp.beta2");
-  c.eps = meta(f, "hp.eps");
-  c.weight_decay = meta(f, "hp.weight_decay");
+  OptimConfig c = golden_config(f, "adamw_schedulefree",
+                                {{"lr", &OptimConfig::lr},
+                                 {"beta1", &OptimConfig::beta1},
+                                 {"beta2", &OptimConfig::beta2},
+                                 {"eps", &OptimConfig::eps},
+                                 {"weight_decay", &OptimConfig::weight_decay},
+                                 {"weight_lr_power", &OptimConfig::sf_weight_lr_power}});
   c.warmup_steps = static_cast<int64_t>(meta(f, "hp.warmup_steps"));
-  c.sf_weight_lr_power = meta(f, "hp.weight_lr_power");
   ASSERT_EQ(meta(f, "hp.r"), 0.0);
-  c.schedule = "constant";
   Outcome o = run_case(f, c);
   ASSERT_TRUE(o.opt->writes_compute_copy());
   // The master holds x (the authors' weights after eval()), the compute copy y (after train()).
@@ -197,22 +204,20 @@ TEST(OptimGolden, ScheduleFreeMatchesAuthorsCodeInXAndY) {
 }
 
 OptimConfig muon_config(const SafeTensorsFile& f) {
-  OptimConfig c;
-  c.name = "muon";
-  c.lr = meta(f, "hp.muon_lr");
-  c.weight_decay = meta(f, "hp.muon_weight_decay");
-  c.muon_momentum = meta(f, "hp.muon_momentum");
+  OptimConfig c = golden_config(f, "muon",
+                                {{"muon_lr", &OptimConfig::lr},
+                                 {"muon_weight_decay", &OptimConfig::weight_decay},
+                                 {"muon_momentum", &OptimConfig::muon_momentum},
+                                 {"muon_eps", &OptimConfig::ns_eps},
+                                 {"adamw_lr", &OptimConfig::muon_adamw_lr},
+                                 {"adamw_beta1", &OptimConfig::beta1},
+                                 {"adamw_beta2", &OptimConfig::beta2},
+                                 {"adamw_eps", &OptimConfig::eps}});
   c.muon_nesterov = f.metadata().at("hp.muon_nesterov") == "True";
   c.ns_steps = static_cast<int64_t>(meta(f, "hp.muon_ns_steps"));
-  c.ns_eps = meta(f, "hp.muon_eps");
   c.muon_adjust_lr =
       f.metadata().at("hp.muon_adjust_lr_fn") == "match_rms_adamw" ? "match_rms_adamw" : "original";
-  c.muon_adamw_lr = meta(f, "hp.adamw_lr");
-  c.beta1 = meta(f, "hp.adamw_beta1");
-  c.beta2 = meta(f, "hp.adamw_beta2");
-  c.eps = meta(f, "hp.adamw_eps");
   EXPECT_EQ(meta(f, "hp.adamw_weight_decay_e"), c.weight_decay);  // one decay for both groups
-  c.schedule = "constant";
   return c;
 }
 

@@ -9,12 +9,13 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/test_util.h"
+#include "train/run/run_dir.h"
 
 namespace ledgerlm::testing {
 
-// `ledgerlm ARGS`, its output and exit code.
-inline CommandResult ledgerlm(const std::string& args) {
-  return run_command(ledgerlm_binary() + " " + args);
+// A path or value as one shell word, for the command lines these tests build.
+inline std::string q(const std::string& s) {
+  return shell_quote(s);
 }
 
 // Exactly one line "ledgerlm: error: ..." on stderr containing every needle; non-zero exit.

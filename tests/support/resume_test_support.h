@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -73,5 +75,23 @@ inline std::string resume_tiny_flags(const std::string& data_dir, const std::str
          " --train.seq_len 32 --train.micro_batch 4 --train.eval_interval 0"
          " --train.eval_windows 4 --train.log_interval 100 --train.threads 1";
 }
+
+// A test file's corpus, prepared by resume_prepare_corpus on first use and shared by the file's
+// tests (once per process), and the flags of tiny-model runs on it.
+struct ResumeCorpus {
+  std::string prefix;                 // of the temp dir, one per file
+  std::function<std::string()> text;  // the corpus text
+
+  const std::string& dir() const {
+    static std::map<std::string, std::string> dirs;
+    auto it = dirs.find(prefix);
+    if (it == dirs.end()) it = dirs.emplace(prefix, resume_prepare_corpus(prefix, text())).first;
+    return it->second;
+  }
+  // resume_tiny_flags of run `name` under `out` on this corpus.
+  std::string flags(const std::string& out, const std::string& name) const {
+    return resume_tiny_flags(dir(), out, name);
+  }
+};
 
 }  // namespace ledgerlm::testing

@@ -123,6 +123,9 @@ std::string ledgerlm_binary() {
   const char* env = std::getenv("LEDGERLM_TEST_BINARY");
   return env && *env ? env : LEDGERLM_BINARY;
 }
+CommandResult ledgerlm(const std::string& args) {
+  return run_command(ledgerlm_binary() + " " + args);
+}
 std::string source_dir() {
   const char* env = std::getenv("LEDGERLM_TEST_SOURCE_DIR");
   return env && *env ? env : LEDGERLM_SOURCE_DIR;

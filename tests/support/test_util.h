@@ -38,6 +38,8 @@ struct CommandResult {
 };
 // Runs a shell command, capturing its output.
 CommandResult run_command(const std::string& command);
+// `ledgerlm ARGS` (ARGS as the shell splits them), its output and exit code.
+CommandResult ledgerlm(const std::string& args);
 // Path of the ledgerlm binary, the source dir, and the python interpreter with torch.
 std::string ledgerlm_binary();
 std::string source_dir();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/base/rng.h"
+#include "tests/support/config_test_support.h"
 #include "train/config/run_config.h"
 #include "train/step/train_step.h"
 
@@ -47,14 +48,7 @@ inline std::vector<int32_t> corpus_make(int copies) {
 
 // L2 H2 C32, T32, B8, vocab 32 (padded 64), no weight decay; the LR is left to the caller.
 inline RunConfig tiny_config_make(const std::string& optim, int64_t seed) {
-  RunConfig c;
-  c.model.vocab_size = 32;
-  c.model.n_layer = 2;
-  c.model.n_head = 2;
-  c.model.n_embd = 32;
-  c.model.block_size = 32;
-  c.train.micro_batch = 8;
-  c.train.seq_len = 32;
+  RunConfig c = shape_config({.vocab = 32, .L = 2, .H = 2, .C = 32, .block = 32, .T = 32, .B = 8});
   c.train.seed = seed;
   c.optim.name = optim;
   c.optim.weight_decay = 0.0;

@@ -14,56 +14,51 @@ namespace ledgerlm {
 namespace {
 
 constexpr int64_t kIters = 1 << 20;
+// Independent accumulator chains per thread: enough to cover the FMA latency times its issue rate.
+constexpr int kChains = 12;
 
-__attribute__((target("avx512f"))) double fma_avx512(int64_t iters) {
-  __m512 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
-  const __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], b, c);
-  alignas(64) float out[16];
+// Sums the accumulators' lanes into a volatile, so the compiler must run every chain.
+void keep_live(const float* lanes, int n) {
   float sink = 0;
-  for (int i = 0; i < 12; ++i) {
-    _mm512_store_ps(out, a[i]);
-    for (float v : out) sink += v;
-  }
+  for (int i = 0; i < n; ++i) sink += lanes[i];
   volatile float keep = sink;
   (void)keep;
-  return static_cast<double>(iters) * 12 * 16 * 2;
+}
+
+__attribute__((target("avx512f"))) double fma_avx512(int64_t iters) {
+  __m512 a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
+  const __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < kChains; ++i) a[i] = _mm512_fmadd_ps(a[i], b, c);
+  alignas(64) float out[kChains * 16];
+  for (int i = 0; i < kChains; ++i) _mm512_store_ps(out + 16 * i, a[i]);
+  keep_live(out, kChains * 16);
+  return static_cast<double>(iters) * kChains * 16 * 2;
 }
 
 __attribute__((target("avx2,fma"))) double fma_avx2(int64_t iters) {
-  __m256 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(0.001f * static_cast<float>(i));
+  __m256 a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = _mm256_set1_ps(0.001f * static_cast<float>(i));
   const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
   for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
-  alignas(32) float out[8];
-  float sink = 0;
-  for (int i = 0; i < 12; ++i) {
-    _mm256_store_ps(out, a[i]);
-    for (float v : out) sink += v;
-  }
-  volatile float keep = sink;
-  (void)keep;
-  return static_cast<double>(iters) * 12 * 8 * 2;
+    for (int i = 0; i < kChains; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
+  alignas(32) float out[kChains * 8];
+  for (int i = 0; i < kChains; ++i) _mm256_store_ps(out + 8 * i, a[i]);
+  keep_live(out, kChains * 8);
+  return static_cast<double>(iters) * kChains * 8 * 2;
 }
 
 __attribute__((target("avx512f,avx512bf16"))) double dot_bf16(int64_t iters) {
-  __m512 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm512_setzero_ps();
+  __m512 a[kChains];
+  for (int i = 0; i < kChains; ++i) a[i] = _mm512_setzero_ps();
   const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3a80);
   for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) a[i] = _mm512_dpbf16_ps(a[i], x, y);
-  alignas(64) float out[16];
-  float sink = 0;
-  for (int i = 0; i < 12; ++i) {
-    _mm512_store_ps(out, a[i]);
-    for (float v : out) sink += v;
-  }
-  volatile float keep = sink;
-  (void)keep;
-  return static_cast<double>(iters) * 12 * 32 * 2;  // 32 bf16 products + adds per lane set
+    for (int i = 0; i < kChains; ++i) a[i] = _mm512_dpbf16_ps(a[i], x, y);
+  alignas(64) float out[kChains * 16];
+  for (int i = 0; i < kChains; ++i) _mm512_store_ps(out + 16 * i, a[i]);
+  keep_live(out, kChains * 16);
+  return static_cast<double>(iters) * kChains * 32 * 2;  // 32 bf16 products + adds per lane set
 }
 
 template <class Kernel>

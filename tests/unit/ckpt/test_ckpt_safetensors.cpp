@@ -17,6 +17,7 @@
 #include "ckpt/safetensors.h"
 #include "model/base/check.h"
 #include "model/base/crc32c.h"
+#include "tests/support/config_test_support.h"
 #include "tests/support/safetensors_test_support.h"
 #include "tests/support/test_util.h"
 
@@ -71,6 +72,17 @@ struct Sample {
   }
 };
 
+// Tensor `name` of `f`, read whole as `dtype` and `shape` (checked as SafeTensorsFile::read does).
+template <class T>
+std::vector<T> read_as(const SafeTensorsFile& f, const std::string& name, DType dtype,
+                       const std::vector<int64_t>& shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  std::vector<T> out(static_cast<size_t>(numel));
+  f.read(name, out.data(), dtype, shape);
+  return out;
+}
+
 // Writes a file with the raw header `json_text` (padded) followed by `data_bytes` zero bytes.
 void write_raw(const std::string& path, const std::string& json_text, size_t data_bytes,
                int64_t header_len_override = -1) {
@@ -112,25 +124,12 @@ TEST(Safetensors, RoundTripAllDtypesAndMetadata) {
   EXPECT_EQ(f.find("a.f32")->shape, (std::vector<int64_t>{2, 3, 4}));
   EXPECT_EQ(f.find("h.empty")->numel(), 0);
 
-  Sample r;
-  std::fill(r.f32.begin(), r.f32.end(), 0.0f);
-  f.read("a.f32", r.f32.data(), DType::kF32, {2, 3, 4});
-  EXPECT_EQ(r.f32, s.f32);
-  std::vector<double> f64(5);
-  f.read("b.f64", f64.data(), DType::kF64, {5});
-  EXPECT_EQ(f64, s.f64);
-  std::vector<uint16_t> u16buf(6);
-  f.read("c.bf16", u16buf.data(), DType::kBF16, {3, 2});
-  EXPECT_EQ(u16buf, s.bf16);
-  std::vector<uint8_t> u8(7);
-  f.read("e.u8", u8.data(), DType::kU8, {7});
-  EXPECT_EQ(u8, s.u8);
-  std::vector<int32_t> i32(6);
-  f.read("f.i32", i32.data(), DType::kI32, {2, 3});
-  EXPECT_EQ(i32, s.i32);
-  std::vector<uint16_t> u16(3);
-  f.read("g.u16", u16.data(), DType::kU16, {3});
-  EXPECT_EQ(u16, s.u16);
+  EXPECT_EQ(read_as<float>(f, "a.f32", DType::kF32, {2, 3, 4}), s.f32);
+  EXPECT_EQ(read_as<double>(f, "b.f64", DType::kF64, {5}), s.f64);
+  EXPECT_EQ(read_as<uint16_t>(f, "c.bf16", DType::kBF16, {3, 2}), s.bf16);
+  EXPECT_EQ(read_as<uint8_t>(f, "e.u8", DType::kU8, {7}), s.u8);
+  EXPECT_EQ(read_as<int32_t>(f, "f.i32", DType::kI32, {2, 3}), s.i32);
+  EXPECT_EQ(read_as<uint16_t>(f, "g.u16", DType::kU16, {3}), s.u16);
 
   // Widening reads and partial reads.
   std::vector<float> bf = f.read_f32("c.bf16");
@@ -144,16 +143,17 @@ TEST(Safetensors, RoundTripAllDtypesAndMetadata) {
   // Mismatched expectations are errors naming file and tensor.
   expect_error(
       [&] {
-        f.read("a.f32", r.f32.data(), DType::kBF16, {2, 3, 4});
+        read_as<float>(f, "a.f32", DType::kBF16, {2, 3, 4});
       },
       {path, "a.f32", "F32", "expected BF16"});
   expect_error(
       [&] {
-        f.read("a.f32", r.f32.data(), DType::kF32, {6, 4});
+        read_as<float>(f, "a.f32", DType::kF32, {6, 4});
       },
       {path, "a.f32", "[2, 3, 4]", "expected [6, 4]"});
   expect_error([&] { f.get("missing.weight"); }, {path, "missing.weight"});
   expect_error([&] { f.read_f32("e.u8"); }, {"e.u8", "float"});
+  std::vector<double> f64(5);
   expect_error([&] { f.read_elements(f.get("b.f64"), 3, 3, f64.data()); }, {"b.f64", "5"});
 }
 
@@ -365,26 +365,20 @@ TEST(Safetensors, InteroperatesWithPythonImplementation) {
   EXPECT_EQ(f.tensors().size(), 8u);
   for (const SafeTensorInfo& t : f.tensors()) EXPECT_TRUE(t.has_checksum) << t.name;
   // All values and their images are exactly representable, so equality is exact.
-  std::vector<float> f32(24);
-  f.read("a.f32", f32.data(), DType::kF32, {2, 3, 4});
+  const auto f32 = read_as<float>(f, "a.f32", DType::kF32, {2, 3, 4});
   for (size_t i = 0; i < f32.size(); ++i) EXPECT_EQ(f32[i], 2 * s.f32[i] + 1) << i;
-  std::vector<double> f64(5);
-  f.read("b.f64", f64.data(), DType::kF64, {5});
+  const auto f64 = read_as<double>(f, "b.f64", DType::kF64, {5});
   for (size_t i = 0; i < f64.size(); ++i) EXPECT_DOUBLE_EQ(f64[i], 2 * s.f64[i] + 1) << i;
-  std::vector<uint16_t> bf(6);
-  f.read("c.bf16", bf.data(), DType::kBF16, {3, 2});
+  const auto bf = read_as<uint16_t>(f, "c.bf16", DType::kBF16, {3, 2});
   for (size_t i = 0; i < bf.size(); ++i)
     EXPECT_EQ(bf[i], f32_to_bf16(2 * bf16_to_f32(s.bf16[i]) + 1));
   std::vector<float> h = f.read_f32("d.f16");
   for (size_t i = 0; i < h.size(); ++i) EXPECT_EQ(h[i], 2 * f16_to_f32(s.f16[i]) + 1);
-  std::vector<uint8_t> u8(7);
-  f.read("e.u8", u8.data(), DType::kU8, {7});
+  const auto u8 = read_as<uint8_t>(f, "e.u8", DType::kU8, {7});
   for (size_t i = 0; i < u8.size(); ++i) EXPECT_EQ(u8[i], static_cast<uint8_t>(2 * s.u8[i] + 1));
-  std::vector<int32_t> i32(6);
-  f.read("f.i32", i32.data(), DType::kI32, {2, 3});
+  const auto i32 = read_as<int32_t>(f, "f.i32", DType::kI32, {2, 3});
   for (size_t i = 0; i < i32.size(); ++i) EXPECT_EQ(i32[i], 2 * s.i32[i] + 1);
-  std::vector<uint16_t> u16(3);
-  f.read("g.u16", u16.data(), DType::kU16, {3});
+  const auto u16 = read_as<uint16_t>(f, "g.u16", DType::kU16, {3});
   for (size_t i = 0; i < u16.size(); ++i)
     EXPECT_EQ(u16[i], static_cast<uint16_t>(2 * s.u16[i] + 1));
   EXPECT_EQ(f.get("h.empty").shape, (std::vector<int64_t>{0, 4}));
@@ -392,12 +386,8 @@ TEST(Safetensors, InteroperatesWithPythonImplementation) {
 
 // The HF mapping: transposes Conv1D weights, drops padded vocab rows, and inverts exactly.
 TEST(HfExport, MappingRoundTripAndConfig) {
-  ModelConfig cfg;
-  cfg.vocab_size = 70;  // padded to 128
-  cfg.n_layer = 2;
-  cfg.n_head = 2;
-  cfg.n_embd = 16;
-  cfg.block_size = 8;
+  // vocab 70 padded to 128
+  ModelConfig cfg = testing::model_config_of({.vocab = 70, .L = 2, .H = 2, .C = 16, .block = 8});
   const ParamTable table = param_table_build(cfg);
   std::vector<float> params(static_cast<size_t>(table.total), 0.0f);
   for (const ParamInfo& p : table.params)

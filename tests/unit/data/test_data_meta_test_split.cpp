@@ -15,6 +15,7 @@
 #include "data/meta.h"
 #include "data/shard.h"
 #include "model/base/check.h"
+#include "tests/support/bytes_data_test_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -25,28 +26,8 @@ namespace fs = std::filesystem;
 // A bytes-tokenizer data directory: train 257 tokens, val 40, and test 30 when `with_test`.
 std::string make_dir(const std::string& name, bool with_test) {
   const std::string dir = testing::make_temp_dir("meta_test_split_" + name + "_");
-  std::vector<int32_t> train, val, test;
-  for (int32_t t = 0; t < 257; ++t) train.push_back(t);
-  for (int32_t t = 0; t < 40; ++t) val.push_back((t * 7) % 257);
-  for (int32_t t = 0; t < 30; ++t) test.push_back((t * 11) % 257);
-  shard_write(dir + "/train.bin", train, 257);
-  shard_write(dir + "/val.bin", val, 257);
-  DataMeta meta;
-  meta.tokenizer = "bytes";
-  meta.vocab_size = 257;
-  meta.eot_id = 256;
-  meta.token_width = 2;
-  meta.val_fraction = 0.1;
-  meta.seed = 1234;
-  meta.train = {257, 256, 1};
-  meta.val = {40, 39, 1};
-  meta.sources = {1, 324};
-  if (with_test) {
-    shard_write(dir + "/test.bin", test, 257);
-    meta.has_test = true;
-    meta.test_fraction = 0.05;
-    meta.test = {30, 29, 1};
-  }
+  DataMeta meta = testing::tiny_bytes_shards(dir, 324);
+  if (with_test) testing::tiny_bytes_test_split(dir, meta);
   meta_write(dir + "/meta.json", meta);
   return dir;
 }

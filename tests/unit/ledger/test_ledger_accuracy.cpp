@@ -17,6 +17,7 @@
 #include "model/backend/cpu/cpu_gemm_lib.h"
 #include "model/backend/cpu/cpu_isa.h"
 #include "model/base/rng.h"
+#include "tests/support/config_test_support.h"
 #include "train/ledger/ledger.h"
 #include "train/step/model_state.h"
 #include "train/step/train_step.h"
@@ -28,15 +29,9 @@ constexpr int kThreads = 2;
 
 // configs/bench_tiny.toml: L4 H4 C128 T64 B12, vocab 65.
 RunConfig tiny_config(const std::string& optim, const std::string& recompute) {
-  RunConfig c;
-  c.model.vocab_size = 65;
-  c.model.n_layer = 4;
-  c.model.n_head = 4;
-  c.model.n_embd = 128;
-  c.model.block_size = 64;
+  RunConfig c =
+      testing::shape_config({.vocab = 65, .L = 4, .H = 4, .C = 128, .block = 64, .T = 64, .B = 12});
   c.model.recompute = recompute;
-  c.train.micro_batch = 12;
-  c.train.seq_len = 64;
   c.train.threads = kThreads;
   c.optim.name = optim;
   c.optim.lr = 1e-3;

@@ -11,6 +11,8 @@
 #include <map>
 
 #include "optim/muon_plan.h"
+#include "tests/support/config_test_support.h"
+#include "tests/support/plan_test_support.h"
 #include "tests/support/test_util.h"
 #include "train/ledger/ledger.h"
 #include "train/ledger/memory_plan.h"
@@ -19,24 +21,14 @@
 namespace ledgerlm {
 namespace {
 
+using testing::plan_component;
+
 RunConfig small_config(const std::string& optim) {
-  RunConfig c;
-  c.model.vocab_size = 512;
-  c.model.n_layer = 2;
-  c.model.n_head = 2;
-  c.model.n_embd = 64;
-  c.model.block_size = 32;
-  c.train.micro_batch = 2;
-  c.train.seq_len = 32;
+  RunConfig c =
+      testing::shape_config({.vocab = 512, .L = 2, .H = 2, .C = 64, .block = 32, .T = 32, .B = 2});
   c.optim.name = optim;
   c.optim.schedule = "constant";
   return c;
-}
-
-const PlanComponent* find(const MemoryPlan& p, const std::string& name) {
-  for (const auto& c : p.components)
-    if (c.name == name) return &c;
-  return nullptr;
 }
 
 TEST(LedgerOptimizerGroups, BytesPerParameterAndGroups) {
@@ -62,18 +54,19 @@ TEST(LedgerOptimizerGroups, BytesPerParameterAndGroups) {
     const MemoryPlan p =
         memory_plan_compute(plan_input_from_config(small_config(w.optim), 1, 1, -1));
     for (const auto& [name, bytes] : w.bytes) {
-      const PlanComponent* c = find(p, name);
+      const PlanComponent* c = plan_component(p, name);
       ASSERT_NE(c, nullptr) << w.optim << " " << name;
       EXPECT_EQ(c->total_bytes, bytes) << w.optim << " " << name;
     }
   }
   const MemoryPlan muon =
       memory_plan_compute(plan_input_from_config(small_config("muon"), 1, 1, -1));
-  EXPECT_EQ(find(muon, "optim.momentum")->group, "matrix");
-  EXPECT_EQ(find(muon, "optim.m")->group, "embedding,nodecay");
+  EXPECT_EQ(plan_component(muon, "optim.momentum")->group, "matrix");
+  EXPECT_EQ(plan_component(muon, "optim.m")->group, "embedding,nodecay");
   // No master with fp32 params for the others (the params are their own master).
   EXPECT_EQ(
-      find(memory_plan_compute(plan_input_from_config(small_config("lion"), 1, 1, -1)), "master"),
+      plan_component(memory_plan_compute(plan_input_from_config(small_config("lion"), 1, 1, -1)),
+                     "master"),
       nullptr);
 }
 
@@ -87,11 +80,12 @@ TEST(LedgerOptimizerGroups, MuonStateSumsOverRanksToWorldOnesAndOwnersShareTheWo
       int64_t momentum = 0, m = 0;
       for (int r = 0; r < world; ++r) {
         const MemoryPlan p = memory_plan_compute(plan_input_from_config(cw, world, 1, -1, r));
-        momentum += find(p, "optim.momentum")->per_rank_bytes;
-        m += find(p, "optim.m")->per_rank_bytes;
+        momentum += plan_component(p, "optim.momentum")->per_rank_bytes;
+        m += plan_component(p, "optim.m")->per_rank_bytes;
       }
-      EXPECT_EQ(momentum, find(one, "optim.momentum")->total_bytes) << world << " " << stage;
-      EXPECT_EQ(m, find(one, "optim.m")->total_bytes) << world << " " << stage;
+      EXPECT_EQ(momentum, plan_component(one, "optim.momentum")->total_bytes)
+          << world << " " << stage;
+      EXPECT_EQ(m, plan_component(one, "optim.m")->total_bytes) << world << " " << stage;
     }
   // 8 matrix tensors (4 per block), qkv three matrices each: every rank of 4 owns some.
   const ParamTable table = param_table_for_run(c, 4);
@@ -116,7 +110,7 @@ TEST(LedgerOptimizerGroups, ChecksRefuseAWrongAllocation) {
   for (const char* scratch : {"comm.muon", "workspace.muon"}) {
     StateComponent sc;
     sc.name = scratch;
-    sc.bytes = find(plan, scratch)->per_rank_bytes;
+    sc.bytes = plan_component(plan, scratch)->per_rank_bytes;
     sc.tag = std::string(scratch) == "comm.muon" ? MemTag::kComm : MemTag::kWorkspace;
     sc.scratch = true;
     ok.push_back(sc);

@@ -21,6 +21,7 @@
 #include "ckpt/checkpoint.h"
 #include "optim/optim_common.h"
 #include "optim/optim_traits.h"
+#include "tests/support/plan_test_support.h"
 #include "tests/support/test_util.h"
 #include "tests/support/train_test_support.h"
 #include "train/config/config_keys.h"
@@ -113,12 +114,6 @@ RunConfig heavyball_config(const char* name = kHeavyball) {
   return c;
 }
 
-const PlanComponent* find(const MemoryPlan& p, const std::string& name) {
-  for (const auto& c : p.components)
-    if (c.name == name) return &c;
-  return nullptr;
-}
-
 TEST(LedgerOptimizerTraits, ARegisteredOptimizerIsKnownByNameAndValidated) {
   const RunConfig c = heavyball_config();
   EXPECT_NE(optim_names_text(", ", " or ").find(kHeavyball), std::string::npos);
@@ -143,7 +138,7 @@ TEST(LedgerOptimizerTraits, ThePlannerAndThePerTensorTablePredictTheDummysState)
   const RunConfig c = heavyball_config();
   const ParamTable table = param_table_for_run(c, 1);
   const MemoryPlan one = memory_plan_compute(plan_input_from_config(c, 1, 1, -1));
-  const PlanComponent* h = find(one, "optim.h");
+  const PlanComponent* h = testing::plan_component(one, "optim.h");
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->total_bytes, 4 * table.total);  // mirrors the layout, padding included
   EXPECT_EQ(h->tag, MemTag::kOptimMomentum);
@@ -154,7 +149,7 @@ TEST(LedgerOptimizerTraits, ThePlannerAndThePerTensorTablePredictTheDummysState)
   int64_t sum = 0;
   for (int rank = 0; rank < 2; ++rank) {
     const MemoryPlan p = memory_plan_compute(plan_input_from_config(c2, 2, 1, -1, rank));
-    sum += find(p, "optim.h")->per_rank_bytes;
+    sum += testing::plan_component(p, "optim.h")->per_rank_bytes;
 
     // What `ledgerlm memory --tensors --world 2 --rank R` prints per tensor.
     const ParamTable t2 = param_table_for_run(c2, 2);
@@ -234,7 +229,7 @@ TEST(LedgerOptimizerTraits, TheRunChecksAcceptItAndACheckpointRoundTripsItToTheB
 TEST(LedgerOptimizerTraits, TraitsThatClaimAStateTheOptimizerLacksAreRefusedBeforeStep1) {
   const RunConfig c = heavyball_config(kOverclaimed);
   const MemoryPlan plan = memory_plan_compute(plan_input_from_config(c, 1, 1, -1));
-  ASSERT_NE(find(plan, "optim.extra"), nullptr);
+  ASSERT_NE(testing::plan_component(plan, "optim.extra"), nullptr);
   auto backend = backend_create_cpu(2);
   ModelState state(c, *backend);
   const std::string e = testing::error_of([&] { RunLedger ledger(c, state, 1, 0); });

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "tests/support/config_test_support.h"
 #include "train/ledger/memory_plan.h"
 #include "train/ledger/plan_layers.h"
 
@@ -14,14 +15,8 @@ namespace ledgerlm {
 namespace {
 
 RunConfig small_model() {
-  RunConfig c;
-  c.model.vocab_size = 300;
-  c.model.n_head = 2;
-  c.model.n_embd = 64;
-  c.model.block_size = 32;
-  c.train.seq_len = 32;
-  c.train.micro_batch = 2;
-  return c;
+  return testing::shape_config(
+      {.vocab = 300, .L = 4, .H = 2, .C = 64, .block = 32, .T = 32, .B = 2});
 }
 
 // Every figure the ledger prints or compares. Exact equality: the figures are sums over

@@ -13,6 +13,7 @@
 #include "model/backend/backend.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
+#include "tests/support/config_test_support.h"
 
 namespace ledgerlm {
 namespace {
@@ -43,12 +44,8 @@ std::string describe(const Case& c) {
 }
 
 ModelConfig config_of(const Case& c) {
-  ModelConfig m;
-  m.vocab_size = 70;  // padded to 128: the logits' row is not the vocabulary
-  m.n_layer = 4;
-  m.n_head = 2;
-  m.n_embd = 24;
-  m.block_size = 16;
+  // vocab 70 padded to 128: the logits' row is not the vocabulary
+  ModelConfig m = testing::model_config_of({.vocab = 70, .L = 4, .H = 2, .C = 24, .block = 16});
   m.recompute = c.recompute;
   m.lora.rank = c.lora_rank;
   m.lora.dropout = c.lora_dropout;

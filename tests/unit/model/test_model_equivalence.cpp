@@ -26,18 +26,15 @@
 #include "model/gpt.h"
 #include "model/gpt_decode.h"
 #include "model/param_table.h"
+#include "tests/support/config_test_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
 namespace {
 
 ModelConfig small_config(double dropout = 0.0, const std::string& recompute = "none") {
-  ModelConfig c;
-  c.vocab_size = 50;  // padded to 64
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 32;
-  c.block_size = 16;
+  // vocab 50 padded to 64
+  ModelConfig c = testing::model_config_of({.vocab = 50, .L = 2, .H = 2, .C = 32, .block = 16});
   c.dropout = dropout;
   c.recompute = recompute;
   return c;

@@ -9,17 +9,14 @@
 
 #include "model/base/check.h"
 #include "model/param_table.h"
+#include "tests/support/config_test_support.h"
 
 namespace ledgerlm {
 namespace {
 
 ModelConfig gpt_config() {
-  ModelConfig c;
-  c.vocab_size = 1000;  // padded to 1024
-  c.n_layer = 3;
-  c.n_head = 4;
-  c.n_embd = 64;
-  c.block_size = 32;
+  // vocab 1000 padded to 1024
+  ModelConfig c = testing::model_config_of({.vocab = 1000, .L = 3, .H = 4, .C = 64, .block = 32});
   return c;
 }
 

@@ -18,17 +18,13 @@
 #include "model/gpt.h"
 #include "model/param_table.h"
 #include "model/unit_access.h"
+#include "tests/support/config_test_support.h"
 
 namespace ledgerlm {
 namespace {
 
 ModelConfig units_config(const std::string& recompute, double dropout) {
-  ModelConfig c;
-  c.vocab_size = 40;
-  c.n_layer = 3;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.block_size = 8;
+  ModelConfig c = testing::model_config_of({.vocab = 40, .L = 3, .H = 2, .C = 16, .block = 8});
   c.recompute = recompute;
   c.dropout = dropout;
   return c;

@@ -11,6 +11,7 @@
 #include "optim/optim_groups.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "tests/support/config_test_support.h"
 
 namespace ledgerlm {
 namespace {
@@ -224,12 +225,7 @@ TEST(OptimConfigValidate, AdemamixBetasStayBelowOneMinus1e8) {
 // The one group rule: matrices decay, embeddings decay unless optim.decay_embeddings = false,
 // biases and norm weights never; LR multipliers per group.
 TEST(OptimGroups, RuleByKindAndConfig) {
-  ModelConfig m;
-  m.vocab_size = 100;
-  m.n_layer = 1;
-  m.n_head = 2;
-  m.n_embd = 16;
-  m.block_size = 8;
+  ModelConfig m = testing::model_config_of({.vocab = 100, .L = 1, .H = 2, .C = 16, .block = 8});
   const ParamTable t = param_table_build(m, ParamTableOptions{});
   OptimConfig c;
   c.weight_decay = 0.1;

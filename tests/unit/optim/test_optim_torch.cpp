@@ -7,11 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "optim/optimizer.h"
-#include "optim/schedule.h"
 #include "tests/support/optim_reference_support.h"
 #include "tests/support/optim_test_support.h"
 #include "tests/support/test_util.h"
@@ -44,36 +42,9 @@ void prepare_case(TorchCase& tc, const std::string& root) {
   ASSERT_TRUE(std::filesystem::create_directories(tc.dir));
   testing::write_floats(tc.dir + "/w0.bin", testing::gather_in_table_order(table, tc.w.data()));
 
-  std::ostringstream spec;
-  spec.precision(17);
-  spec << tc.torch_settings << " steps=" << kSteps << " lrs=";
-  std::vector<float> all_grads;
-  for (int s = 1; s <= kSteps; ++s) {
-    const double lr = schedule_lr(config, s, kSteps);
-    spec << (s > 1 ? "," : "") << lr;
-    std::vector<float> g = testing::random_flat(table, 100 + s, 0.1);
-    const std::vector<float> packed = testing::gather_in_table_order(table, g.data());
-    all_grads.insert(all_grads.end(), packed.begin(), packed.end());
-    for (float& x : g) x *= 2.0f;  // exact; undone by grad_scale 0.5
-    OptimStepInfo info;
-    info.lr = lr;
-    info.step = s;
-    info.grad_scale = 0.5;
-    opt->step(tc.w.data(), Tensor(g.data(), DType::kF32), info);
-  }
-  spec << "\n";
-  // Groups stated independently of the optimizer: decay on matrices (and on embeddings when
-  // optim.decay_embeddings), LR multipliers by kind.
-  for (const auto& p : table.params) {
-    const bool decay = p.kind == ParamKind::kMatrix ||
-                       (p.kind == ParamKind::kEmbedding && config.decay_embeddings);
-    const double mult = p.kind == ParamKind::kEmbedding ? config.lr_mult_embedding
-                        : p.kind == ParamKind::kMatrix  ? 1.0
-                                                        : config.lr_mult_nodecay;
-    spec << p.numel << " " << mult << " " << (decay ? config.weight_decay : 0.0) << "\n";
-  }
-  ASSERT_TRUE(testing::write_file(tc.dir + "/spec.txt", spec.str()));
-  testing::write_floats(tc.dir + "/grads.bin", all_grads);
+  ASSERT_TRUE(testing::run_reference_steps(
+      *opt, config, table, kSteps, tc.w,
+      [&](int s) { return testing::random_flat(table, 100 + s, 0.1); }, tc.torch_settings, tc.dir));
 }
 
 void check_case(const TorchCase& tc) {

@@ -10,6 +10,7 @@
 
 #include "model/backend/backend.h"
 #include "optim/optim_groups.h"
+#include "tests/support/config_test_support.h"
 #include "train/step/model_state.h"
 #include "train/step/placement.h"
 
@@ -17,12 +18,7 @@ namespace ledgerlm {
 namespace {
 
 RunConfig small_config(const std::string& params, const std::string& master) {
-  RunConfig c;
-  c.model.vocab_size = 100;
-  c.model.n_layer = 2;
-  c.model.n_head = 2;
-  c.model.n_embd = 64;
-  c.model.block_size = 16;
+  RunConfig c = testing::shape_config({.vocab = 100, .L = 2, .H = 2, .C = 64, .block = 16});
   c.precision.params = params;
   c.precision.master = master;
   return c;
