@@ -1,12 +1,12 @@
 // Data-parallel training matches one process. World 2 and 4 at ZeRO stages 0-3, for every
-// optimizer and for bf16 weights + fp32 master, gradient accumulation and dropout: the loss
-// curve, the final weights and every optimizer state equal those of a single process trained
-// on the same global batch (8 sequences: world x micro-batch x accumulation), per tensor within
-// atol + rtol x max|ref|. Not bitwise: the ranks' gradients are summed across ranks instead of
-// inside one GEMM over the whole batch, and the gradient norm and LAMB/LARS/Adafactor per-tensor
-// statistics are summed from per-rank parts — the same values added in another order. The same
-// world and stage run twice is bitwise identical (the collectives and kernels are
-// deterministic for a given world, thread count and stage).
+// optimizer, for bf16 weights + fp32 master, gradient accumulation, dropout and the Llama and
+// nanochat block presets: the loss curve, the final weights and every optimizer state equal
+// those of a single process trained on the same global batch (8 sequences: world x micro-batch x
+// accumulation), per tensor within atol + rtol x max|ref|. Not bitwise: the ranks' gradients are
+// summed across ranks instead of inside one GEMM over the whole batch, and the gradient norm and
+// LAMB/LARS/Adafactor per-tensor statistics are summed from per-rank parts — the same values added
+// in another order. The same world and stage run twice is bitwise identical (the collectives and
+// kernels are deterministic for a given world, thread count and stage).
 //
 // One exception, compared differently: the key part of every attn.qkv.bias. Its gradient is
 // zero in exact arithmetic (adding a constant to every key's logit leaves a softmax unchanged),
@@ -101,6 +101,27 @@ const std::vector<Variant>& variants() {
        " --lora.targets qkv,attn_proj,mlp_fc,mlp_proj",
        1e-7, 1e-4, 3e-5},
       {"freeze", " --optim.name adamw --train.freeze embed.*,block.0.*", 1e-7, 1e-4, 3e-5},
+      // The two block presets (configs/llama_demo.toml, configs/nanochat_demo.toml) on the tiny
+      // shape: Llama's RMSNorm, rotary positions, SwiGLU and grouped-query attention (1 KV head)
+      // with an untied head under Muon (gate, up and down, and the rectangular k and v pieces,
+      // are Muon matrices); nanochat's weightless RMSNorm, QK-norm, ReLU^2 and soft-capped
+      // untied head under AdamW. No biases in either. The nanochat block under AdamW moves one
+      // element (block 1's fc weight) by up to 1.04e-4 of its tensor's scale [world 2; 7.2e-5 at
+      // world 4; states 2.6e-5]; with any one of weightless RMSNorm, QK-norm, ReLU^2 or the
+      // soft-cap taken out it stays below 2e-5. Together they leave an element whose gradient is
+      // at the rounding level, which AdamW's normalised steps amplify (as for Adafactor above):
+      // bounds 3e-4 and 1e-4, still ~100x below what a missing rank's gradient does (~lr = 3e-3
+      // of a 0.08 scale).
+      {"llama",
+       " --optim.name muon --optim.lr 0.02 --model.norm rmsnorm --model.position rope"
+       " --model.mlp swiglu --model.ffn_hidden 96 --model.n_kv_head 1 --model.bias false"
+       " --model.tie_embeddings false",
+       1e-7, 1e-4, 3e-5},
+      {"nanochat",
+       " --optim.name adamw --model.norm rmsnorm --model.norm_weight false --model.position rope"
+       " --model.qk_norm true --model.mlp relu2 --model.bias false --model.tie_embeddings false"
+       " --model.logit_softcap 15",
+       1e-7, 3e-4, 1e-4},
   };
   return v;
 }
@@ -187,9 +208,9 @@ void compare_run(const std::string& got_dir, const std::string& ref_dir, const V
 }
 
 // Under the sanitizers (the CI's second pass, ~8x slower) the test runs a cover instead of the
-// product: each variant once, at one of the 8 (world, stage) cells, every cell with two
-// variants. The sanitizers look for memory and UB faults along code paths, and the cover walks
-// every optimizer's and every stage's path; the Release pass runs the whole product, which is
+// product: each variant once, at one of the 8 (world, stage) cells, every cell with two or
+// three variants. The sanitizers look for memory and UB faults along code paths, and the cover
+// walks every optimizer's and every stage's path; the Release pass runs the whole product, which is
 // what checks the arithmetic of each combination.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kFullProduct = false;
@@ -199,7 +220,9 @@ constexpr bool kFullProduct = true;
 // Variant i's cell in the cover: world 2 stages 0-3 are cells 0-3, world 4 stages 0-3 cells 4-7.
 // The stride 3 (coprime to 8) spreads neighbouring variants (adamw, lamb, lars...) over both
 // worlds and all stages.
-int cover_cell(size_t variant) { return static_cast<int>((variant * 3) % 8); }
+int cover_cell(size_t variant) {
+  return static_cast<int>((variant * 3) % 8);
+}
 
 TEST_F(DistEquivalence, EveryStageAndOptimizerMatchesOneProcess) {
   LEDGERLM_REQUIRE_MPI();
