@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 
 #include "data/pretokenize_gpt2.h"
 #include "data/unicode_classes.h"
@@ -122,8 +123,11 @@ bool ascii_white_space(char c) {
 }
 
 void split_regex(const HfRegex& re, std::string_view text, std::vector<std::string_view>* out) {
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(re.code(), nullptr);
-  LLM_REQUIRE(md != nullptr, "out of memory for a regex match");
+  // Owned here and freed on every way out (an early return or a thrown error included).
+  const std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
+      pcre2_match_data_create_from_pattern(re.code(), nullptr), &pcre2_match_data_free);
+  LLM_REQUIRE(match != nullptr, "out of memory for a regex match");
+  pcre2_match_data* md = match.get();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t at = 0;  // the end of the last piece
   size_t from = 0;
@@ -131,10 +135,7 @@ void split_regex(const HfRegex& re, std::string_view text, std::vector<std::stri
     const int rc =
         pcre2_match(re.code(), subject, text.size(), from, PCRE2_NO_UTF_CHECK, md, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
-      pcre2_match_data_free(md);
-      LLM_REQUIRE(false, "pre_tokenizer Split regex: PCRE2 match error ", rc);
-    }
+    LLM_REQUIRE(rc >= 0, "pre_tokenizer Split regex: PCRE2 match error ", rc);
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     const size_t s = ov[0], e = ov[1];
     if (e == s) {  // an empty match splits nothing: search again one character on
