@@ -15,8 +15,8 @@ written by `study run`), else the summary's windowed val loss (the report then s
 
 Studies without [finals]: the arms are the runs' settings and `baseline = "ARM"` names one.
 Studies with [finals] (manifest "finals", runs with "phase": "final"): the sweep runs select one
-setting per arm (lowest mean full-val loss; the selection section shows the choice, LR-edge notes
-and heatmaps), the finals retrain each chosen setting on fresh seeds and are compared on the
+setting per arm (lowest median full-val loss over its sweep seeds; the selection section shows
+the choice, LR-edge notes and heatmaps), the finals retrain each chosen setting on fresh seeds and are compared on the
 reported split (test where the data has one), `baseline` then naming an optim.name: each group of
 arms sharing the select axes other than optim.name (one per token budget; the wall-clock arms
 form their own) is compared against its arm of that optimizer, Holm over the group. The finals'
@@ -64,6 +64,7 @@ import figures  # noqa: E402
 import seed_stats  # noqa: E402
 import split_equivalence  # noqa: E402
 import ngram_baselines  # noqa: E402
+import seed_robustness  # noqa: E402
 
 ALPHA = 0.05
 WALL_TOLERANCE = 0.05  # a wall-clock final must train within 5% of the seconds asked
@@ -314,7 +315,8 @@ def read_run(study, entry):
            "phase": entry.get("phase", "sweep"), "arm": entry.get("arm"),
            "from": entry.get("from"), "wall_clock": bool(entry.get("wall_clock")),
            "status": "pending", "summary": {}, "eval": {}, "full": None, "initial": None,
-           "data": None, "curve": [], "ended": None, "builds": [], "cpu": None}
+           "data": None, "curve": [], "ended": None, "builds": [], "cpu": None,
+           "train_losses": [], "config": {}}
     try:
         run["summary"] = json.loads((run_dir / "summary.json").read_text())
         run["status"] = run["summary"].get("status", "pending")
@@ -337,12 +339,16 @@ def read_run(study, entry):
                 run["builds"].append(rec["build"])
             if isinstance(rec.get("backend"), dict) and run["cpu"] is None:
                 run["cpu"] = rec["backend"].get("cpu")
-            if "loss" in rec and "step" in rec and run["initial"] is None:
-                run["initial"] = rec["loss"]
+            if "loss" in rec and "step" in rec:
+                if run["initial"] is None:
+                    run["initial"] = rec["loss"]
+                if isinstance(rec["loss"], (int, float)):
+                    run["train_losses"].append(float(rec["loss"]))
             # A diverged eval logs val_loss null: it is no point of the curve.
             if isinstance(rec.get("val_loss"), (int, float)) and "tokens" in rec:
                 run["curve"].append((float(rec["tokens"]), float(rec["val_loss"])))
         cfg = tomllib.loads((run_dir / "config.toml").read_text())
+        run["config"] = cfg
         run["data"] = cfg.get("data", {}).get("dir")
     except (OSError, ValueError):
         pass
@@ -816,7 +822,7 @@ def selection_lines(manifest, sweep_arms, study, base, runs_by_arm):
                   "point. Grey lines: the unigram, bigram and ln V floors of the val split.", ""]
     finals = manifest.get("finals")
     if finals and finals.get("arms"):
-        lines += ["## Selection", "", "Each arm's setting: the lowest mean full-val loss of "
+        lines += ["## Selection", "", "Each arm's setting: the lowest seed-median full-val loss of "
                   "the sweep over its select axes (" + ", ".join(finals.get("select", [])) +
                   "). Selection loss as the plan recorded it; the mean of that setting's kept "
                   "sweep runs here beside it.", "",
@@ -1025,6 +1031,8 @@ def report(study_dir, alpha=ALPHA, cores=None, allow_dirty=False, allow_mixed=Fa
                       f"{', '.join(sorted(arms)) or 'none'}): no comparisons.", ""]
         else:
             lines += comparison_lines(arms, baseline, alpha)[0]
+    if not steps_objective:
+        lines += robustness_lines(done, manifest, alpha)
 
     if finals and not steps_objective:
         lines += finals_lines(manifest, [r for r in done if r["phase"] == "final"], final_arms,
@@ -1060,6 +1068,25 @@ def report(study_dir, alpha=ALPHA, cores=None, allow_dirty=False, allow_mixed=Fa
                      f"{r['split']} |")
     (study / "REPORT.md").write_text("\n".join(lines) + "\n")
     return study / "REPORT.md"
+
+
+def robustness_lines(done, manifest, alpha):
+    """The sweep's settings over their seeds (seed_robustness.py), where some setting has
+    enough seeds for a median and a spike rate to mean something."""
+    by_setting = {}
+    for r in done:
+        if r["phase"] == "final":
+            continue
+        by_setting.setdefault(arm_of(r), []).append(
+            {"loss": r["loss"] if r["status"] == "finished" else None, "kept": r["flag"] == "ok",
+             "train_losses": r["train_losses"], "seed": r["axes"].get(SEED, r["name"]),
+             "config": r["config"]})
+    if not seed_robustness.applies(by_setting):
+        return []
+    base = manifest.get("baseline")
+    base_optim = next((rs[0]["config"].get("optim", {}).get("name")
+                       for arm, rs in by_setting.items() if arm == base), base)
+    return seed_robustness.report_lines(by_setting, base_optim, alpha)
 
 
 def publish(study_dir, out_dir):

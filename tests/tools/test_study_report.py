@@ -156,6 +156,94 @@ def check_report():
             failures.append(f"with one pair the report names a winner:\n{text}")
 
 
+# ---- robustness over seeds (seed_robustness.py) ----
+
+def check_seed_robustness():
+    import seed_robustness as rb
+    # The rise above the running minimum: 6.26 -> 5.1 then 6.84 is a rise of 1.74 at index 3;
+    # a later lower value does not undo it; a NaN is skipped.
+    rise, at = rb.largest_rise([6.26, 5.5, 5.1, 6.84, float("nan"), 5.0, 5.3])
+    close("largest rise", rise, 1.74)
+    if at != 3:
+        failures.append(f"largest rise at {at}, want 3")
+    if rb.largest_rise([3.0, 2.0, 1.0]) != (0.0, None):
+        failures.append("a falling loss has no rise")
+    # 20% trimmed mean: 8 values lose 1 from each end (floor 1.6): mean(2..7) = 4.5; 10 values
+    # lose 2: mean(3..8) = 5.5.
+    close("trimmed mean of 8", rb.trimmed_mean([1, 2, 3, 4, 5, 6, 7, 100]), 4.5)
+    close("trimmed mean of 10", rb.trimmed_mean(list(range(1, 11))), 5.5)
+    # Embedding-group LR: AdamW lr x multiplier; Muon its AdamW group's LR x multiplier.
+    close("adamw embedding lr", rb.embedding_lr({"optim": {"name": "adamw", "lr": 8e-3,
+                                                           "lr_mult_embedding": 0.25}}), 2e-3)
+    close("muon embedding lr", rb.embedding_lr({"optim": {"name": "muon", "lr": 2e-2,
+                                                          "muon_adamw_lr": 2e-3}}), 2e-3)
+    # One setting, 5 seeds: seeds 3 and 5 spike (rise 1.5 > 1 nat; seed 4 rises 0.9: not a
+    # spike), seed 5 then failed. Kept losses [3.0, 3.1, 3.4, 3.05]: median 3.075, trimmed
+    # (floor(0.8) = 0 cut) = mean 3.1375; spiked kept [3.4] minus calm [3.0, 3.1, 3.05] median
+    # 3.05: spike cost 0.35; spike steps (index + 1) [3, 3] for seeds 3 and 5.
+    calm, spiky, almost = [6.0, 5.0, 4.5], [6.0, 5.0, 6.5], [6.0, 5.0, 5.9]
+    runs = [{"loss": 3.0, "kept": True, "train_losses": calm, "seed": 1},
+            {"loss": 3.1, "kept": True, "train_losses": calm, "seed": 2},
+            {"loss": 3.4, "kept": True, "train_losses": spiky, "seed": 3},
+            {"loss": 3.05, "kept": True, "train_losses": almost, "seed": 4},
+            {"loss": None, "kept": False, "train_losses": spiky, "seed": 5}]
+    st = rb.setting_stats(runs)
+    if (st["n"], st["spiked"], st["kept"]) != (5, 2, 4):
+        failures.append(f"setting stats counts {st['n'], st['spiked'], st['kept']}, want 5 2 4")
+    close("median", st["median"], 3.075)
+    close("trimmed", st["trimmed"], 3.1375)
+    close("mean", st["mean"], 3.1375)
+    close("spike cost", st["spike_cost"], 0.35)
+    if st["spike_steps"] != [3, 3]:
+        failures.append(f"spike steps {st['spike_steps']}, want [3, 3]")
+    # Matched pairs and the paired rows: muon (embedding 2e-3, warmup 30) pairs with the AdamW
+    # setting at 8e-3 x 0.25, not with the one at another warmup or LR. Differences
+    # [0.5, 0.1, 0.6] as in check_statistics: mean 0.4 [-0.2572411, 1.0572411], p 0.1201170,
+    # median 0.5; the second pair [-0.1, -0.3]: t = -2, 1 df, p = 1 - 2 atan(2) / pi
+    # = 0.2951672; Holm: the smaller p x 2 = 0.2402340, the larger max(that, 0.2951672)).
+    settings = {
+        "muon_a": {"optim": "muon", "embedding_lr": 2e-3, "warmup": 30,
+                   "seeds": {1: 1.5, 2: 2.1, 3: 3.6}},
+        "muon_b": {"optim": "muon", "embedding_lr": 8e-3, "warmup": 30,
+                   "seeds": {1: 0.9, 2: 0.7}},
+        "adamw_x": {"optim": "adamw", "embedding_lr": 2e-3, "warmup": 30,
+                    "seeds": {1: 1.0, 2: 2.0, 3: 3.0}},
+        "adamw_y": {"optim": "adamw", "embedding_lr": 2e-3, "warmup": 150,
+                    "seeds": {1: 1.0, 2: 2.0, 3: 3.0}},
+        "adamw_z": {"optim": "adamw", "embedding_lr": 8e-3, "warmup": 30,
+                    "seeds": {1: 1.0, 2: 1.0}},
+    }
+    pairs = rb.matched_pairs(settings, "adamw")
+    if pairs != [("muon_a", "adamw_x"), ("muon_b", "adamw_z")]:
+        failures.append(f"matched pairs {pairs}")
+    rows = {r["setting"]: r for r in rb.paired_rows(settings, pairs)}
+    close("paired mean", rows["muon_a"]["mean"], 0.4)
+    close("paired low", rows["muon_a"]["low"], -0.2572411)
+    close("paired high", rows["muon_a"]["high"], 1.0572411)
+    close("paired p", rows["muon_a"]["p"], 0.1201170)
+    close("paired median", rows["muon_a"]["median"], 0.5)
+    close("second p", rows["muon_b"]["p"], 0.2951672)
+    close("holm first", rows["muon_a"]["p_holm"], 0.2402340)
+    close("holm second", rows["muon_b"]["p_holm"], 0.2951672)
+    # The section in a report: a study of 5 seeds per setting has it, with the spike rate; a
+    # 3-seed study (check_report) has not.
+    with tempfile.TemporaryDirectory() as tmp:
+        study = Path(tmp)
+        entries = []
+        for seed in range(1, 6):
+            losses = [5, 6.5, 4] if seed == 2 else [5, 4.5, 4]
+            entries.append(write_run(study, f"A_seed{seed}", {"optim.name": "A", "train.seed":
+                                                               str(seed)}, "finished", losses,
+                                     3.0 + 0.01 * seed))
+        (study / "manifest.json").write_text(json.dumps(
+            {"format": 1, "name": "synthetic", "baseline": "A", "config": "", "runs": entries}))
+        text = sr.report(str(study)).read_text()
+        for want in ["## Robustness over seeds", "| A | 0 | 5 | 1/5 (20%, [1%, 72%]) | 2 | "
+                     "3.0300 | 3.0300 |"]:
+            if want not in text:
+                failures.append(f"robustness report lacks {want!r}:\n{text}")
+
+
 # ---- a study with [finals] ----
 
 def write_shard(path, ids):
@@ -577,6 +665,7 @@ check_finals_report()
 check_seed_stats()
 check_provenance()
 check_program_version()
+check_seed_robustness()
 for f in failures:
     print("FAIL:", f)
 print("study_report statistics:", "FAILED" if failures else "all checks passed")

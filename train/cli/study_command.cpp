@@ -534,18 +534,14 @@ bool extend_sweeps(json* manifest, const std::string& dir, std::set<std::string>
                                               : std::numeric_limits<double>::infinity();
       losses[r["sweep"]["exponent"].get<int>()].push_back(loss);
     }
-    std::map<int, double> mean;
-    for (const auto& [e, v] : losses) {
-      double sum = 0;
-      for (double x : v) sum += std::isfinite(x) ? x : std::numeric_limits<double>::infinity();
-      mean[e] = sum / static_cast<double>(v.size());
-    }
-    const bool none = std::none_of(mean.begin(), mean.end(),
+    std::map<int, double> median;  // each LR's score over its seeds
+    for (const auto& [e, v] : losses) median[e] = study_seed_median(v);
+    const bool none = std::none_of(median.begin(), median.end(),
                                    [](const auto& p) { return std::isfinite(p.second); });
     if (none && reported->insert(scope).second)
       std::printf("study: sweep %s: no LR %s: nothing to widen from\n", scope.c_str(),
                   steps_objective(*manifest) ? "reached target_loss" : "finished");
-    const int edge = study_sweep_edge(mean);
+    const int edge = study_sweep_edge(median);
     if (edge == 0) continue;
     const int points =
         sweep["points"].get<int>() + sweep["low"].get<int>() + sweep["high"].get<int>();
@@ -559,9 +555,9 @@ bool extend_sweeps(json* manifest, const std::string& dir, std::set<std::string>
     }
     sweep[side] = sweep[side].get<int>() + 1;
     const double center = sweep["center"];
-    std::printf("study: sweep %s: the best LR is at its %s edge; adding LR %g\n", scope.c_str(),
-                side,
-                std::ldexp(center, edge < 0 ? mean.begin()->first - 1 : mean.rbegin()->first + 1));
+    std::printf(
+        "study: sweep %s: the best LR is at its %s edge; adding LR %g\n", scope.c_str(), side,
+        std::ldexp(center, edge < 0 ? median.begin()->first - 1 : median.rbegin()->first + 1));
     changed = true;
   }
   return changed;

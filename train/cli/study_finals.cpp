@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "optim/optim_traits.h"
+#include "train/cli/study_objective.h"
 #include "train/cli/study_plan.h"
 
 namespace ledgerlm {
@@ -113,39 +114,38 @@ bool study_plan_finals(json* manifest, const StudyLossOf& loss_of) {
   const bool steps = manifest->value("objective", std::string("val_loss")) == "steps_to_target";
   const char* score_key = steps ? "selection_steps_to_target" : "selection_loss";
   bool added = false;
-  const double inf = std::numeric_limits<double>::infinity();
   for (const auto& [arm, a] : arms) {
     if (finals["arms"].contains(arm)) continue;  // chosen before
-    std::map<std::string, double> mean;
+    std::map<std::string, double> median;        // over the setting's sweep seeds
     bool known = true;
     for (const auto& [setting, names] : a.runs_of) {
-      double sum = 0;
+      std::vector<double> scores;
       for (const std::string& name : names) {
         const std::optional<double> loss = loss_of(name);
         if (!loss) {
           known = false;
           break;
         }
-        sum += std::isfinite(*loss) ? *loss : inf;
+        scores.push_back(*loss);
       }
       if (!known) break;
-      mean[setting] = sum / static_cast<double>(names.size());
+      median[setting] = study_seed_median(std::move(scores));
     }
     if (!known) continue;  // wait for the arm's sweep
     const std::string* best = nullptr;
-    for (const auto& [setting, m] : mean)
-      if (std::isfinite(m) && (!best || m < mean[*best])) best = &setting;
+    for (const auto& [setting, m] : median)
+      if (std::isfinite(m) && (!best || m < median[*best])) best = &setting;
     if (!best) {
       finals["arms"][arm] = {{"from", nullptr},
                              {score_key, nullptr},
-                             {"settings", mean.size()},
+                             {"settings", median.size()},
                              {"axes", a.axes},
                              {"note", steps ? "no setting reached target_loss: no finals"
                                             : "every setting failed: no finals"}};
       continue;
     }
     finals["arms"][arm] = {
-        {"from", *best}, {score_key, mean[*best]}, {"settings", mean.size()}, {"axes", a.axes}};
+        {"from", *best}, {score_key, median[*best]}, {"settings", median.size()}, {"axes", a.axes}};
     const json& chosen = a.first_run.at(*best);
     auto add_runs = [&](const std::string& final_arm, bool wall_clock) {
       for (const json& seed : finals["seeds"]) {

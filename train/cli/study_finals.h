@@ -1,10 +1,11 @@
 // The finals of a study: once every sweep run of an arm has finished, the arm's best setting
-// (the lowest mean final loss over its sweep seeds) is trained again with the study's fresh seeds
+// (the lowest median final loss over its sweep seeds, study_seed_median) is trained again with the
+// study's fresh seeds
 // ([finals] seeds: the same seeds in every arm, so arms can be compared pair by pair), and,
 // with [finals.wall_clock], for a number of seconds instead of the token budget. An arm is the
 // runs that share the values of the [finals] select axes (by default the optimizer); a setting is
 // one combination of the other axes (LR, weight decay, ...) over the seeds. With the study's
-// objective = "steps_to_target" the best setting is the one with the fewest mean steps to target.
+// objective = "steps_to_target" the best setting is the one with the fewest median steps to target.
 #pragma once
 
 #include <functional>

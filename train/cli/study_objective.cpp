@@ -1,6 +1,7 @@
-// Steps to a target val loss (see study_objective.h).
+// Steps to a target val loss and the seed median (see study_objective.h).
 #include "train/cli/study_objective.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -44,6 +45,16 @@ std::vector<StudyValPoint> study_val_curve(const std::string& metrics_path) {
     out.push_back(p);
   }
   return out;
+}
+
+double study_seed_median(std::vector<double> scores) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (scores.empty()) return inf;
+  for (double& x : scores)
+    if (!std::isfinite(x)) x = inf;
+  std::sort(scores.begin(), scores.end());
+  const size_t n = scores.size();
+  return n % 2 ? scores[n / 2] : (scores[n / 2 - 1] + scores[n / 2]) / 2;
 }
 
 }  // namespace ledgerlm

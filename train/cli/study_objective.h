@@ -30,6 +30,12 @@ struct StudyToTarget {
 // The formula above over EVALS in step order.
 StudyToTarget study_steps_to_target(const std::vector<StudyValPoint>& evals, double target);
 
+// A setting's score over its seeds, what sweeps widen toward and [finals] select by: the median
+// (the mean of the middle two for an even count), a non-finite score counting as +inf. One run
+// that spikes and ends high moves a mean of three seeds but not their median; with one or two
+// seeds the median is the mean, so studies with one sweep seed select as before. Empty: +inf.
+double study_seed_median(std::vector<double> scores);
+
 // The val_loss records of a metrics.jsonl in step order (none when the file is missing). A run
 // resumed from a checkpoint may log a step again: the later record replaces the earlier ones from
 // that step on.

@@ -1,7 +1,7 @@
-// The finals of a study (train/cli/study_finals.h): each arm's best setting (the lowest mean loss
-// over its sweep seeds) trained again with the fresh seeds, the same seeds in every arm; an arm
-// waits for its whole sweep; a failed run makes its setting lose; the wall-clock finals replace the
-// token budget by seconds for the arms named in `from`; [finals] bad input is one line.
+// The finals of a study (train/cli/study_finals.h): each arm's best setting (the lowest median
+// loss over its sweep seeds) trained again with the fresh seeds, the same seeds in every arm; an
+// arm waits for its whole sweep; a failed run makes its setting lose; the wall-clock finals replace
+// the token budget by seconds for the arms named in `from`; [finals] bad input is one line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +17,7 @@
 #include "tests/support/study_test_support.h"
 #include "tests/support/test_util.h"
 #include "train/cli/study_finals.h"
+#include "train/cli/study_objective.h"
 #include "train/cli/study_plan.h"
 
 namespace ledgerlm {
@@ -84,7 +85,8 @@ TEST(StudyFinals, BestSettingPerArmWithTheSameFreshSeeds) {
   EXPECT_EQ(arms["sgd_max_tokens1000"]["from"], "sgd_lr0.2_max_tokens1000");
   EXPECT_FALSE(arms.contains("sgd_max_tokens2000")) << "its sweep has a pending run";
   EXPECT_EQ(arms["adamw_max_tokens1000"]["settings"], 5);
-  // The selection loss is the mean over the sweep seeds: log2(1e-3 / 6e-4) + 2 + (0 + 0.01) / 2.
+  // The selection loss is the median over the two sweep seeds (their mean):
+  // log2(1e-3 / 6e-4) + 2 + (0 + 0.01) / 2.
   EXPECT_NEAR(arms["adamw_max_tokens1000"]["selection_loss"].get<double>(),
               std::log2(1e-3 / 6e-4) + 2.005, 1e-12);
 
@@ -124,6 +126,40 @@ TEST(StudyFinals, BestSettingPerArmWithTheSameFreshSeeds) {
   const json again = study_plan(write_study(kStudy), m);
   EXPECT_EQ(again["runs"], m["runs"]);
   EXPECT_EQ(again["finals"]["arms"], m["finals"]["arms"]);
+}
+
+TEST(StudyFinals, SeedMedianIsTheMiddleScoreAndAFailureCountsAsInfinite) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(study_seed_median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(study_seed_median({1.0, 2.0}), 1.5);  // two seeds: the mean
+  EXPECT_EQ(study_seed_median({2.0, std::nan(""), 1.0}), 2.0);
+  EXPECT_EQ(study_seed_median({1.0, inf, std::nan("")}), inf);  // two of three failed
+  EXPECT_EQ(study_seed_median({}), inf);
+}
+
+// Three sweep seeds: the setting whose one seed spiked (losses 1, 1, 5: mean 2.33, median 1)
+// beats the uniformly mediocre one (1.5 on every seed: mean and median 1.5) under the median,
+// which is what a typical seed reaches; the mean would have picked the other.
+TEST(StudyFinals, SelectsTheLowestSeedMedianNotTheLowestMean) {
+  const char* study = R"(
+[axes]
+"optim.name" = ["adamw"]
+"train.seed" = [1, 2, 3]
+"optim.lr" = [1e-3, 2e-3]
+"train.max_steps" = 10
+[finals]
+seeds = [101, 102]
+)";
+  json m = study_plan(write_study(study), json());
+  ASSERT_EQ(m["runs"].size(), 6u);
+  auto loss_of = [](const std::string& name) -> std::optional<double> {
+    if (name.find("lr0.001") != std::string::npos) return name.ends_with("seed3") ? 5.0 : 1.0;
+    return 1.5;
+  };
+  ASSERT_TRUE(study_plan_finals(&m, loss_of));
+  const json& arm = m["finals"]["arms"]["adamw"];
+  EXPECT_EQ(arm["from"], "adamw_lr0.001");
+  EXPECT_EQ(arm["selection_loss"].get<double>(), 1.0);
 }
 
 TEST(StudyFinals, EveryFailedSettingMeansNoFinals) {
