@@ -2,10 +2,12 @@
 # One prepared check for a GPU machine (see docs/gpu.md), under one deadline: the environment
 # (build info, driver, CUDA library locations), an ldd preflight, the CUDA tests (the op harness,
 # the ops at GPT-2 124M shapes against the CPU, the fp64 gradient checks on the cuda backend, the
-# training tests, the NCCL Comm with one rank; failing cases rerun with LEDGERLM_CUDA_SYNC_CHECK=1
-# and under compute-sanitizer when present), a 200-step training run of the small shape on the
-# GPU next to the CPU (and its first steps again with dist.comm = nccl, one rank), and
-# scripts/gpu/bench_gpu.sh.
+# training tests, the NCCL Comm with one rank; grouped-query attention among them: the op
+# harness's, gradient checks' and cuDNN attention's GQA cases and a Llama-style GQA block trained
+# against the CPU; failing cases rerun with LEDGERLM_CUDA_SYNC_CHECK=1 and under compute-sanitizer
+# when present), a 200-step training run of the small shape on the GPU next to the CPU (and its
+# first steps again with dist.comm = nccl, one rank; then a Llama-style grouped-query block of
+# that shape, 20 steps on the GPU next to 5 on the CPU), and scripts/gpu/bench_gpu.sh.
 #
 #   scripts/gpu/gpu_check.sh --out DIR [--deadline SECONDS] [--dry]
 #
@@ -256,6 +258,21 @@ print(' '.join(random.choice(w) for _ in range($([[ $dry -eq 1 ]] && echo 20000 
     ((r == 0)) || rc=1
     results+="train on $dev ($steps steps): exit $r; "
   done
+  # Grouped-query attention in a Llama-style block (rotary positions, RMSNorm, SwiGLU, no biases,
+  # an untied head): 6 query heads on 2 kv heads (dry: 2 on 1), the losses compared as above.
+  local gqa_kv=2 gqa_gpu_steps=20
+  [[ $dry -eq 1 ]] && { gqa_kv=1; gqa_gpu_steps=3; }
+  local gqa="--model.n_kv_head $gqa_kv --model.position rope --model.norm rmsnorm --model.mlp swiglu --model.bias false --model.tie_embeddings false"
+  for dev in gpu cpu; do
+    steps=5; [[ $dev == gpu ]] && steps=$gqa_gpu_steps
+    "$bin_dir/ledgerlm" train --data.dir "$work/data" --train.out_dir "$work/runs" \
+      --train.name "gqa_$dev" $shape $gqa --train.micro_batch 8 --train.max_steps $steps \
+      --train.eval_interval 0 --train.log_interval 5 --train.save_interval 0 \
+      --train.device "$([[ $dev == gpu ]] && echo $gpu_dev || echo cpu)"
+    local r=$?
+    ((r == 0)) || rc=1
+    results+="grouped-query (n_kv_head $gqa_kv) train on $dev ($steps steps): exit $r; "
+  done
   # dist.comm = nccl with one rank: 20 steps with and without it. One rank reduces no gradient
   # (dist.zero is then 0, and ModelState::reduce_gradients returns before any collective), so
   # the NCCL Comm is initialised, carries the host values through the single Comm and is torn
@@ -290,6 +307,8 @@ print(' '.join(random.choice(w) for _ in range($([[ $dry -eq 1 ]] && echo 20000 
   # Weights and checkpoints are not evidence (and would crowd the size-limited archive).
   find "$work/runs" -type f \( -name "*.safetensors" -o -size +1024k \) -delete 2>/dev/null
   python3 "$repo_root/scripts/gpu/run_losses.py" compare "$work/runs/small_gpu" "$work/runs/small_cpu"
+  python3 "$repo_root/scripts/gpu/run_losses.py" compare "$work/runs/gqa_gpu" "$work/runs/gqa_cpu" \
+    "grouped-query shape (n_kv_head $gqa_kv)"
   if [[ $dry -eq 0 ]]; then
     python3 "$repo_root/scripts/gpu/run_losses.py" bitwise "$work/runs/small_gpu_auto" \
       "$work/runs/small_gpu_nccl" nccl || { rc=1; results+="dist.comm = nccl: losses or comm differ; "; }
@@ -386,7 +405,7 @@ run_stage test_ops_gradcheck 20
 run_stage test_model_gradcheck 30
 run_stage test_model_lora_gradcheck 30
 run_stage rerun_failed 60
-run_stage train_small 100
+run_stage train_small 120
 run_stage bench 150
 run_stage bench_own 90
 echo "done: status $status after $(elapsed) s" >>"$work/summary.txt"

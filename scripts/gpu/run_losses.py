@@ -1,8 +1,10 @@
 """Training losses of runs that gpu_check.sh's train_small stage compares, read from each run's
 metrics.jsonl (and summary.json for the Comm it used).
 
-  run_losses.py compare GPU_RUN CPU_RUN   the largest relative loss difference over the steps both
-                                          logged, and the GPU run's first and last loss (exit 0)
+  run_losses.py compare GPU_RUN CPU_RUN [LABEL]
+                                          the largest relative loss difference over the steps both
+                                          logged, and the GPU run's first and last loss (exit 0);
+                                          LABEL names the runs' shape (default: small shape)
   run_losses.py bitwise PLAIN OTHER COMM  OTHER's losses equal PLAIN's bit for bit at the same
                                           steps and its summary.json says comm = COMM (else exit 1)
 """
@@ -27,15 +29,15 @@ def comm(run):
         return None
 
 
-def compare(gpu_run, cpu_run):
+def compare(gpu_run, cpu_run, label="small shape"):
     g, c = losses(gpu_run), losses(cpu_run)
     common = sorted(set(g) & set(c))
     if common:
         worst = max(abs(g[s] - c[s]) / abs(c[s]) for s in common)
-        print(f"small shape, steps 1..{common[-1]}: max relative loss difference GPU vs CPU "
+        print(f"{label}, steps 1..{common[-1]}: max relative loss difference GPU vs CPU "
               f"{worst:.2e}")
     if g:
-        print(f"small shape on the GPU: loss {g[min(g)]:.4f} at step {min(g)} -> "
+        print(f"{label} on the GPU: loss {g[min(g)]:.4f} at step {min(g)} -> "
               f"{g[max(g)]:.4f} at step {max(g)}")
     return 0
 
@@ -54,8 +56,8 @@ def bitwise(plain_run, other_run, want_comm):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "compare":
-        sys.exit(compare(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "compare":
+        sys.exit(compare(*sys.argv[2:]))
     if len(sys.argv) == 5 and sys.argv[1] == "bitwise":
         sys.exit(bitwise(sys.argv[2], sys.argv[3], sys.argv[4]))
     sys.exit(__doc__)

@@ -328,6 +328,60 @@ TEST_P(BackendOps, AttentionForwardBackwardWithAndWithoutDropout) {
   }
 }
 
+// Grouped-query attention (AttentionArgs::kv_heads): 4 query heads on 2 kv heads, multi-query
+// (4 on 1) with dropout, and 3 on 1 at head_dim 48 (lanes own 2 columns, the second partly),
+// over 45 rows (two 32-row tiles). Against the fp64 reference (rows [q | k | v] of width
+// C + 2 KV hd, query head h on kv head h / (H / KV), dk and dv summed over a group) at the
+// harness's fp32 bound; other backends also against the CPU backend on the same fp32 inputs
+// (rtol 1e-4: both fp32, summation orders differ); dqkv starts non-zero (the backward writes
+// every element, dk and dv included), and a second backward is bitwise the first (the sum over
+// a group's query heads has a fixed order).
+TEST_P(BackendOps, AttentionGroupedQueryMatchesReferenceAndCpu) {
+  struct Case {
+    int64_t heads, kv_heads, channels;
+    double dropout;
+  };
+  auto cpu = backend_create_cpu(2);
+  DeviceData cpu_dd(*cpu);
+  for (const Case& c : {Case{4, 2, 64, 0.0}, Case{4, 1, 64, 0.2}, Case{3, 1, 144, 0.0}}) {
+    AttentionArgs a;
+    a.batch = 2, a.seq = 45, a.channels = c.channels, a.heads = c.heads, a.kv_heads = c.kv_heads;
+    a.dropout = c.dropout, a.seed = 78, a.site = 6, a.first_sequence = 5;
+    const int64_t nqkv = a.batch * a.seq * a.qkv_width(), nout = a.batch * a.seq * a.channels,
+                  nlse = a.batch * a.heads * a.seq;
+    const Vec qkv = as_f32(random_values(nqkv, 36)), dout = as_f32(random_values(nout, 37));
+    const testing::AttentionRef ref = naive_attention(qkv, dout, a);
+    const std::string tag = " H " + std::to_string(c.heads) + " KV " + std::to_string(c.kv_heads) +
+                            " dropout " + std::to_string(c.dropout);
+    // out, lse, dqkv and a second dqkv on backend `b`.
+    auto run = [&](Backend& b, DeviceData& d) {
+      Buffer bq = d.f32(qkv), bo = d.zeros(DType::kF32, nout), bl = d.zeros(DType::kF32, nlse);
+      b.attention_forward(T32(bo), T32(bl), T32(bq), a);
+      Buffer bdo = d.f32(dout);
+      std::vector<std::vector<float>> r{d.raw_get<float>(bo, DType::kF32, nout),
+                                        d.raw_get<float>(bl, DType::kF32, nlse)};
+      for (int rerun = 0; rerun < 2; ++rerun) {
+        Buffer bdq = d.f32(Vec(nqkv, 77.0));
+        b.attention_backward(T32(bdq), T32(bdo), T32(bq), T32(bo), T32(bl), a);
+        r.push_back(d.raw_get<float>(bdq, DType::kF32, nqkv));
+      }
+      return r;
+    };
+    const std::vector<std::vector<float>> got = run(be(), dd());
+    auto wide = [](const std::vector<float>& f) { return Vec(f.begin(), f.end()); };
+    expect_tensor_close("gqa attention out" + tag, wide(got[0]), ref.out);
+    expect_tensor_close("gqa attention lse" + tag, wide(got[1]), ref.lse);
+    expect_tensor_close("gqa attention dqkv" + tag, wide(got[2]), ref.dqkv);
+    EXPECT_EQ(std::memcmp(got[2].data(), got[3].data(), got[2].size() * 4), 0)
+        << "gqa attention dqkv" << tag << ": a second backward differs";
+    if (GetParam() == "cpu") continue;
+    const std::vector<std::vector<float>> want = run(*cpu, cpu_dd);
+    expect_tensor_close("gqa attention out vs cpu" + tag, got[0], want[0]);
+    expect_tensor_close("gqa attention lse vs cpu" + tag, got[1], want[1]);
+    expect_tensor_close("gqa attention dqkv vs cpu" + tag, got[2], want[2]);
+  }
+}
+
 TEST_P(BackendOps, AttentionDecode) {
   const int64_t positions = 13, heads = 2, c = 32, stride = 48, hd = c / heads;
   const Vec q = as_f32(random_values(c, 33)), kc = as_f32(random_values(positions * stride, 34));

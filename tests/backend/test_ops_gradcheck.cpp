@@ -263,9 +263,9 @@ TEST_P(GradCheck, AttentionAcrossQueryBlocks) {
 // ---- attention variants (model.n_kv_head, model.position = rope, model.qk_norm) ----------------
 
 // Grouped-query attention: a kv head's dk and dv sum over its query heads (4 on 2; 3 on 1 with
-// dropout; 2 on 1 across two query blocks). The CUDA backend refuses it for now.
+// dropout; 2 on 1 across two query blocks). On cuda: its kernels' fp64 path, dk and dv summed
+// over a group by one warp per kv head and key row.
 TEST_P(GradCheck, AttentionGroupedQuery) {
-  if (be->name().rfind("cuda", 0) == 0) GTEST_SKIP() << "grouped-query attention is cpu only";
   attention_gradcheck(*be, *stage, 2, 5, 8, 4, 0.0, "attention H=4 KV=2", 2);
   attention_gradcheck(*be, *stage, 1, 6, 12, 3, 0.3, "attention H=3 KV=1 dropout", 1);
   attention_gradcheck(*be, *stage, 1, 40, 8, 2, 0.0, "attention H=2 KV=1 2 query blocks", 1);

@@ -1,9 +1,10 @@
 // precision.attention = cudnn on the GPU: cuDNN's fused attention (forward and deterministic
-// backward) against our CUDA kernel and the CPU backend, at a small shape and at GPT-2 124M's
-// (B2 H12 T1024 hd64), all from the same fp32 inputs; a rerun of the backward is bitwise the
-// same. Needs a CUDA device (and a build with the cuDNN attention): prints "skipped: no CUDA
-// device" without one (ctest: Skipped). On a GPU: a few seconds (the GPT-2 shape's CPU reference
-// dominates).
+// backward) against our CUDA kernel and the CPU backend, at a small shape, at GPT-2 124M's
+// (B2 H12 T1024 hd64) and at grouped-query shapes (8 query heads on 2 kv heads, multi-query 4 on
+// 1: cuDNN reads k and v with fewer heads and sums dk, dv over a group), all from the same fp32
+// inputs; a rerun of the backward is bitwise the same. Needs a CUDA device (and a build with the
+// cuDNN attention): prints "skipped: no CUDA device" without one (ctest: Skipped). On a GPU: a few
+// seconds (the GPT-2 shape's CPU reference dominates).
 //
 // Tolerances. The references compute in fp32 from qkv and dout rounded to bf16 first, so what is
 // compared is what cuDNN rounds inside: its output O is stored in bf16 (relative error <= 2^-9)
@@ -43,6 +44,7 @@ TEST(CudnnAttention, AgainstOwnKernelAndCpu) {
 
 struct Shape {
   int64_t b, h, t, hd;
+  int64_t kv = 0;  // k/v heads (AttentionArgs::kv_heads): 0 = h
 };
 
 // Values rounded to bf16, so every path starts from the same numbers.
@@ -60,8 +62,8 @@ struct Result {
 
 Result run(Backend& be, const Shape& s, const std::vector<float>& qkv,
            const std::vector<float>& dout, AttentionImpl impl) {
-  const int64_t c = s.h * s.hd, n_qkv = s.b * s.t * 3 * c, n_out = s.b * s.t * c,
-                n_lse = s.b * s.h * s.t;
+  const int64_t c = s.h * s.hd, kv = s.kv > 0 ? s.kv : s.h, n_qkv = s.b * s.t * (c + 2 * kv * s.hd),
+                n_out = s.b * s.t * c, n_lse = s.b * s.h * s.t;
   Buffer bq = be.allocate(MemTag::kActivations, static_cast<size_t>(n_qkv) * 4);
   Buffer bo = be.allocate(MemTag::kActivations, static_cast<size_t>(n_out) * 4);
   Buffer bl = be.allocate(MemTag::kActivations, static_cast<size_t>(n_lse) * 4);
@@ -76,6 +78,7 @@ Result run(Backend& be, const Shape& s, const std::vector<float>& qkv,
   a.seq = s.t;
   a.channels = c;
   a.heads = s.h;
+  a.kv_heads = s.kv;
   a.impl = impl;
   be.attention_forward(to, tl, tq, a);
   be.attention_backward(tg, td, tq, to, tl, a);
@@ -97,8 +100,8 @@ void expect_close(const char* what, const std::vector<float>& got, const std::ve
 }
 
 void check_shape(const Shape& s) {
-  const int64_t c = s.h * s.hd;
-  const std::vector<float> qkv = bf16_values(s.b * s.t * 3 * c, 11, 2.0f);
+  const int64_t c = s.h * s.hd, kv = s.kv > 0 ? s.kv : s.h;
+  const std::vector<float> qkv = bf16_values(s.b * s.t * (c + 2 * kv * s.hd), 11, 2.0f);
   const std::vector<float> dout = bf16_values(s.b * s.t * c, 12, 1.0f);
   auto gpu = backend_create("cuda");
   auto& cuda = dynamic_cast<cuda::CudaBackend&>(*gpu);
@@ -124,6 +127,20 @@ void check_shape(const Shape& s) {
 TEST(CudnnAttention, SmallShape) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
   check_shape({2, 4, 128, 64});
+}
+
+// Grouped-query attention through cuDNN: the cuDNN 9 frontend's SDPA takes K and V with fewer
+// heads, with no version condition for dense layouts. A cuDNN that refused would leave the shape
+// to our kernel (the product's fallback); here that fails the check on the calls, the refusal's
+// reason printed above it.
+TEST(CudnnAttention, GroupedQueryShapes) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "skipped: no CUDA device";
+  Shape gqa{2, 8, 128, 64};
+  gqa.kv = 2;
+  check_shape(gqa);
+  Shape mqa{1, 4, 96, 64};
+  mqa.kv = 1;
+  check_shape(mqa);
 }
 
 TEST(CudnnAttention, Gpt2Shape) {

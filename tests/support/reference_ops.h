@@ -54,27 +54,31 @@ struct AttentionRef {
 
 // Causal attention as an explicit T x T softmax (qkv rows [q | k | v], heads side by side), the
 // dropout mask applied to the probabilities, one log-sum-exp per row; with `dout` non-empty
-// also the exact gradient of sum(out * dout) with respect to qkv.
+// also the exact gradient of sum(out * dout) with respect to qkv. Grouped-query attention
+// (a.kv_heads): rows are [q: C | k: KV hd | v: KV hd], query head h reads kv head h / (H / KV),
+// and a kv head's dk, dv collect from every query head of its group.
 inline AttentionRef naive_attention(const std::vector<double>& qkv, const std::vector<double>& dout,
                                     const AttentionArgs& a) {
-  const int64_t B = a.batch, Tn = a.seq, C = a.channels, H = a.heads, hd = C / H, row = 3 * C;
+  const int64_t B = a.batch, Tn = a.seq, C = a.channels, H = a.heads, hd = C / H,
+                row = a.qkv_width(), KV = a.kv();
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const bool grad = !dout.empty();
   AttentionRef r{std::vector<double>(B * Tn * C, 0.0), std::vector<double>(B * H * Tn, 0.0),
                  std::vector<double>(grad ? B * Tn * row : 0, 0.0)};
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
+      const int64_t kcol = C + (h / (H / KV)) * hd, vcol = kcol + KV * hd;
       auto q = [&](int64_t t, int64_t d) { return qkv[(b * Tn + t) * row + h * hd + d]; };
-      auto k = [&](int64_t t, int64_t d) { return qkv[(b * Tn + t) * row + C + h * hd + d]; };
-      auto v = [&](int64_t t, int64_t d) { return qkv[(b * Tn + t) * row + 2 * C + h * hd + d]; };
+      auto k = [&](int64_t t, int64_t d) { return qkv[(b * Tn + t) * row + kcol + d]; };
+      auto v = [&](int64_t t, int64_t d) { return qkv[(b * Tn + t) * row + vcol + d]; };
       auto dq = [&](int64_t t, int64_t d) -> double& {
         return r.dqkv[(b * Tn + t) * row + h * hd + d];
       };
       auto dk = [&](int64_t t, int64_t d) -> double& {
-        return r.dqkv[(b * Tn + t) * row + C + h * hd + d];
+        return r.dqkv[(b * Tn + t) * row + kcol + d];
       };
       auto dv = [&](int64_t t, int64_t d) -> double& {
-        return r.dqkv[(b * Tn + t) * row + 2 * C + h * hd + d];
+        return r.dqkv[(b * Tn + t) * row + vcol + d];
       };
       for (int64_t i = 0; i < Tn; ++i) {
         std::vector<double> p(i + 1), mk(i + 1);

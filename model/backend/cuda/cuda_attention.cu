@@ -2,6 +2,11 @@
 // saved tensors and the backward formulas are the CPU's: see cpu_attention.cpp), and the
 // KV-cache decoder's one-row attention.
 //
+// Grouped-query attention (args.kv_heads = KV < H): rows are [q: C | k: KV*hd | v: KV*hd] and
+// query head h reads kv head h / (H / KV). Forward, D and dq are per query head as without
+// grouping; dk and dv of a kv head sum over the H / KV query heads of its group, so one warp per
+// (kv head, key row) walks those query heads in order, then their query rows, in its registers.
+//
 // A clear kernel first, not a fast one: one warp per query row (forward, dq) or key row (dk, dv).
 // Forward: lane j of the warp scores key j0 + j of each 32-key tile against the row's query (kept
 // in shared memory), the tile's max and sum update an online softmax, and the lanes, each owning
@@ -13,9 +18,10 @@
 //   dk_j = scale sum_i p_ij (m_ij dout_i . v_j - D_i) q_i,
 //   dv_j = sum_i p_ij m_ij dout_i                              (warp per key row j, queries i >=
 //   j).
-// Every output element is written by one lane that sums in a fixed order: no atomics, bitwise
-// reproducible. Dropout masks m_ij come from dropout_bits with the CPU's (sequence, index)
-// key, so forward, backward and the CPU drop exactly the same probabilities.
+// Every output element is written by one lane that sums in a fixed order (for dk and dv: the
+// group's query heads in order, each over its query rows): no atomics, bitwise reproducible.
+// Dropout masks m_ij come from dropout_bits with the CPU's (sequence, index) key, so forward,
+// backward and the CPU drop exactly the same probabilities.
 #include <cmath>
 
 #include "model/backend/common/random_keys.h"
@@ -28,8 +34,14 @@ namespace {
 constexpr int kWarps = 4;       // query (or key) rows per block
 constexpr int kMaxPerLane = 8;  // head_dim <= 256
 
+// kv: k/v heads (= h without grouping); row: the qkv row width, c + 2 kv hd.
 struct AttnDims {
-  int64_t b, t, c, h, hd;
+  int64_t b, t, c, h, hd, kv, row;
+  // Columns of query head `head`'s k and v in a qkv row (its group's kv head).
+  __host__ __device__ int64_t k_col(int64_t head) const { return c + (head / (h / kv)) * hd; }
+  __host__ __device__ int64_t v_col(int64_t head) const {
+    return c + kv * hd + (head / (h / kv)) * hd;
+  }
 };
 
 struct AttnDrop {
@@ -62,11 +74,11 @@ __global__ void attention_forward_kernel(T* out, T* lse, const T* qkv, AttnDims 
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   if (gw >= s.b * s.h * s.t) return;
   const int64_t i = gw % s.t, bh = gw / s.t, b = bh / s.h, h = bh % s.h;
-  const int64_t row = 3 * s.c;
+  const int64_t row = s.row;
   T* qs = reinterpret_cast<T*>(smem_raw) + warp * s.hd;
   const T* q = qkv + (b * s.t + i) * row + h * s.hd;
-  const T* kbase = qkv + b * s.t * row + s.c + h * s.hd;
-  const T* vbase = kbase + s.c;
+  const T* kbase = qkv + b * s.t * row + s.k_col(h);
+  const T* vbase = qkv + b * s.t * row + s.v_col(h);
   for (int64_t d = lane; d < s.hd; d += 32) qs[d] = q[d];
   __syncwarp();
   T m = -INFINITY, l = 0;
@@ -128,13 +140,13 @@ __global__ void attention_dq_kernel(T* dqkv, const T* dout, const T* qkv, const 
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   if (gw >= s.b * s.h * s.t) return;
   const int64_t i = gw % s.t, bh = gw / s.t, b = bh / s.h, h = bh % s.h;
-  const int64_t row = 3 * s.c;
+  const int64_t row = s.row;
   T* qs = reinterpret_cast<T*>(smem_raw) + warp * 2 * s.hd;
   T* gs = qs + s.hd;
   const T* q = qkv + (b * s.t + i) * row + h * s.hd;
   const T* g = dout + (b * s.t + i) * s.c + h * s.hd;
-  const T* kbase = qkv + b * s.t * row + s.c + h * s.hd;
-  const T* vbase = kbase + s.c;
+  const T* kbase = qkv + b * s.t * row + s.k_col(h);
+  const T* vbase = qkv + b * s.t * row + s.v_col(h);
   for (int64_t d = lane; d < s.hd; d += 32) {
     qs[d] = q[d];
     gs[d] = g[d];
@@ -172,60 +184,68 @@ __global__ void attention_dq_kernel(T* dqkv, const T* dout, const T* qkv, const 
   }
 }
 
+// One warp per (batch, kv head, key row j): dk_j and dv_j sum over the query heads of the kv
+// head's group (in head order), each over its query rows i >= j (in row order).
 template <class T>
 __global__ void attention_dkv_kernel(T* dqkv, const T* dout, const T* qkv, const T* lse,
                                      const T* dd, AttnDims s, T scale, AttnDrop drop) {
   extern __shared__ unsigned char smem_raw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (gw >= s.b * s.h * s.t) return;
-  const int64_t j = gw % s.t, bh = gw / s.t, b = bh / s.h, h = bh % s.h;
-  const int64_t row = 3 * s.c;
+  if (gw >= s.b * s.kv * s.t) return;
+  const int64_t j = gw % s.t, bg = gw / s.t, b = bg / s.kv, kvh = bg % s.kv;
+  const int64_t row = s.row, group = s.h / s.kv;
   T* ks = reinterpret_cast<T*>(smem_raw) + warp * 2 * s.hd;
   T* vs = ks + s.hd;
-  const T* qbase = qkv + b * s.t * row + h * s.hd;
-  const T* gbase = dout + b * s.t * s.c + h * s.hd;
+  const T* krow = qkv + (b * s.t + j) * row + s.c + kvh * s.hd;
+  const T* vrow = krow + s.kv * s.hd;
   for (int64_t d = lane; d < s.hd; d += 32) {
-    ks[d] = qbase[j * row + s.c + d];
-    vs[d] = qbase[j * row + 2 * s.c + d];
+    ks[d] = krow[d];
+    vs[d] = vrow[d];
   }
   __syncwarp();
   T dk[kMaxPerLane], dv[kMaxPerLane];
 #pragma unroll
   for (int r = 0; r < kMaxPerLane; ++r) dk[r] = dv[r] = 0;
-  for (int64_t i0 = j; i0 < s.t; i0 += 32) {
-    const int64_t i = i0 + lane;
-    T ds = 0, pt = 0;
-    if (i < s.t) {
-      const T p = exp(dot_shared(qbase + i * row, ks, s.hd) * scale - lse[bh * s.t + i]);
-      const T dpv = dot_shared(gbase + i * s.c, vs, s.hd);
-      const T mk = drop.on ? drop_factor<T>(drop, b, h, s.t, i, j) : T(1);
-      ds = p * (mk * dpv - dd[bh * s.t + i]) * scale;
-      pt = p * mk;
-    }
-    const int count = static_cast<int>(s.t - i0 < 32 ? s.t - i0 : 32);
-    for (int ii = 0; ii < count; ++ii) {
-      const T dsi = __shfl_sync(0xffffffffu, ds, ii);
-      const T pti = __shfl_sync(0xffffffffu, pt, ii);
-      const T* qrow = qbase + (i0 + ii) * row;
-      const T* grow = gbase + (i0 + ii) * s.c;
+  for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+    const int64_t bh = b * s.h + h;
+    const T* qbase = qkv + b * s.t * row + h * s.hd;
+    const T* gbase = dout + b * s.t * s.c + h * s.hd;
+    for (int64_t i0 = j; i0 < s.t; i0 += 32) {
+      const int64_t i = i0 + lane;
+      T ds = 0, pt = 0;
+      if (i < s.t) {
+        const T p = exp(dot_shared(qbase + i * row, ks, s.hd) * scale - lse[bh * s.t + i]);
+        const T dpv = dot_shared(gbase + i * s.c, vs, s.hd);
+        const T mk = drop.on ? drop_factor<T>(drop, b, h, s.t, i, j) : T(1);
+        ds = p * (mk * dpv - dd[bh * s.t + i]) * scale;
+        pt = p * mk;
+      }
+      const int count = static_cast<int>(s.t - i0 < 32 ? s.t - i0 : 32);
+      for (int ii = 0; ii < count; ++ii) {
+        const T dsi = __shfl_sync(0xffffffffu, ds, ii);
+        const T pti = __shfl_sync(0xffffffffu, pt, ii);
+        const T* qrow = qbase + (i0 + ii) * row;
+        const T* grow = gbase + (i0 + ii) * s.c;
 #pragma unroll
-      for (int r = 0; r < kMaxPerLane; ++r) {
-        const int64_t d = lane + 32 * r;
-        if (d < s.hd) {
-          dk[r] += dsi * qrow[d];
-          dv[r] += pti * grow[d];
+        for (int r = 0; r < kMaxPerLane; ++r) {
+          const int64_t d = lane + 32 * r;
+          if (d < s.hd) {
+            dk[r] += dsi * qrow[d];
+            dv[r] += pti * grow[d];
+          }
         }
       }
     }
   }
-  T* dkp = dqkv + (b * s.t + j) * row + s.c + h * s.hd;
+  T* dkp = dqkv + (b * s.t + j) * row + s.c + kvh * s.hd;
+  T* dvp = dkp + s.kv * s.hd;
 #pragma unroll
   for (int r = 0; r < kMaxPerLane; ++r) {
     const int64_t d = lane + 32 * r;
     if (d < s.hd) {
       dkp[d] = dk[r];
-      dkp[s.c + d] = dv[r];
+      dvp[d] = dv[r];
     }
   }
 }
@@ -262,14 +282,6 @@ __global__ void attention_decode_kernel(float* out, const float* q_all, const fl
   }
 }
 
-// Grouped-query attention (model.n_kv_head < n_head): not in the CUDA kernels or the cuDNN path
-// yet; the CPU backend runs it.
-void require_no_gqa(const AttentionArgs& a) {
-  LLM_REQUIRE(a.kv() == a.heads, "cuda backend: model.n_kv_head = ", a.kv_heads,
-              " (grouped-query attention) runs on the cpu backend only; expected 0 or n_head = ",
-              a.heads, " on cuda");
-}
-
 AttnDims attention_check(const AttentionArgs& a) {
   LLM_REQUIRE(a.batch >= 0 && a.seq >= 0 && a.channels > 0 && a.heads > 0,
               "cuda backend: attention needs batch, seq >= 0 and channels, heads > 0");
@@ -279,7 +291,10 @@ AttnDims attention_check(const AttentionArgs& a) {
               "cuda backend: attention dropout must be in [0, 1), got ", a.dropout);
   LLM_REQUIRE(a.channels / a.heads <= 32 * kMaxPerLane, "cuda backend: attention head_dim ",
               a.channels / a.heads, " exceeds ", 32 * kMaxPerLane);
-  return {a.batch, a.seq, a.channels, a.heads, a.channels / a.heads};
+  LLM_REQUIRE(a.kv_heads >= 0 && a.kv_heads <= a.heads && a.heads % a.kv() == 0,
+              "cuda backend: attention kv_heads (", a.kv_heads, ") must divide heads (", a.heads,
+              ")");
+  return {a.batch, a.seq, a.channels, a.heads, a.channels / a.heads, a.kv(), a.qkv_width()};
 }
 
 AttnDrop drop_of(const AttentionArgs& a) {
@@ -321,7 +336,6 @@ CudnnAttention& CudaBackend::cudnn_attention() {
 
 void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionArgs& args) {
   // cuDNN, unless it refused this shape (then our kernel runs it, forward and backward).
-  require_no_gqa(args);
   if (args.impl == AttentionImpl::kCudnn && cudnn_attention().forward(out, lse, qkv, args)) return;
   LLM_REQUIRE(qkv.data && dtype_is_act(qkv.dtype), "cuda backend: attention qkv fp32/fp64");
   require_same(out, qkv.dtype, "attention_forward out");
@@ -343,7 +357,6 @@ void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const At
 
 void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                      const AttentionArgs& args) {
-  require_no_gqa(args);
   if (args.impl == AttentionImpl::kCudnn &&
       cudnn_attention().backward(dqkv, dout, qkv, out, lse, args))
     return;
@@ -362,6 +375,9 @@ void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tenso
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(s.hd)));
     T* dd = static_cast<T*>(workspace(WorkSlot::kScratch, static_cast<size_t>(rows) * sizeof(T)));
     const unsigned blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+    // dk and dv: a warp per (batch, kv head, key row).
+    const int64_t kv_rows = s.b * s.kv * s.t;
+    const unsigned kv_blocks = static_cast<unsigned>((kv_rows + kWarps - 1) / kWarps);
     const size_t smem = static_cast<size_t>(kWarps * 2 * s.hd) * sizeof(T);
     attention_rowdot_kernel<T>
         <<<blocks, 32 * kWarps, 0, stream_>>>(dd, dout.as<const T>(), out.as<const T>(), s);
@@ -369,7 +385,7 @@ void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tenso
     attention_dq_kernel<T><<<blocks, 32 * kWarps, smem, stream_>>>(
         dqkv.as<T>(), dout.as<const T>(), qkv.as<const T>(), lse.as<const T>(), dd, s, scale, drop);
     launch_check("attention dq");
-    attention_dkv_kernel<T><<<blocks, 32 * kWarps, smem, stream_>>>(
+    attention_dkv_kernel<T><<<kv_blocks, 32 * kWarps, smem, stream_>>>(
         dqkv.as<T>(), dout.as<const T>(), qkv.as<const T>(), lse.as<const T>(), dd, s, scale, drop);
     launch_check("attention dkv");
   });

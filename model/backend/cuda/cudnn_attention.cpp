@@ -36,10 +36,14 @@ namespace fe = cudnn_frontend;
 // Tensor uids of the variant packs.
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
+// kv: k/v heads (grouped-query attention when < h; cuDNN's SDPA takes K and V with fewer heads
+// than Q, h a multiple of kv, and sums dK and dV over each group's query heads itself).
 struct Shape {
-  int64_t b, h, t, hd;
+  int64_t b, h, t, hd, kv;
+  int64_t c() const { return h * hd; }
+  int64_t row() const { return c() + 2 * kv * hd; }  // the fused qkv row: q | k | v
   bool operator<(const Shape& o) const {
-    return std::tie(b, h, t, hd) < std::tie(o.b, o.h, o.t, o.hd);
+    return std::tie(b, h, t, hd, kv) < std::tie(o.b, o.h, o.t, o.hd, o.kv);
   }
 };
 
@@ -51,20 +55,26 @@ struct ShapePlan {
 };
 
 std::string shape_text(const Shape& s) {
-  return error_message("B=", s.b, " H=", s.h, " T=", s.t, " hd=", s.hd);
+  return error_message("B=", s.b, " H=", s.h, s.kv != s.h ? error_message(" KV=", s.kv) : "",
+                       " T=", s.t, " hd=", s.hd);
 }
 
+// Strides of q, k or v (and dq, dk, dv) in the fused layout: every one steps by a whole row.
 std::vector<int64_t> qkv_strides(const Shape& s) {
-  const int64_t c = s.h * s.hd;
-  return {s.t * 3 * c, s.hd, 3 * c, 1};
+  return {s.t * s.row(), s.hd, s.row(), 1};
+}
+// [B, heads, T, hd]: heads = H for q and dq, KV for k, v, dk and dv.
+std::vector<int64_t> qkv_dims(const Shape& s, int64_t heads) {
+  return {s.b, heads, s.t, s.hd};
 }
 
-// The fused layout's q, k or v as [B,H,T,hd] (the caller offsets the pointer by 0, C or 2C).
-fe::graph::Tensor_attributes qkv_tensor(const char* name, Uid uid, const Shape& s) {
+// The fused layout's q ([B,H,T,hd]), k or v ([B,KV,T,hd]); the caller offsets the pointer by 0,
+// C or C + KV hd.
+fe::graph::Tensor_attributes qkv_tensor(const char* name, Uid uid, const Shape& s, int64_t heads) {
   return fe::graph::Tensor_attributes()
       .set_name(name)
       .set_uid(uid)
-      .set_dim({s.b, s.h, s.t, s.hd})
+      .set_dim(qkv_dims(s, heads))
       .set_stride(qkv_strides(s));
 }
 
@@ -73,8 +83,7 @@ std::vector<int64_t> out_dims(const Shape& s) {
   return {s.b, s.h, s.t, s.hd};
 }
 std::vector<int64_t> out_strides(const Shape& s) {
-  const int64_t c = s.h * s.hd;
-  return {s.t * c, s.hd, c, 1};
+  return {s.t * s.c(), s.hd, s.c(), 1};
 }
 std::vector<int64_t> stats_dims(const Shape& s) {
   return {s.b, s.h, s.t, 1};
@@ -127,14 +136,15 @@ class CudnnAttentionImpl final : public CudnnAttention {
     if (s.b * s.h * s.t == 0) return true;
     const ShapePlan& plan = plan_for(s);
     if (!plan.refused.empty()) return false;
-    const int64_t c = s.h * s.hd, n_qkv = s.b * s.t * 3 * c, n_out = s.b * s.t * c;
+    const int64_t c = s.c(), v_col = c + s.kv * s.hd, n_qkv = s.b * s.t * s.row(),
+                  n_out = s.b * s.t * c;
     Tensor qkv16(be_.workspace(WorkSlot::kCudnnQkv, bytes_bf16(n_qkv)), DType::kBF16);
     Tensor out16(be_.workspace(WorkSlot::kCudnnOut, bytes_bf16(n_out)), DType::kBF16);
     void* ws = workspace(plan.fwd_workspace);
     be_.convert(qkv16, qkv, n_qkv);
     std::unordered_map<int64_t, void*> pack = {{kQ, qkv16.data},
                                                {kK, qkv16.offset(c).data},
-                                               {kV, qkv16.offset(2 * c).data},
+                                               {kV, qkv16.offset(v_col).data},
                                                {kO, out16.data},
                                                {kStats, lse.data}};
     execute(*plan.fwd, pack, ws, "forward", s);
@@ -151,7 +161,8 @@ class CudnnAttentionImpl final : public CudnnAttention {
     if (s.b * s.h * s.t == 0) return true;
     const ShapePlan& plan = plan_for(s);
     if (!plan.refused.empty()) return false;
-    const int64_t c = s.h * s.hd, n_qkv = s.b * s.t * 3 * c, n_out = s.b * s.t * c;
+    const int64_t c = s.c(), v_col = c + s.kv * s.hd, n_qkv = s.b * s.t * s.row(),
+                  n_out = s.b * s.t * c;
     Tensor qkv16(be_.workspace(WorkSlot::kCudnnQkv, bytes_bf16(n_qkv)), DType::kBF16);
     Tensor out16(be_.workspace(WorkSlot::kCudnnOut, bytes_bf16(n_out)), DType::kBF16);
     Tensor dout16(be_.workspace(WorkSlot::kCudnnDout, bytes_bf16(n_out)), DType::kBF16);
@@ -161,9 +172,9 @@ class CudnnAttentionImpl final : public CudnnAttention {
     be_.convert(out16, out, n_out);
     be_.convert(dout16, dout, n_out);
     std::unordered_map<int64_t, void*> pack = {
-        {kQ, qkv16.data},   {kK, qkv16.offset(c).data},   {kV, qkv16.offset(2 * c).data},
+        {kQ, qkv16.data},   {kK, qkv16.offset(c).data},   {kV, qkv16.offset(v_col).data},
         {kO, out16.data},   {kDO, dout16.data},           {kStats, lse.data},
-        {kDQ, dqkv16.data}, {kDK, dqkv16.offset(c).data}, {kDV, dqkv16.offset(2 * c).data}};
+        {kDQ, dqkv16.data}, {kDK, dqkv16.offset(c).data}, {kDV, dqkv16.offset(v_col).data}};
     execute(*plan.bwd, pack, ws, "backward", s);
     be_.convert(dqkv, dqkv16, n_qkv);
     ++calls_;
@@ -182,7 +193,10 @@ class CudnnAttentionImpl final : public CudnnAttention {
                 "cuda backend: the cuDNN attention takes fp32 activations (backend.h)");
     LLM_REQUIRE(a.heads > 0 && a.channels % a.heads == 0, "cuda backend: attention channels (",
                 a.channels, ") must be divisible by heads (", a.heads, ")");
-    return {a.batch, a.heads, a.seq, a.channels / a.heads};
+    LLM_REQUIRE(a.kv_heads >= 0 && a.kv_heads <= a.heads && a.heads % a.kv() == 0,
+                "cuda backend: attention kv_heads (", a.kv_heads, ") must divide heads (", a.heads,
+                ")");
+    return {a.batch, a.heads, a.seq, a.channels / a.heads, a.kv()};
   }
 
   void* workspace(int64_t bytes) {
@@ -221,9 +235,9 @@ class CudnnAttentionImpl final : public CudnnAttention {
 
   std::string build_forward(const Shape& s, float scale, ShapePlan* plan) {
     auto g = new_graph();
-    auto q = g->tensor(qkv_tensor("Q", kQ, s));
-    auto k = g->tensor(qkv_tensor("K", kK, s));
-    auto v = g->tensor(qkv_tensor("V", kV, s));
+    auto q = g->tensor(qkv_tensor("Q", kQ, s, s.h));
+    auto k = g->tensor(qkv_tensor("K", kK, s, s.kv));
+    auto v = g->tensor(qkv_tensor("V", kV, s, s.kv));
     auto options = fe::graph::SDPA_attributes()
                        .set_name("sdpa_forward")
                        .set_generate_stats(true)
@@ -243,9 +257,9 @@ class CudnnAttentionImpl final : public CudnnAttention {
 
   std::string build_backward(const Shape& s, float scale, ShapePlan* plan) {
     auto g = new_graph();
-    auto q = g->tensor(qkv_tensor("Q", kQ, s));
-    auto k = g->tensor(qkv_tensor("K", kK, s));
-    auto v = g->tensor(qkv_tensor("V", kV, s));
+    auto q = g->tensor(qkv_tensor("Q", kQ, s, s.h));
+    auto k = g->tensor(qkv_tensor("K", kK, s, s.kv));
+    auto v = g->tensor(qkv_tensor("V", kV, s, s.kv));
     auto o = g->tensor(fe::graph::Tensor_attributes()
                            .set_name("O")
                            .set_uid(kO)
@@ -269,9 +283,9 @@ class CudnnAttentionImpl final : public CudnnAttention {
                        .set_attn_scale(scale)
                        .set_deterministic_algorithm(true);
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, d_o, stats, options);
-    dq->set_output(true).set_uid(kDQ).set_dim({s.b, s.h, s.t, s.hd}).set_stride(qkv_strides(s));
-    dk->set_output(true).set_uid(kDK).set_dim({s.b, s.h, s.t, s.hd}).set_stride(qkv_strides(s));
-    dv->set_output(true).set_uid(kDV).set_dim({s.b, s.h, s.t, s.hd}).set_stride(qkv_strides(s));
+    dq->set_output(true).set_uid(kDQ).set_dim(qkv_dims(s, s.h)).set_stride(qkv_strides(s));
+    dk->set_output(true).set_uid(kDK).set_dim(qkv_dims(s, s.kv)).set_stride(qkv_strides(s));
+    dv->set_output(true).set_uid(kDV).set_dim(qkv_dims(s, s.kv)).set_stride(qkv_strides(s));
     const std::string why = finish_graph(*g, handle_, &plan->bwd_workspace);
     if (why.empty()) plan->bwd = g;
     return why.empty() ? why : "deterministic backward " + why;

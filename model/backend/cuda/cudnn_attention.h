@@ -3,15 +3,20 @@
 // frontend headers; the implementation (cudnn_attention.cpp, host C++) is compiled only
 // when CMake found the cuDNN frontend headers (LEDGERLM_HAVE_CUDNN_ATTENTION).
 //
-// Our activations are fp32: the fused qkv [B,T,3C] is converted to bf16 and cuDNN reads q, k
-// and v from it by strides (dims [B,H,T,hd], strides [T*3C, hd, 3C, 1]); O comes back in bf16
-// ([B,T,C] by strides) and is widened into `out`; Stats (fp32 [B,H,T]) is written straight
-// into `lse`: cuDNN's Stats is the natural-log log-sum-exp of the scaled scores, max included,
-// which is our kernel's lse too. Backward converts dout and out to bf16 (out's bf16 round trip is
-// exact, so cuDNN sees the O it wrote), and widens dq, dk, dv into dqkv. Scale 1/sqrt(hd), no
-// dropout, the deterministic backward algorithm. A shape is decided once: both graphs build, or
-// that shape runs our kernel forward and backward (one line says why), so a cuDNN forward is
-// never paired with our backward or the reverse.
+// Our activations are fp32: the fused qkv [B,T,W] (W = 3C, or C + 2 KV hd with grouped-query
+// attention, AttentionArgs::kv_heads = KV) is converted to bf16 and cuDNN reads q, k and v from
+// it by strides (dims [B,H,T,hd] for q, [B,KV,T,hd] for k and v, strides [T*W, hd, W, 1]: cuDNN's
+// SDPA lets query head h read kv head h / (H / KV) and sums dk, dv over a group itself); O
+// comes back in bf16 ([B,T,C] by strides) and is widened into `out`; Stats (fp32 [B,H,T]) is
+// written straight into `lse`: cuDNN's Stats is the natural-log log-sum-exp of the scaled
+// scores, max included, which is our kernel's lse too. Backward converts dout and out to bf16
+// (out's bf16 round trip is exact, so cuDNN sees the O it wrote), and widens dq, dk, dv into
+// dqkv. Scale 1/sqrt(hd), no dropout, the deterministic backward algorithm. A shape is decided
+// once: both graphs build, or that shape runs our kernel forward and backward (one line says
+// why), so a cuDNN forward is never paired with our backward or the reverse. That is also the
+// fallback for grouped-query shapes a cuDNN version or GPU does not take (the frontend's support
+// check decides, e.g. for the deterministic backward with fewer K/V heads): our kernel runs
+// them.
 #pragma once
 
 #include <cstdint>

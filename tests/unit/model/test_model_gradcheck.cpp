@@ -234,11 +234,9 @@ TEST_P(ModelGradCheck, RotaryPositionsFp64) {
   run_gradcheck(*be, *stage, {0.0, "none", 0, "gelu", true, 0.0, "rope"});
 }
 TEST_P(ModelGradCheck, MultiQueryAttentionFp64) {
-  if (be->name().rfind("cuda", 0) == 0) GTEST_SKIP() << "grouped-query attention is cpu only";
   run_gradcheck(*be, *stage, {0.0, "none", 0, "gelu", true, 0.0, "learned", 2, 1});
 }
 TEST_P(ModelGradCheck, QkNormRopeGroupedQueryWithDropoutAndRecomputeFp64) {
-  if (be->name().rfind("cuda", 0) == 0) GTEST_SKIP() << "grouped-query attention is cpu only";
   run_gradcheck(*be, *stage, {0.2, "block", 0, "gelu", true, 0.0, "rope", 4, 2, true});
 }
 
