@@ -9,6 +9,7 @@
 #   LEDGERLM_BUILD_DIR   build directory (default: build)
 #   LEDGERLM_CUDA        on | off | auto (default auto: on when nvidia-smi sees a GPU)
 #   LEDGERLM_SANITIZE    on: AddressSanitizer + UBSan build (CUDA off, -O1)
+#   LEDGERLM_CUDA_ARCHITECTURES  the GPU architectures of a CUDA build (default: CMake's, "80;90")
 #   LEDGERLM_CCACHE_DIR  the compiler cache (default: $CCACHE_DIR, else ~/.cache/ccache)
 #   LEDGERLM_CCACHE_SIZE its size limit (default 8G)
 #   LEDGERLM_CCACHE=off  compile without ccache
@@ -78,6 +79,10 @@ if [ "$cuda" = on ]; then bash scripts/cudnn_frontend.sh "$build_dir"; fi
 tests=ON
 targets=()
 if [ "$setup" = runtime ]; then tests=OFF targets=(--target ledgerlm); fi
+arch=()
+if [ -n "${LEDGERLM_CUDA_ARCHITECTURES:-}" ]; then
+  arch=(-DLEDGERLM_CUDA_ARCHITECTURES="$LEDGERLM_CUDA_ARCHITECTURES")
+fi
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLEDGERLM_CUDA=$cuda_flag \
-  -DLEDGERLM_SANITIZE=$sanitize -DLEDGERLM_TESTS=$tests "${launcher[@]}" >/dev/null
+  -DLEDGERLM_SANITIZE=$sanitize -DLEDGERLM_TESTS=$tests "${launcher[@]}" "${arch[@]}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}"
