@@ -12,6 +12,7 @@
 
 #include "ckpt/hf_import.h"
 #include "ckpt/safetensors.h"
+#include "data/data_check.h"
 #include "data/meta.h"
 #include "model/base/check.h"
 #include "train/cli/commands.h"
@@ -39,7 +40,8 @@ RunConfig import_config(const ImportCommand& cmd, const std::string& out_dir,
   cfg.data.dir.clear();  // no data attached unless --data names it
   if (!cmd.data_dir.empty()) {
     const DataMeta meta = meta_read(cmd.data_dir);
-    LLM_REQUIRE(meta.vocab_size == model.vocab_size, "import: the data in '", cmd.data_dir,
+    // At most the model's rows: a model may pad its embedding past its tokenizer's ids (Qwen2.5).
+    LLM_REQUIRE(meta.vocab_size <= model.vocab_size, "import: the data in '", cmd.data_dir,
                 "' has vocab ", meta.vocab_size, " but the model's config.json has vocab_size ",
                 model.vocab_size,
                 " (prepare the data with the model's tokenizer: prepare "
@@ -47,6 +49,9 @@ RunConfig import_config(const ImportCommand& cmd, const std::string& out_dir,
                 cmd.from, ")");
     import_require_data_tokenizer(cmd.from, cmd.data_dir, meta);
     cfg.data.dir = cmd.data_dir;
+    // The tokenizer is the model's (just compared): recorded before the data is resolved, which
+    // accepts a smaller vocab only for the tokenizer the run records.
+    cfg.data.tokenizer_id = data_tokenizer_id(cmd.data_dir, meta);
     run_resolve_data(&cfg);  // the data as a whole (shards, tokenizer); records tokenizer_id
   }
   return cfg;
@@ -68,7 +73,7 @@ void write_weights(const std::string& path, const ParamTable& table, const std::
 
 int command_import(const ImportCommand& cmd) {
   LLM_REQUIRE(cmd.format == "hf", "import --format ", cmd.format,
-              ": expected hf (Hugging Face GPT-2)");
+              ": expected hf (Hugging Face GPT-2, Llama or Qwen2)");
   std::string out_dir = cmd.out_dir;  // "runs/x/" is the run runs/x
   while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
   LLM_REQUIRE(!out_dir.empty(), "import: --out is required");
