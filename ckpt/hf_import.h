@@ -31,6 +31,10 @@ struct HfModel {
   std::vector<HfTensor> tensors;
   std::vector<std::string> notes;  // lines worth telling the user (dropout that was merged)
   std::string weights_path;        // DIR/model.safetensors, for messages
+  // LlamaForCausalLM / Qwen2ForCausalLM (ckpt/hf_llama.h): `tensors` stays empty and
+  // hf_model_to_params streams the weights from these files (model.safetensors or its shards).
+  bool llama = false;
+  std::vector<std::string> weight_files;
 };
 
 // The ModelConfig a GPT-2 config.json describes; `origin` names it in errors. Keys absent from
@@ -39,12 +43,13 @@ struct HfModel {
 ModelConfig hf_config_from_json(const std::string& text, const std::string& origin,
                                 std::vector<std::string>* notes);
 
-// Reads DIR/config.json and DIR/model.safetensors (tensors of any float dtype, widened to fp32)
-// and checks the tensors against the config: names with or without the "transformer." prefix,
-// every parameter present once with its shape, nothing else but the mask buffers and a tied
+// Reads DIR/config.json and, for GPT-2, DIR/model.safetensors (tensors of any float dtype, widened
+// to fp32) and checks the tensors against the config: names with or without the "transformer."
+// prefix, every parameter present once with its shape, nothing else but the mask buffers and a tied
 // lm_head, every value finite (a NaN or infinity is refused naming the tensor and its first bad
 // element). A directory with pytorch_model.bin but no model.safetensors is refused with how to
-// convert it.
+// convert it. For model_type llama or qwen2 it reads the config and finds the weight files
+// (hf_llama.h); their tensors are read by hf_model_to_params.
 HfModel hf_read_model_dir(const std::string& dir);
 
 // Fills `params` (host memory, laid out by `table`, built from model.config) from the model's
