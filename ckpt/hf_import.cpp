@@ -168,7 +168,7 @@ HfModel hf_read_model_dir(const std::string& dir) {
   LLM_REQUIRE(fs::is_directory(dir), "import: '", dir, "' is not a directory");
   const std::string config_path = (fs::path(dir) / "config.json").string();
   LLM_REQUIRE(fs::exists(config_path), "import: '", dir,
-              "' has no config.json (expected a Hugging Face GPT-2 model directory)");
+              "' has no config.json (expected a Hugging Face model directory)");
   HfModel model;
   model.weights_path = (fs::path(dir) / "model.safetensors").string();
   {

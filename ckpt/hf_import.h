@@ -1,7 +1,8 @@
 // Reading a Hugging Face GPT2LMHeadModel directory (config.json + model.safetensors) as a
-// ledgerlm model: the inverse of hf_export.h, for `ledgerlm import --format hf`.
+// ledgerlm model: the inverse of hf_export.h, for `ledgerlm import --format hf`. A directory whose
+// config.json has model_type llama or qwen2 is read by ckpt/hf_llama.h instead (dispatched here).
 //
-// ledgerlm represents exactly one member of the GPT-2 family: pre-LayerNorm blocks with
+// Of the GPT-2 family ledgerlm represents exactly one member: pre-LayerNorm blocks with
 // eps = kLayerNormEps, GELU's tanh approximation, an MLP of any width (n_inner), attention scaled
 // by 1/sqrt(head_dim) and nothing else, and an LM head tied to the token embedding. A config or a
 // weights file that asks for anything else is refused with one line naming the key or tensor and

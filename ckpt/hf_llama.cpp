@@ -61,7 +61,6 @@ const FixedKey kFixed[] = {
     {"rope_interleaved", "false",
      "rotary pairs are Hugging Face's half-split ones (i, i + head_dim/2)"},
     {"use_mrope", "false", "rotary positions are one-dimensional"},
-    {"attention_dropout", "0.0", "ledgerlm's dropout is model.dropout, set when training"},
 };
 
 // Keys that do not change the function transformers computes (metadata, generation, init) or
@@ -79,6 +78,7 @@ const char* const kIgnored[] = {
     "initializer_range",
     "use_cache",
     "is_llama_config",
+    "attention_dropout",  // training only: imported as model.dropout = 0, with a note unless 0
     "transformers.js_config",
     "max_window_layers",
     "sliding_window",
@@ -397,10 +397,12 @@ ModelConfig hf_llama_config_from_json(const std::string& text, const std::string
     m.bias = attn;
     m.qkv_bias = false;
   }
-  // intermediate_size as model.ffn_hidden; 0 (the default width) is never what a config means.
   if (notes != nullptr && present(j, "attention_dropout") &&
-      j.at("attention_dropout").get<double>() != 0.0)
-    notes->push_back("note: attention_dropout is ignored; set --model.dropout when training");
+      (!j.at("attention_dropout").is_number() || j.at("attention_dropout").get<double>() != 0.0))
+    notes->push_back(error_message("note: ", origin, " has attention_dropout ",
+                                   j.at("attention_dropout").dump(),
+                                   "; imported with model.dropout = 0 (dropout acts only in "
+                                   "training; --model.dropout sets it)"));
   try {
     m.validate();
   } catch (const Error& e) {

@@ -1,10 +1,10 @@
-// `ledgerlm import --format hf`: a Hugging Face GPT2LMHeadModel directory as a ledgerlm run
-// directory — config.toml (the model section from config.json, data.dir from --data) and
-// model.safetensors under the parameter table's names, fp32 — so that eval, sample, export and
-// `train --init-from` take it like a run ledgerlm trained. --data must have been prepared with
-// the model directory's own tokenizer (import_command_tokenizer.h). Everything is read and
-// checked first; the run is then built in a temporary directory and renamed, so --out is either
-// absent or complete.
+// `ledgerlm import --format hf`: a Hugging Face GPT2LMHeadModel, LlamaForCausalLM or
+// Qwen2ForCausalLM directory as a ledgerlm run directory — config.toml (the model section from
+// config.json, data.dir from --data) and model.safetensors under the parameter table's names, fp32
+// — so that eval, sample, export and `train --init-from` take it like a run ledgerlm trained.
+// --data must have been prepared with the model directory's own tokenizer
+// (import_command_tokenizer.h). Everything is read and checked first; the run is then built in a
+// temporary directory and renamed, so --out is either absent or complete.
 #include <unistd.h>
 
 #include <cstdio>
