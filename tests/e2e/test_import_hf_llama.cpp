@@ -173,6 +173,18 @@ TEST_F(ImportHfLlama, LogitsMatchTransformersAtEveryPosition) {
   }
 }
 
+// A long context (SmolLM2's 8192, Qwen2.5's 32768) is the model's block_size; eval's windows
+// (train.seq_len) stay at 1024 so that its forwards fit.
+TEST_F(ImportHfLlama, LongContextKeepsEvalWindowsAt1024) {
+  const std::string dir = copy_fixture("hf_llama_tiny", "long");
+  edit_config(dir, [](json& c) { c["max_position_embeddings"] = 8192; });
+  const auto r = import(dir, "long");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string toml = testing::read_file(*dir_ + "/runs/long/config.toml");
+  EXPECT_NE(toml.find("block_size = 8192"), std::string::npos) << toml;
+  EXPECT_NE(toml.find("seq_len = 1024"), std::string::npos) << toml;
+}
+
 TEST_F(ImportHfLlama, RunConfigHoldsTheBlockKeys) {
   const std::string toml = testing::read_file(*dir_ + "/runs/hf_llama_tiny/config.toml");
   for (const char* line :

@@ -7,6 +7,7 @@
 // temporary directory and renamed, so --out is either absent or complete.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -35,8 +36,11 @@ RunConfig import_config(const ImportCommand& cmd, const std::string& out_dir,
   const fs::path out = fs::path(out_dir).lexically_normal();
   cfg.train.name = out.filename().string();
   cfg.train.out_dir = out.has_parent_path() ? out.parent_path().string() : ".";
-  // eval reads windows of train.seq_len tokens: the model's whole context.
-  cfg.train.seq_len = model.block_size;
+  // eval reads windows of train.seq_len tokens: the model's whole context up to 1024 (GPT-2's).
+  // A long-context model's 8192 (SmolLM2) or 32768 (Qwen2.5) would make eval's batch of windows
+  // hold gigabytes of logits per forward; train sets its own --train.seq_len.
+  constexpr int64_t kImportSeqLen = 1024;
+  cfg.train.seq_len = std::min(model.block_size, kImportSeqLen);
   cfg.data.dir.clear();  // no data attached unless --data names it
   if (!cmd.data_dir.empty()) {
     const DataMeta meta = meta_read(cmd.data_dir);
