@@ -499,7 +499,9 @@ void hf_llama_load_params(const ModelConfig& config, const ParamTable& table,
 }
 
 bool hf_llama_export_family(const ModelConfig& config) {
-  return config.rope() || config.rms_norm() || config.mlp_kind() == MlpKind::kSwiglu;
+  // Rotary positions decide: GPT-2 has none, Llama and Qwen2 have nothing else. The rest of the
+  // block is then checked against that class (hf_llama_require_exportable) or GPT-2's.
+  return config.rope();
 }
 
 void hf_llama_require_exportable(const ModelConfig& config) {

@@ -44,8 +44,8 @@ std::vector<std::string> hf_llama_weight_files(const std::string& dir);
 void hf_llama_load_params(const ModelConfig& config, const ParamTable& table,
                           const std::vector<std::string>& files, Tensor params);
 
-// Whether `config` is for the Llama export (rotary positions, RMSNorm or a gated MLP): the
-// export writes LlamaForCausalLM / Qwen2ForCausalLM for it, GPT2LMHeadModel otherwise.
+// Whether `config` is for the Llama export (rotary positions): the export writes
+// LlamaForCausalLM / Qwen2ForCausalLM for it, GPT2LMHeadModel otherwise.
 bool hf_llama_export_family(const ModelConfig& config);
 // Refuses (one line naming the [model] key) what neither class can hold.
 void hf_llama_require_exportable(const ModelConfig& config);

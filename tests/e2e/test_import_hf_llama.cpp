@@ -454,5 +454,21 @@ TEST_F(ImportHfLlama, LoraOnLlamaNamesExportsThePeftAdapterPeftWrites) {
   expect_one_line_error(r, {"lora.targets", "'gate'"});
 }
 
+// A rotary run is exported as Llama or Qwen2, whose blocks are RMSNorm with a weight and SwiGLU:
+// LayerNorm (or a GELU MLP, QK-norm, a soft-cap) is refused naming the key, writing nothing.
+TEST_F(ImportHfLlama, ExportRefusesARotaryBlockNeitherClassHolds) {
+  const std::string data =
+      prepared(*dir_, with_tokenizer(*dir_, "hf_llama_tiny", "smollm2"), "smollm2");
+  auto r = ledgerlm("train --train.name rope_ln --data.dir " + data + " --train.out_dir " + *dir_ +
+                    "/runs --model.n_layer 1 --model.n_head 2 --model.n_embd 16 --model.block_size"
+                    " 16 --model.position rope --model.mlp swiglu --train.seq_len 16"
+                    " --train.micro_batch 2 --train.max_steps 1 --train.eval_interval 0"
+                    " --train.eval_windows 2 --train.threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = ledgerlm("export --run " + *dir_ + "/runs/rope_ln --format hf --out " + *dir_ + "/rope_ln");
+  expect_one_line_error(r, {"model.norm = layernorm", "LlamaForCausalLM", "rmsnorm"});
+  EXPECT_FALSE(fs::exists(*dir_ + "/rope_ln"));
+}
+
 }  // namespace
 }  // namespace ledgerlm

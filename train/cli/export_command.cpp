@@ -1,12 +1,11 @@
 // `ledgerlm export --format hf`: a run's weights as a Hugging Face GPT2LMHeadModel directory (or,
-// for rotary positions with RMSNorm and SwiGLU, LlamaForCausalLM / Qwen2ForCausalLM:
-// ckpt/hf_llama.h) — model.safetensors (HF tensor names and layout, real vocab rows only),
-// config.json and the tokenizer: for bpe and bytes, tokenizer.json and tokenizer_config.json that
-// transformers' AutoTokenizer loads with exactly ledgerlm's ids (data/tokenizer_json.h), and for
-// bpe also the sentencepiece tokenizer.model; for hf-bpe the Hugging Face files the data was
-// prepared with. A run without data (`import` without --data) has no tokenizer: its export is the
-// weights and config.json only. Built in a temporary directory and renamed, so --out is either
-// absent or complete.
+// for rotary positions, LlamaForCausalLM / Qwen2ForCausalLM: ckpt/hf_llama.h) — model.safetensors
+// (HF tensor names and layout, real vocab rows only), config.json and the tokenizer: for bpe and
+// bytes, tokenizer.json and tokenizer_config.json that transformers' AutoTokenizer loads with
+// exactly ledgerlm's ids (data/tokenizer_json.h), and for bpe also the sentencepiece
+// tokenizer.model; for hf-bpe the Hugging Face files the data was prepared with. A run without data
+// (`import` without --data) has no tokenizer: its export is the weights and config.json only. Built
+// in a temporary directory and renamed, so --out is either absent or complete.
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,7 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
-  // Rotary positions, RMSNorm or SwiGLU: LlamaForCausalLM / Qwen2ForCausalLM; else GPT-2.
+  // Rotary positions: LlamaForCausalLM / Qwen2ForCausalLM; else GPT-2.
   const ModelConfig& model = run.config.model;
   const bool llama = hf_llama_export_family(model);
   // Before any file is written.
