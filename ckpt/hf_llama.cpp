@@ -368,6 +368,9 @@ ModelConfig hf_llama_config_from_json(const std::string& text, const std::string
                 j.at("head_dim").dump(),
                 ", expected hidden_size / num_attention_heads = ", m.n_embd / m.n_head,
                 " (ledgerlm's heads split the model width)");
+  LLM_REQUIRE(m.n_kv_head == 0 || m.n_head % m.n_kv_head == 0, origin, ": num_key_value_heads ",
+              m.n_kv_head, " does not divide num_attention_heads ", m.n_head,
+              " (each kv head serves a group of query heads)");
   if (m.n_kv_head == m.n_head) m.n_kv_head = 0;  // every head its own k and v: the default
   // Sliding-window attention with use_sliding_window false is full attention: layer_types then
   // names full_attention only.

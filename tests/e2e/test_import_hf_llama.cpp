@@ -325,6 +325,9 @@ TEST_F(ImportHfLlama, RefusesWhatItCannotRepresentNamingTheKey) {
        [](json& c) { c["architectures"] = {"LlamaForSequenceClassification"}; },
        {"architectures", "LlamaForCausalLM"}},
       {"layers", [](json& c) { c.erase("num_hidden_layers"); }, {"num_hidden_layers"}},
+      {"kv_heads",
+       [](json& c) { c["num_key_value_heads"] = 3; },
+       {"num_key_value_heads 3", "does not divide"}},
   };
   for (const auto& [as, edit, needles] : cases) {
     const std::string dir = copy_fixture("hf_llama_tiny", "bad_" + as);
