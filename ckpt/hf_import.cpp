@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/finite_weights.h"
+#include "ckpt/hf_llama.h"
 #include "ckpt/safetensors.h"
 #include "model/backend/common/op_constants.h"
 #include "model/base/check.h"
@@ -120,7 +121,7 @@ ModelConfig hf_config_from_json(const std::string& text, const std::string& orig
   LLM_REQUIRE(c.has("model_type"), origin, ": no 'model_type', expected \"gpt2\"");
   const std::string type = c.text("model_type", "");
   LLM_REQUIRE(type == "gpt2", origin, ": model_type is \"", type,
-              "\", expected \"gpt2\" (ledgerlm imports GPT-2 models only)");
+              "\", expected \"gpt2\", \"llama\" or \"qwen2\"");
 
   // GELU's tanh approximation under both of its HF names ("gelu_pytorch_tanh" is the same
   // function computed by torch's fused kernel).
@@ -167,9 +168,21 @@ HfModel hf_read_model_dir(const std::string& dir) {
   LLM_REQUIRE(fs::is_directory(dir), "import: '", dir, "' is not a directory");
   const std::string config_path = (fs::path(dir) / "config.json").string();
   LLM_REQUIRE(fs::exists(config_path), "import: '", dir,
-              "' has no config.json (expected a Hugging Face GPT-2 model directory)");
+              "' has no config.json (expected a Hugging Face model directory)");
   HfModel model;
   model.weights_path = (fs::path(dir) / "model.safetensors").string();
+  {
+    const std::string text = read_text(config_path);
+    const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("model_type") && j.at("model_type").is_string() &&
+        hf_llama_model_type(j.at("model_type").get<std::string>())) {
+      model.llama = true;
+      model.config = hf_llama_config_from_json(text, "import: '" + config_path + "'", &model.notes);
+      model.weight_files = hf_llama_weight_files(dir);
+      model.weights_path = model.weight_files.front();
+      return model;
+    }
+  }
   if (!fs::exists(model.weights_path)) {
     LLM_REQUIRE(!fs::exists(fs::path(dir) / "model.safetensors.index.json"), "import: '", dir,
                 "' holds sharded safetensors (model.safetensors.index.json): save it as one "
@@ -226,6 +239,10 @@ HfModel hf_read_model_dir(const std::string& dir) {
 }
 
 void hf_model_to_params(const HfModel& model, const ParamTable& table, Tensor params) {
+  if (model.llama) {  // streamed, its errors naming the file
+    hf_llama_load_params(model.config, table, model.weight_files, params);
+    return;
+  }
   try {
     params_from_hf_tensors(table, model.tensors, params);
   } catch (const Error& e) {

@@ -1,7 +1,8 @@
 // Reading a Hugging Face GPT2LMHeadModel directory (config.json + model.safetensors) as a
-// ledgerlm model: the inverse of hf_export.h, for `ledgerlm import --format hf`.
+// ledgerlm model: the inverse of hf_export.h, for `ledgerlm import --format hf`. A directory whose
+// config.json has model_type llama or qwen2 is read by ckpt/hf_llama.h instead (dispatched here).
 //
-// ledgerlm represents exactly one member of the GPT-2 family: pre-LayerNorm blocks with
+// Of the GPT-2 family ledgerlm represents exactly one member: pre-LayerNorm blocks with
 // eps = kLayerNormEps, GELU's tanh approximation, an MLP of any width (n_inner), attention scaled
 // by 1/sqrt(head_dim) and nothing else, and an LM head tied to the token embedding. A config or a
 // weights file that asks for anything else is refused with one line naming the key or tensor and
@@ -31,6 +32,10 @@ struct HfModel {
   std::vector<HfTensor> tensors;
   std::vector<std::string> notes;  // lines worth telling the user (dropout that was merged)
   std::string weights_path;        // DIR/model.safetensors, for messages
+  // LlamaForCausalLM / Qwen2ForCausalLM (ckpt/hf_llama.h): `tensors` stays empty and
+  // hf_model_to_params streams the weights from these files (model.safetensors or its shards).
+  bool llama = false;
+  std::vector<std::string> weight_files;
 };
 
 // The ModelConfig a GPT-2 config.json describes; `origin` names it in errors. Keys absent from
@@ -39,12 +44,13 @@ struct HfModel {
 ModelConfig hf_config_from_json(const std::string& text, const std::string& origin,
                                 std::vector<std::string>* notes);
 
-// Reads DIR/config.json and DIR/model.safetensors (tensors of any float dtype, widened to fp32)
-// and checks the tensors against the config: names with or without the "transformer." prefix,
-// every parameter present once with its shape, nothing else but the mask buffers and a tied
+// Reads DIR/config.json and, for GPT-2, DIR/model.safetensors (tensors of any float dtype, widened
+// to fp32) and checks the tensors against the config: names with or without the "transformer."
+// prefix, every parameter present once with its shape, nothing else but the mask buffers and a tied
 // lm_head, every value finite (a NaN or infinity is refused naming the tensor and its first bad
 // element). A directory with pytorch_model.bin but no model.safetensors is refused with how to
-// convert it.
+// convert it. For model_type llama or qwen2 it reads the config and finds the weight files
+// (hf_llama.h); their tensors are read by hf_model_to_params.
 HfModel hf_read_model_dir(const std::string& dir);
 
 // Fills `params` (host memory, laid out by `table`, built from model.config) from the model's

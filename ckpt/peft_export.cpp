@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/hf_llama.h"
 #include "model/base/check.h"
 #include "model/block_recipe.h"
 
@@ -24,9 +25,14 @@ std::string peft_adapter_config_json(const ModelConfig& config, const std::strin
   // recipe's site order.
   const BlockRecipe recipe = block_recipe(config);
   nlohmann::json targets = nlohmann::json::array();
-  for (int site = 0; site < kLoraSites; ++site) {
-    const TensorRole& r = recipe.block[static_cast<size_t>(recipe.lora_site_role[site])];
-    if (lora.targets_layer(r.lora_target)) targets.push_back(recipe_hf_module(r));
+  const bool llama = hf_llama_export_family(config);
+  if (llama) {  // nn.Linear modules, (out, in) like ledgerlm's: q_proj, k_proj, ...
+    for (const std::string& m : hf_llama_peft_modules(config)) targets.push_back(m);
+  } else {
+    for (int site = 0; site < kLoraSites; ++site) {
+      const TensorRole& r = recipe.block[static_cast<size_t>(recipe.lora_site_role[site])];
+      if (lora.targets_layer(r.lora_target)) targets.push_back(recipe_hf_module(r));
+    }
   }
   const nlohmann::json j = {{"peft_type", "LORA"},
                             {"task_type", "CAUSAL_LM"},
@@ -35,7 +41,8 @@ std::string peft_adapter_config_json(const ModelConfig& config, const std::strin
                             {"lora_alpha", lora.alpha},
                             {"lora_dropout", lora.dropout},
                             {"target_modules", targets},
-                            {"fan_in_fan_out", true},
+                            // GPT-2's Conv1D stores its weight (in, out); nn.Linear (out, in).
+                            {"fan_in_fan_out", !llama},
                             {"bias", "none"},
                             {"inference_mode", true},
                             {"use_rslora", false},

@@ -114,11 +114,33 @@ std::vector<std::string> split_list(const std::string& text) {
   }
   return out;
 }
+
+// Hugging Face Llama's module names for the sites, as lora.targets also takes them: o is the
+// attention output (attn_proj), up and down the MLP's (mlp_fc, mlp_proj). q, k and v name the
+// fused qkv projection's row blocks; its one adapter (A shared, B over all rows) is exactly three
+// adapters with a shared A, so the three are taken together or not at all.
+struct LlamaTarget {
+  const char* name;
+  int site;
+};
+constexpr LlamaTarget kLlamaTargets[] = {{"q", kLoraQkv},  {"k", kLoraQkv}, {"v", kLoraQkv},
+                                         {"o", kLoraProj}, {"up", kLoraFc}, {"down", kLoraFcproj}};
+
+// The site a lora.targets item names, or -1.
+int target_site(const std::string& t) {
+  for (int s = 0; s < kLoraSites; ++s)
+    if (t == lora_target_name(s)) return s;
+  for (const LlamaTarget& l : kLlamaTargets)
+    if (t == l.name) return l.site;
+  return -1;
+}
 }  // namespace
 
 bool LoraConfig::targets_layer(const std::string& target) const {
-  for (const std::string& t : split_list(targets))
-    if (t == target) return true;
+  for (const std::string& t : split_list(targets)) {
+    const int site = target_site(t);
+    if (site >= 0 && target == lora_target_name(site)) return true;
+  }
   return false;
 }
 
@@ -131,12 +153,21 @@ void LoraConfig::validate(int64_t n_embd) const {
               ")");
   std::string list;
   for (int s = 0; s < kLoraSites; ++s) list += std::string(s > 0 ? ", " : "") + lora_target_name(s);
+  list += " (or Llama's names: q, k, v together, o, up, down)";
+  int qkv = 0;
   for (const std::string& t : split_list(targets)) {
-    bool known = false;
-    for (int s = 0; s < kLoraSites; ++s) known = known || t == lora_target_name(s);
-    LLM_REQUIRE(known, "lora.targets: '", t,
+    LLM_REQUIRE(t != "gate",
+                "lora.targets: 'gate': the gated MLP's gate projection has no "
+                "adapter (expected any of ",
+                list, ")");
+    LLM_REQUIRE(target_site(t) >= 0, "lora.targets: '", t,
                 "' is not a layer: expected a comma-separated list of ", list);
+    qkv += t == "q" || t == "k" || t == "v";
   }
+  LLM_REQUIRE(qkv == 0 || qkv == 3,
+              "lora.targets: q, k and v adapt the fused qkv projection's "
+              "rows with one shared A: name all three (or qkv), not ",
+              qkv, " of them");
 }
 
 }  // namespace ledgerlm

@@ -505,9 +505,11 @@ TEST_F(ImportHf, RefusesExistingOutUnknownFormatAndForeignData) {
   r = ledgerlm("import --format onnx --from " + fixture_dir() + " --out " + *dir_ + "/runs/onnx");
   expect_one_line_error(r, {"expected hf"});
   EXPECT_TRUE(nothing_left("onnx"));
-  // Data prepared with another tokenizer (bytes: vocab 257) does not fit a vocab-1000 model.
+  // Data prepared with another tokenizer (bytes: vocab 257) on a vocab-1000 model: a smaller
+  // vocab may be a padded embedding's (Qwen2.5), so what decides is the tokenizer, which this
+  // model directory does not have (a larger vocab is refused by its size: ImportHfLlama).
   r = import(fixture_dir(), "foreign", " --data " + bytes_data());
-  expect_one_line_error(r, {"vocab 257", "vocab_size 1000", "prepare --tokenizer hf:"});
+  expect_one_line_error(r, {"has no tokenizer", "bytes_data", "import without --data"});
   EXPECT_TRUE(nothing_left("foreign"));
   // A run without data: eval says how to attach it.
   r = ledgerlm("eval --run " + *dir_ + "/runs/tiny");

@@ -188,7 +188,7 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
   ExportCommand export_cmd;
   auto* export_app = app.add_subcommand("export", "export a run's weights for other tools");
   export_app->add_option("--run", export_cmd.run_dir, "run directory (runs/NAME)")->required();
-  export_app->add_option("--format", export_cmd.format, "hf (Hugging Face GPT-2)")
+  export_app->add_option("--format", export_cmd.format, "hf (Hugging Face GPT-2, Llama or Qwen2)")
       ->capture_default_str();
   export_app->add_option("--out", export_cmd.out_dir, "output directory (must not exist)")
       ->required();
@@ -197,9 +197,9 @@ int cli_main(int argc, char** argv, Comm* shared_comm) {
                        "+ adapter_config.json), instead of the merged weights");
 
   ImportCommand import_cmd;
-  auto* import_app =
-      app.add_subcommand("import", "a Hugging Face GPT-2 model as a run directory (runs/NAME)");
-  import_app->add_option("--format", import_cmd.format, "hf (Hugging Face GPT-2)")
+  auto* import_app = app.add_subcommand(
+      "import", "a Hugging Face GPT-2, Llama or Qwen2 model as a run directory (runs/NAME)");
+  import_app->add_option("--format", import_cmd.format, "hf (Hugging Face GPT-2, Llama or Qwen2)")
       ->capture_default_str();
   import_app
       ->add_option("--from", import_cmd.from, "model directory: config.json, model.safetensors")

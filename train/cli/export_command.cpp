@@ -1,11 +1,11 @@
-// `ledgerlm export --format hf`: a run's weights as a Hugging Face GPT2LMHeadModel directory —
-// model.safetensors (HF tensor names and Conv1D layout, real vocab rows only), config.json and
-// the tokenizer: for bpe and bytes, tokenizer.json and tokenizer_config.json that transformers'
-// AutoTokenizer loads with exactly ledgerlm's ids (data/tokenizer_json.h), and for bpe also the
-// sentencepiece tokenizer.model; for hf-bpe the Hugging Face files the data was prepared with. A
-// run without data (`import` without --data) has no tokenizer: its export is the weights and
-// config.json only. Built in a temporary directory and renamed, so --out is either absent or
-// complete.
+// `ledgerlm export --format hf`: a run's weights as a Hugging Face GPT2LMHeadModel directory (or,
+// for rotary positions, LlamaForCausalLM / Qwen2ForCausalLM: ckpt/hf_llama.h) — model.safetensors
+// (HF tensor names and layout, real vocab rows only), config.json and the tokenizer: for bpe and
+// bytes, tokenizer.json and tokenizer_config.json that transformers' AutoTokenizer loads with
+// exactly ledgerlm's ids (data/tokenizer_json.h), and for bpe also the sentencepiece
+// tokenizer.model; for hf-bpe the Hugging Face files the data was prepared with. A run without data
+// (`import` without --data) has no tokenizer: its export is the weights and config.json only. Built
+// in a temporary directory and renamed, so --out is either absent or complete.
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/finite_weights.h"
 #include "ckpt/hf_export.h"
+#include "ckpt/hf_llama.h"
 #include "ckpt/peft_export.h"
 #include "ckpt/safetensors.h"
 #include "data/tokenizer_json.h"
@@ -32,19 +33,27 @@ namespace {
 namespace fs = std::filesystem;
 
 void export_hf(const LoadedRun& run, Backend& backend, const std::string& dir) {
-  hf_require_gpt2_block(run.config.model);  // before any file is written
+  // Rotary positions: LlamaForCausalLM / Qwen2ForCausalLM; else GPT-2.
+  const ModelConfig& model = run.config.model;
+  const bool llama = hf_llama_export_family(model);
+  // Before any file is written.
+  llama ? hf_llama_require_exportable(model) : hf_require_gpt2_block(model);
   // The weights come to the host once; the export reads that copy.
   std::vector<float> host(static_cast<size_t>(run.table.total));
   backend.copy_to_host(host.data(), run.params_tensor(), run.table.total);
-  std::vector<HfTensor> tensors =
-      hf_tensors_from_params(run.table, Tensor(host.data(), DType::kF32));
+  const Tensor params(host.data(), DType::kF32);
+  std::vector<HfTensor> tensors = llama ? hf_llama_tensors_from_params(model, run.table, params)
+                                        : hf_tensors_from_params(run.table, params);
   hf_write_safetensors(dir + "/model.safetensors", tensors);
   HfConfigExtras extras;
   if (run.tokenizer) {
     extras.bos_token_id = run.meta.eot_id;  // GPT-2 uses its end-of-text token for both
     extras.eos_token_id = run.meta.eot_id;
   }
-  hf_write_config_json(dir + "/config.json", run.config.model, extras);
+  if (llama)
+    write_file_atomic(dir + "/config.json", hf_llama_config_json_text(model, extras));
+  else
+    hf_write_config_json(dir + "/config.json", model, extras);
   if (!run.tokenizer) return;  // no data attached: nothing to say about the text
   if (run.meta.tokenizer == "hf-bpe") {
     run.tokenizer->save(dir);  // tokenizer.json (or vocab.json + merges.txt) as read
@@ -105,7 +114,9 @@ std::string export_peft(const std::string& run_dir, const std::string& dir) {
   const RunConfig config = run_load_config(run_dir);
   LLM_REQUIRE(config.model.lora.enabled(), "export --lora-only: run '", run_dir,
               "' has no adapters (lora.rank = 0); export its weights without --lora-only");
-  hf_require_gpt2_block(config.model);  // the adapters' base must be an HF GPT-2
+  // The adapters' base must be an HF GPT-2, Llama or Qwen2.
+  const bool llama = hf_llama_export_family(config.model);
+  llama ? hf_llama_require_exportable(config.model) : hf_require_gpt2_block(config.model);
   const ParamTable table = param_table_build(config.model);
   const std::string weights = run_dir + "/model.safetensors";
   LLM_REQUIRE(fs::exists(weights), "run '", run_dir,
@@ -120,8 +131,9 @@ std::string export_peft(const std::string& run_dir, const std::string& dir) {
                 safetensors_shape_string(p.shape));
     std::vector<float> v = f.read_f32(p.name);
     require_finite_weights("run '" + run_dir + "': model.safetensors", p.name, p.shape, v);
-    tensors.push_back({peft_tensor_name(table, p), p.shape, std::move(v)});
+    tensors.push_back({llama ? p.name : peft_tensor_name(table, p), p.shape, std::move(v)});
   }
+  if (llama) tensors = hf_llama_peft_tensors(config.model, table, tensors);
   hf_write_safetensors(dir + "/adapter_model.safetensors", tensors);
   const std::string base = peft_base_path(run_dir);
   write_file_atomic(dir + "/adapter_config.json", peft_adapter_config_json(config.model, base));
@@ -132,7 +144,7 @@ std::string export_peft(const std::string& run_dir, const std::string& dir) {
 
 int command_export(const ExportCommand& cmd) {
   LLM_REQUIRE(cmd.format == "hf", "export --format ", cmd.format,
-              ": expected hf (Hugging Face GPT-2)");
+              ": expected hf (Hugging Face GPT-2, Llama or Qwen2)");
   LLM_REQUIRE(!cmd.out_dir.empty(), "export: --out is required");
   LLM_REQUIRE(!fs::exists(cmd.out_dir), "export: --out '", cmd.out_dir,
               "' already exists (choose a new directory)");
@@ -185,11 +197,14 @@ int command_export(const ExportCommand& cmd) {
                           : run.meta.tokenizer == "bpe"
                               ? "tokenizer.json, tokenizer_config.json, tokenizer.model"
                               : "the tokenizer's Hugging Face files";
+  const char* architecture = hf_llama_export_family(run.config.model)
+                                 ? hf_llama_architecture(run.config.model)
+                                 : "GPT2LMHeadModel";
   std::printf(
-      "exported %s (%lld parameters) as Hugging Face GPT-2 to %s: model.safetensors, "
+      "exported %s (%lld parameters) as Hugging Face %s to %s: model.safetensors, "
       "config.json, %s\n",
-      cmd.run_dir.c_str(), static_cast<long long>(run.table.num_params), cmd.out_dir.c_str(),
-      tokenizer);
+      cmd.run_dir.c_str(), static_cast<long long>(run.table.num_params), architecture,
+      cmd.out_dir.c_str(), tokenizer);
   return 0;
 }
 

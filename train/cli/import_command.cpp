@@ -1,17 +1,19 @@
-// `ledgerlm import --format hf`: a Hugging Face GPT2LMHeadModel directory as a ledgerlm run
-// directory — config.toml (the model section from config.json, data.dir from --data) and
-// model.safetensors under the parameter table's names, fp32 — so that eval, sample, export and
-// `train --init-from` take it like a run ledgerlm trained. --data must have been prepared with
-// the model directory's own tokenizer (import_command_tokenizer.h). Everything is read and
-// checked first; the run is then built in a temporary directory and renamed, so --out is either
-// absent or complete.
+// `ledgerlm import --format hf`: a Hugging Face GPT2LMHeadModel, LlamaForCausalLM or
+// Qwen2ForCausalLM directory as a ledgerlm run directory — config.toml (the model section from
+// config.json, data.dir from --data) and model.safetensors under the parameter table's names, fp32
+// — so that eval, sample, export and `train --init-from` take it like a run ledgerlm trained.
+// --data must have been prepared with the model directory's own tokenizer
+// (import_command_tokenizer.h). Everything is read and checked first; the run is then built in a
+// temporary directory and renamed, so --out is either absent or complete.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "ckpt/hf_import.h"
 #include "ckpt/safetensors.h"
+#include "data/data_check.h"
 #include "data/meta.h"
 #include "model/base/check.h"
 #include "train/cli/commands.h"
@@ -34,12 +36,16 @@ RunConfig import_config(const ImportCommand& cmd, const std::string& out_dir,
   const fs::path out = fs::path(out_dir).lexically_normal();
   cfg.train.name = out.filename().string();
   cfg.train.out_dir = out.has_parent_path() ? out.parent_path().string() : ".";
-  // eval reads windows of train.seq_len tokens: the model's whole context.
-  cfg.train.seq_len = model.block_size;
+  // eval reads windows of train.seq_len tokens: the model's whole context up to 1024 (GPT-2's).
+  // A long-context model's 8192 (SmolLM2) or 32768 (Qwen2.5) would make eval's batch of windows
+  // hold gigabytes of logits per forward; train sets its own --train.seq_len.
+  constexpr int64_t kImportSeqLen = 1024;
+  cfg.train.seq_len = std::min(model.block_size, kImportSeqLen);
   cfg.data.dir.clear();  // no data attached unless --data names it
   if (!cmd.data_dir.empty()) {
     const DataMeta meta = meta_read(cmd.data_dir);
-    LLM_REQUIRE(meta.vocab_size == model.vocab_size, "import: the data in '", cmd.data_dir,
+    // At most the model's rows: a model may pad its embedding past its tokenizer's ids (Qwen2.5).
+    LLM_REQUIRE(meta.vocab_size <= model.vocab_size, "import: the data in '", cmd.data_dir,
                 "' has vocab ", meta.vocab_size, " but the model's config.json has vocab_size ",
                 model.vocab_size,
                 " (prepare the data with the model's tokenizer: prepare "
@@ -47,6 +53,9 @@ RunConfig import_config(const ImportCommand& cmd, const std::string& out_dir,
                 cmd.from, ")");
     import_require_data_tokenizer(cmd.from, cmd.data_dir, meta);
     cfg.data.dir = cmd.data_dir;
+    // The tokenizer is the model's (just compared): recorded before the data is resolved, which
+    // accepts a smaller vocab only for the tokenizer the run records.
+    cfg.data.tokenizer_id = data_tokenizer_id(cmd.data_dir, meta);
     run_resolve_data(&cfg);  // the data as a whole (shards, tokenizer); records tokenizer_id
   }
   return cfg;
@@ -68,7 +77,7 @@ void write_weights(const std::string& path, const ParamTable& table, const std::
 
 int command_import(const ImportCommand& cmd) {
   LLM_REQUIRE(cmd.format == "hf", "import --format ", cmd.format,
-              ": expected hf (Hugging Face GPT-2)");
+              ": expected hf (Hugging Face GPT-2, Llama or Qwen2)");
   std::string out_dir = cmd.out_dir;  // "runs/x/" is the run runs/x
   while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
   LLM_REQUIRE(!out_dir.empty(), "import: --out is required");

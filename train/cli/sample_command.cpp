@@ -57,7 +57,9 @@ int command_sample(const SampleCommand& cmd) {
         logits = decoder.step(window[ctx - 1]);
       }
     }
-    ids.push_back(sample_token(logits, mc.vocab_size, so, static_cast<uint64_t>(n)));
+    // The tokenizer's ids only: a model may have more embedding rows than its tokenizer has ids
+    // (Qwen2.5 pads them), and those rows decode to nothing.
+    ids.push_back(sample_token(logits, run.meta.vocab_size, so, static_cast<uint64_t>(n)));
   }
   std::string text = run.tokenizer->decode(
       std::vector<int32_t>(ids.begin() + static_cast<long>(prompt_len), ids.end()));

@@ -70,7 +70,8 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("lora", c.model.lora, alpha, F, "adapter scale numerator: updates scale by alpha / r");
   LLM_KEY("lora", c.model.lora, dropout, F, "dropout on the adapters' input");
   LLM_KEY("lora", c.model.lora, targets, S,
-          "adapted layers, comma-separated: qkv, attn_proj, mlp_fc, mlp_proj");
+          "adapted layers, comma-separated: qkv, attn_proj, mlp_fc, mlp_proj (Llama names: q,k,v "
+          "together, o, up, down)");
 
   LLM_KEY("data", c.data, dir, S, "prepared data directory (ledgerlm prepare --out)");
   LLM_KEY("data", c.data, tokenizer_id, S,

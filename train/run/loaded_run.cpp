@@ -65,11 +65,14 @@ namespace {
 void load_tokenizer(const std::string& run_dir, const RunConfig& config, const std::string& dir,
                     DataMeta* meta, std::unique_ptr<Tokenizer>* tokenizer) {
   *meta = meta_read(dir);
-  LLM_REQUIRE(meta->vocab_size == config.model.vocab_size, "run '", run_dir,
-              "': its model has vocab ", config.model.vocab_size, " but the tokenizer in '", dir,
-              "' has vocab ", meta->vocab_size);
-  *tokenizer = tokenizer_load(dir);
   const std::string& trained_with = config.data.tokenizer_id;  // "" in runs made before it
+  // Fewer ids than the model has rows: the padded embedding of an imported model (Qwen2.5), with
+  // the tokenizer the run records (checked below).
+  LLM_REQUIRE(meta->vocab_size == config.model.vocab_size ||
+                  (meta->vocab_size < config.model.vocab_size && !trained_with.empty()),
+              "run '", run_dir, "': its model has vocab ", config.model.vocab_size,
+              " but the tokenizer in '", dir, "' has vocab ", meta->vocab_size);
+  *tokenizer = tokenizer_load(dir);
   if (!trained_with.empty()) {
     const std::string now = data_tokenizer_id(dir, *meta);
     LLM_REQUIRE(now == trained_with, "run '", run_dir, "' was trained with tokenizer ",

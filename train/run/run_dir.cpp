@@ -29,9 +29,14 @@ DataMeta run_resolve_data(RunConfig* config) {
   while (config->data.dir.size() > 1 && config->data.dir.back() == '/') config->data.dir.pop_back();
   if (config->model.vocab_size == 0) {
     config->model.vocab_size = data.meta.vocab_size;
-  } else {
-    LLM_REQUIRE(config->model.vocab_size == data.meta.vocab_size,
-                "model.vocab_size = ", config->model.vocab_size, " but the data in '",
+  } else if (config->model.vocab_size != data.meta.vocab_size) {
+    // A model with more embedding rows than its tokenizer has ids (Qwen2.5 pads them) takes the
+    // data of that tokenizer, shown by the tokenizer the run records (import --data records it
+    // once it has compared the tokenizers): the extra rows are never a target.
+    const bool padded = data.meta.vocab_size < config->model.vocab_size &&
+                        !config->data.tokenizer_id.empty() &&
+                        config->data.tokenizer_id == data.tokenizer_id;
+    LLM_REQUIRE(padded, "model.vocab_size = ", config->model.vocab_size, " but the data in '",
                 config->data.dir, "' has vocab size ", data.meta.vocab_size,
                 " (set model.vocab_size = 0 to take the data's)");
   }

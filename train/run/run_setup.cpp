@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "data/data_check.h"
 #include "model/backend/common/cudnn_library.h"
 #include "model/backends/backend_factory.h"
 #include "model/base/check.h"
@@ -266,10 +267,18 @@ TrainRun run_setup(const TrainRequest& cmd, Comm& comm) {
     });
     if (took_vocab) {
       const DataMeta data = meta_read(cfg.data.dir);
-      LLM_REQUIRE(data.vocab_size == cfg.model.vocab_size, "--init-from '", cmd.init_from,
-                  "': its model has vocab ", cfg.model.vocab_size, " but the data in '",
-                  cfg.data.dir, "' has vocab ", data.vocab_size,
-                  " (prepare the data with the model's tokenizer)");
+      // A padded embedding (more rows than the tokenizer has ids, Qwen2.5) takes data of the
+      // tokenizer the source run records, and only that.
+      const std::string source_tokenizer = run_load_config(cmd.init_from).data.tokenizer_id;
+      if (data.vocab_size < cfg.model.vocab_size && !source_tokenizer.empty() &&
+          source_tokenizer == data_tokenizer_id(cfg.data.dir, data)) {
+        cfg.data.tokenizer_id = source_tokenizer;
+      } else {
+        LLM_REQUIRE(data.vocab_size == cfg.model.vocab_size, "--init-from '", cmd.init_from,
+                    "': its model has vocab ", cfg.model.vocab_size, " but the data in '",
+                    cfg.data.dir, "' has vocab ", data.vocab_size,
+                    " (prepare the data with the model's tokenizer)");
+      }
     }
     run.meta = run_resolve_data(&cfg);
     cfg.validate();
