@@ -593,8 +593,13 @@ std::vector<HfTensor> hf_llama_peft_tensors(const ModelConfig& config, const Par
     const ParamInfo& p = table.find(f.name);
     LLM_ASSERT(p.lora != ParamInfo::Lora::kNone, f.name);
     const bool a = p.lora == ParamInfo::Lora::kA;
+    // The rows of the base weight the adapter adapts: the whole fused qkv (one adapter, written
+    // as q, k and v adapters sharing A) or one module's own rows (q, k, v's own adapters).
+    const ParamInfo& fb = a ? table.params[static_cast<size_t>(table.index_of(f.name) + 1)] : p;
+    const int64_t row0 = p.lora_row0, rows = fb.shape[0];
     for (const Place& place : all) {
       if (place.param != p.lora_base || place.vector) continue;
+      if (place.row0 < row0 || place.row0 + place.rows > row0 + rows) continue;
       HfTensor t;
       t.name =
           "base_model.model." + module_of(place.hf) + (a ? ".lora_A.weight" : ".lora_B.weight");
@@ -604,7 +609,7 @@ std::vector<HfTensor> hf_llama_peft_tensors(const ModelConfig& config, const Par
       } else {  // (out, r): the module's rows
         const int64_t r = f.shape[1];
         t.shape = {place.rows, r};
-        const auto first = f.data.begin() + place.row0 * r;
+        const auto first = f.data.begin() + (place.row0 - row0) * r;
         t.data.assign(first, first + place.rows * r);
       }
       out.push_back(std::move(t));
@@ -621,8 +626,11 @@ std::vector<std::string> hf_llama_peft_modules(const ModelConfig& config) {
     const ParamInfo& p = table.params[static_cast<size_t>(place.param)];
     if (place.vector || p.name.rfind("block.0.", 0) != 0) continue;
     for (int site = 0; site < kLoraSites; ++site) {
-      const TensorRole& r = recipe.block[static_cast<size_t>(recipe.lora_site_role[site])];
-      if (recipe_block_name(r, 0) != p.name || !config.lora.targets_layer(r.lora_target)) continue;
+      const TensorRole& r = recipe.block[static_cast<size_t>(recipe.lora_sites[site].role)];
+      if (recipe_block_name(r, 0) != p.name || !config.lora.targets_layer(lora_target_name(site)))
+        continue;
+      const LoraRows rows = recipe_lora_rows(recipe, site);  // the module's rows lie in the site's
+      if (place.row0 < rows.row0 || place.row0 + place.rows > rows.row0 + rows.rows) continue;
       const std::string m = module_of(place.hf);
       modules.push_back(m.substr(m.rfind('.') + 1));  // "q_proj": PEFT matches the suffix
     }

@@ -30,8 +30,14 @@ std::string peft_adapter_config_json(const ModelConfig& config, const std::strin
     for (const std::string& m : hf_llama_peft_modules(config)) targets.push_back(m);
   } else {
     for (int site = 0; site < kLoraSites; ++site) {
-      const TensorRole& r = recipe.block[static_cast<size_t>(recipe.lora_site_role[site])];
-      if (lora.targets_layer(r.lora_target)) targets.push_back(recipe_hf_module(r));
+      if (!lora.targets_layer(lora_target_name(site))) continue;
+      // GPT-2's Conv1D modules are whole weights: PEFT has no adapter on a row block of c_attn.
+      LLM_REQUIRE(recipe.lora_sites[site].whole(), "export --lora-only: lora.targets '",
+                  lora_target_name(site),
+                  "' adapts a row block of GPT-2's fused attn.c_attn, which a PEFT adapter cannot "
+                  "target on its own (expected qkv for a GPT-2 model)");
+      targets.push_back(
+          recipe_hf_module(recipe.block[static_cast<size_t>(recipe.lora_sites[site].role)]));
     }
   }
   const nlohmann::json j = {{"peft_type", "LORA"},

@@ -24,6 +24,9 @@ ActivationSpec activation_spec(const ModelConfig& config, int64_t batch, int64_t
   s.dtype = dtype;
   s.lora_rank = config.lora.rank;
   s.lora_dropout = config.lora.enabled() && config.lora.dropout > 0.0;
+  s.lora_rows = config.lora.enabled() && (config.lora.targets_layer(lora_target_name(kLoraQ)) ||
+                                          config.lora.targets_layer(lora_target_name(kLoraK)) ||
+                                          config.lora.targets_layer(lora_target_name(kLoraV)));
   s.mlp = widths.mlp;
   s.qk_norm_heads = config.qk_norm ? config.n_head + config.kv_heads() : 0;
   s.rms_norm = config.rms_norm();
@@ -98,6 +101,8 @@ const char* act_name(ActId id) {
       return "scratch.lora_du";
     case ActId::kLoraX:
       return "scratch.lora_x";
+    case ActId::kLoraRowsB:
+      return "scratch.lora_rows_b";
     case ActId::kFchGate:
       return "block.fch_gate";
     case ActId::kQkRstd:
@@ -180,6 +185,7 @@ std::vector<ActBuffer> model_scratch(const ActivationSpec& s) {
     add(ActId::kLoraU, N * s.lora_rank);
     add(ActId::kLoraDu, N * s.lora_rank);
     if (s.lora_dropout) add(ActId::kLoraX, N * std::max(C, F));
+    if (s.lora_rows) add(ActId::kLoraRowsB, s.qkv * s.lora_rank);
   }
   return out;
 }

@@ -36,6 +36,8 @@ struct ActivationSpec {
   // Adapters' scratch: their rank (0: none) and whether their input is dropped (lora.dropout).
   int64_t lora_rank = 0;
   bool lora_dropout = false;
+  // lora.targets names q, k or v: their adapters' (qkv, rank) scratch (gpt.cpp).
+  bool lora_rows = false;
   // The MLP (model.mlp): SwiGLU keeps its gate projection's output besides fc's and the product.
   MlpKind mlp = MlpKind::kGelu;
   // model.qk_norm: the heads normalised per row (H + KV), whose rstd the backward keeps; 0: off.
@@ -83,6 +85,8 @@ enum class ActId : uint8_t {
   kLoraU,
   kLoraDu,
   kLoraX,
+  // q, k and v's adapters: B placed in its rows of a zero (qkv, rank) matrix, and its gradient.
+  kLoraRowsB,
   // model.mlp = swiglu: the gate projection's output, per block (kept and recomputed as kFch).
   kFchGate,
   // model.qk_norm: per block, the rstd of each q and k head.

@@ -49,7 +49,8 @@ void linear(BlockRecipe* r, const char* name, RecipeDim out, RecipeDim in, InitS
   if (site >= 0) {
     b.back().lora_target = lora_target_name(site);
     b.back().lora_site = site;
-    r->lora_site_role[site] = static_cast<int>(b.size()) - 1;
+    r->lora_sites[site].role = static_cast<int>(b.size()) - 1;
+    r->lora_sites[site].stem = name;
   }
   b.push_back(role((std::string(name) + ".bias").c_str(), {out}, ParamKind::kBias, InitKind::kZeros,
                    InitScale::kNone, (std::string(hf) + ".bias").c_str(), false));
@@ -94,17 +95,28 @@ BlockRecipe block_recipe(const ModelConfig& config) {
       static_cast<int>(2 + (config.kv_heads() > 0 ? config.n_head / config.kv_heads() : 1));
   linear(&r, "attn.qkv", kQkv, kC, InitScale::kBase, "attn.c_attn", kLoraQkv, config.has_qkv_bias(),
          pieces);
+  // q, k and v's own adapters on the fused projection's row blocks.
+  const RecipeDim kKv{0, 1, 0, 0, 0};
+  const struct {
+    int site;
+    const char* stem;
+    RecipeDim row0, rows;
+  } row_sites[] = {{kLoraQ, "attn.q", {}, kC},
+                   {kLoraK, "attn.k", kC, kKv},
+                   {kLoraV, "attn.v", {1, 1, 0, 0, 0}, kKv}};
+  for (const auto& rs : row_sites)
+    r.lora_sites[rs.site] = {kRoleQkvWeight, rs.stem, rs.row0, rs.rows};
   linear(&r, "attn.proj", kC, kC, InitScale::kResidual, "attn.c_proj", kLoraProj, bias);
   norm(&r.block, "ln2", "ln_2", config);
   // The MLP (model.mlp): GPT-2's fc and proj; SwiGLU's up and down beside its gate (LoRA's
-  // mlp_fc and mlp_proj adapt up and down; the gate has no adapter). HF GPT-2 cannot hold a gated
+  // mlp_fc and mlp_proj adapt up and down, gate the gate). HF GPT-2 cannot hold a gated
   // MLP: the export refuses it, the gate's HF name is Llama's.
   r.mlp = config.mlp_kind();
   const bool gated = r.mlp == MlpKind::kSwiglu;
   linear(&r, gated ? "mlp.up" : "mlp.fc", kF, kC, InitScale::kBase, "mlp.c_fc", kLoraFc, bias);
   linear(&r, gated ? "mlp.down" : "mlp.proj", kC, kF, InitScale::kResidual, "mlp.c_proj",
          kLoraFcproj, bias);
-  linear(&r, "mlp.gate", kF, kC, InitScale::kBase, "mlp.gate_proj", -1, bias);
+  linear(&r, "mlp.gate", kF, kC, InitScale::kBase, "mlp.gate_proj", kLoraGate, bias);
   r.block[kRoleFcGateWeight].present = gated;
   r.block[kRoleFcGateBias].present = gated && bias;
   LLM_ASSERT(r.block.size() == kBlockRoles, "the block's roles and BlockRole disagree");
@@ -154,6 +166,13 @@ std::string recipe_hf_module(const TensorRole& role) {
   const std::string suffix = ".weight";
   LLM_ASSERT(role.hf_name.size() > suffix.size(), role.name);
   return role.hf_name.substr(0, role.hf_name.size() - suffix.size());
+}
+
+LoraRows recipe_lora_rows(const BlockRecipe& recipe, int site) {
+  const LoraSiteRecipe& s = recipe.lora_sites[site];
+  LLM_ASSERT(s.role >= 0, "LoRA site ", site);
+  if (s.whole()) return {0, recipe.sizes.eval(recipe.block[static_cast<size_t>(s.role)].shape[0])};
+  return {recipe.sizes.eval(s.row0), recipe.sizes.eval(s.rows)};
 }
 
 int64_t recipe_widest_vector(const BlockRecipe& recipe) {

@@ -102,14 +102,24 @@ struct TensorRole {
   bool hf_top_level = false;
 };
 
+// A LoRA site (model_config.h): the weight it adapts and which of its rows. GPT-2's sites and the
+// gate adapt a whole weight; q, k and v each adapt their row block of the fused qkv projection
+// (q rows [0, C), k the next KV x head_dim, v the last), with their own A and B.
+struct LoraSiteRecipe {
+  int role = -1;         // the adapted weight's BlockRole
+  std::string stem;      // the factors' names in the block: "<stem>.lora_a" ("attn.q.lora_a")
+  RecipeDim row0, rows;  // its first row and row count (rows all zero: the whole weight)
+  bool whole() const { return rows.c == 0 && rows.kv == 0 && rows.f == 0; }
+};
+
 // The three kinds of unit, in table order: the embeddings, n_layer blocks, the final norm.
 struct BlockRecipe {
   RecipeSizes sizes;
   std::vector<TensorRole> embed;  // "embed.<name>", HF "transformer.<hf_name>"
   std::vector<TensorRole> block;  // indexed by BlockRole
   std::vector<TensorRole> final;  // "final.<name>", HF "transformer.<hf_name>"
-  // The role of each LoRA site in `block`.
-  int lora_site_role[kLoraSites] = {-1, -1, -1, -1};
+  // Each LoRA site's weight in `block` and the rows it adapts.
+  LoraSiteRecipe lora_sites[kLoraSites];
   // The MLP's activation (model.mlp): what sits between fc (SwiGLU: gate and up) and proj.
   MlpKind mlp = MlpKind::kGelu;
   // Attention variants: what the block forward does between the qkv projection and attention
@@ -145,6 +155,11 @@ std::string recipe_final_name(const TensorRole& role);
 std::string recipe_unit_hf_name(const TensorRole& role);
 // The HF module a LoRA target adapts, as PEFT names it in target_modules ("attn.c_attn").
 std::string recipe_hf_module(const TensorRole& role);
+// LoRA site `site`'s adapted rows of its weight, [row0, row0 + rows), in elements.
+struct LoraRows {
+  int64_t row0 = 0, rows = 0;
+};
+LoraRows recipe_lora_rows(const BlockRecipe& recipe, int site);
 
 // Elements of the recipe's largest one-dimensional tensor (norm weights, biases).
 int64_t recipe_widest_vector(const BlockRecipe& recipe);

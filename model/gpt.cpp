@@ -77,6 +77,9 @@ struct GptModel::Impl {
   // Adapters (LoRA): u = s drop(x) A^T and its gradient [N, rank]; the dropped input or the
   // input gradient's adapter part [N, 4C] (only with lora.dropout > 0).
   Tensor lora_u, lora_du, lora_x;
+  // q, k and v's own adapters: B placed in its rows of a zero (QKV, rank) matrix, and the
+  // gradient of that matrix (only with lora.targets q, k or v).
+  Tensor lora_rows_b;
   // Gradient sinks for frozen norm weights and biases whose kernels compute the weight gradient
   // together with the input gradient (two halves: a kernel's weight and bias never alias), and
   // for a frozen embedding next to a trained one. Written, never read.
@@ -170,6 +173,7 @@ struct GptModel::Impl {
     ActivationSpec s =
         activation_spec(cfg, B, T, recompute, std::max<int64_t>(refs.lowest_trained_layer, 0), adt);
     s.lora_rank = refs.lora_rank;
+    s.lora_rows = s.lora_rows && refs.lora_rank > 0;
     return s;
   }
 
@@ -232,6 +236,8 @@ struct GptModel::Impl {
         return lora_du;
       case ActId::kLoraX:
         return lora_x;
+      case ActId::kLoraRowsB:
+        return lora_rows_b;
       case ActId::kQkRstd:
         return x.qk_rstd;
       case ActId::kResidual:
@@ -352,11 +358,11 @@ struct GptModel::Impl {
   }
 
   // The dropout key of an adapter's input: its own keyspace (bit 62), one site per layer and
-  // adapted layer.
+  // adapted layer. GPT-2's four sites keep their keys; q, k, v and gate (sites 4..7) set bit 61.
   DropoutKey lora_key(int64_t layer, int site, int64_t in_f) const {
     const uint64_t s = ((fwd_opts.step * 1024 + static_cast<uint64_t>(layer + 1)) * 4 +
-                        static_cast<uint64_t>(site)) |
-                       (uint64_t{1} << 62);
+                        static_cast<uint64_t>(site % 4)) |
+                       (uint64_t{1} << 62) | (site >= 4 ? uint64_t{1} << 61 : 0);
     return DropoutKey{fwd_opts.seed, s, fwd_opts.first_sequence, T * in_f};
   }
   bool lora_dropout_on() const { return fwd_opts.training && cfg.lora.dropout > 0.0; }
@@ -392,6 +398,47 @@ struct GptModel::Impl {
     be.gemm(g);
   }
 
+  // q, k or v's adapter on its rows [row0, row0 + rows) of the fused qkv output (out_f wide):
+  // with B placed in those rows of a zero (out_f, r) matrix, out += u B'^T adds its part exactly
+  // (the other columns gain zeros) and the products need no strided views.
+  void lora_place_b(const LoraViews& f, const LoraRef& ref, int64_t out_f) {
+    const int64_t r = refs.lora_rank;
+    be.zero(lora_rows_b, out_f * r);
+    be.convert(lora_rows_b.offset(ref.row0 * r), f.b, ref.rows * r);
+  }
+  void lora_rows_forward(Tensor out, Tensor x, int64_t l, int site, int64_t in_f, int64_t out_f,
+                         UnitAccess& units) {
+    const LoraViews f = lora_params(units, l, site);
+    if (!f.present()) return;
+    lora_down(x, f, l, site, in_f);
+    lora_place_b(f, refs.lora[l][site], out_f);
+    GemmArgs g = gemm_args(lora_u, lora_rows_b, out, B * T, out_f, refs.lora_rank);
+    g.trans_b = true;
+    g.accumulate = true;
+    be.gemm(g);
+  }
+  // Its backward: du = scale * dout B' (B' as above), then dB' = dout^T u into the same scratch,
+  // whose rows [row0, row0 + rows) are dB; dA and dinp as any adapter's.
+  void lora_rows_backward(Tensor dinp, UnitAccess& units, Tensor dout, Tensor x, int64_t l,
+                          int site, int64_t in_f, int64_t out_f) {
+    const LoraViews f = lora_params(units, l, site);
+    if (!f.present()) return;
+    const LoraViews grads = lora_grads(units, l, site);
+    const LoraRef& ref = refs.lora[l][site];
+    const int64_t N = B * T, r = refs.lora_rank;
+    lora_down(x, f, l, site, in_f);
+    lora_place_b(f, ref, out_f);
+    be.gemm(gemm_args(dout, lora_rows_b, lora_du, N, r, out_f));
+    be.scale(lora_du, N * r, cfg.lora.scale());
+    if (!grads.b.empty()) {
+      GemmArgs g = gemm_args(dout, lora_u, lora_rows_b, out_f, r, N);
+      g.trans_a = true;
+      be.gemm(g);
+      be.accumulate(grads.b, lora_rows_b.offset(ref.row0 * r), ref.rows * r);
+    }
+    lora_backward_down(dinp, grads, f, x, l, site, in_f);
+  }
+
   // The adapter's backward after the base layer's (which wrote dinp): dB += dout^T u,
   // du = scale * dout B, dA += du^T drop(x), dinp += drop'(du A).
   void lora_backward(Tensor dinp, const LoraViews& grads, const LoraViews& f, Tensor dout, Tensor x,
@@ -407,6 +454,13 @@ struct GptModel::Impl {
     }
     be.gemm(gemm_args(dout, f.b, lora_du, N, r, out_f));
     be.scale(lora_du, N * r, cfg.lora.scale());
+    lora_backward_down(dinp, grads, f, x, l, site, in_f);
+  }
+
+  // From du (lora_du): dA += du^T drop(x), dinp += drop'(du A).
+  void lora_backward_down(Tensor dinp, const LoraViews& grads, const LoraViews& f, Tensor x,
+                          int64_t l, int site, int64_t in_f) {
+    const int64_t N = B * T, r = refs.lora_rank;
     if (!grads.a.empty()) {
       GemmArgs g = gemm_args(lora_du, lora_input(x, l, site, in_f), grads.a, r, in_f, N);
       g.trans_a = true;
@@ -453,6 +507,9 @@ struct GptModel::Impl {
                 int64_t out_f) override {
       const LoraViews f = site >= 0 ? m.lora_params(units, l, site) : LoraViews{};
       m.linear_lora(out, in, w, bias, f, l, site, in_f, out_f);
+      if (site == kLoraQkv)  // q, k and v's own adapters on their rows
+        for (int rows_site : {kLoraQ, kLoraK, kLoraV})
+          m.lora_rows_forward(out, in, l, rows_site, in_f, out_f, units);
     }
     void attention(const BlockActs& x) override {
       m.be.attention_forward(x.atty, x.lse, x.qkv, m.attn_args(l));
@@ -605,9 +662,12 @@ struct GptModel::Impl {
     linear_backward(d_b, g[kRoleFcWeight], Tensor(), d_wide_b, x.ln2, p[kRoleFcWeight], N, C, F);
     lora_backward(d_b, lora_grads(units, l, kLoraFc), lora_params(units, l, kLoraFc), d_wide_b,
                   x.ln2, l, kLoraFc, C, F);
-    if (widths.mlp == MlpKind::kSwiglu)  // the gate's input gradient joins up's
+    if (widths.mlp == MlpKind::kSwiglu) {  // the gate's input gradient joins up's
       linear_backward(d_b, g[kRoleFcGateWeight], g[kRoleFcGateBias], d_wide_a, x.ln2,
                       p[kRoleFcGateWeight], N, C, F, true);
+      lora_backward(d_b, lora_grads(units, l, kLoraGate), lora_params(units, l, kLoraGate),
+                    d_wide_a, x.ln2, l, kLoraGate, C, F);
+    }
     norm_backward(d_res, g[kRoleLn2Weight], g[kRoleLn2Bias], d_b, x.res2, p[kRoleLn2Weight],
                   p[kRoleLn2Bias], x.ln2_mean, x.ln2_rstd);
     // Attention: res2 = res[l] + drop(proj(attn(qkv(ln1(res[l])))))
@@ -627,6 +687,8 @@ struct GptModel::Impl {
                     QKV);
     lora_backward(d_a, lora_grads(units, l, kLoraQkv), lora_params(units, l, kLoraQkv), d_qkv,
                   x.ln1, l, kLoraQkv, C, QKV);
+    for (int rows_site : {kLoraQ, kLoraK, kLoraV})
+      lora_rows_backward(d_a, units, d_qkv, x.ln1, l, rows_site, C, QKV);
     norm_backward(d_res, g[kRoleLn1Weight], g[kRoleLn1Bias], d_a, res[l], p[kRoleLn1Weight],
                   p[kRoleLn1Bias], x.ln1_mean, x.ln1_rstd);
   }

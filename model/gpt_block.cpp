@@ -83,7 +83,8 @@ void gpt_block_mlp_hidden(Backend& be, BlockHooks& hooks, const BlockTensors& p,
       be.relu2_forward(x.fch_gelu, x.fch, rows * w.F);
       break;
     case MlpKind::kSwiglu:  // down(silu(gate x) * up x): fch holds up x
-      hooks.linear(-1, x.fch_gate, x.ln2, p[kRoleFcGateWeight], p[kRoleFcGateBias], w.C, w.F);
+      hooks.linear(kLoraGate, x.fch_gate, x.ln2, p[kRoleFcGateWeight], p[kRoleFcGateBias], w.C,
+                   w.F);
       be.swiglu_forward(x.fch_gelu, x.fch_gate, x.fch, rows * w.F);
       break;
   }

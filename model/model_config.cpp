@@ -77,6 +77,10 @@ void ModelConfig::validate() const {
               "model.logit_softcap: expected 0 (off) or a positive cap on the logits (got ",
               logit_softcap, ")");
   lora.validate(n_embd);
+  LLM_REQUIRE(!lora.enabled() || mlp_kind() == MlpKind::kSwiglu ||
+                  !lora.targets_layer(lora_target_name(kLoraGate)),
+              "lora.targets: 'gate' adapts the gated MLP's gate projection, which model.mlp = ",
+              mlp, " does not have (expected model.mlp = swiglu)");
   // Attention variants.
   LLM_REQUIRE(position == "learned" || position == "rope",
               "model.position: expected learned or rope (got '", position, "')");
@@ -95,7 +99,8 @@ void ModelConfig::validate() const {
 }
 
 const char* lora_target_name(int site) {
-  static constexpr const char* kNames[kLoraSites] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj"};
+  static constexpr const char* kNames[kLoraSites] = {"qkv", "attn_proj", "mlp_fc", "mlp_proj",
+                                                     "q",   "k",         "v",      "gate"};
   LLM_ASSERT(site >= 0 && site < kLoraSites, "LoRA site ", site);
   return kNames[site];
 }
@@ -115,22 +120,20 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-// Hugging Face Llama's module names for the sites, as lora.targets also takes them: o is the
-// attention output (attn_proj), up and down the MLP's (mlp_fc, mlp_proj). q, k and v name the
-// fused qkv projection's row blocks; its one adapter (A shared, B over all rows) is exactly three
-// adapters with a shared A, so the three are taken together or not at all.
-struct LlamaTarget {
+// Hugging Face Llama's module names that are other names of GPT-2's sites: o is the attention
+// output (attn_proj), up and down the MLP's (mlp_fc, mlp_proj). (q, k, v and gate are sites of
+// their own.)
+struct LlamaAlias {
   const char* name;
   int site;
 };
-constexpr LlamaTarget kLlamaTargets[] = {{"q", kLoraQkv},  {"k", kLoraQkv}, {"v", kLoraQkv},
-                                         {"o", kLoraProj}, {"up", kLoraFc}, {"down", kLoraFcproj}};
+constexpr LlamaAlias kLlamaAliases[] = {{"o", kLoraProj}, {"up", kLoraFc}, {"down", kLoraFcproj}};
 
 // The site a lora.targets item names, or -1.
 int target_site(const std::string& t) {
   for (int s = 0; s < kLoraSites; ++s)
     if (t == lora_target_name(s)) return s;
-  for (const LlamaTarget& l : kLlamaTargets)
+  for (const LlamaAlias& l : kLlamaAliases)
     if (t == l.name) return l.site;
   return -1;
 }
@@ -151,23 +154,19 @@ void LoraConfig::validate(int64_t n_embd) const {
   LLM_REQUIRE(std::isfinite(alpha) && alpha > 0, "lora.alpha: expected > 0 (got ", alpha, ")");
   LLM_REQUIRE(dropout >= 0.0 && dropout < 1.0, "lora.dropout: expected in [0, 1) (got ", dropout,
               ")");
-  std::string list;
-  for (int s = 0; s < kLoraSites; ++s) list += std::string(s > 0 ? ", " : "") + lora_target_name(s);
-  list += " (or Llama's names: q, k, v together, o, up, down)";
-  int qkv = 0;
-  for (const std::string& t : split_list(targets)) {
-    LLM_REQUIRE(t != "gate",
-                "lora.targets: 'gate': the gated MLP's gate projection has no "
-                "adapter (expected any of ",
-                list, ")");
+  const std::string list =
+      "qkv, attn_proj, mlp_fc, mlp_proj or Llama's names q, k, v, o, gate, up, down";
+  for (const std::string& t : split_list(targets))
     LLM_REQUIRE(target_site(t) >= 0, "lora.targets: '", t,
                 "' is not a layer: expected a comma-separated list of ", list);
-    qkv += t == "q" || t == "k" || t == "v";
-  }
-  LLM_REQUIRE(qkv == 0 || qkv == 3,
-              "lora.targets: q, k and v adapt the fused qkv projection's "
-              "rows with one shared A: name all three (or qkv), not ",
-              qkv, " of them");
+  // qkv's one adapter and q/k/v's own adapters would adapt the same rows twice.
+  const bool separate = targets_layer(lora_target_name(kLoraQ)) ||
+                        targets_layer(lora_target_name(kLoraK)) ||
+                        targets_layer(lora_target_name(kLoraV));
+  LLM_REQUIRE(!(separate && targets_layer(lora_target_name(kLoraQkv))),
+              "lora.targets: qkv (one adapter on the fused q, k, v projection) and q, k or v (an "
+              "adapter each on its rows) adapt the same weights: name one or the other (got '",
+              targets, "')");
 }
 
 }  // namespace ledgerlm

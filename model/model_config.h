@@ -17,8 +17,10 @@ struct LoraConfig {
   int64_t rank = 0;
   double alpha = 16.0;
   double dropout = 0.0;  // on the adapter's input only
-  // Comma-separated, from: qkv (the fused attention input projection), attn_proj, mlp_fc,
-  // mlp_proj.
+  // Comma-separated, from: qkv (one adapter on the fused attention input projection), attn_proj,
+  // mlp_fc, mlp_proj; Llama's module names q, k, v (an adapter each, on the fused projection's
+  // rows of q, k or v), o (= attn_proj), gate (the gated MLP's gate projection), up (= mlp_fc),
+  // down (= mlp_proj).
   std::string targets = "qkv";
 
   bool enabled() const { return rank > 0; }
@@ -27,15 +29,28 @@ struct LoraConfig {
   void validate(int64_t n_embd) const;                  // throws Error naming the lora.* key
 };
 
-// The linear layers of a block that lora.targets can name, in the order their adapters follow
-// the base tensors in the table; the block recipe (block_recipe.h) says which tensor each is.
-enum LoraSite : int { kLoraQkv, kLoraProj, kLoraFc, kLoraFcproj, kLoraSites };
-const char* lora_target_name(int site);  // "qkv", "attn_proj", "mlp_fc", "mlp_proj"
+// The adapters a block can have, in the order their factors follow the base tensors in the
+// table; the block recipe (block_recipe.h) says which weight (and which of its rows) each adapts.
+// q, k, v and gate come after GPT-2's four so that a run targeting only those keeps its table.
+enum LoraSite : int {
+  kLoraQkv,
+  kLoraProj,
+  kLoraFc,
+  kLoraFcproj,
+  kLoraQ,  // the fused qkv projection's rows of q, k and v, an adapter each
+  kLoraK,
+  kLoraV,
+  kLoraGate,  // model.mlp = swiglu: the gate projection
+  kLoraSites
+};
+// "qkv", "attn_proj", "mlp_fc", "mlp_proj", "q", "k", "v", "gate"
+const char* lora_target_name(int site);
 
 // Largest accepted sizes: what the model's indices and GEMM dimensions represent. A table row
-// index is an int and a block holds at most 20 tensors (12 plus 8 LoRA factors), so 1e8 blocks
-// stay below 2^31 rows; the MLP width F and the padded vocab are GEMM dimensions (32-bit in BLAS).
-constexpr int64_t kMaxLayers = 100000000;
+// index is an int and a block holds at most 30 tensors (14 roles plus 16 LoRA factors), so 7e7
+// blocks stay below 2^31 rows; the MLP width F and the padded vocab are GEMM dimensions (32-bit
+// in BLAS).
+constexpr int64_t kMaxLayers = 70000000;
 constexpr int64_t kMaxEmbd = int64_t{1} << 20;
 constexpr int64_t kMaxBlockSize = int64_t{1} << 24;
 constexpr int64_t kMaxVocab = int64_t{1} << 30;

@@ -75,12 +75,12 @@ ModelRefs model_refs_build(const ParamTable& table, const ModelConfig& config) {
     r.block_frozen.push_back(mask);
     std::array<LoraRef, kLoraSites> lora{};
     for (int s = 0; s < kLoraSites; ++s) {
-      const std::string w =
-          recipe_block_name(recipe.block[static_cast<size_t>(recipe.lora_site_role[s])], l);
-      const std::string stem = w.substr(0, w.size() - std::string(".weight").size());
+      const std::string stem = "block." + std::to_string(l) + "." + recipe.lora_sites[s].stem;
       const std::string a = stem + ".lora_a", b = stem + ".lora_b";
       if (table.index_of(a) < 0) continue;
-      lora[s] = {in_unit(a, u), in_unit(b, u), is_frozen(a), is_frozen(b)};
+      const ParamInfo& fb = table.find(b);
+      lora[s] = {in_unit(a, u), in_unit(b, u), fb.lora_row0,
+                 fb.shape[0],   is_frozen(a),  is_frozen(b)};
       r.lora_rank = table.find(a).shape[0];
       trains = trains || !is_frozen(a) || !is_frozen(b);
     }

@@ -21,6 +21,8 @@ using BlockOffsets = std::array<int64_t, kBlockRoles>;
 // unit's part; a < 0: the layer has no adapter.
 struct LoraRef {
   int64_t a = -1, b = -1;
+  // The weight's rows it adapts: [row0, row0 + rows) (q, k, v: a row block of the fused qkv).
+  int64_t row0 = 0, rows = 0;
   bool a_frozen = false, b_frozen = false;
   bool present() const { return a >= 0; }
 };

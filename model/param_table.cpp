@@ -40,17 +40,19 @@ struct Builder {
   // Adapter factors of the linear weight `base`: A (rank, in) drawn like PEFT's default
   // (Kaiming-uniform over `in` has std 1/sqrt(3 in)), B (out, rank) zero, so training starts
   // at the base model exactly.
-  void add_lora(int base) {
+  // `stem` names them ("block.0.attn.q"); they adapt rows [row0, row0 + out) of the weight.
+  void add_lora(int base, const std::string& stem, int64_t row0, int64_t out) {
     const ParamInfo w = table->params[static_cast<size_t>(base)];
-    const int64_t out = w.shape[0], in = w.shape[1], r = cfg.lora.rank;
-    const std::string stem = w.name.substr(0, w.name.size() - std::string(".weight").size());
+    const int64_t in = w.shape[1], r = cfg.lora.rank;
     add(w.unit, stem + ".lora_a", {r, in}, ParamKind::kMatrix, InitKind::kNormal,
         1.0 / std::sqrt(3.0 * static_cast<double>(in)), "", false);
     table->params.back().lora = ParamInfo::Lora::kA;
     table->params.back().lora_base = base;
+    table->params.back().lora_row0 = row0;
     add(w.unit, stem + ".lora_b", {out, r}, ParamKind::kMatrix, InitKind::kZeros, 0, "", false);
     table->params.back().lora = ParamInfo::Lora::kB;
     table->params.back().lora_base = base;
+    table->params.back().lora_row0 = row0;
   }
 };
 
@@ -120,8 +122,12 @@ ParamTable param_table_build(const ModelConfig& cfg, const ParamTableOptions& op
     const size_t base_count = t.params.size();
     for (int64_t l = 0; l < L; ++l)
       for (int site = 0; site < kLoraSites; ++site) {
-        const TensorRole& r = recipe.block[static_cast<size_t>(recipe.lora_site_role[site])];
-        if (cfg.lora.targets_layer(r.lora_target)) b.add_lora(t.index_of(recipe_block_name(r, l)));
+        if (!cfg.lora.targets_layer(lora_target_name(site))) continue;
+        const LoraSiteRecipe& s = recipe.lora_sites[site];
+        const TensorRole& r = recipe.block[static_cast<size_t>(s.role)];
+        const LoraRows rows = recipe_lora_rows(recipe, site);
+        b.add_lora(t.index_of(recipe_block_name(r, l)), "block." + std::to_string(l) + "." + s.stem,
+                   rows.row0, rows.rows);
       }
     for (size_t i = 0; i < base_count; ++i) t.params[i].trainable = false;
   }

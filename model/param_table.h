@@ -51,6 +51,9 @@ struct ParamInfo {
   // A low-rank adapter factor (LoRA A or B) of the linear weight at table index lora_base.
   enum class Lora : uint8_t { kNone, kA, kB } lora = Lora::kNone;
   int lora_base = -1;
+  // The first of the base weight's rows the adapter adapts (B has shape[0] of them): 0, or q, k
+  // and v's own adapters' row block of the fused qkv weight.
+  int64_t lora_row0 = 0;
   // In a part table (param_table_part): the row's index in the table it was taken from.
   int full_index = -1;
 };

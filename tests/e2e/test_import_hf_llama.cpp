@@ -417,10 +417,12 @@ TEST_F(ImportHfLlama, PaddedEmbeddingTakesItsOwnTokenizersDataOnly) {
   EXPECT_TRUE(nothing_left("ld_foreign"));
 }
 
-// LoRA on the Llama module names (q, k, v, o, up, down) exports a PEFT adapter whose tensors are
-// the ones PEFT itself saves for those modules (fixtures/hf_llama_tiny/peft_names.json, written
-// by PEFT for r = 2 on every linear layer): names and shapes. (That PeftModel.from_pretrained
-// loads it and gives the merged export's logits is checked offline: tests/reference/README.md.)
+// LoRA on the Llama module names (q, k, v, o, gate, up, down: q, k and v each their own adapter
+// on its rows of the fused projection) exports a PEFT adapter whose tensors are the ones PEFT
+// itself saves for those modules (fixtures/hf_llama_tiny/peft_names.json, written by PEFT for
+// r = 2 on every linear layer): names and shapes. (That PeftModel.from_pretrained loads it and
+// gives the merged export's logits is checked offline: tests/reference/README.md.) The fused
+// qkv's one adapter is still written as q, k, v adapters sharing A; qkv with q, k or v is refused.
 TEST_F(ImportHfLlama, LoraOnLlamaNamesExportsThePeftAdapterPeftWrites) {
   const std::string model = with_tokenizer(*dir_, "hf_llama_tiny", "smollm2");
   const std::string data = prepared(*dir_, model, "smollm2");
@@ -431,30 +433,35 @@ TEST_F(ImportHfLlama, LoraOnLlamaNamesExportsThePeftAdapterPeftWrites) {
                              " --train.seq_len 16 --train.micro_batch 2 --train.max_steps 1" +
                              " --train.eval_interval 0 --train.eval_windows 2 --train.threads 1" +
                              " --init-from " + *dir_ + "/runs/ld --lora.rank 2";
-  r = ledgerlm("train --train.name ld_lora --lora.targets q,k,v,o,up,down" + common);
+  r = ledgerlm("train --train.name ld_lora --lora.targets q,k,v,o,gate,up,down" + common);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string out = *dir_ + "/ld_peft";
   r = ledgerlm("export --run " + *dir_ + "/runs/ld_lora --lora-only --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json peft = json::parse(testing::read_file(fixture("hf_llama_tiny") + "/peft_names.json"));
-  const auto got = read_raw(out + "/adapter_model.safetensors");
-  size_t expected = 0;
+  auto got = read_raw(out + "/adapter_model.safetensors");
   for (const auto& [name, shape] : peft["tensors"].items()) {
-    if (name.find("gate_proj") != std::string::npos) continue;  // the gate has no adapter
-    ++expected;
     ASSERT_TRUE(got.count(name)) << name;
     EXPECT_EQ(json(got.at(name).shape), shape) << name;
   }
-  EXPECT_EQ(got.size(), expected);
+  EXPECT_EQ(got.size(), peft["tensors"].size());
+  // Separate adapters: q, k and v have A of their own (trained apart, so they differ).
+  const std::string attn = "base_model.model.model.layers.0.self_attn.";
+  EXPECT_NE(got.at(attn + "q_proj.lora_A.weight").bytes, got.at(attn + "k_proj.lora_A.weight").bytes);
   const json config = json::parse(testing::read_file(out + "/adapter_config.json"));
-  EXPECT_EQ(config["target_modules"],
-            json({"q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj"}));
+  EXPECT_EQ(config["target_modules"], json({"q_proj", "k_proj", "v_proj", "o_proj", "up_proj",
+                                            "down_proj", "gate_proj"}));
   EXPECT_EQ(config["fan_in_fan_out"], false);  // nn.Linear stores (out, in)
-  // q, k and v share the fused projection's A: named together or not at all; no gate adapter.
-  r = ledgerlm("train --train.name ld_q --lora.targets q,o" + common);
-  expect_one_line_error(r, {"lora.targets", "q, k and v"});
-  r = ledgerlm("train --train.name ld_gate --lora.targets gate" + common);
-  expect_one_line_error(r, {"lora.targets", "'gate'"});
+  // The fused projection's one adapter (qkv): q, k and v adapters with one A, as before.
+  r = ledgerlm("train --train.name ld_qkv --lora.targets qkv,o" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = ledgerlm("export --run " + *dir_ + "/runs/ld_qkv --lora-only --out " + *dir_ + "/ld_qkv");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  got = read_raw(*dir_ + "/ld_qkv/adapter_model.safetensors");
+  EXPECT_EQ(got.size(), 8u);  // q, k, v, o x (A, B)
+  EXPECT_EQ(got.at(attn + "q_proj.lora_A.weight").bytes, got.at(attn + "k_proj.lora_A.weight").bytes);
+  r = ledgerlm("train --train.name ld_both --lora.targets qkv,q" + common);
+  expect_one_line_error(r, {"lora.targets", "qkv", "q, k or v"});
 }
 
 // A rotary run is exported as Llama or Qwen2, whose blocks are RMSNorm with a weight and SwiGLU:

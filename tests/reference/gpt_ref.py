@@ -45,7 +45,10 @@ The tied wte gradient includes the LM head's contribution. With --logits, also "
 Low-rank adapters (LoRA, Hu et al. 2021): with --lora-scale S the weights file may also hold, for
 any Conv1D layer NAME (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj), "NAME.lora_A.weight"
 (r, in) and "NAME.lora_B.weight" (out, r), PEFT's layout; the layer is then
-y = x @ W + b + S * (x @ A^T) @ B^T, and their gradients are written too.
+y = x @ W + b + S * (x @ A^T) @ B^T, and their gradients are written too. Separate adapters on
+q, k and v (Llama's q_proj, k_proj, v_proj, which GPT-2 fuses into c_attn) are read under
+"attn.q_proj", "attn.k_proj", "attn.v_proj" (A (r, C), B (C or KV*hd, r)): each adds
+S * (x @ A^T) @ B^T to its part of c_attn's output; "mlp.gate_proj" takes one like any layer.
 
 usage: OMP_NUM_THREADS=2 /usr/bin/python3 gpt_ref.py --config C --weights W --batch B --out O
 """
@@ -102,6 +105,13 @@ def conv1d(x, w, name):
     return y
 
 
+def separate_adapter(x, w, name):
+    """Llama's own adapter on q, k or v (a part of c_attn's output), or 0 without one."""
+    if name + ".lora_A.weight" not in w:
+        return 0.0
+    return LORA_SCALE * (x @ w[name + ".lora_A.weight"].T) @ w[name + ".lora_B.weight"].T
+
+
 ATTN = {"rope": False, "theta": 10000.0, "kv": 0, "qk_norm": False, "eps": 1e-6,
         "interleaved": False}
 
@@ -127,6 +137,8 @@ def attention(x, w, prefix, n_head):
     kv = ATTN["kv"] or n_head
     qkv = conv1d(x, w, prefix + "c_attn")  # (B, T, C + 2 KV hd)
     q, k, v = qkv[..., :C], qkv[..., C : C + kv * hd], qkv[..., C + kv * hd :]
+    q, k, v = (part + separate_adapter(x, w, prefix + name + "_proj")
+               for part, name in ((q, "q"), (k, "k"), (v, "v")))
 
     def heads(t, n):  # (B, T, n hd) -> (B, n, T, hd)
         return t.reshape(B, T, n, hd).transpose(1, 2)
@@ -233,11 +245,20 @@ def load_weights(path, cfg, dtype, lora=False):
                 (name.endswith(".weight") and ".ln_" in name and not norm_weight):
             del expected[name]
     if lora:  # adapters of any Conv1D layer, shapes checked against the layer's
+        # q, k and v's own adapters: (in, out) of their parts of c_attn.
+        hd = C // H
+        parts = {}
+        for layer in range(L):
+            p = f"transformer.h.{layer}.attn."
+            kv_out = (ATTN["kv"] or H) * hd
+            parts.update({p + "q_proj": (C, C), p + "k_proj": (C, kv_out),
+                          p + "v_proj": (C, kv_out)})
         for name in [n for n in arrays if n.endswith(".lora_A.weight")]:
             layer = name[: -len(".lora_A.weight")]
-            if layer + ".weight" not in expected or layer + ".lora_B.weight" not in arrays:
+            known = layer + ".weight" in expected or layer in parts
+            if not known or layer + ".lora_B.weight" not in arrays:
                 raise SystemExit(f"{path}: {name} adapts no layer, or has no lora_B")
-            c_in, c_out = expected[layer + ".weight"]
+            c_in, c_out = parts[layer] if layer in parts else expected[layer + ".weight"]
             r = arrays[name].shape[0]
             expected[name] = (r, c_in)
             expected[layer + ".lora_B.weight"] = (c_out, r)

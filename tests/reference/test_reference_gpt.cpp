@@ -26,6 +26,7 @@
 #include "model/gpt.h"
 #include "model/param_table.h"
 #include "tests/support/config_test_support.h"
+#include "tests/support/reference_config_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -94,39 +95,6 @@ std::vector<float> to_f32(Tensor t, int64_t n) {
   return out;
 }
 
-// The reference's config.json: the HF export's, plus the keys gpt_ref.py reads for the block
-// variants HF GPT-2 cannot express (the export refuses them): ledgerlm_mlp,
-// ledgerlm_logit_softcap, ledgerlm_position, rope_theta, n_kv_head, qk_norm, qk_norm_eps, norm,
-// norm_weight, bias, qkv_bias (and the norms' eps as layer_norm_epsilon).
-void write_reference_config(const std::string& path, const ModelConfig& cfg) {
-  ModelConfig twin = cfg;
-  twin.mlp = "gelu";
-  twin.ffn_hidden = cfg.ffn_width();
-  twin.logit_softcap = 0.0;
-  twin.position = "learned";
-  twin.n_kv_head = 0;
-  twin.qk_norm = false;
-  twin.norm = "layernorm";
-  twin.norm_weight = true;
-  twin.norm_eps = 1e-5;
-  twin.bias = true;
-  twin.qkv_bias = false;
-  nlohmann::json j = nlohmann::json::parse(hf_config_json_text(twin));
-  j["ledgerlm_mlp"] = cfg.mlp;
-  j["ledgerlm_logit_softcap"] = cfg.logit_softcap;
-  j["ledgerlm_position"] = cfg.position;
-  j["rope_theta"] = cfg.rope_theta;
-  j["n_kv_head"] = cfg.kv_heads();
-  j["qk_norm"] = cfg.qk_norm;
-  j["qk_norm_eps"] = kQkNormEps;
-  j["norm"] = cfg.norm;
-  j["norm_weight"] = cfg.norm_weight;
-  j["layer_norm_epsilon"] = cfg.norm_eps;
-  j["bias"] = cfg.bias;
-  j["qkv_bias"] = cfg.qkv_bias;
-  testing::write_file(path, j.dump(2));
-}
-
 // With `other_convention`, the reference runs with --rope-interleaved (pairs (2i, 2i+1) rather
 // than Llama's (i, i + hd/2)) and must NOT match: its logits differ by far more than rounding.
 void check_against_reference(const Precision& prec, const ModelConfig& cfg = tiny_config(),
@@ -163,7 +131,7 @@ void check_against_reference(const Precision& prec, const ModelConfig& cfg = tin
   const std::string dir = testing::make_temp_dir("llm_ref_");
   ASSERT_FALSE(dir.empty());
   hf_write_safetensors(dir + "/model.safetensors", hf_tensors_from_params(table, params));
-  write_reference_config(dir + "/config.json", cfg);
+  testing::write_reference_config(dir + "/config.json", cfg);
   SafeTensorsWriter batch;
   batch.add("tokens", DType::kI32, {kBatch, kSeq}, tokens.data());
   batch.add("targets", DType::kI32, {kBatch, kSeq}, targets.data());

@@ -1,6 +1,8 @@
 // LoRA against the independent PyTorch reference (tests/reference/gpt_ref.py --lora-scale): the
 // loss and the gradient of every adapter factor of a tiny GPT with adapters on all four linear
-// layers (rank 3, alpha 4.5: scale 1.5), base weights frozen, in fp32 and fp64.
+// layers (rank 3, alpha 4.5: scale 1.5), base weights frozen, in fp32 and fp64; and of a tiny
+// Llama-style block (rotary, grouped-query attention, SwiGLU) with separate adapters on q, k, v,
+// o, gate, up and down, the reference reading q, k and v's under PEFT's q_proj/k_proj/v_proj.
 //
 // ledgerlm keeps A (r, in) and B (out, r) in (out, in) storage like its linear weights; the
 // reference reads them under PEFT's names ("<layer>.lora_A.weight", "<layer>.lora_B.weight"),
@@ -25,6 +27,7 @@
 #include "model/unit_access.h"
 #include "tests/support/config_test_support.h"
 #include "tests/support/lora_test_support.h"
+#include "tests/support/reference_config_support.h"
 #include "tests/support/test_util.h"
 
 namespace ledgerlm {
@@ -40,11 +43,43 @@ struct Precision {
 constexpr Precision kFp32{DType::kF32, "float32", 1e-6, 1e-4, 1e-5};
 constexpr Precision kFp64{DType::kF64, "float64", 1e-12, 1e-6, 1e-12};
 
-void check(const Precision& prec) {
+ModelConfig gpt2_config() {
   ModelConfig cfg = testing::model_config_of({.vocab = 65, .L = 2, .H = 2, .C = 32, .block = 16});
   cfg.lora.rank = 3;
   cfg.lora.alpha = 4.5;
   cfg.lora.targets = "qkv,attn_proj,mlp_fc,mlp_proj";
+  return cfg;
+}
+
+// 4 query heads on 2 kv heads (qkv 32 + 2 x 2 x 8 = 64 rows: q 32, k 16, v 16), SwiGLU F = 48.
+ModelConfig llama_config() {
+  ModelConfig cfg = gpt2_config();
+  cfg.n_head = 4;
+  cfg.n_kv_head = 2;
+  cfg.position = "rope";
+  cfg.mlp = "swiglu";
+  cfg.ffn_hidden = 48;
+  cfg.norm = "rmsnorm";
+  cfg.bias = false;
+  cfg.lora.targets = "q,k,v,o,gate,up,down";
+  return cfg;
+}
+
+// PEFT's module of adapter factor `p` in the reference's GPT-2 layout: its base weight's Conv1D
+// module, or for q, k and v's own adapters "...attn.q_proj" and so on.
+std::string reference_module(const ParamTable& full, const ParamTable& plain, const ParamInfo& p) {
+  const ParamInfo& f = full.find(p.name);
+  const std::string base = full.params[static_cast<size_t>(f.lora_base)].name;
+  const std::string layer = plain.find(base).hf_name;  // "...c_attn.weight"
+  const std::string module = layer.substr(0, layer.size() - 7);
+  const std::string stem = p.name.substr(0, p.name.size() - 7);  // "block.0.attn.q"
+  const std::string last = stem.substr(stem.rfind('.') + 1);
+  if (last == "q" || last == "k" || last == "v")
+    return module.substr(0, module.rfind('.') + 1) + last + "_proj";
+  return module;
+}
+
+void check(const Precision& prec, const ModelConfig& cfg, int adapters) {
   const auto [full, trained, frozen, plain, plain_cfg] = testing::lora_tables(cfg);
 
   // Values exactly representable in fp32 (the reference reads fp32 files), every factor non-zero.
@@ -97,10 +132,8 @@ void check(const Precision& prec) {
   }
   std::vector<HfTensor> tensors = hf_tensors_from_params(plain, Tensor(base.data(), DType::kF32));
   for (const ParamInfo& p : trained.params) {
-    const std::string stem = p.name.substr(0, p.name.size() - 7);    // "...attn.qkv"
-    const std::string layer = plain.find(stem + ".weight").hf_name;  // "...c_attn.weight"
     HfTensor t;
-    t.name = layer.substr(0, layer.size() - 7) +
+    t.name = reference_module(full, plain, p) +
              (p.lora == ParamInfo::Lora::kA ? ".lora_A.weight" : ".lora_B.weight");
     t.shape = p.shape;
     for (int64_t i = 0; i < p.numel; ++i)
@@ -109,7 +142,7 @@ void check(const Precision& prec) {
   }
   const std::string dir = testing::make_temp_dir("llm_ref_lora_");
   hf_write_safetensors(dir + "/model.safetensors", tensors);
-  hf_write_config_json(dir + "/config.json", plain_cfg);
+  testing::write_reference_config(dir + "/config.json", plain_cfg);
   SafeTensorsWriter batch;
   batch.add("tokens", DType::kI32, {kBatch, kSeq}, tokens.data());
   batch.add("targets", DType::kI32, {kBatch, kSeq}, targets.data());
@@ -144,14 +177,22 @@ void check(const Precision& prec) {
     EXPECT_TRUE(c.ok) << c.message;
     ++compared;
   }
-  EXPECT_EQ(compared, 16);  // 2 layers x 4 adapted layers x (A, B)
+  EXPECT_EQ(compared, 2 * 2 * adapters);  // 2 layers x adapters x (A, B)
 }
 
 TEST(ReferenceLora, MatchesPytorchFp32) {
-  check(kFp32);
+  check(kFp32, gpt2_config(), 4);
 }
 TEST(ReferenceLora, MatchesPytorchFp64) {
-  check(kFp64);
+  check(kFp64, gpt2_config(), 4);
+}
+// q, k and v's adapters each on its row block of the fused projection (k and v narrower than q:
+// grouped-query), and the gate's.
+TEST(ReferenceLora, SeparateQkvAndGateAdaptersMatchPytorchFp32) {
+  check(kFp32, llama_config(), 7);
+}
+TEST(ReferenceLora, SeparateQkvAndGateAdaptersMatchPytorchFp64) {
+  check(kFp64, llama_config(), 7);
 }
 
 }  // namespace

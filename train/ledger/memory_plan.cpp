@@ -310,6 +310,7 @@ ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recomput
   a.padded_vocab = s.padded_vocab;
   a.lora_rank = s.lora_rank;
   a.lora_dropout = s.lora_dropout;
+  a.lora_rows = s.lora_rows;
   return a;
 }
 
@@ -396,6 +397,8 @@ int64_t plan_cpu_workspace_bytes(const PlanInput& x) {
                              cpu_backend_gemm_workspace(false, false, N, r, out, false),
                              cpu_backend_gemm_workspace(true, false, r, in, N, true),
                              cpu_backend_gemm_workspace(false, false, N, in, r, !s.lora_dropout)});
+        if (i == 0 && s.lora_rows)  // q, k, v: dB' = dout^T u written, not accumulated
+          gemm_lib = std::max(gemm_lib, cpu_backend_gemm_workspace(true, false, out, r, N, false));
       }
     }
   }
@@ -621,10 +624,15 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   }
   in.shapes.lora_rank = cfg.model.lora.rank;
   in.shapes.lora_dropout = cfg.model.lora.enabled() && cfg.model.lora.dropout > 0.0;
-  static_assert(kLoraSites == 4, "PlanShapes::lora_on holds one flag per LoRA site");
+  // Each site's GEMMs have the shapes of one of GPT-2's four layers': q, k and v the qkv
+  // projection's (their adapters write the full qkv width, gpt.cpp), the gate the MLP fc's.
+  constexpr int kShapeOf[kLoraSites] = {0, 1, 2, 3, 0, 0, 0, 2};
+  static_assert(kLoraSites == 8, "kShapeOf: one entry per LoRA site");
   for (int i = 0; i < kLoraSites; ++i)
-    in.shapes.lora_on[i] =
-        cfg.model.lora.enabled() && cfg.model.lora.targets_layer(lora_target_name(i));
+    if (cfg.model.lora.enabled() && cfg.model.lora.targets_layer(lora_target_name(i))) {
+      in.shapes.lora_on[kShapeOf[i]] = true;
+      in.shapes.lora_rows = in.shapes.lora_rows || (i == kLoraQ || i == kLoraK || i == kLoraV);
+    }
   in.rank = rank;
   in.shapes.n_layer = cfg.model.n_layer;
   in.shapes.n_head = cfg.model.n_head;

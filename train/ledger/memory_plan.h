@@ -60,7 +60,11 @@ struct PlanShapes {
   int64_t untrained_blocks = 0;
   int64_t lora_rank = 0;
   bool lora_dropout = false;
-  bool lora_on[4] = {false, false, false, false};  // adapted: qkv, attn proj, MLP fc, MLP proj
+  // Adapted layers, by shape: the qkv projection (qkv or q, k, v), attn proj, the MLP's (C, F)
+  // layers (fc / up, gate) and its proj. lora_rows: q, k or v have their own adapters, whose
+  // (qkv, rank) scratch and its non-accumulating weight-gradient product the plan adds.
+  bool lora_on[4] = {false, false, false, false};
+  bool lora_rows = false;
   // Attention variants: k/v heads (model.n_kv_head; 0: n_head) and model.qk_norm.
   int64_t n_kv_head = 0;
   bool qk_norm = false;

@@ -1,6 +1,7 @@
 // Loading a trained run (see loaded_run.h).
 #include "train/run/loaded_run.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -44,15 +45,36 @@ LoadedRun run_load_model(const std::string& run_dir, Backend& backend) {
     require_finite_weights(where, name, shape, v);
     return v;
   };
+  // The table with the adapters: each factor A (followed by its B) names its base weight and the
+  // rows it adapts (q, k and v's own adapters each a row block of the fused qkv weight).
+  ParamTable adapted;
+  if (lora.enabled()) {
+    ModelConfig m = run.config.model;
+    m.lora = lora;
+    adapted = param_table_build(m);
+  }
   for (const auto& p : run.table.params) {
     std::vector<float> v = read(p.name, p.shape);
-    const std::string stem = p.name.substr(0, p.name.size() - std::string(".weight").size());
-    if (lora.enabled() && p.kind == ParamKind::kMatrix && f.find(stem + ".lora_a") != nullptr) {
-      const int64_t out = p.shape[0], in = p.shape[1], r = lora.rank;
-      lora_merge(&v, read(stem + ".lora_a", {r, in}), read(stem + ".lora_b", {out, r}), out, in, r,
-                 lora.scale());
-      require_finite_weights(where + " (its LoRA adapters merged)", p.name, p.shape, v);
+    bool merged = false;
+    const int base = lora.enabled() ? adapted.index_of(p.name) : -1;
+    for (size_t i = 0; base >= 0 && i + 1 < adapted.params.size(); ++i) {
+      const ParamInfo& a = adapted.params[i];
+      if (a.lora != ParamInfo::Lora::kA || a.lora_base != base || f.find(a.name) == nullptr)
+        continue;
+      const ParamInfo& b = adapted.params[i + 1];
+      const int64_t in = p.shape[1], r = lora.rank, rows = b.shape[0];
+      const std::vector<float> fa = read(a.name, {r, in}), fb = read(b.name, {rows, r});
+      if (rows == p.shape[0]) {
+        lora_merge(&v, fa, fb, rows, in, r, lora.scale());
+      } else {  // a row block: merged on its own, element by element as the whole would be
+        const auto first = v.begin() + a.lora_row0 * in;
+        std::vector<float> block(first, first + rows * in);
+        lora_merge(&block, fa, fb, rows, in, r, lora.scale());
+        std::copy(block.begin(), block.end(), first);
+      }
+      merged = true;
     }
+    if (merged) require_finite_weights(where + " (its LoRA adapters merged)", p.name, p.shape, v);
     backend.copy_from_host(run.params_tensor().offset(p.offset), v.data(), p.numel);
   }
   return run;

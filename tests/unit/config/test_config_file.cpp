@@ -239,6 +239,31 @@ TEST(ConfigValidate, LoraKeysWithRankZeroRefusedByName) {
   EXPECT_EQ(validated(config_to_toml(config_keys(defaults))), "");
 }
 
+// lora.targets takes any of Llama's q, k, v, o, gate, up, down (q, k, v each on its own); the
+// fused qkv's one adapter beside q, k or v's (the same rows twice) and a gate adapter on a model
+// without a gate are refused in one line naming the key.
+TEST(ConfigValidate, LoraTargetsLlamaNamesEachOnItsOwn) {
+  auto validated = [](const std::string& targets, const std::string& mlp) {
+    ModelConfig m;
+    m.vocab_size = 256;
+    m.mlp = mlp;
+    m.lora.rank = 4;
+    m.lora.targets = targets;
+    return error_of([&] { m.validate(); });
+  };
+  for (const char* ok : {"q", "k,v", "q,o", "gate", "q,k,v,o,gate,up,down", "qkv,gate,up"})
+    EXPECT_EQ(validated(ok, "swiglu"), "") << ok;
+  std::string err = validated("qkv,k", "swiglu");
+  EXPECT_NE(err.find("lora.targets"), std::string::npos) << err;
+  EXPECT_NE(err.find("qkv"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  err = validated("q,gate", "gelu");
+  EXPECT_NE(err.find("lora.targets: 'gate'"), std::string::npos) << err;
+  EXPECT_NE(err.find("model.mlp = gelu"), std::string::npos) << err;
+  err = validated("q,w", "swiglu");
+  EXPECT_NE(err.find("lora.targets: 'w'"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace ledgerlm
 

@@ -6,7 +6,10 @@
 //
 // Variants: adapters on all four linear layers (rank 2, alpha 3: scale 1.5 != 1, so a missing
 // scale factor shows), with and without adapter dropout and model dropout, recompute none / mlp
-// / block; and train.freeze of the embeddings and block 0 (backward stops above block 0).
+// / block; and train.freeze of the embeddings and block 0 (backward stops above block 0). A
+// Llama-style block (rotary, 4 query heads on 2 kv heads, SwiGLU, RMSNorm, no biases) with
+// separate adapters on q, k, v (each on its row block of the fused qkv projection: 8, 4 and 4
+// rows), o, gate, up and down.
 //
 // The gradient checks are instantiated per backend name (tests/support/host_staging.h): cpu
 // (label unit; the guard backend in the guard re-run, on a subset of elements as in
@@ -46,6 +49,8 @@ struct Case {
   double lora_dropout, dropout;
   const char* recompute;
   const char* freeze;
+  // Llama-style block with Llama's module names as targets (see above).
+  bool llama = false;
 };
 
 ModelConfig config_of(const Case& c) {
@@ -61,6 +66,16 @@ ModelConfig config_of(const Case& c) {
   m.lora.alpha = 1.5 * static_cast<double>(c.lora_rank);
   m.lora.dropout = c.lora_dropout;
   m.lora.targets = "qkv,attn_proj,mlp_fc,mlp_proj";
+  if (c.llama) {
+    m.n_head = 4;
+    m.n_kv_head = 2;
+    m.position = "rope";
+    m.mlp = "swiglu";
+    m.ffn_hidden = 12;
+    m.norm = "rmsnorm";
+    m.bias = false;
+    m.lora.targets = "q,k,v,o,gate,up,down";
+  }
   return m;
 }
 
@@ -163,6 +178,12 @@ TEST_P(ModelLoraGradCheck, RecomputeMlpWithDropoutFp64) {
 TEST_P(ModelLoraGradCheck, RecomputeBlockWithDropoutFp64) {
   run_case(*be, *stage, {"lora+block", 2, 0.3, 0.2, "block", ""});
 }
+TEST_P(ModelLoraGradCheck, SeparateQkvGateUpDownOnGroupedQuerySwigluFp64) {
+  run_case(*be, *stage, {"lora-llama", 2, 0.0, 0.0, "none", "", true});
+}
+TEST_P(ModelLoraGradCheck, SeparateQkvGateWithDropoutAndRecomputeBlockFp64) {
+  run_case(*be, *stage, {"lora-llama+dropout", 2, 0.3, 0.0, "block", "", true});
+}
 TEST_P(ModelFreezeGradCheck, EmbeddingsAndFirstBlockFrozenFp64) {
   run_case(*be, *stage, {"freeze", 0, 0.0, 0.2, "none", "embed.*,block.0.*"});
 }
@@ -180,8 +201,8 @@ INSTANTIATE_TEST_SUITE_P(Fp64, ModelFreezeGradCheck,
 
 // With B = 0 (its init) the adapted model is the base model exactly, and the adapters' forward
 // equals the merged weight W + (alpha / r) B A (the export's merge) to rounding.
-TEST(ModelLora, ZeroBIsTheBaseModelAndMergeMatches) {
-  Case c{"merge", 3, 0.0, 0.0, "none", ""};
+void check_zero_b_and_merge(const Case& c) {
+  SCOPED_TRACE(c.name);
   const ModelConfig cfg = config_of(c);
   const ParamTable full = param_table_build(cfg);
   const ParamTable trained = param_table_part(full, true, full.options);
@@ -220,25 +241,34 @@ TEST(ModelLora, ZeroBIsTheBaseModelAndMergeMatches) {
   a = saved;
   const double adapted = lora_loss();
   EXPECT_GT(std::fabs(adapted - zero_b), 1e-3) << "the adapters must change the loss";
-  // Merge by hand: W += scale * B A for every adapted weight.
+  // Merge by hand: W[row0 + o] += scale * (B A)[o] for every adapter, on the base weight and
+  // rows the table names (q, k and v's own adapters: their row blocks of the fused qkv).
   const double scale = cfg.lora.scale();
   for (const ParamInfo& pa : trained.params) {
     if (pa.lora != ParamInfo::Lora::kA) continue;
     const std::string stem = pa.name.substr(0, pa.name.size() - 7);  // drop ".lora_a"
     const ParamInfo& pb = trained.find(stem + ".lora_b");
-    const ParamInfo& w = plain.find(stem + ".weight");
-    const int64_t out = w.shape[0], in = w.shape[1], r = pa.shape[0];
-    for (int64_t o = 0; o < out; ++o)
+    const ParamInfo& fa = full.find(pa.name);
+    const ParamInfo& w = plain.find(full.params[static_cast<size_t>(fa.lora_base)].name);
+    const int64_t rows = pb.shape[0], in = w.shape[1], r = pa.shape[0], row0 = fa.lora_row0;
+    for (int64_t o = 0; o < rows; ++o)
       for (int64_t i = 0; i < in; ++i) {
         double s = 0;
         for (int64_t k = 0; k < r; ++k)
           s += a[static_cast<size_t>(pb.offset + o * r + k)] *
                a[static_cast<size_t>(pa.offset + k * in + i)];
-        base_values[static_cast<size_t>(w.offset + o * in + i)] += scale * s;
+        base_values[static_cast<size_t>(w.offset + (row0 + o) * in + i)] += scale * s;
       }
   }
   EXPECT_NEAR(adapted, base_loss(), 1e-12 * std::fabs(adapted))
       << "merged weights must give the adapted model's loss (fp64: reassociation only)";
+}
+
+TEST(ModelLora, ZeroBIsTheBaseModelAndMergeMatches) {
+  check_zero_b_and_merge({"merge", 3, 0.0, 0.0, "none", ""});
+}
+TEST(ModelLora, SeparateQkvAndGateMergeOnTheirRowsMatches) {
+  check_zero_b_and_merge({"merge-llama", 3, 0.0, 0.0, "none", "", true});
 }
 
 }  // namespace
