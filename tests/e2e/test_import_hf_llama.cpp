@@ -447,10 +447,11 @@ TEST_F(ImportHfLlama, LoraOnLlamaNamesExportsThePeftAdapterPeftWrites) {
   EXPECT_EQ(got.size(), peft["tensors"].size());
   // Separate adapters: q, k and v have A of their own (trained apart, so they differ).
   const std::string attn = "base_model.model.model.layers.0.self_attn.";
-  EXPECT_NE(got.at(attn + "q_proj.lora_A.weight").bytes, got.at(attn + "k_proj.lora_A.weight").bytes);
+  EXPECT_NE(got.at(attn + "q_proj.lora_A.weight").bytes,
+            got.at(attn + "k_proj.lora_A.weight").bytes);
   const json config = json::parse(testing::read_file(out + "/adapter_config.json"));
-  EXPECT_EQ(config["target_modules"], json({"q_proj", "k_proj", "v_proj", "o_proj", "up_proj",
-                                            "down_proj", "gate_proj"}));
+  EXPECT_EQ(config["target_modules"],
+            json({"q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "gate_proj"}));
   EXPECT_EQ(config["fan_in_fan_out"], false);  // nn.Linear stores (out, in)
   // The fused projection's one adapter (qkv): q, k and v adapters with one A, as before.
   r = ledgerlm("train --train.name ld_qkv --lora.targets qkv,o" + common);
@@ -458,8 +459,9 @@ TEST_F(ImportHfLlama, LoraOnLlamaNamesExportsThePeftAdapterPeftWrites) {
   r = ledgerlm("export --run " + *dir_ + "/runs/ld_qkv --lora-only --out " + *dir_ + "/ld_qkv");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   got = read_raw(*dir_ + "/ld_qkv/adapter_model.safetensors");
-  EXPECT_EQ(got.size(), 8u);  // q, k, v, o x (A, B)
-  EXPECT_EQ(got.at(attn + "q_proj.lora_A.weight").bytes, got.at(attn + "k_proj.lora_A.weight").bytes);
+  EXPECT_EQ(got.size(), 16u);  // 2 layers x q, k, v, o x (A, B)
+  EXPECT_EQ(got.at(attn + "q_proj.lora_A.weight").bytes,
+            got.at(attn + "k_proj.lora_A.weight").bytes);
   r = ledgerlm("train --train.name ld_both --lora.targets qkv,q" + common);
   expect_one_line_error(r, {"lora.targets", "qkv", "q, k or v"});
 }

@@ -354,8 +354,9 @@ TEST(LedgerAccuracy, AttentionVariants) {
 
 // Separate adapters on q, k and v (each its A (8, 128) and B of 128, 64 or 64 rows: 2 kv heads),
 // o, gate, up and down of a Llama-style block (rotary, SwiGLU, RMSNorm, no biases), with adapter
-// dropout: the adapters' parameters, gradients and optimizer state, and the activations with the
-// q, k, v scratch (qkv x rank), are predicted to the byte; the other rows within 1% as above.
+// dropout: the parameters, gradients, optimizer state and activations are predicted to the byte;
+// the workspace (with q, k and v's qkv x rank scratch, in workspace.model) was exact here too, but
+// holds the GEMM library's CPU-dependent scratchpad, so 1% as above.
 TEST(LedgerAccuracy, SeparateQkvAndGateAdaptersPredictedToTheByte) {
   RunConfig cfg = tiny_config("adamw", "none");
   cfg.model.position = "rope";
@@ -369,14 +370,11 @@ TEST(LedgerAccuracy, SeparateQkvAndGateAdaptersPredictedToTheByte) {
   const Measured m = run_steps(cfg, 2);
   for (const LedgerRow& r : m.rows) {
     if (r.tag == MemTag::kData || r.tag == MemTag::kComm || r.tag == MemTag::kOther) continue;
-    const bool exact = r.tag == MemTag::kParams || r.tag == MemTag::kGrads ||
-                       r.tag == MemTag::kOptimM || r.tag == MemTag::kOptimV ||
-                       r.tag == MemTag::kActivations;
-    if (exact)
-      EXPECT_EQ(r.predicted, r.peak) << mem_tag_name(r.tag);
-    else
+    if (r.tag == MemTag::kWorkspace)  // the GEMM library's scratchpad is the CPU's: 1% as above
       EXPECT_LE(std::fabs(static_cast<double>(r.predicted - r.peak)), 0.01 * r.peak)
-          << mem_tag_name(r.tag) << " predicted " << r.predicted << " measured peak " << r.peak;
+          << "workspace predicted " << r.predicted << " measured peak " << r.peak;
+    else
+      EXPECT_EQ(r.predicted, r.peak) << mem_tag_name(r.tag);
   }
 }
 
