@@ -79,6 +79,17 @@ ModelConfig config_of(const Case& c) {
   return m;
 }
 
+// The Llama-style case's table: q, k and v have adapters of their own (B over their rows only)
+// and the gate has one; there is no fused qkv adapter.
+void expect_separate_sites(const ParamTable& full) {
+  for (const char* stem : {"attn.q", "attn.k", "attn.v", "mlp.gate"})
+    EXPECT_GE(full.index_of(std::string("block.1.") + stem + ".lora_b"), 0) << stem;
+  EXPECT_LT(full.index_of("block.0.attn.qkv.lora_a"), 0);
+  EXPECT_EQ(full.find("block.0.attn.q.lora_b").shape[0], 8);  // C
+  EXPECT_EQ(full.find("block.0.attn.v.lora_b").shape[0], 4);  // 2 kv heads x head_dim 2
+  EXPECT_EQ(full.find("block.0.attn.v.lora_b").lora_row0, 12);
+}
+
 double random_value(const ParamInfo& info, int64_t full_index, int64_t i) {
   auto bits = rng_bits(77, RngStream::kInit, 1000 + static_cast<uint64_t>(full_index),
                        static_cast<uint64_t>(i));
@@ -103,6 +114,7 @@ void run_case(Backend& be, testing::HostStaging& stage, const Case& c) {
   const ModelConfig cfg = config_of(c);
   ParamTable full = param_table_build(cfg);
   if (c.freeze[0] != '\0') param_table_freeze(&full, c.freeze);
+  if (c.llama) expect_separate_sites(full);
   const ParamTable trained = param_table_part(full, true, full.options);
   const ParamTable frozen = param_table_part(full, false, full.options);
   ASSERT_FALSE(frozen.params.empty());
@@ -205,6 +217,7 @@ void check_zero_b_and_merge(const Case& c) {
   SCOPED_TRACE(c.name);
   const ModelConfig cfg = config_of(c);
   const ParamTable full = param_table_build(cfg);
+  if (c.llama) expect_separate_sites(full);
   const ParamTable trained = param_table_part(full, true, full.options);
   const ParamTable frozen = param_table_part(full, false, full.options);
   ModelConfig plain_cfg = cfg;
