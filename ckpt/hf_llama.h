@@ -59,12 +59,15 @@ std::vector<HfTensor> hf_llama_tensors_from_params(const ModelConfig& config,
                                                    const ParamTable& table, Tensor params);
 
 // The LoRA factors of `table` (a LoRA run's, host fp32 `params`) as a PEFT adapter for these
-// classes: the adapter of a linear layer stored as several HF modules (the fused q, k, v) is
-// exactly one adapter per module, A shared and B cut into the modules' rows
+// classes: each adapter is written for the HF modules whose rows it covers. One over a linear
+// layer stored as several HF modules (lora.targets qkv on the fused q, k, v) is exactly one
+// adapter per module, A shared and B cut into the modules' rows; q, k and v's own adapters
+// (lora.targets q, k, v) each cover one module and are written as they are
 // ("base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight", ...).
 std::vector<HfTensor> hf_llama_peft_tensors(const ModelConfig& config, const ParamTable& table,
                                             const std::vector<HfTensor>& factors);
-// The PEFT target_modules of config.lora.targets ("q_proj", "k_proj", "v_proj", "o_proj", ...).
+// The PEFT target_modules of config.lora.targets ("q_proj", "k_proj", "v_proj", "o_proj",
+// "gate_proj", ...), in the order of the modules in a layer.
 std::vector<std::string> hf_llama_peft_modules(const ModelConfig& config);
 
 }  // namespace ledgerlm

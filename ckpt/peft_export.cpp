@@ -9,6 +9,16 @@
 
 namespace ledgerlm {
 
+void peft_require_gpt2_targets(const ModelConfig& config) {
+  const BlockRecipe recipe = block_recipe(config);
+  for (int site = 0; site < kLoraSites; ++site)
+    LLM_REQUIRE(
+        !config.lora.targets_layer(lora_target_name(site)) || recipe.lora_sites[site].whole(),
+        "export --lora-only: lora.targets '", lora_target_name(site),
+        "' adapts a row block of GPT-2's fused attn.c_attn, which a PEFT adapter cannot "
+        "target on its own (expected qkv for a GPT-2 model)");
+}
+
 std::string peft_tensor_name(const ParamTable& table, const ParamInfo& p) {
   LLM_REQUIRE(p.lora != ParamInfo::Lora::kNone, "peft export: '", p.name, "' is no adapter factor");
   // The adapted weight's HF name: "<stem>.weight" of "<stem>.lora_a" / "<stem>.lora_b".
@@ -29,13 +39,9 @@ std::string peft_adapter_config_json(const ModelConfig& config, const std::strin
   if (llama) {  // nn.Linear modules, (out, in) like ledgerlm's: q_proj, k_proj, ...
     for (const std::string& m : hf_llama_peft_modules(config)) targets.push_back(m);
   } else {
+    peft_require_gpt2_targets(config);
     for (int site = 0; site < kLoraSites; ++site) {
       if (!lora.targets_layer(lora_target_name(site))) continue;
-      // GPT-2's Conv1D modules are whole weights: PEFT has no adapter on a row block of c_attn.
-      LLM_REQUIRE(recipe.lora_sites[site].whole(), "export --lora-only: lora.targets '",
-                  lora_target_name(site),
-                  "' adapts a row block of GPT-2's fused attn.c_attn, which a PEFT adapter cannot "
-                  "target on its own (expected qkv for a GPT-2 model)");
       targets.push_back(
           recipe_hf_module(recipe.block[static_cast<size_t>(recipe.lora_sites[site].role)]));
     }

@@ -16,11 +16,15 @@
 
 namespace ledgerlm {
 
+// GPT-2's Conv1D modules are whole weights: PEFT has no adapter on a row block of the fused
+// c_attn, so lora.targets q, k or v (their own adapters) are refused naming the target.
+void peft_require_gpt2_targets(const ModelConfig& config);
+
 // PEFT's name of adapter factor `p` of `table` (ParamInfo::lora != kNone).
 std::string peft_tensor_name(const ParamTable& table, const ParamInfo& p);
 
 // adapter_config.json: LORA on the targeted Conv1D modules (config.lora.targets, named by the
-// block recipe), r, lora_alpha, lora_dropout,
+// block recipe; see peft_require_gpt2_targets), r, lora_alpha, lora_dropout,
 // fan_in_fan_out, no trained biases, task CAUSAL_LM; `base` is base_model_name_or_path, the
 // model the adapters go on (what AutoPeftModelForCausalLM.from_pretrained loads first; export
 // --lora-only chooses it: export_command.cpp, peft_base_path).

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -156,6 +157,40 @@ TEST_F(Finetune, LoraRunEvaluatesAndExportsMerged) {
       ledgerlm("export --run " + base() + " --lora-only --out " + out_ + "/base_peft"),
       {"no adapters"});
   EXPECT_FALSE(fs::exists(out_ + "/base_peft"));
+}
+
+// q and v's own adapters on a GPT-2 (their row blocks of the fused c_attn): they train and merge
+// into c_attn's q and v columns (k's are unchanged), but PEFT has no module for a row block of
+// GPT-2's Conv1D c_attn, so --lora-only refuses them in one line, writing nothing.
+TEST_F(Finetune, SeparateQvAdaptersOnGpt2MergeButHaveNoPeftModule) {
+  auto r = ledgerlm("train" + kCorpus.flags(out_, "lora_qv") + " --train.max_steps 2 --init-from " +
+                    base() + " --lora.rank 2 --lora.targets q,v --optim.lr 3e-2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // q: A 2 x C + B C x 2, v the same (every head its own k and v); C = 32, two layers.
+  EXPECT_NE(r.output.find("N = " + std::to_string(2 * 2 * (2 * 32 + 32 * 2))), std::string::npos)
+      << r.output;
+  auto e = ledgerlm("export --run " + out_ + "/lora_qv --out " + out_ + "/lora_qv_hf");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  auto eb = ledgerlm("export --run " + base() + " --out " + out_ + "/base_qv_hf");
+  ASSERT_EQ(eb.exit_code, 0) << eb.output;
+  // c_attn (C, 3C) in Conv1D layout: column j of row i is output j; q 0..31, k 32..63, v 64..95.
+  const SafeTensorsFile hf = SafeTensorsFile::open(out_ + "/lora_qv_hf/model.safetensors");
+  const SafeTensorsFile hb = SafeTensorsFile::open(out_ + "/base_qv_hf/model.safetensors");
+  const std::vector<float> w = hf.read_f32("transformer.h.0.attn.c_attn.weight"),
+                           b = hb.read_f32("transformer.h.0.attn.c_attn.weight");
+  int q_changed = 0, k_changed = 0, v_changed = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const size_t col = i % 96;
+    int& n = col < 32 ? q_changed : col < 64 ? k_changed : v_changed;
+    n += w[i] != b[i];
+  }
+  EXPECT_GT(q_changed, 0);
+  EXPECT_EQ(k_changed, 0) << "k has no adapter";
+  EXPECT_GT(v_changed, 0);
+  expect_one_error_line(
+      ledgerlm("export --run " + out_ + "/lora_qv --lora-only --out " + out_ + "/lora_qv_peft"),
+      {"lora.targets 'q'", "c_attn", "qkv"});
+  EXPECT_FALSE(fs::exists(out_ + "/lora_qv_peft"));
 }
 
 TEST_F(Finetune, BadFreezeAndLoraValuesAreOneLine) {

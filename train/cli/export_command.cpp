@@ -117,6 +117,7 @@ std::string export_peft(const std::string& run_dir, const std::string& dir) {
   // The adapters' base must be an HF GPT-2, Llama or Qwen2.
   const bool llama = hf_llama_export_family(config.model);
   llama ? hf_llama_require_exportable(config.model) : hf_require_gpt2_block(config.model);
+  if (!llama) peft_require_gpt2_targets(config.model);
   const ParamTable table = param_table_build(config.model);
   const std::string weights = run_dir + "/model.safetensors";
   LLM_REQUIRE(fs::exists(weights), "run '", run_dir,
