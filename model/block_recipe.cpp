@@ -47,8 +47,6 @@ void linear(BlockRecipe* r, const char* name, RecipeDim out, RecipeDim in, InitS
                    InitKind::kNormal, scale, (std::string(hf) + ".weight").c_str(), true));
   b.back().split = split;
   if (site >= 0) {
-    b.back().lora_target = lora_target_name(site);
-    b.back().lora_site = site;
     r->lora_sites[site].role = static_cast<int>(b.size()) - 1;
     r->lora_sites[site].stem = name;
   }

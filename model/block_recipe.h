@@ -1,7 +1,7 @@
 // The model declared once, as data: the tensors of the embedding unit, of one transformer block
 // and of the final unit, in table order, each with its shape in the model's dimensions, its kind
-// (what weight decay and whole-matrix optimizers key on), its init, its Hugging Face name and the
-// LoRA target that adapts it.
+// (what weight decay and whole-matrix optimizers key on), its init and its Hugging Face name; and
+// the LoRA sites, each a weight (or a row block of one) that an adapter can adapt.
 //
 // The parameter table (param_table.cpp), the model's views of a block (param_refs, gpt.cpp), the
 // Hugging Face import/export and the PEFT export read this list; none of them names a GPT-2
@@ -89,10 +89,6 @@ struct TensorRole {
   std::string hf_name;
   bool hf_transpose = false;
   bool hf_real_vocab_rows = false;
-  // A linear layer's weight that LoRA can adapt: the lora.targets name and its LoraSite
-  // (model_config.h); "" / -1 for every other tensor.
-  std::string lora_target;
-  int lora_site = -1;
   // false: the configuration has no such tensor (a bias with model.bias = false, a weightless or
   // bias-free norm, the gate of a non-gated MLP, the head of a tied model). It keeps its place in
   // the role list (the enums index it) but the parameter table, the views and the exports skip

@@ -191,6 +191,16 @@ TEST_F(Finetune, SeparateQvAdaptersOnGpt2MergeButHaveNoPeftModule) {
       ledgerlm("export --run " + out_ + "/lora_qv --lora-only --out " + out_ + "/lora_qv_peft"),
       {"lora.targets 'q'", "c_attn", "qkv"});
   EXPECT_FALSE(fs::exists(out_ + "/lora_qv_peft"));
+  // A run whose config names an adapter its weights lack (here k) is refused naming the tensor,
+  // rather than evaluated without it.
+  const std::string copy = out_ + "/lora_qv_k";
+  fs::copy(out_ + "/lora_qv", copy);
+  std::string toml = testing::read_file(copy + "/config.toml");
+  const size_t at = toml.find("targets = \"q,v\"");
+  ASSERT_NE(at, std::string::npos) << toml;
+  toml.replace(at, std::string("targets = \"q,v\"").size(), "targets = \"q,k,v\"");
+  testing::write_file(copy + "/config.toml", toml);
+  expect_one_error_line(ledgerlm("eval --run " + copy), {"block.0.attn.k.lora_a"});
 }
 
 TEST_F(Finetune, BadFreezeAndLoraValuesAreOneLine) {

@@ -59,8 +59,9 @@ LoadedRun run_load_model(const std::string& run_dir, Backend& backend) {
     const int base = lora.enabled() ? adapted.index_of(p.name) : -1;
     for (size_t i = 0; base >= 0 && i + 1 < adapted.params.size(); ++i) {
       const ParamInfo& a = adapted.params[i];
-      if (a.lora != ParamInfo::Lora::kA || a.lora_base != base || f.find(a.name) == nullptr)
-        continue;
+      // Every adapter the table names must be in the file (read() refuses a missing one): a
+      // skipped adapter would evaluate and export the base model in silence.
+      if (a.lora != ParamInfo::Lora::kA || a.lora_base != base) continue;
       const ParamInfo& b = adapted.params[i + 1];
       const int64_t in = p.shape[1], r = lora.rank, rows = b.shape[0];
       const std::vector<float> fa = read(a.name, {r, in}), fb = read(b.name, {rows, r});
