@@ -16,6 +16,7 @@
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_kernels.h"
+#include "model/backend/cpu/cpu_parallel.h"
 
 namespace ledgerlm::cpu {
 namespace {
@@ -137,17 +138,9 @@ void CpuBackend::layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Ten
         ln_backward_rows<T>(dxp, dw, db, dop, xp, w, mp, rp, begin, end, c);
       }
     }
-    T* dw = partial;
-    T* db = partial + c;
-    for (int64_t ch = 1; ch < chunks; ++ch) {
-      const T* src = partial + ch * 2 * c;
-      for (int64_t i = 0; i < c; ++i) {
-        dw[i] += src[i];
-        db[i] += src[c + i];
-      }
-    }
-    row_accumulate(dweight, 0, c, dw);
-    row_accumulate(dbias, 0, c, db);
+    sum_chunk_partials(partial, chunks, 2 * c, 2 * c);
+    row_accumulate(dweight, 0, c, partial);
+    row_accumulate(dbias, 0, c, partial + c);
   });
 }
 
