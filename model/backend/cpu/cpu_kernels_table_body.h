@@ -1,6 +1,7 @@
 // The kernel table of a vector path, built from the bodies included before it (cpu_kernels_body.h,
-// cpu_attention_tiles_body.h, cpu_attention_head.h, cpu_layernorm_rows.h). Include last, inside
-// the ISA unit's kernel namespace; `kIsa` names the path.
+// cpu_mlp_act_body.h, cpu_attention_tiles_body.h, cpu_attention_head.h, cpu_layernorm_rows.h,
+// cpu_rmsnorm_rows.h, cpu_mlp_act_loops.h). Include last, inside the ISA unit's kernel namespace;
+// `kIsa` names the path.
 
 void k_layernorm_forward(const LayerNormRows& r) {
   ln_forward_rows<float>(r.out, r.mean, r.rstd, r.add_a ? r.sum : const_cast<float*>(r.x), r.add_a,
@@ -9,6 +10,24 @@ void k_layernorm_forward(const LayerNormRows& r) {
 
 void k_layernorm_backward(const LayerNormRows& r) {
   ln_backward_rows<float>(r.dx, r.dw, r.db, r.dout, r.x, r.w, r.mean, r.rstd, r.begin, r.end, r.c);
+}
+
+void k_relu2_forward(float* out, const float* x, int64_t n) {
+  relu2_forward_loop<float>(out, x, n);
+}
+
+void k_relu2_backward(float* dx, const float* x, const float* dout, int64_t n) {
+  relu2_backward_loop<float>(dx, x, dout, n);
+}
+
+void k_rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t begin,
+                       int64_t end, int64_t c, float eps) {
+  rms_forward_rows<float>(out, rstd, x, w, begin, end, c, eps);
+}
+
+void k_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                        const float* rstd, int64_t begin, int64_t end, int64_t c) {
+  rms_backward_rows<float>(dx, dw, dout, x, w, rstd, begin, end, c);
 }
 
 // The vector products need whole vectors per head row.
@@ -40,6 +59,12 @@ const CpuKernels kTable = {kIsa,
                            k_f32_to_f16,
                            k_layernorm_forward,
                            k_layernorm_backward,
+                           k_swiglu_forward,
+                           k_swiglu_backward,
+                           k_relu2_forward,
+                           k_relu2_backward,
+                           k_rmsnorm_forward,
+                           k_rmsnorm_backward,
                            k_attention_vector,
                            k_attention_forward_head,
                            k_attention_backward_head};
