@@ -95,33 +95,6 @@ bool p_attention_vector(int64_t) {
   return false;
 }
 
-void p_swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
-  swiglu_forward_loop<float>(out, gate, up, n);
-}
-
-void p_swiglu_backward(float* dgate, float* dup, const float* gate, const float* up,
-                       const float* dout, int64_t n) {
-  swiglu_backward_loop<float>(dgate, dup, gate, up, dout, n);
-}
-
-void p_relu2_forward(float* out, const float* x, int64_t n) {
-  relu2_forward_loop<float>(out, x, n);
-}
-
-void p_relu2_backward(float* dx, const float* x, const float* dout, int64_t n) {
-  relu2_backward_loop<float>(dx, x, dout, n);
-}
-
-void p_rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t begin,
-                       int64_t end, int64_t c, float eps) {
-  rms_forward_rows<float>(out, rstd, x, w, begin, end, c, eps);
-}
-
-void p_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
-                        const float* rstd, int64_t begin, int64_t end, int64_t c) {
-  rms_backward_rows<float>(dx, dw, dout, x, w, rstd, begin, end, c);
-}
-
 const CpuKernels kTable = {CpuIsa::kPortable,
                            1,
                            p_gelu_forward,
@@ -135,12 +108,12 @@ const CpuKernels kTable = {CpuIsa::kPortable,
                            p_f32_to_f16,
                            p_layernorm_forward,
                            p_layernorm_backward,
-                           p_swiglu_forward,
-                           p_swiglu_backward,
-                           p_relu2_forward,
-                           p_relu2_backward,
-                           p_rmsnorm_forward,
-                           p_rmsnorm_backward,
+                           swiglu_forward_loop<float>,
+                           swiglu_backward_loop<float>,
+                           relu2_forward_loop<float>,
+                           relu2_backward_loop<float>,
+                           rms_forward_rows<float>,
+                           rms_backward_rows<float>,
                            p_attention_vector,
                            attention_forward_head_blas,
                            attention_backward_head_blas};

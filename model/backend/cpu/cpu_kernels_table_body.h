@@ -12,24 +12,6 @@ void k_layernorm_backward(const LayerNormRows& r) {
   ln_backward_rows<float>(r.dx, r.dw, r.db, r.dout, r.x, r.w, r.mean, r.rstd, r.begin, r.end, r.c);
 }
 
-void k_relu2_forward(float* out, const float* x, int64_t n) {
-  relu2_forward_loop<float>(out, x, n);
-}
-
-void k_relu2_backward(float* dx, const float* x, const float* dout, int64_t n) {
-  relu2_backward_loop<float>(dx, x, dout, n);
-}
-
-void k_rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int64_t begin,
-                       int64_t end, int64_t c, float eps) {
-  rms_forward_rows<float>(out, rstd, x, w, begin, end, c, eps);
-}
-
-void k_rmsnorm_backward(float* dx, float* dw, const float* dout, const float* x, const float* w,
-                        const float* rstd, int64_t begin, int64_t end, int64_t c) {
-  rms_backward_rows<float>(dx, dw, dout, x, w, rstd, begin, end, c);
-}
-
 // The vector products need whole vectors per head row.
 bool k_attention_vector(int64_t head_dim) {
   return head_dim > 0 && head_dim % Vec::kLanes == 0;
@@ -61,10 +43,10 @@ const CpuKernels kTable = {kIsa,
                            k_layernorm_backward,
                            k_swiglu_forward,
                            k_swiglu_backward,
-                           k_relu2_forward,
-                           k_relu2_backward,
-                           k_rmsnorm_forward,
-                           k_rmsnorm_backward,
+                           relu2_forward_loop<float>,
+                           relu2_backward_loop<float>,
+                           rms_forward_rows<float>,
+                           rms_backward_rows<float>,
                            k_attention_vector,
                            k_attention_forward_head,
                            k_attention_backward_head};
