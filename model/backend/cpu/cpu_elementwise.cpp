@@ -118,18 +118,17 @@ void CpuBackend::gelu_bias_backward(Tensor dx, Tensor dbias, Tensor x, Tensor do
   const float* xp = x.as<const float>();
   const float* g = dout.as<const float>();
   const CpuKernels& kern = *kernels_;
-#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * n > 16384)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = rows * c / chunks, end = rows * (c + 1) / chunks;
-    float* acc = partial + c * n;
-    for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
-    for (int64_t r = begin; r < end; ++r) {
-      float* row = d + r * n;
-      kern.gelu_backward(row, xp + r * n, g + r * n, n);
+  parallel_row_ranges(rows, chunks, threads_, rows * n > 16384,
+                      [&](int64_t c, int64_t begin, int64_t end) {
+                        float* acc = partial + c * n;
+                        for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
+                        for (int64_t r = begin; r < end; ++r) {
+                          float* row = d + r * n;
+                          kern.gelu_backward(row, xp + r * n, g + r * n, n);
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
-    }
-  }
+                          for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+                        }
+                      });
   sum_chunk_partials(partial, chunks, n, n);
   row_accumulate(dbias, 0, n, partial);
 }

@@ -13,6 +13,7 @@
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_parallel.h"
 
 namespace ledgerlm::cpu {
 namespace {
@@ -33,8 +34,7 @@ void rope_rows(T* x, int64_t rows, int64_t seq, int64_t pos0, int64_t heads, int
     double inv_freq[kPairChunk];
     for (int64_t i = 0; i < n; ++i)
       inv_freq[i] = std::pow(theta, -2.0 * static_cast<double>(i0 + i) / static_cast<double>(hd));
-#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
-    for (int64_t p = 0; p < positions; ++p) {
+    parallel_rows(positions, threads, parallel, [&](int64_t p) {
       const double pos = static_cast<double>(pos0 + p);
       T cs[kPairChunk], sn[kPairChunk];
       for (int64_t i = 0; i < n; ++i) {
@@ -55,7 +55,7 @@ void rope_rows(T* x, int64_t rows, int64_t seq, int64_t pos0, int64_t heads, int
           }
         }
       }
-    }
+    });
   }
 }
 
