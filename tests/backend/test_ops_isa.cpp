@@ -252,6 +252,40 @@ TEST_P(OpsIsa, CrossEntropyMatchesPortable) {
   }
 }
 
+// The logit soft-cap (model.logit_softcap) and its cross-entropy against the portable loops:
+// logits over [-40, 40] (capped at 15, so tanh runs from near-linear into saturation), a vocab
+// that is not a multiple of the vector width, the target anywhere in a row (its correction
+// lands in every lane position). The cap's tanh carries cap x ~6e-8 absolute error (1e-6 at
+// cap 15): 2e-6 + 2e-6 on the capped logits; the row reductions 2e-5 + 2e-5 as above.
+TEST_P(OpsIsa, SoftcapCrossEntropyMatchesPortable) {
+  const double cap = 15.0;
+  for (int64_t vocab : {65, 4099}) {
+    const int64_t rows = 67, pv = (vocab + 63) / 64 * 64;
+    const std::vector<float> logits = uniform(rows * pv, 22, -40.0f, 40.0f);
+    std::vector<int32_t> targets(rows);
+    for (int64_t r = 0; r < rows; ++r) targets[r] = static_cast<int32_t>((r * 53 + 7) % vocab);
+    const Tensor tgt(targets.data(), DType::kI32);
+    std::vector<float> y[2], loss[2], loss_only[2], y_only[2];
+    Backend* bs[2] = {be.get(), ref.get()};
+    for (int i = 0; i < 2; ++i) {
+      y[i] = logits, loss[i].resize(rows), loss_only[i].resize(rows);
+      bs[i]->softcap_forward(t32(y[i]), t32(y[i]), rows * pv, cap);
+      y_only[i] = y[i];
+      bs[i]->softcap_cross_entropy(t32(loss_only[i]), t32(y_only[i]), tgt, rows, vocab, pv, 0.0,
+                                   cap);
+      bs[i]->softcap_cross_entropy(t32(loss[i]), t32(y[i]), tgt, rows, vocab, pv, 0.5, cap);
+    }
+    const std::string s = path() + " vocab " + std::to_string(vocab) + " soft-capped ";
+    std::vector<float> capped[2] = {y_only[0], y_only[1]};  // the logits without a gradient
+    expect_tensor_close(s + "logits", capped[0], capped[1], 2e-6, 2e-6);
+    expect_tensor_close(s + "loss", loss[0], loss[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "loss without gradient", loss_only[0], loss_only[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "dlogits", y[0], y[1], 2e-5, 2e-5);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = vocab; j < pv; ++j) ASSERT_EQ(y[0][r * pv + j], 0.0f) << "padding column";
+  }
+}
+
 TEST_P(OpsIsa, AttentionMatchesPortable) {
   struct Case {
     int64_t b, t, c, h;
@@ -351,7 +385,7 @@ TEST(OpsIsaModel, ForwardBackwardMatchesPortable) {
 }
 
 // The elementwise kernels do the same operations per lane at both widths: avx2 and avx512 GELU,
-// exp, SwiGLU and ReLU squared agree bit for bit (a CPU with both paths checks it).
+// exp, SwiGLU, ReLU squared and the soft-cap agree bit for bit (a CPU with both paths checks it).
 TEST(OpsIsaModel, ElementwiseIdenticalAcrossVectorWidths) {
   if (!cpu::cpu_isa_supported(CpuIsa::kAvx512)) GTEST_SKIP() << "needs both vector paths";
   const cpu::CpuKernels& a = cpu::cpu_kernels(CpuIsa::kAvx2);
@@ -380,6 +414,12 @@ TEST(OpsIsaModel, ElementwiseIdenticalAcrossVectorWidths) {
   a.relu2_backward(da.data(), x.data(), g.data(), n);
   b.relu2_backward(db.data(), x.data(), g.data(), n);
   EXPECT_EQ(da, db) << "relu2 backward";
+  a.softcap_forward(fa.data(), x.data(), n, 5.0f, 0.2f);
+  b.softcap_forward(fb.data(), x.data(), n, 5.0f, 0.2f);
+  EXPECT_EQ(fa, fb) << "softcap forward";
+  a.softcap_grad_row(fa.data(), n, 5.0f, 0.01f, 0.2f, 7, 0.5f);
+  b.softcap_grad_row(fb.data(), n, 5.0f, 0.01f, 0.2f, 7, 0.5f);
+  EXPECT_EQ(fa, fb) << "softcap gradient row";
 }
 
 TEST(OpsIsaSelection, OverrideNamesAndUnsupportedPaths) {

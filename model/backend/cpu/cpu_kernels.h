@@ -69,6 +69,12 @@ struct CpuKernels {
                           const float* dout, int64_t n);
   void (*relu2_forward)(float* out, const float* x, int64_t n);
   void (*relu2_backward)(float* dx, const float* x, const float* dout, int64_t n);
+  // The logit soft-cap (cpu_softcap.cpp): y = cap * tanh(x * inv_cap) (y may alias x); one
+  // soft-capped cross-entropy row's gradient in place, y[j] = (exp(y[j] - mx) * scaled_inv -
+  // [j == target] gs) * (1 - (y[j] * inv_cap)^2) over the capped logits y.
+  void (*softcap_forward)(float* y, const float* x, int64_t n, float cap, float inv_cap);
+  void (*softcap_grad_row)(float* y, int64_t n, float mx, float scaled_inv, float inv_cap,
+                           int64_t target, float gs);
   // RMSNorm rows [begin, end) of C channels: out = x * rstd * w (w null: no weight), rstd
   // written; backward dx += ..., dw += (dw null: not wanted), w never null (ones when none).
   void (*rmsnorm_forward)(float* out, float* rstd, const float* x, const float* w, int64_t begin,

@@ -37,6 +37,8 @@ constexpr int kScoreRows = 4, kScoreVecs = 3, kCombineRows = 4, kCombineVecs = 4
 #include "model/backend/cpu/cpu_kernels_body.h"
 // (SwiGLU on vexp)
 #include "model/backend/cpu/cpu_mlp_act_body.h"
+// (the logit soft-cap on vexp)
+#include "model/backend/cpu/cpu_softcap_body.h"
 // (the tiles and their products policy)
 #include "model/backend/cpu/cpu_attention_tiles_body.h"
 // (the per-head algorithm over that policy)

@@ -17,6 +17,7 @@ namespace {
 #include "model/backend/cpu/cpu_layernorm_rows.h"
 #include "model/backend/cpu/cpu_mlp_act_loops.h"
 #include "model/backend/cpu/cpu_rmsnorm_rows.h"
+#include "model/backend/cpu/cpu_softcap_loops.h"
 
 // GELU's constants (op_constants.h) in fp32.
 constexpr float kSqrt2OverPiF = static_cast<float>(kGeluSqrt2OverPi);
@@ -112,6 +113,8 @@ const CpuKernels kTable = {CpuIsa::kPortable,
                            swiglu_backward_loop<float>,
                            relu2_forward_loop<float>,
                            relu2_backward_loop<float>,
+                           softcap_forward_loop<float>,
+                           softcap_grad_loop<float>,
                            rms_forward_rows<float>,
                            rms_backward_rows<float>,
                            p_attention_vector,
