@@ -316,5 +316,29 @@ TEST_F(OpsForward, BackwardIsBitwiseDeterministic) {
   EXPECT_EQ(0, std::memcmp(db1.data(), db2.data(), db1.size() * 4)) << "layernorm dbias";
 }
 
+// Rotary positions: every row of a batch is rotated exactly as it would be alone (one row of
+// sequence length 1 at its own position pos0 + r % seq), bit for bit, in fp64 and fp32. 53 rows
+// of sequences of 5 (the last one partial), 3 heads of head_dim 160 (80 pairs: two passes of
+// the kernel's pair chunks) in rows 500 wide, enough elements for the parallel loop.
+TEST_F(OpsForward, RopeRowsMatchEachRowAlone) {
+  const int64_t rows = 53, seq = 5, pos0 = 7, heads = 3, hd = 160, stride = 500;
+  for (bool inverse : {false, true}) {
+    const Vec x = random_vec(rows * stride, 41);
+    Vec batch = x, alone = x;
+    be->rope(t64(batch), rows, seq, pos0, heads, hd, stride, 500.0, inverse);
+    for (int64_t r = 0; r < rows; ++r)
+      be->rope(Tensor(alone.data() + r * stride, DType::kF64), 1, 1, pos0 + r % seq, heads, hd,
+               stride, 500.0, inverse);
+    EXPECT_EQ(batch, alone) << "fp64 inverse=" << inverse;
+    VecF bf = to_f32(x), af = bf;
+    be->rope(t32(bf), rows, seq, pos0, heads, hd, stride, 500.0, inverse);
+    for (int64_t r = 0; r < rows; ++r)
+      be->rope(Tensor(af.data() + r * stride, DType::kF32), 1, 1, pos0 + r % seq, heads, hd, stride,
+               500.0, inverse);
+    EXPECT_EQ(bf, af) << "fp32 inverse=" << inverse;
+    EXPECT_NE(batch, x) << "rotated";
+  }
+}
+
 }  // namespace
 }  // namespace ledgerlm

@@ -3,9 +3,11 @@
 // the CPU cannot run report a skip naming the CPU's flags.
 //
 // Tolerances, all max|got - ref| <= atol + rtol * max|ref| per tensor:
-//   - elementwise GELU: 4e-6 + 4e-6: each path is within ~2e-6 relative of the fp64 value
-//     (test_ops_simd.cpp), so two paths are within twice that;
-//   - reductions over a row (layernorm, softmax cross-entropy, attention): 2e-5 + 2e-5: the same
+//   - elementwise GELU and SwiGLU: 4e-6 + 4e-6: each path is within ~2e-6 relative of the fp64
+//     value (test_ops_simd.cpp; SwiGLU's sigmoid is the same vector exp and one division), so
+//     two paths are within twice that; ReLU squared is bitwise (a max and products);
+//   - reductions over a row (layernorm, RMSNorm, softmax cross-entropy, attention): 2e-5 + 2e-5:
+//   the same
 //     fp32 sums in another order (vector lanes, FMA contraction), a few ulp of the partial sums;
 //   - the model (2 layers, C 32): 1e-4 relative on the loss, 2e-4 + 2e-4 per gradient tensor.
 // The 16-bit casts are bitwise: the vector conversions must equal the scalar ones for every
@@ -91,6 +93,44 @@ TEST_P(OpsIsa, GeluMatchesPortable) {
   }
 }
 
+// The MLP variants' activations (model.mlp = swiglu, relu2) against the portable loops, over
+// several 16k chunks, a masked tail and the extremes where the sigmoid saturates; SwiGLU's
+// backward also in place (dgate aliasing dout, as the model calls it).
+TEST_P(OpsIsa, MlpActivationsMatchPortable) {
+  std::vector<float> x = uniform(40007, 16, -8.0f, 8.0f);
+  const int64_t dense = static_cast<int64_t>(x.size());
+  for (float v : {-1e4f, -100.0f, -30.0f, 0.0f, 30.0f, 100.0f, 1e4f}) x.push_back(v);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> up = uniform(n, 17, -2.0f, 2.0f), g = uniform(n, 18, -1.0f, 1.0f);
+  std::vector<float> out[2], dgate[2], dup[2], inplace[2], r2[2], dr2[2];
+  Backend* bs[2] = {be.get(), ref.get()};
+  for (int i = 0; i < 2; ++i) {
+    out[i].resize(n), dgate[i].resize(n), dup[i].resize(n), r2[i].resize(n), dr2[i].resize(n);
+    bs[i]->swiglu_forward(t32(out[i]), t32(x), t32(up), n);
+    bs[i]->swiglu_backward(t32(dgate[i]), t32(dup[i]), t32(x), t32(up), t32(g), n);
+    inplace[i] = g;
+    bs[i]->swiglu_backward(t32(inplace[i]), t32(dup[i]), t32(x), t32(up), t32(inplace[i]), n);
+    bs[i]->relu2_forward(t32(r2[i]), t32(x), n);
+    bs[i]->relu2_backward(t32(dr2[i]), t32(x), t32(g), n);
+  }
+  EXPECT_EQ(inplace[0], dgate[0]) << "dgate aliasing dout";
+  auto head = [&](const std::vector<float>& v) {
+    return std::vector<float>(v.begin(), v.begin() + dense);
+  };
+  const std::string s = path() + " swiglu ";
+  expect_tensor_close(s + "forward", head(out[0]), head(out[1]), 4e-6, 4e-6);
+  expect_tensor_close(s + "dgate", head(dgate[0]), head(dgate[1]), 4e-6, 4e-6);
+  expect_tensor_close(s + "dup", head(dup[0]), head(dup[1]), 4e-6, 4e-6);
+  // Saturated: silu(g) is 0 or g, its derivative 0 or 1, as in the scalar loops.
+  for (int64_t i = dense; i < n; ++i) {
+    EXPECT_NEAR(out[0][i], out[1][i], 1e-6 * std::max(1.0f, std::fabs(x[i]))) << "x=" << x[i];
+    EXPECT_NEAR(dgate[0][i], dgate[1][i], 1e-6) << "x=" << x[i];
+    EXPECT_NEAR(dup[0][i], dup[1][i], 1e-6 * std::max(1.0f, std::fabs(x[i]))) << "x=" << x[i];
+  }
+  EXPECT_EQ(r2[0], r2[1]) << path() << " relu2 forward";
+  EXPECT_EQ(dr2[0], dr2[1]) << path() << " relu2 backward";
+}
+
 // Every bf16/fp16 bit pattern widens to the scalar conversion's value; fp32 values (random bit
 // patterns, ties, subnormals, overflow, inf) narrow to the scalar conversion's bits.
 TEST_P(OpsIsa, CastsAreBitwiseTheScalarConversions) {
@@ -160,6 +200,35 @@ TEST_P(OpsIsa, LayerNormMatchesPortable) {
   }
 }
 
+// RMSNorm (model.norm = rmsnorm) with and without its weight, against the portable rows.
+TEST_P(OpsIsa, RmsNormMatchesPortable) {
+  for (int64_t c : {128, 384, 100}) {  // 100: not a multiple of the vector width
+    for (bool weighted : {true, false}) {
+      const int64_t rows = 301;
+      std::vector<float> x = uniform(rows * c, 19, -2.0f, 3.0f), w = uniform(c, 20, 0.5f, 1.5f),
+                         g = uniform(rows * c, 21, -1.0f, 1.0f);
+      NormArgs args;
+      args.rms = true, args.eps = 1e-6, args.rows = rows, args.channels = c;
+      std::vector<float> out[2], rstd[2], dx[2], dw[2];
+      Backend* bs[2] = {be.get(), ref.get()};
+      for (int i = 0; i < 2; ++i) {
+        out[i].resize(rows * c), rstd[i].resize(rows);
+        dx[i].assign(rows * c, 0.25f), dw[i].assign(c, 0.0f);
+        const Tensor wt = weighted ? t32(w) : Tensor(), dwt = weighted ? t32(dw[i]) : Tensor();
+        bs[i]->norm_forward(t32(out[i]), Tensor(), t32(rstd[i]), t32(x), wt, Tensor(), args);
+        bs[i]->norm_backward(t32(dx[i]), dwt, Tensor(), t32(g), t32(x), wt, Tensor(), t32(rstd[i]),
+                             args);
+      }
+      const std::string s =
+          path() + " C" + std::to_string(c) + (weighted ? " rmsnorm " : " weightless rmsnorm ");
+      expect_tensor_close(s + "out", out[0], out[1], 2e-5, 2e-5);
+      expect_tensor_close(s + "rstd", rstd[0], rstd[1], 2e-5, 2e-5);
+      expect_tensor_close(s + "dx", dx[0], dx[1], 2e-5, 2e-5);
+      if (weighted) expect_tensor_close(s + "dweight", dw[0], dw[1], 2e-5, 2e-5);
+    }
+  }
+}
+
 TEST_P(OpsIsa, CrossEntropyMatchesPortable) {
   for (int64_t vocab : {65, 256, 4099}) {
     const int64_t rows = 97, pv = (vocab + 63) / 64 * 64;
@@ -180,6 +249,40 @@ TEST_P(OpsIsa, CrossEntropyMatchesPortable) {
     expect_tensor_close(s + "dlogits", x[0], x[1], 2e-5, 2e-5);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = vocab; j < pv; ++j) ASSERT_EQ(x[0][r * pv + j], 0.0f) << "padding column";
+  }
+}
+
+// The logit soft-cap (model.logit_softcap) and its cross-entropy against the portable loops:
+// logits over [-40, 40] (capped at 15, so tanh runs from near-linear into saturation), a vocab
+// that is not a multiple of the vector width, the target anywhere in a row (its correction
+// lands in every lane position). The cap's tanh carries cap x ~6e-8 absolute error (1e-6 at
+// cap 15): 2e-6 + 2e-6 on the capped logits; the row reductions 2e-5 + 2e-5 as above.
+TEST_P(OpsIsa, SoftcapCrossEntropyMatchesPortable) {
+  const double cap = 15.0;
+  for (int64_t vocab : {65, 4099}) {
+    const int64_t rows = 67, pv = (vocab + 63) / 64 * 64;
+    const std::vector<float> logits = uniform(rows * pv, 22, -40.0f, 40.0f);
+    std::vector<int32_t> targets(rows);
+    for (int64_t r = 0; r < rows; ++r) targets[r] = static_cast<int32_t>((r * 53 + 7) % vocab);
+    const Tensor tgt(targets.data(), DType::kI32);
+    std::vector<float> y[2], loss[2], loss_only[2], y_only[2];
+    Backend* bs[2] = {be.get(), ref.get()};
+    for (int i = 0; i < 2; ++i) {
+      y[i] = logits, loss[i].resize(rows), loss_only[i].resize(rows);
+      bs[i]->softcap_forward(t32(y[i]), t32(y[i]), rows * pv, cap);
+      y_only[i] = y[i];
+      bs[i]->softcap_cross_entropy(t32(loss_only[i]), t32(y_only[i]), tgt, rows, vocab, pv, 0.0,
+                                   cap);
+      bs[i]->softcap_cross_entropy(t32(loss[i]), t32(y[i]), tgt, rows, vocab, pv, 0.5, cap);
+    }
+    const std::string s = path() + " vocab " + std::to_string(vocab) + " soft-capped ";
+    std::vector<float> capped[2] = {y_only[0], y_only[1]};  // the logits without a gradient
+    expect_tensor_close(s + "logits", capped[0], capped[1], 2e-6, 2e-6);
+    expect_tensor_close(s + "loss", loss[0], loss[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "loss without gradient", loss_only[0], loss_only[1], 2e-5, 2e-5);
+    expect_tensor_close(s + "dlogits", y[0], y[1], 2e-5, 2e-5);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = vocab; j < pv; ++j) ASSERT_EQ(y[0][r * pv + j], 0.0f) << "padding column";
   }
 }
 
@@ -281,8 +384,8 @@ TEST(OpsIsaModel, ForwardBackwardMatchesPortable) {
   }
 }
 
-// The elementwise kernels do the same operations per lane at both widths: avx2 and avx512 GELU
-// and exp agree bit for bit (a CPU with both paths checks it).
+// The elementwise kernels do the same operations per lane at both widths: avx2 and avx512 GELU,
+// exp, SwiGLU, ReLU squared and the soft-cap agree bit for bit (a CPU with both paths checks it).
 TEST(OpsIsaModel, ElementwiseIdenticalAcrossVectorWidths) {
   if (!cpu::cpu_isa_supported(CpuIsa::kAvx512)) GTEST_SKIP() << "needs both vector paths";
   const cpu::CpuKernels& a = cpu::cpu_kernels(CpuIsa::kAvx2);
@@ -296,6 +399,27 @@ TEST(OpsIsaModel, ElementwiseIdenticalAcrossVectorWidths) {
   b.gelu_backward(db.data(), x.data(), g.data(), n);
   EXPECT_EQ(fa, fb);
   EXPECT_EQ(da, db);
+  // SwiGLU (gate x, up g) and ReLU squared likewise.
+  std::vector<float> ua(n), ub(n);
+  a.swiglu_forward(fa.data(), x.data(), g.data(), n);
+  b.swiglu_forward(fb.data(), x.data(), g.data(), n);
+  EXPECT_EQ(fa, fb) << "swiglu forward";
+  a.swiglu_backward(da.data(), ua.data(), x.data(), g.data(), x.data(), n);
+  b.swiglu_backward(db.data(), ub.data(), x.data(), g.data(), x.data(), n);
+  EXPECT_EQ(da, db) << "swiglu dgate";
+  EXPECT_EQ(ua, ub) << "swiglu dup";
+  a.relu2_forward(fa.data(), x.data(), n);
+  b.relu2_forward(fb.data(), x.data(), n);
+  EXPECT_EQ(fa, fb) << "relu2 forward";
+  a.relu2_backward(da.data(), x.data(), g.data(), n);
+  b.relu2_backward(db.data(), x.data(), g.data(), n);
+  EXPECT_EQ(da, db) << "relu2 backward";
+  a.softcap_forward(fa.data(), x.data(), n, 5.0f, 0.2f);
+  b.softcap_forward(fb.data(), x.data(), n, 5.0f, 0.2f);
+  EXPECT_EQ(fa, fb) << "softcap forward";
+  a.softcap_grad_row(fa.data(), n, 5.0f, 0.01f, 0.2f, 7, 0.5f);
+  b.softcap_grad_row(fb.data(), n, 5.0f, 0.01f, 0.2f, 7, 0.5f);
+  EXPECT_EQ(fa, fb) << "softcap gradient row";
 }
 
 TEST(OpsIsaSelection, OverrideNamesAndUnsupportedPaths) {

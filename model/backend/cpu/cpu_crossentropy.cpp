@@ -8,30 +8,41 @@
 // path (vector max, exp and scaling; the exp sum still in double lanes), fp64 the loops here.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <type_traits>
 
 #include "model/backend/cpu/cpu_backend.h"
+#include "model/backend/cpu/cpu_crossentropy.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_kernels.h"
+#include "model/backend/cpu/cpu_parallel.h"
 
 namespace ledgerlm::cpu {
+
+const int32_t* require_cross_entropy_args(const char* op, Tensor losses, DType act,
+                                          Tensor target_ids, int64_t rows, int64_t vocab,
+                                          int64_t padded_vocab) {
+  LLM_REQUIRE(target_ids.empty() || target_ids.dtype == DType::kI32, "cpu backend: ", op,
+              " targets must be int32");
+  const int32_t* targets = target_ids.as<const int32_t>();
+  require_act(losses, act, (std::string(op) + " losses").c_str());
+  LLM_REQUIRE(rows >= 0 && vocab > 0 && padded_vocab >= vocab, "cpu backend: ", op,
+              " needs 0 < vocab <= padded_vocab, got vocab=", vocab,
+              " padded_vocab=", padded_vocab);
+  LLM_REQUIRE(targets != nullptr || rows == 0, "cpu backend: ", op, " targets null");
+  bool targets_ok = true;
+  for (int64_t r = 0; r < rows; ++r)
+    targets_ok = targets_ok && targets[r] >= 0 && targets[r] < vocab;
+  LLM_REQUIRE(targets_ok, "cpu backend: ", op, " targets must be in [0, ", vocab, ")");
+  return targets;
+}
 
 void CpuBackend::softmax_cross_entropy(Tensor losses, Tensor logits, Tensor target_ids,
                                        int64_t rows, int64_t vocab, int64_t padded_vocab,
                                        double grad_scale) {
-  LLM_REQUIRE(target_ids.empty() || target_ids.dtype == DType::kI32,
-              "cpu backend: softmax_cross_entropy targets must be int32");
-  const int32_t* targets = target_ids.as<const int32_t>();
   const DType act = require_act_dtype(logits, "softmax_cross_entropy logits");
-  require_act(losses, act, "softmax_cross_entropy losses");
-  LLM_REQUIRE(rows >= 0 && vocab > 0 && padded_vocab >= vocab,
-              "cpu backend: softmax_cross_entropy needs 0 < vocab <= padded_vocab, got vocab=",
-              vocab, " padded_vocab=", padded_vocab);
-  LLM_REQUIRE(targets != nullptr || rows == 0, "cpu backend: softmax_cross_entropy targets null");
-  bool targets_ok = true;
-  for (int64_t r = 0; r < rows; ++r)
-    targets_ok = targets_ok && targets[r] >= 0 && targets[r] < vocab;
-  LLM_REQUIRE(targets_ok, "cpu backend: softmax_cross_entropy targets must be in [0, ", vocab, ")");
+  const int32_t* targets = require_cross_entropy_args("softmax_cross_entropy", losses, act,
+                                                      target_ids, rows, vocab, padded_vocab);
   const bool write_grad = grad_scale != 0.0;
   dispatch_act(act, [&](auto tag) {
     using T = decltype(tag);
@@ -39,8 +50,7 @@ void CpuBackend::softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targ
     T* loss = losses.as<T>();
     const int64_t v = vocab, pv = padded_vocab;
     const CpuKernels& kern = *kernels_;
-#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * v > 32768)
-    for (int64_t r = 0; r < rows; ++r) {
+    parallel_rows(rows, threads_, rows * v > 32768, [&](int64_t r) {
       T* x = lp + r * pv;
       const int64_t target = targets[r];
       const T target_logit = x[target];
@@ -64,7 +74,7 @@ void CpuBackend::softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targ
       }
       const double lse = static_cast<double>(mx) + std::log(sum);
       loss[r] = static_cast<T>(lse - static_cast<double>(target_logit));
-      if (!write_grad) continue;
+      if (!write_grad) return;
       const T scaled_inv = static_cast<T>(grad_scale / sum);
       const T gs = static_cast<T>(grad_scale);
       if constexpr (std::is_same_v<T, float>) {
@@ -74,7 +84,7 @@ void CpuBackend::softmax_cross_entropy(Tensor losses, Tensor logits, Tensor targ
       }
       x[target] -= gs;
       for (int64_t j = v; j < pv; ++j) x[j] = T(0);
-    }
+    });
   });
 }
 

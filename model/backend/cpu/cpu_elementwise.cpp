@@ -15,15 +15,10 @@
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_kernels.h"
+#include "model/backend/cpu/cpu_parallel.h"
 
 namespace ledgerlm::cpu {
 namespace {
-
-constexpr int64_t kChunk = 1 << 14;
-
-int64_t chunk_count(int64_t n) {
-  return (n + kChunk - 1) / kChunk;
-}
 
 // tanh(u) = 1 - 2 / (1 + exp(2u)): glibc's exp is several times cheaper than its tanh, and the
 // form saturates correctly (exp overflow to inf gives 1, underflow to 0 gives -1). Its absolute
@@ -40,18 +35,15 @@ void CpuBackend::add(Tensor out, Tensor a, Tensor b, int64_t n) {
   const DType act = require_act_dtype(a, "add a");
   require_act(b, act, "add b");
   require_act(out, act, "add out");
-  const int64_t chunks = chunk_count(n);
   dispatch_act(act, [&](auto tag) {
     using T = decltype(tag);
     T* o = out.as<T>();
     const T* x = a.as<const T>();
     const T* y = b.as<const T>();
-#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    parallel_chunks(n, threads_, [&](int64_t begin, int64_t end) {
 #pragma omp simd
       for (int64_t i = begin; i < end; ++i) o[i] = x[i] + y[i];
-    }
+    });
   });
 }
 
@@ -59,26 +51,23 @@ void CpuBackend::gelu_forward(Tensor out, Tensor x, int64_t n) {
   if (n <= 0) return;
   const DType act = require_act_dtype(x, "gelu_forward x");
   require_act(out, act, "gelu_forward out");
-  const int64_t chunks = chunk_count(n);
   dispatch_act(act, [&](auto tag) {
     using T = decltype(tag);
     T* o = out.as<T>();
     const T* xp = x.as<const T>();
     const T k = static_cast<T>(kGeluSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
     const CpuKernels& kern = *kernels_;
-#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    parallel_chunks(n, threads_, [&](int64_t begin, int64_t end) {
       if constexpr (std::is_same_v<T, float>) {
         kern.gelu_forward(o + begin, xp + begin, end - begin);
-        continue;
+        return;
       }
       for (int64_t i = begin; i < end; ++i) {
         const T v = xp[i];
         const T u = k * (v + cubic * v * v * v);
         o[i] = T(0.5) * v * (T(1) + tanh_via_exp(u));
       }
-    }
+    });
   });
 }
 
@@ -87,7 +76,6 @@ void CpuBackend::gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) {
   const DType act = require_act_dtype(x, "gelu_backward x");
   require_act(dx, act, "gelu_backward dx");
   require_act(dout, act, "gelu_backward dout");
-  const int64_t chunks = chunk_count(n);
   dispatch_act(act, [&](auto tag) {
     using T = decltype(tag);
     T* d = dx.as<T>();
@@ -95,12 +83,10 @@ void CpuBackend::gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) {
     const T* g = dout.as<const T>();
     const T k = static_cast<T>(kGeluSqrt2OverPi), cubic = static_cast<T>(kGeluCubic);
     const CpuKernels& kern = *kernels_;
-#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    parallel_chunks(n, threads_, [&](int64_t begin, int64_t end) {
       if constexpr (std::is_same_v<T, float>) {
         kern.gelu_backward(d + begin, xp + begin, g + begin, end - begin);
-        continue;
+        return;
       }
       for (int64_t i = begin; i < end; ++i) {
         const T v = xp[i];
@@ -109,7 +95,7 @@ void CpuBackend::gelu_backward(Tensor dx, Tensor x, Tensor dout, int64_t n) {
         const T grad = T(0.5) * (T(1) + th) + T(0.5) * v * (T(1) - th * th) * du;
         d[i] = g[i] * grad;  // written, not accumulated (dx may alias dout)
       }
-    }
+    });
   });
 }
 
@@ -132,22 +118,18 @@ void CpuBackend::gelu_bias_backward(Tensor dx, Tensor dbias, Tensor x, Tensor do
   const float* xp = x.as<const float>();
   const float* g = dout.as<const float>();
   const CpuKernels& kern = *kernels_;
-#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * n > 16384)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = rows * c / chunks, end = rows * (c + 1) / chunks;
-    float* acc = partial + c * n;
-    for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
-    for (int64_t r = begin; r < end; ++r) {
-      float* row = d + r * n;
-      kern.gelu_backward(row, xp + r * n, g + r * n, n);
+  parallel_row_ranges(rows, chunks, threads_, rows * n > 16384,
+                      [&](int64_t c, int64_t begin, int64_t end) {
+                        float* acc = partial + c * n;
+                        for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
+                        for (int64_t r = begin; r < end; ++r) {
+                          float* row = d + r * n;
+                          kern.gelu_backward(row, xp + r * n, g + r * n, n);
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
-    }
-  }
-  for (int64_t c = 1; c < chunks; ++c) {
-    const float* src = partial + c * n;
-    for (int64_t j = 0; j < n; ++j) partial[j] += src[j];
-  }
+                          for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+                        }
+                      });
+  sum_chunk_partials(partial, chunks, n, n);
   row_accumulate(dbias, 0, n, partial);
 }
 
@@ -158,16 +140,13 @@ void CpuBackend::dropout(Tensor x, int64_t n, double p, const DropoutKey& key) {
               "cpu backend: dropout over ", n, " elements needs whole sequences of ",
               key.sequence_elements, " elements");
   const DType act = require_act_dtype(x, "dropout x");
-  const int64_t chunks = chunk_count(n);
   const uint64_t threshold = dropout_threshold(p);
   const uint64_t per_seq = static_cast<uint64_t>(key.sequence_elements);
   dispatch_act(act, [&](auto tag) {
     using T = decltype(tag);
     T* xp = x.as<T>();
     const T keep_scale = static_cast<T>(1.0 / (1.0 - p));
-#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    parallel_chunks(n, threads_, [&](int64_t begin, int64_t end) {
       // (sequence, element) of `begin`, then walked forward: one division per chunk. One Philox
       // call serves the four elements e..e+3 of a sequence with e a multiple of 4.
       uint64_t seq = static_cast<uint64_t>(begin) / per_seq;
@@ -182,7 +161,7 @@ void CpuBackend::dropout(Tensor x, int64_t n, double p, const DropoutKey& key) {
           ++seq;
         }
       }
-    }
+    });
   });
 }
 

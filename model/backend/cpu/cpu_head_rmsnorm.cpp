@@ -5,6 +5,7 @@
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_parallel.h"
 
 namespace ledgerlm::cpu {
 namespace {
@@ -13,8 +14,7 @@ template <class T>
 void head_rms_forward(T* x, T* rstd, int64_t rows, int64_t heads, int64_t hd, int64_t stride,
                       double eps, int threads) {
   const T e = static_cast<T>(eps), inv_n = T(1) / static_cast<T>(hd);
-#pragma omp parallel for schedule(static) num_threads(threads) if (rows * heads * hd > 16384)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_rows(rows, threads, rows * heads * hd > 16384, [&](int64_t r) {
     for (int64_t h = 0; h < heads; ++h) {
       T* v = x + r * stride + h * hd;
       T ss = 0;
@@ -25,15 +25,14 @@ void head_rms_forward(T* x, T* rstd, int64_t rows, int64_t heads, int64_t hd, in
       for (int64_t d = 0; d < hd; ++d) v[d] *= s;
       rstd[r * heads + h] = s;
     }
-  }
+  });
 }
 
 template <class T>
 void head_rms_backward(T* dx, const T* y, const T* rstd, int64_t rows, int64_t heads, int64_t hd,
                        int64_t stride, int threads) {
   const T inv_n = T(1) / static_cast<T>(hd);
-#pragma omp parallel for schedule(static) num_threads(threads) if (rows * heads * hd > 16384)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_rows(rows, threads, rows * heads * hd > 16384, [&](int64_t r) {
     for (int64_t h = 0; h < heads; ++h) {
       T* g = dx + r * stride + h * hd;
       const T* yv = y + r * stride + h * hd;
@@ -44,7 +43,7 @@ void head_rms_backward(T* dx, const T* y, const T* rstd, int64_t rows, int64_t h
 #pragma omp simd
       for (int64_t d = 0; d < hd; ++d) g[d] = s * (g[d] - yv[d] * m);
     }
-  }
+  });
 }
 
 void require_heads(int64_t heads, int64_t hd, int64_t stride, const char* op) {

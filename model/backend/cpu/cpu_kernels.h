@@ -61,6 +61,27 @@ struct CpuKernels {
   void (*layernorm_forward)(const LayerNormRows& r);
   void (*layernorm_backward)(const LayerNormRows& r);
 
+  // The modern block's MLP activations and norm (cpu_mlp_act.cpp, cpu_norm.cpp have the
+  // contracts). SwiGLU: out = silu(gate) * up; backward writes dgate and dup (either may alias
+  // dout). ReLU squared: out = max(x, 0)^2; dx = dout * 2 max(x, 0) (dx may alias dout).
+  void (*swiglu_forward)(float* out, const float* gate, const float* up, int64_t n);
+  void (*swiglu_backward)(float* dgate, float* dup, const float* gate, const float* up,
+                          const float* dout, int64_t n);
+  void (*relu2_forward)(float* out, const float* x, int64_t n);
+  void (*relu2_backward)(float* dx, const float* x, const float* dout, int64_t n);
+  // The logit soft-cap (cpu_softcap.cpp): y = cap * tanh(x * inv_cap) (y may alias x); one
+  // soft-capped cross-entropy row's gradient in place, y[j] = (exp(y[j] - mx) * scaled_inv -
+  // [j == target] gs) * (1 - (y[j] * inv_cap)^2) over the capped logits y.
+  void (*softcap_forward)(float* y, const float* x, int64_t n, float cap, float inv_cap);
+  void (*softcap_grad_row)(float* y, int64_t n, float mx, float scaled_inv, float inv_cap,
+                           int64_t target, float gs);
+  // RMSNorm rows [begin, end) of C channels: out = x * rstd * w (w null: no weight), rstd
+  // written; backward dx += ..., dw += (dw null: not wanted), w never null (ones when none).
+  void (*rmsnorm_forward)(float* out, float* rstd, const float* x, const float* w, int64_t begin,
+                          int64_t end, int64_t c, float eps);
+  void (*rmsnorm_backward)(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                           const float* rstd, int64_t begin, int64_t end, int64_t c);
+
   // Attention: one (batch, head) pair (cpu_attention.cpp). attention_vector(hd) tells whether
   // the head runs on this path's vector products (else the BLAS ones); `scratch` holds
   // attention_scratch(shape) elements (cpu_attention.h).

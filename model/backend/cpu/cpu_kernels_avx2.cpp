@@ -33,12 +33,19 @@ constexpr int kScoreRows = 4, kScoreVecs = 3, kCombineRows = 3, kCombineVecs = 4
 
 // In this order: each body uses the ones before it.
 #include "model/backend/cpu/cpu_kernels_body.h"
+// (SwiGLU on vexp)
+#include "model/backend/cpu/cpu_mlp_act_body.h"
+// (the logit soft-cap on vexp)
+#include "model/backend/cpu/cpu_softcap_body.h"
 // (the tiles and their products policy)
 #include "model/backend/cpu/cpu_attention_tiles_body.h"
 // (the per-head algorithm over that policy)
 #include "model/backend/cpu/cpu_attention_head.h"
 // (layernorm rows as plain loops, vectorised for this target)
 #include "model/backend/cpu/cpu_layernorm_rows.h"
+// (RMSNorm rows and ReLU squared, likewise)
+#include "model/backend/cpu/cpu_mlp_act_loops.h"
+#include "model/backend/cpu/cpu_rmsnorm_rows.h"
 // (the table of everything above)
 #include "model/backend/cpu/cpu_kernels_table_body.h"
 

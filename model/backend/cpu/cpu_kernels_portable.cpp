@@ -15,6 +15,9 @@ namespace ledgerlm::cpu {
 namespace {
 
 #include "model/backend/cpu/cpu_layernorm_rows.h"
+#include "model/backend/cpu/cpu_mlp_act_loops.h"
+#include "model/backend/cpu/cpu_rmsnorm_rows.h"
+#include "model/backend/cpu/cpu_softcap_loops.h"
 
 // GELU's constants (op_constants.h) in fp32.
 constexpr float kSqrt2OverPiF = static_cast<float>(kGeluSqrt2OverPi);
@@ -106,6 +109,14 @@ const CpuKernels kTable = {CpuIsa::kPortable,
                            p_f32_to_f16,
                            p_layernorm_forward,
                            p_layernorm_backward,
+                           swiglu_forward_loop<float>,
+                           swiglu_backward_loop<float>,
+                           relu2_forward_loop<float>,
+                           relu2_backward_loop<float>,
+                           softcap_forward_loop<float>,
+                           softcap_grad_loop<float>,
+                           rms_forward_rows<float>,
+                           rms_backward_rows<float>,
                            p_attention_vector,
                            attention_forward_head_blas,
                            attention_backward_head_blas};

@@ -1,6 +1,7 @@
 // The kernel table of a vector path, built from the bodies included before it (cpu_kernels_body.h,
-// cpu_attention_tiles_body.h, cpu_attention_head.h, cpu_layernorm_rows.h). Include last, inside
-// the ISA unit's kernel namespace; `kIsa` names the path.
+// cpu_mlp_act_body.h, cpu_softcap_body.h, cpu_attention_tiles_body.h, cpu_attention_head.h,
+// cpu_layernorm_rows.h, cpu_rmsnorm_rows.h, cpu_mlp_act_loops.h). Include last, inside the ISA
+// unit's kernel namespace; `kIsa` names the path.
 
 void k_layernorm_forward(const LayerNormRows& r) {
   ln_forward_rows<float>(r.out, r.mean, r.rstd, r.add_a ? r.sum : const_cast<float*>(r.x), r.add_a,
@@ -40,6 +41,14 @@ const CpuKernels kTable = {kIsa,
                            k_f32_to_f16,
                            k_layernorm_forward,
                            k_layernorm_backward,
+                           k_swiglu_forward,
+                           k_swiglu_backward,
+                           relu2_forward_loop<float>,
+                           relu2_backward_loop<float>,
+                           k_softcap_forward,
+                           k_softcap_grad_row,
+                           rms_forward_rows<float>,
+                           rms_backward_rows<float>,
                            k_attention_vector,
                            k_attention_forward_head,
                            k_attention_backward_head};

@@ -16,6 +16,7 @@
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
 #include "model/backend/cpu/cpu_kernels.h"
+#include "model/backend/cpu/cpu_parallel.h"
 
 namespace ledgerlm::cpu {
 namespace {
@@ -76,20 +77,19 @@ void CpuBackend::layernorm_forward_impl(Tensor a, Tensor b, Tensor out, Tensor m
     // Rows are independent: any partition gives the same result.
     const int64_t chunks = rows * c > kParallelMin ? std::min<int64_t>(threads_, rows) : 1;
     const CpuKernels& kern = *kernels_;
-#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t begin = rows * ch / chunks, end = rows * (ch + 1) / chunks;
-      if constexpr (std::is_same_v<T, float>) {
-        LayerNormRows lr;
-        lr.begin = begin, lr.end = end, lr.c = c;
-        lr.x = xp, lr.add_a = ap, lr.add_b = bp, lr.sum = xp;
-        lr.w = w, lr.b = bb, lr.out = op, lr.mean = mp, lr.rstd = rp;
-        kern.layernorm_forward(lr);
-      } else {
-        ln_forward_rows<T>(op, mp, rp, xp, ap, bp, w, bb, begin, end, c,
-                           static_cast<T>(kLayerNormEps));
-      }
-    }
+    parallel_row_ranges(rows, chunks, threads_, chunks > 1,
+                        [&](int64_t, int64_t begin, int64_t end) {
+                          if constexpr (std::is_same_v<T, float>) {
+                            LayerNormRows lr;
+                            lr.begin = begin, lr.end = end, lr.c = c;
+                            lr.x = xp, lr.add_a = ap, lr.add_b = bp, lr.sum = xp;
+                            lr.w = w, lr.b = bb, lr.out = op, lr.mean = mp, lr.rstd = rp;
+                            kern.layernorm_forward(lr);
+                          } else {
+                            ln_forward_rows<T>(op, mp, rp, xp, ap, bp, w, bb, begin, end, c,
+                                               static_cast<T>(kLayerNormEps));
+                          }
+                        });
   });
 }
 
@@ -121,33 +121,25 @@ void CpuBackend::layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Ten
     const T* rp = rstd.as<const T>();
     T* dxp = dx.as<T>();
     const CpuKernels& kern = *kernels_;
-#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * c > kParallelMin)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t begin = rows * ch / chunks, end = rows * (ch + 1) / chunks;
-      T* dw = partial + ch * 2 * c;
-      T* db = dw + c;
-      for (int64_t i = 0; i < c; ++i) dw[i] = db[i] = T(0);
-      if constexpr (std::is_same_v<T, float>) {
-        LayerNormRows lr;
-        lr.begin = begin, lr.end = end, lr.c = c;
-        lr.x = xp, lr.w = w, lr.mean = const_cast<float*>(mp), lr.rstd = const_cast<float*>(rp);
-        lr.dout = dop, lr.dx = dxp, lr.dw = dw, lr.db = db;
-        kern.layernorm_backward(lr);
-      } else {
-        ln_backward_rows<T>(dxp, dw, db, dop, xp, w, mp, rp, begin, end, c);
-      }
-    }
-    T* dw = partial;
-    T* db = partial + c;
-    for (int64_t ch = 1; ch < chunks; ++ch) {
-      const T* src = partial + ch * 2 * c;
-      for (int64_t i = 0; i < c; ++i) {
-        dw[i] += src[i];
-        db[i] += src[c + i];
-      }
-    }
-    row_accumulate(dweight, 0, c, dw);
-    row_accumulate(dbias, 0, c, db);
+    parallel_row_ranges(rows, chunks, threads_, rows * c > kParallelMin,
+                        [&](int64_t ch, int64_t begin, int64_t end) {
+                          T* dw = partial + ch * 2 * c;
+                          T* db = dw + c;
+                          for (int64_t i = 0; i < c; ++i) dw[i] = db[i] = T(0);
+                          if constexpr (std::is_same_v<T, float>) {
+                            LayerNormRows lr;
+                            lr.begin = begin, lr.end = end, lr.c = c;
+                            lr.x = xp, lr.w = w, lr.mean = const_cast<float*>(mp),
+                            lr.rstd = const_cast<float*>(rp);
+                            lr.dout = dop, lr.dx = dxp, lr.dw = dw, lr.db = db;
+                            kern.layernorm_backward(lr);
+                          } else {
+                            ln_backward_rows<T>(dxp, dw, db, dop, xp, w, mp, rp, begin, end, c);
+                          }
+                        });
+    sum_chunk_partials(partial, chunks, 2 * c, 2 * c);
+    row_accumulate(dweight, 0, c, partial);
+    row_accumulate(dbias, 0, c, partial + c);
   });
 }
 

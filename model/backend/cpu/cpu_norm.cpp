@@ -3,7 +3,8 @@
 //
 // LayerNorm runs the row loops of layernorm_forward/backward (cpu_layernorm_rows.h) with a
 // missing weight widened to ones and a missing bias to zeros: x * 1 + 0 rounds to x, so a
-// weightless LayerNorm is exactly the normalised row. RMSNorm has its own loops below. The
+// weightless LayerNorm is exactly the normalised row. RMSNorm has its own row loops
+// (cpu_rmsnorm_rows.h): fp32 on the kernel table of the backend's path, fp64 here. The
 // parameter gradients are reduced over a fixed partition of the rows into `threads` chunks whose
 // partials are summed in chunk order, as layernorm_backward does (deterministic for a given
 // thread count), and use the same workspace slots and sizes (the memory ledger's CPU scratch).
@@ -13,54 +14,17 @@
 
 #include "model/backend/cpu/cpu_backend.h"
 #include "model/backend/cpu/cpu_dtype.h"
+#include "model/backend/cpu/cpu_kernels.h"
+#include "model/backend/cpu/cpu_parallel.h"
 
 namespace ledgerlm::cpu {
 namespace {
 
 #include "model/backend/cpu/cpu_layernorm_rows.h"
+#include "model/backend/cpu/cpu_rmsnorm_rows.h"
 
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 16384;
-
-// One RMSNorm row: out = x * rstd * w (w == nullptr: no weight); rstd returned.
-template <class T>
-inline void rms_forward_row(T* orow, T* rstd, const T* xr, const T* w, int64_t c, T eps) {
-  T ss = 0;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t i = 0; i < c; ++i) ss += xr[i] * xr[i];
-  const T s = T(1) / std::sqrt(ss / static_cast<T>(c) + eps);
-  if (w != nullptr) {
-#pragma omp simd
-    for (int64_t i = 0; i < c; ++i) orow[i] = xr[i] * s * w[i];
-  } else {
-#pragma omp simd
-    for (int64_t i = 0; i < c; ++i) orow[i] = xr[i] * s;
-  }
-  *rstd = s;
-}
-
-// dx += rstd * (g*w - xhat * mean(g*w*xhat)); dw += g * xhat (dw == nullptr: not wanted).
-// The mean term has no "- mean(g*w)" part: RMSNorm does not centre.
-template <class T>
-inline void rms_backward_rows(T* dxp, T* dw, const T* dop, const T* xp, const T* w, const T* rp,
-                              int64_t begin, int64_t end, int64_t c) {
-  for (int64_t r = begin; r < end; ++r) {
-    const T* xr = xp + r * c;
-    const T* gr = dop + r * c;
-    T* dxr = dxp + r * c;
-    const T s = rp[r];
-    T sum_gx = 0;
-#pragma omp simd reduction(+ : sum_gx)
-    for (int64_t i = 0; i < c; ++i) sum_gx += gr[i] * w[i] * (xr[i] * s);
-    if (dw != nullptr) {
-#pragma omp simd
-      for (int64_t i = 0; i < c; ++i) dw[i] += gr[i] * (xr[i] * s);
-    }
-    const T mean_gx = sum_gx / static_cast<T>(c);
-#pragma omp simd
-    for (int64_t i = 0; i < c; ++i) dxr[i] += s * (gr[i] * w[i] - (xr[i] * s) * mean_gx);
-  }
-}
 
 // weight widened to T into `w` (ones when the norm has none), likewise bias (zeros).
 template <class T>
@@ -103,16 +67,16 @@ void CpuBackend::norm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Te
     const T eps = static_cast<T>(args.eps);
     const bool rms = args.rms;
     const int64_t chunks = rows * c > kParallelMin ? std::min<int64_t>(threads_, rows) : 1;
-#pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t begin = rows * ch / chunks, end = rows * (ch + 1) / chunks;
-      if (rms) {
-        for (int64_t r = begin; r < end; ++r)
-          rms_forward_row(op + r * c, rp + r, xp + r * c, w, c, eps);
-      } else {
-        ln_forward_rows<T>(op, mp, rp, xp, nullptr, nullptr, w, b, begin, end, c, eps);
-      }
-    }
+    const CpuKernels& kern = *kernels_;
+    parallel_row_ranges(
+        rows, chunks, threads_, chunks > 1, [&](int64_t, int64_t begin, int64_t end) {
+          if (!rms)
+            ln_forward_rows<T>(op, mp, rp, xp, nullptr, nullptr, w, b, begin, end, c, eps);
+          else if constexpr (std::is_same_v<T, float>)
+            kern.rmsnorm_forward(op, rp, xp, w, begin, end, c, eps);
+          else
+            rms_forward_rows<T>(op, rp, xp, w, begin, end, c, eps);
+        });
   });
 }
 
@@ -145,28 +109,23 @@ void CpuBackend::norm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor d
     const T* mp = rms ? nullptr : mean.as<const T>();
     const T* rp = rstd.as<const T>();
     T* dxp = dx.as<T>();
-#pragma omp parallel for schedule(static) num_threads(threads_) if (rows * c > kParallelMin)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t begin = rows * ch / chunks, end = rows * (ch + 1) / chunks;
-      T* dw = partial + ch * 2 * c;
-      T* db = dw + c;
-      for (int64_t i = 0; i < 2 * c; ++i) dw[i] = T(0);
-      if (rms)
-        rms_backward_rows<T>(dxp, want_w ? dw : nullptr, dop, xp, w, rp, begin, end, c);
-      else
-        ln_backward_rows<T>(dxp, dw, db, dop, xp, w, mp, rp, begin, end, c);
-    }
-    T* dw = partial;
-    T* db = partial + c;
-    for (int64_t ch = 1; ch < chunks; ++ch) {
-      const T* src = partial + ch * 2 * c;
-      for (int64_t i = 0; i < c; ++i) {
-        dw[i] += src[i];
-        db[i] += src[c + i];
-      }
-    }
-    if (want_w) row_accumulate(dweight, 0, c, dw);
-    if (want_b) row_accumulate(dbias, 0, c, db);
+    const CpuKernels& kern = *kernels_;
+    parallel_row_ranges(rows, chunks, threads_, rows * c > kParallelMin,
+                        [&](int64_t ch, int64_t begin, int64_t end) {
+                          T* dw = partial + ch * 2 * c;
+                          T* db = dw + c;
+                          for (int64_t i = 0; i < 2 * c; ++i) dw[i] = T(0);
+                          T* dw_or_null = want_w ? dw : nullptr;
+                          if (!rms)
+                            ln_backward_rows<T>(dxp, dw, db, dop, xp, w, mp, rp, begin, end, c);
+                          else if constexpr (std::is_same_v<T, float>)
+                            kern.rmsnorm_backward(dxp, dw_or_null, dop, xp, w, rp, begin, end, c);
+                          else
+                            rms_backward_rows<T>(dxp, dw_or_null, dop, xp, w, rp, begin, end, c);
+                        });
+    sum_chunk_partials(partial, chunks, 2 * c, 2 * c);
+    if (want_w) row_accumulate(dweight, 0, c, partial);
+    if (want_b) row_accumulate(dbias, 0, c, partial + c);
   });
 }
 
