@@ -60,6 +60,14 @@ class BytesTokenizer final : public Tokenizer {
 
 }  // namespace
 
+std::vector<int32_t> tokenizer_prompt_ids(const Tokenizer& tok, std::string_view prompt) {
+  std::vector<int32_t> ids = tok.doc_prefix();
+  const std::vector<int32_t> text = tok.encode(prompt);
+  ids.insert(ids.end(), text.begin(), text.end());
+  if (ids.empty()) ids.push_back(tok.eot_id());
+  return ids;
+}
+
 std::unique_ptr<Tokenizer> tokenizer_make_bytes() {
   return std::make_unique<BytesTokenizer>();
 }

@@ -71,6 +71,12 @@ class Tokenizer {
 
 std::unique_ptr<Tokenizer> tokenizer_make_bytes();
 
+// The ids a prompt is continued from (`sample`): the document prefix, then the prompt's ids, as
+// training saw the start of every document and as the tokenizers library encodes a text (a
+// Llama-3-style template puts its BOS first); not the suffix, which ends a document. A prompt
+// that gives no ids at all starts after an end-of-text, where every document starts.
+std::vector<int32_t> tokenizer_prompt_ids(const Tokenizer& tok, std::string_view prompt);
+
 // Trains a BPE tokenizer on `texts` (one entry per document, any valid UTF-8: CJK, text without
 // spaces, a single word) with at most `vocab_size` pieces (fewer when the corpus has too few
 // distinct pairs). Deterministic: single-threaded, fixed seed. A vocab_size below the corpus's

@@ -25,8 +25,7 @@ int command_sample(const SampleCommand& cmd) {
   auto backend = backend_create(backend_resolve(cmd.device), {static_cast<int>(cmd.threads), 0});
   LoadedRun run = run_load(cmd.run_dir, *backend);
   const ModelConfig& mc = run.config.model;
-  std::vector<int32_t> ids = run.tokenizer->encode(cmd.prompt);
-  if (ids.empty()) ids.push_back(run.tokenizer->eot_id());  // unconditional: start of a document
+  std::vector<int32_t> ids = tokenizer_prompt_ids(*run.tokenizer, cmd.prompt);
   const size_t prompt_len = ids.size();
   SamplingOptions so;
   so.temperature = cmd.temperature;

@@ -87,6 +87,28 @@ std::vector<std::string> pieces(const HfPipeline& pipeline, const std::string& t
   return out;
 }
 
+// `sample` continues a prompt from the ids the library gives the text with its template's prefix
+// (Llama-3's BOS) and no suffix; an empty prompt starts after the end-of-text without a prefix.
+TEST(HfTokenizerFamilies, PromptIdsAreTheLibrarysWithThePrefix) {
+  for (const char* family : kFamilies) {
+    SCOPED_TRACE(family);
+    auto tok = tokenizer_load_hf(testing::hf_family_fixture_dir(family));
+    const json e = expected(family);
+    for (const json& c : e["cases"]) {
+      if (c["text"].get<std::string>().empty()) continue;  // sampling needs an id: below
+      SCOPED_TRACE(c["name"].get<std::string>());
+      std::vector<int32_t> want = c["ids"].get<std::vector<int32_t>>();
+      want.resize(want.size() - tok->doc_suffix().size());
+      const std::vector<int32_t> got = tokenizer_prompt_ids(*tok, c["text"].get<std::string>());
+      EXPECT_EQ(got, want) << first_difference(got, want);
+    }
+    const std::vector<int32_t> empty = tokenizer_prompt_ids(*tok, "");
+    EXPECT_EQ(empty,
+              tok->doc_prefix().empty() ? std::vector<int32_t>{tok->eot_id()} : tok->doc_prefix());
+  }
+  EXPECT_EQ(tokenizer_prompt_ids(*tokenizer_make_bytes(), "ab"), (std::vector<int32_t>{97, 98}));
+}
+
 TEST(HfTokenizerFamilies, PiecesEqualTheLibrarysPreTokenizer) {
   for (const char* family : kFamilies) {
     const HfPipeline pipeline = hf_bpe_read(testing::hf_family_fixture_dir(family)).pipeline;
