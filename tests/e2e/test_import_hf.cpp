@@ -24,6 +24,7 @@
 #include "ckpt/safetensors.h"
 #include "model/backend/backend.h"
 #include "model/gpt.h"
+#include "tests/support/hf_model_test_support.h"
 #include "tests/support/test_util.h"
 #include "train/run/loaded_run.h"
 
@@ -32,47 +33,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::expect_one_error_line;
 using testing::ledgerlm;
+using testing::RawTensor;
+using testing::read_raw;
 using testing::run_command;
+using testing::write_raw;
 
 std::string fixture_dir() {
   return testing::source_dir() + "/tests/reference/fixtures/hf_gpt2_tiny";
-}
-
-// One line "ledgerlm: error: ..." containing every needle, and a non-zero exit.
-void expect_one_line_error(const testing::CommandResult& r,
-                           const std::vector<std::string>& needles) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  const size_t at = r.output.find("ledgerlm: error: ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
-  for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << n << " in: " << line;
-  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
-}
-
-// Every tensor of a safetensors file as raw bytes, with dtype and shape.
-struct RawTensor {
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::vector<char> bytes;
-};
-std::map<std::string, RawTensor> read_raw(const std::string& path) {
-  SafeTensorsFile f = SafeTensorsFile::open(path);
-  std::map<std::string, RawTensor> out;
-  for (const SafeTensorInfo& info : f.tensors()) {
-    RawTensor t{info.dtype, info.shape, {}};
-    t.bytes.resize(static_cast<size_t>(info.numel()) * dtype_size(info.dtype));
-    f.read_elements(info, 0, info.numel(), t.bytes.data());
-    out[info.name] = std::move(t);
-  }
-  return out;
-}
-
-void write_raw(const std::string& path, const std::map<std::string, RawTensor>& tensors) {
-  SafeTensorsWriter w;
-  for (const auto& [name, t] : tensors) w.add(name, t.dtype, t.shape, t.bytes.data());
-  w.set_metadata("format", "pt");
-  w.write_atomic(path);
 }
 
 class ImportHf : public ::testing::Test {
@@ -494,26 +463,26 @@ TEST_F(ImportHf, RefusesWhatItCannotRepresent) {
     const std::string model = copy_fixture("bad_" + c.name);
     c.make(model);
     const auto r = import(model, c.name);
-    expect_one_line_error(r, c.needles);
+    expect_one_error_line(r, c.needles);
     EXPECT_TRUE(nothing_left(c.name));
   }
 }
 
 TEST_F(ImportHf, RefusesExistingOutUnknownFormatAndForeignData) {
   auto r = import(fixture_dir(), "tiny");
-  expect_one_line_error(r, {"already exists"});
+  expect_one_error_line(r, {"already exists"});
   r = ledgerlm("import --format onnx --from " + fixture_dir() + " --out " + *dir_ + "/runs/onnx");
-  expect_one_line_error(r, {"expected hf"});
+  expect_one_error_line(r, {"expected hf"});
   EXPECT_TRUE(nothing_left("onnx"));
   // Data prepared with another tokenizer (bytes: vocab 257) on a vocab-1000 model: a smaller
   // vocab may be a padded embedding's (Qwen2.5), so what decides is the tokenizer, which this
   // model directory does not have (a larger vocab is refused by its size: ImportHfLlama).
   r = import(fixture_dir(), "foreign", " --data " + bytes_data());
-  expect_one_line_error(r, {"has no tokenizer", "bytes_data", "import without --data"});
+  expect_one_error_line(r, {"has no tokenizer", "bytes_data", "import without --data"});
   EXPECT_TRUE(nothing_left("foreign"));
   // A run without data: eval says how to attach it.
   r = ledgerlm("eval --run " + *dir_ + "/runs/tiny");
-  expect_one_line_error(r, {"no data attached", "--data"});
+  expect_one_error_line(r, {"no data attached", "--data"});
 }
 
 // With data prepared with the model's tokenizer attached: eval and sample run, and train
@@ -554,11 +523,11 @@ TEST_F(ImportHf, DataEvalSampleAndInitFrom) {
   r = ledgerlm("train --train.name same --model.n_embd 64" + common);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   r = ledgerlm("train --train.name deeper --model.n_layer 3" + common);
-  expect_one_line_error(r, {"--init-from", "model.n_layer = 2", "model.n_layer = 3"});
+  expect_one_error_line(r, {"--init-from", "model.n_layer = 2", "model.n_layer = 3"});
   EXPECT_FALSE(fs::exists(*dir_ + "/runs/deeper"));
   // Data of another vocab than the run's is refused in the run's terms.
   r = ledgerlm("train --train.name other_vocab" + common + " --data.dir " + bytes_data());
-  expect_one_line_error(r, {"--init-from", "its model has vocab 1001", "has vocab 257"});
+  expect_one_error_line(r, {"--init-from", "its model has vocab 1001", "has vocab 257"});
   EXPECT_FALSE(fs::exists(*dir_ + "/runs/other_vocab"));
 }
 
@@ -584,7 +553,7 @@ TEST_F(ImportHf, DataMustBePreparedWithTheModelsTokenizer) {
   const std::string swapped = prepared("data_swapped", "hf:" + *dir_ + "/tok_swapped");
   ASSERT_EQ(json::parse(testing::read_file(swapped + "/meta.json"))["vocab_size"], 1001);
   r = import(model, "tok_swapped", " --data " + swapped);
-  expect_one_line_error(r, {"was not prepared with the model's tokenizer", "id 258 is",
+  expect_one_error_line(r, {"was not prepared with the model's tokenizer", "id 258 is",
                             "prepare --tokenizer hf:" + model});
   EXPECT_TRUE(nothing_left("tok_swapped"));
 
@@ -592,14 +561,14 @@ TEST_F(ImportHf, DataMustBePreparedWithTheModelsTokenizer) {
   const std::string bpe = prepared("data_bpe1001", "bpe --vocab-size 1001");
   ASSERT_EQ(json::parse(testing::read_file(bpe + "/meta.json"))["vocab_size"], 1001);
   r = import(model, "tok_bpe", " --data " + bpe);
-  expect_one_line_error(r, {"was not prepared with the model's tokenizer", "ledgerlm's BPE"});
+  expect_one_error_line(r, {"was not prepared with the model's tokenizer", "ledgerlm's BPE"});
   EXPECT_TRUE(nothing_left("tok_bpe"));
 
   // A model directory without tokenizer files cannot show its tokenizer: --data is refused.
   const std::string bpe1000 = prepared("data_bpe1000", "bpe --vocab-size 1000");
   ASSERT_EQ(json::parse(testing::read_file(bpe1000 + "/meta.json"))["vocab_size"], 1000);
   r = import(fixture_dir(), "tok_none", " --data " + bpe1000);
-  expect_one_line_error(
+  expect_one_error_line(
       r,
       {"has no tokenizer", "expected tokenizer.json, vocab.json + merges.txt, or tokenizer.model"});
   EXPECT_TRUE(nothing_left("tok_none"));
@@ -623,7 +592,7 @@ TEST_F(ImportHf, RefusesNonFiniteWeightsNamingTheTensor) {
           std::memcpy(t.at(tensor).bytes.data() + at * sizeof(float), &value, sizeof(float));
         });
     const auto r = import(model, name);
-    expect_one_line_error(r, {model + "/model.safetensors", "tensor '" + tensor + "'", message});
+    expect_one_error_line(r, {model + "/model.safetensors", "tensor '" + tensor + "'", message});
     EXPECT_TRUE(nothing_left(name));
   }
 }

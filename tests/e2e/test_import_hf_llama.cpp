@@ -24,6 +24,7 @@
 #include "ckpt/safetensors.h"
 #include "model/backend/backend.h"
 #include "model/gpt.h"
+#include "tests/support/hf_model_test_support.h"
 #include "tests/support/test_util.h"
 #include "train/run/loaded_run.h"
 
@@ -32,44 +33,16 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::expect_one_error_line;
 using testing::ledgerlm;
+using testing::RawTensor;
+using testing::read_raw;
+using testing::write_raw;
 
 std::string fixture(const std::string& name) {
   return testing::source_dir() + "/tests/reference/fixtures/" + name;
 }
 
-void expect_one_line_error(const testing::CommandResult& r,
-                           const std::vector<std::string>& needles) {
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  const size_t at = r.output.find("ledgerlm: error: ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
-  for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << n << " in: " << line;
-  EXPECT_EQ(r.output.find("ledgerlm: error: ", at + 1), std::string::npos) << r.output;
-}
-
-struct RawTensor {
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::vector<char> bytes;
-};
-std::map<std::string, RawTensor> read_raw(const std::string& path) {
-  SafeTensorsFile f = SafeTensorsFile::open(path);
-  std::map<std::string, RawTensor> out;
-  for (const SafeTensorInfo& info : f.tensors()) {
-    RawTensor t{info.dtype, info.shape, {}};
-    t.bytes.resize(static_cast<size_t>(info.numel()) * dtype_size(info.dtype));
-    f.read_elements(info, 0, info.numel(), t.bytes.data());
-    out[info.name] = std::move(t);
-  }
-  return out;
-}
-void write_raw(const std::string& path, const std::map<std::string, RawTensor>& tensors) {
-  SafeTensorsWriter w;
-  for (const auto& [name, t] : tensors) w.add(name, t.dtype, t.shape, t.bytes.data());
-  w.set_metadata("format", "pt");
-  w.write_atomic(path);
-}
 // Every tensor of a model directory (model.safetensors or its shards).
 std::map<std::string, RawTensor> read_model(const std::string& dir) {
   std::map<std::string, RawTensor> all;
@@ -333,7 +306,7 @@ TEST_F(ImportHfLlama, RefusesWhatItCannotRepresentNamingTheKey) {
     const std::string dir = copy_fixture("hf_llama_tiny", "bad_" + as);
     edit_config(dir, edit);
     const auto r = import(dir, "bad_" + as);
-    expect_one_line_error(r, needles);
+    expect_one_error_line(r, needles);
     EXPECT_TRUE(nothing_left("bad_" + as)) << as;
   }
   // Tensors: one missing, one of another shape, a tied head that is not the embedding.
@@ -341,11 +314,11 @@ TEST_F(ImportHfLlama, RefusesWhatItCannotRepresentNamingTheKey) {
   edit_tensors(dir, [](std::map<std::string, RawTensor>& t) {
     t.erase("model.layers.1.mlp.gate_proj.weight");
   });
-  expect_one_line_error(import(dir, "bad_tensor"),
+  expect_one_error_line(import(dir, "bad_tensor"),
                         {"missing tensor 'model.layers.1.mlp.gate_proj.weight'"});
   const std::string tied = copy_fixture("hf_llama_tiny", "bad_tied");
   edit_config(tied, [](json& c) { c["tie_word_embeddings"] = true; });
-  expect_one_line_error(import(tied, "bad_tied"),
+  expect_one_error_line(import(tied, "bad_tied"),
                         {"lm_head.weight differs from model.embed_tokens.weight"});
   // A shard the index names that is not there.
   const std::string shards = *dir_ + "/bad_shard";
@@ -353,7 +326,7 @@ TEST_F(ImportHfLlama, RefusesWhatItCannotRepresentNamingTheKey) {
   for (const char* f :
        {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors"})
     fs::copy_file(fixture("hf_qwen2_tiny") + "/" + f, shards + "/" + f);
-  expect_one_line_error(import(shards, "bad_shard"),
+  expect_one_error_line(import(shards, "bad_shard"),
                         {"shard 'model-00002-of-00002.safetensors' does not exist"});
   EXPECT_TRUE(nothing_left("bad_shard"));
 }
@@ -409,11 +382,11 @@ TEST_F(ImportHfLlama, PaddedEmbeddingTakesItsOwnTokenizersDataOnly) {
   const std::string other =
       prepared(*dir_, with_tokenizer(*dir_, "hf_llama_tiny", "smollm2"), "smollm2");
   r = ledgerlm("train --train.name qd_other --data.dir " + other + common);
-  expect_one_line_error(r, {"its model has vocab 640", "has vocab 600"});
+  expect_one_error_line(r, {"its model has vocab 640", "has vocab 600"});
   // More ids (603) than the Llama fixture's 600 rows.
   r = ledgerlm("import --format hf --from " + with_tokenizer(*dir_, "hf_llama_tiny", "smollm2") +
                " --out " + *dir_ + "/runs/ld_foreign --data " + data);
-  expect_one_line_error(r, {"has vocab 603", "vocab_size 600"});
+  expect_one_error_line(r, {"has vocab 603", "vocab_size 600"});
   EXPECT_TRUE(nothing_left("ld_foreign"));
 }
 
@@ -463,7 +436,7 @@ TEST_F(ImportHfLlama, LoraOnLlamaNamesExportsThePeftAdapterPeftWrites) {
   EXPECT_EQ(got.at(attn + "q_proj.lora_A.weight").bytes,
             got.at(attn + "k_proj.lora_A.weight").bytes);
   r = ledgerlm("train --train.name ld_both --lora.targets qkv,q" + common);
-  expect_one_line_error(r, {"lora.targets", "qkv", "q, k or v"});
+  expect_one_error_line(r, {"lora.targets", "qkv", "q, k or v"});
 }
 
 // A rotary run is exported as Llama or Qwen2, whose blocks are RMSNorm with a weight and SwiGLU:
@@ -478,7 +451,7 @@ TEST_F(ImportHfLlama, ExportRefusesARotaryBlockNeitherClassHolds) {
                     " --train.eval_windows 2 --train.threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   r = ledgerlm("export --run " + *dir_ + "/runs/rope_ln --format hf --out " + *dir_ + "/rope_ln");
-  expect_one_line_error(r, {"model.norm = layernorm", "LlamaForCausalLM", "rmsnorm"});
+  expect_one_error_line(r, {"model.norm = layernorm", "LlamaForCausalLM", "rmsnorm"});
   EXPECT_FALSE(fs::exists(*dir_ + "/rope_ln"));
 }
 
