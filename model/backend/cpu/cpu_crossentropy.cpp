@@ -25,7 +25,7 @@ const int32_t* require_cross_entropy_args(const char* op, Tensor losses, DType a
   LLM_REQUIRE(target_ids.empty() || target_ids.dtype == DType::kI32, "cpu backend: ", op,
               " targets must be int32");
   const int32_t* targets = target_ids.as<const int32_t>();
-  require_act(losses, act, (std::string(op) + " losses").c_str());
+  require_act(losses, act, op, " losses");
   LLM_REQUIRE(rows >= 0 && vocab > 0 && padded_vocab >= vocab, "cpu backend: ", op,
               " needs 0 < vocab <= padded_vocab, got vocab=", vocab,
               " padded_vocab=", padded_vocab);

@@ -18,9 +18,11 @@ inline void require_float(const Tensor& t, const char* what) {
   LLM_REQUIRE(dtype_is_float(t.dtype), "cpu backend: ", what, " must be fp32/fp64/bf16/fp16, got ",
               dtype_name(t.dtype));
 }
-inline void require_act(const Tensor& t, DType act, const char* what) {
-  LLM_REQUIRE(t.data != nullptr, "cpu backend: ", what, " is null");
-  LLM_REQUIRE(t.dtype == act, "cpu backend: ", what, " must have the activation dtype ",
+// `what` and `what2` together name the tensor ("softmax_cross_entropy" " losses"): the message is
+// built only on failure, so a check made every step allocates nothing.
+inline void require_act(const Tensor& t, DType act, const char* what, const char* what2 = "") {
+  LLM_REQUIRE(t.data != nullptr, "cpu backend: ", what, what2, " is null");
+  LLM_REQUIRE(t.dtype == act, "cpu backend: ", what, what2, " must have the activation dtype ",
               dtype_name(act), ", got ", dtype_name(t.dtype));
 }
 inline DType require_act_dtype(const Tensor& t, const char* what) {
