@@ -172,7 +172,7 @@ TEST_F(MemoryAdmission, AMillionBlocksRefusedAtOnce) {
 // Each size key has a bound the code can represent, refused in one line naming the key.
 TEST_F(MemoryAdmission, SizeKeysBoundedByName) {
   const std::pair<std::string, std::string> cases[] = {
-      {" --model.n_layer 1000000000", "model.n_layer: expected 1..100000000"},
+      {" --model.n_layer 1000000000", "model.n_layer: expected 1..70000000"},
       {" --model.n_embd 4194304 --model.n_head 2", "model.n_embd: expected at most"},
       {" --train.micro_batch 100000000", "train.micro_batch x train.seq_len = 3200000000"},
       {" --train.accum 3000000000", "train.accum: expected 1..2147483647"},
@@ -252,23 +252,28 @@ TEST_F(MemoryAdmission, MemoryCgroupLimitIsRead) {
   EXPECT_FALSE(fs::exists(root_ + "/runs/cgroup"));
 }
 
-TEST_F(MemoryAdmission, MemoryCommandAnswersForAHundredMillionBlocksInBoundedMemory) {
+// The most blocks model.n_layer and --layers take (model/model_config.h's kMaxLayers: the
+// parameter table numbers its tensors, up to 30 a block, with 32-bit ints).
+constexpr int64_t kMostLayers = 70000000;
+
+TEST_F(MemoryAdmission, MemoryCommandAnswersForTheMostBlocksInBoundedMemory) {
 #if defined(__SANITIZE_ADDRESS__)
   // AddressSanitizer reserves terabytes of address space for its shadow memory: a process
   // under `ulimit -v` cannot start at all there. The normal build runs this test.
   GTEST_SKIP() << "ulimit -v and AddressSanitizer's shadow reservation do not mix";
 #endif
   // 2 GB of address space (ulimit -v, KiB): the binary, its libraries and OpenMP's threads take
-  // a few hundred MB; a table of 1e8 blocks (~4 KB each) could not be built under it.
+  // a few hundred MB; a table of kMostLayers blocks (~4 KB each) could not be built under it.
   const std::string limit = "ulimit -v 2000000; ";
-  for (const std::string flag : {"--layers 1e8", "--model.n_layer 1e8"}) {
+  const std::string most = std::to_string(kMostLayers);
+  for (const std::string& flag : {"--layers " + most, "--model.n_layer " + most}) {
     const Result r = run("memory --json --vocab 256 " + flag, 0, limit);
     ASSERT_EQ(r.exit_code, 0) << flag << ": " << r.err;
     const nlohmann::json j = nlohmann::json::parse(r.out);
-    // The default model (C 128, vocab 256 padded to 256, block_size 256): 1e8 blocks of
+    // The default model (C 128, vocab 256 padded to 256, block_size 256): kMostLayers blocks of
     // 12C^2 + 13C parameters, the two embeddings and the final norm.
     EXPECT_EQ(j["num_params"].get<int64_t>(),
-              100000000LL * (12 * 128 * 128 + 13 * 128) + 2 * 256 * 128 + 2 * 128);
+              kMostLayers * (12 * 128 * 128 + 13 * 128) + 2 * 256 * 128 + 2 * 128);
     EXPECT_GT(j["per_rank_peak_bytes"].get<int64_t>(), 16 * j["num_params"].get<int64_t>());
   }
 }
