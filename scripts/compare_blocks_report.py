@@ -13,7 +13,6 @@ difference is called only where its interval excludes 0.
 Usage: scripts/compare_blocks_report.py DIR
 """
 import json
-import math
 import re
 import sys
 from pathlib import Path
@@ -21,24 +20,16 @@ from pathlib import Path
 sys.dont_write_bytecode = True
 try:
     import numpy as np
-    from scipy import stats
+    import scipy  # noqa: F401  (batch_science.t_interval uses it)
 except ImportError as e:
     sys.exit(f"compare_blocks: error: the report needs numpy and scipy ({e}): "
              "apt-get install python3-numpy python3-scipy")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from batch_science import t_interval  # noqa: E402  (the studies' Student t interval)
 
 BLOCKS = ["gpt2", "llama", "nanochat"]
 BASE = "gpt2"
 EVAL_RE = re.compile(r"^loss ([0-9.eE+-]+) nats/token .*\| ([0-9.eE+-]+) bits/byte", re.M)
-
-
-def t_interval(xs, confidence=0.95):
-    """(mean, low, high) of the Student t interval; low/high None below 2 values."""
-    xs = np.asarray(xs, dtype=float)
-    mean = float(xs.mean())
-    if xs.size < 2:
-        return mean, None, None
-    half = stats.t.ppf(0.5 + confidence / 2, xs.size - 1) * xs.std(ddof=1) / math.sqrt(xs.size)
-    return mean, mean - half, mean + half
 
 
 def read_runs(out):

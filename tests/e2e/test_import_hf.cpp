@@ -66,17 +66,6 @@ class ImportHf : public ::testing::Test {
       fs::copy_file(fixture_dir() + "/" + f, dst + "/" + f);
     return dst;
   }
-  static void edit_config(const std::string& model_dir, const std::function<void(json&)>& edit) {
-    json c = json::parse(testing::read_file(model_dir + "/config.json"));
-    edit(c);
-    ASSERT_TRUE(testing::write_file(model_dir + "/config.json", c.dump(2)));
-  }
-  static void edit_tensors(const std::string& model_dir,
-                           const std::function<void(std::map<std::string, RawTensor>&)>& edit) {
-    auto t = read_raw(model_dir + "/model.safetensors");
-    edit(t);
-    write_raw(model_dir + "/model.safetensors", t);
-  }
   // The import of `model_dir` into a fresh run: its result, and whether --out is absent and no
   // temporary is left beside it when it fails.
   static testing::CommandResult import(const std::string& model_dir, const std::string& run,
@@ -132,8 +121,8 @@ class ImportHf : public ::testing::Test {
     const std::string dst = *dir_ + "/" + name;
     if (fs::exists(dst)) return dst;
     copy_fixture(name);
-    edit_config(dst, [](json& c) { c["vocab_size"] = 1001; });
-    edit_tensors(dst, [](std::map<std::string, RawTensor>& t) {
+    testing::edit_config_json(dst, [](json& c) { c["vocab_size"] = 1001; });
+    testing::edit_model_tensors(dst, [](std::map<std::string, RawTensor>& t) {
       RawTensor& wte = t.at("transformer.wte.weight");
       wte.shape[0] += 1;
       wte.bytes.resize(wte.bytes.size() + static_cast<size_t>(wte.shape[1]) * sizeof(float), 0);
@@ -252,7 +241,7 @@ TEST_F(ImportHf, ExportIsBitExactAndReferenceAgrees) {
 // an attention mask buffer of a non-float dtype: the same weights as the fixture's import.
 TEST_F(ImportHf, PrefixlessFp64TiedHeadAndMaskBuffers) {
   const std::string model = copy_fixture("variant");
-  edit_tensors(model, [](std::map<std::string, RawTensor>& t) {
+  testing::edit_model_tensors(model, [](std::map<std::string, RawTensor>& t) {
     std::map<std::string, RawTensor> out;
     for (auto& [name, raw] : t) {
       ASSERT_EQ(raw.dtype, DType::kF32);
@@ -284,7 +273,7 @@ TEST_F(ImportHf, PrefixlessFp64TiedHeadAndMaskBuffers) {
 // (model.ffn_hidden = 0, 4 x n_embd, in the run's config).
 TEST_F(ImportHf, AcceptsGeluPytorchTanhAndExplicitInner) {
   const std::string model = copy_fixture("accepted");
-  edit_config(model, [](json& c) {
+  testing::edit_config_json(model, [](json& c) {
     c["activation_function"] = "gelu_pytorch_tanh";
     c["n_inner"] = 256;
     c["attn_pdrop"] = 0.0;  // dropout that differs: noted, resid_pdrop taken
@@ -304,8 +293,8 @@ TEST_F(ImportHf, AcceptsGeluPytorchTanhAndExplicitInner) {
 TEST_F(ImportHf, MlpWidthOtherThan4CImportsTrainsAndRoundTrips) {
   const std::string model = tokenized_model("ffn96_model", {"tokenizer.json"});
   constexpr int64_t C = 64, F = 96;
-  edit_config(model, [](json& c) { c["n_inner"] = 96; });  // F
-  edit_tensors(model, [](std::map<std::string, RawTensor>& t) {
+  testing::edit_config_json(model, [](json& c) { c["n_inner"] = 96; });  // F
+  testing::edit_model_tensors(model, [](std::map<std::string, RawTensor>& t) {
     uint64_t x = 17;
     auto fill = [&](RawTensor& r, std::vector<int64_t> shape) {
       int64_t n = 1;
@@ -380,10 +369,10 @@ struct Refusal {
 
 TEST_F(ImportHf, RefusesWhatItCannotRepresent) {
   auto config = [](std::function<void(json&)> f) {
-    return [f](const std::string& d) { edit_config(d, f); };
+    return [f](const std::string& d) { testing::edit_config_json(d, f); };
   };
   auto tensors = [](std::function<void(std::map<std::string, RawTensor>&)> f) {
-    return [f](const std::string& d) { edit_tensors(d, f); };
+    return [f](const std::string& d) { testing::edit_model_tensors(d, f); };
   };
   const std::vector<Refusal> cases = {
       {"act",
@@ -587,7 +576,7 @@ TEST_F(ImportHf, RefusesNonFiniteWeightsNamingTheTensor) {
   for (const auto& [tensor, at, value, message] : cases) {
     const std::string name = "nonfinite" + std::to_string(n++);
     const std::string model = copy_fixture(name);
-    edit_tensors(
+    testing::edit_model_tensors(
         model, [&, &tensor = tensor, at = at, value = value](std::map<std::string, RawTensor>& t) {
           std::memcpy(t.at(tensor).bytes.data() + at * sizeof(float), &value, sizeof(float));
         });

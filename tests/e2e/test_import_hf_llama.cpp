@@ -75,17 +75,6 @@ class ImportHfLlama : public ::testing::Test {
     write_raw(dst + "/model.safetensors", read_model(fixture(name)));
     return dst;
   }
-  static void edit_config(const std::string& dir, const std::function<void(json&)>& edit) {
-    json c = json::parse(testing::read_file(dir + "/config.json"));
-    edit(c);
-    ASSERT_TRUE(testing::write_file(dir + "/config.json", c.dump(2)));
-  }
-  static void edit_tensors(const std::string& dir,
-                           const std::function<void(std::map<std::string, RawTensor>&)>& edit) {
-    auto t = read_raw(dir + "/model.safetensors");
-    edit(t);
-    write_raw(dir + "/model.safetensors", t);
-  }
   static bool nothing_left(const std::string& run) {
     if (fs::exists(*dir_ + "/runs/" + run)) return false;
     for (const auto& e : fs::directory_iterator(*dir_ + "/runs"))
@@ -150,7 +139,7 @@ TEST_F(ImportHfLlama, LogitsMatchTransformersAtEveryPosition) {
 // (train.seq_len) stay at 1024 so that its forwards fit.
 TEST_F(ImportHfLlama, LongContextKeepsEvalWindowsAt1024) {
   const std::string dir = copy_fixture("hf_llama_tiny", "long");
-  edit_config(dir, [](json& c) { c["max_position_embeddings"] = 8192; });
+  testing::edit_config_json(dir, [](json& c) { c["max_position_embeddings"] = 8192; });
   const auto r = import(dir, "long");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string toml = testing::read_file(*dir_ + "/runs/long/config.toml");
@@ -204,7 +193,7 @@ TEST_F(ImportHfLlama, SwappedKvHeadOrRotaryConventionMovesTheLogits) {
        std::vector<std::pair<std::string, std::function<void(std::map<std::string, RawTensor>&)>>>{
            {"swapped", swap_heads}, {"interleaved", interleave}}) {
     const std::string dir = copy_fixture("hf_llama_tiny", as);
-    edit_tensors(dir, edit);
+    testing::edit_model_tensors(dir, edit);
     const auto r = import(dir, as);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const double err = logits_error(as, "hf_llama_tiny").first;
@@ -247,7 +236,7 @@ TEST_F(ImportHfLlama, Bf16AndFp16WeightsImportToTheirValues) {
     const std::string as = std::string("narrow_") + dtype_name(dtype);
     const std::string dir = copy_fixture("hf_qwen2_tiny", as);
     std::map<std::string, std::vector<float>> narrowed;  // the values the file now holds
-    edit_tensors(dir, [&](std::map<std::string, RawTensor>& all) {
+    testing::edit_model_tensors(dir, [&](std::map<std::string, RawTensor>& all) {
       for (auto& [name, t] : all) {
         const size_t n = t.bytes.size() / sizeof(float);
         const float* f = reinterpret_cast<const float*>(t.bytes.data());
@@ -304,20 +293,20 @@ TEST_F(ImportHfLlama, RefusesWhatItCannotRepresentNamingTheKey) {
   };
   for (const auto& [as, edit, needles] : cases) {
     const std::string dir = copy_fixture("hf_llama_tiny", "bad_" + as);
-    edit_config(dir, edit);
+    testing::edit_config_json(dir, edit);
     const auto r = import(dir, "bad_" + as);
     expect_one_error_line(r, needles);
     EXPECT_TRUE(nothing_left("bad_" + as)) << as;
   }
   // Tensors: one missing, one of another shape, a tied head that is not the embedding.
   const std::string dir = copy_fixture("hf_llama_tiny", "bad_tensor");
-  edit_tensors(dir, [](std::map<std::string, RawTensor>& t) {
+  testing::edit_model_tensors(dir, [](std::map<std::string, RawTensor>& t) {
     t.erase("model.layers.1.mlp.gate_proj.weight");
   });
   expect_one_error_line(import(dir, "bad_tensor"),
                         {"missing tensor 'model.layers.1.mlp.gate_proj.weight'"});
   const std::string tied = copy_fixture("hf_llama_tiny", "bad_tied");
-  edit_config(tied, [](json& c) { c["tie_word_embeddings"] = true; });
+  testing::edit_config_json(tied, [](json& c) { c["tie_word_embeddings"] = true; });
   expect_one_error_line(import(tied, "bad_tied"),
                         {"lm_head.weight differs from model.embed_tokens.weight"});
   // A shard the index names that is not there.

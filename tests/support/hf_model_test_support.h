@@ -3,12 +3,15 @@
 // write back (a wrong dtype, a missing or renamed tensor), and the one-line refusal they expect.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "ckpt/safetensors.h"
 #include "tests/support/test_util.h"
@@ -52,6 +55,22 @@ inline void write_raw(const std::string& path, const std::map<std::string, RawTe
   for (const auto& [name, t] : tensors) w.add(name, t.dtype, t.shape, t.bytes.data());
   w.set_metadata("format", "pt");
   w.write_atomic(path);
+}
+
+// DIR/config.json read, changed by `edit` and written back.
+inline void edit_config_json(const std::string& dir,
+                             const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json c = nlohmann::json::parse(read_file(dir + "/config.json"));
+  edit(c);
+  ASSERT_TRUE(write_file(dir + "/config.json", c.dump(2)));
+}
+
+// DIR/model.safetensors read, its tensors changed by `edit` and written back.
+inline void edit_model_tensors(const std::string& dir,
+                               const std::function<void(std::map<std::string, RawTensor>&)>& edit) {
+  auto t = read_raw(dir + "/model.safetensors");
+  edit(t);
+  write_raw(dir + "/model.safetensors", t);
 }
 
 }  // namespace ledgerlm::testing
