@@ -316,7 +316,10 @@ ModelConfig hf_llama_config_from_json(const std::string& text, const std::string
       LLM_REQUIRE(same, origin, ": ", k.hf, " is ", got.dump(), ", expected ", k.value, " (", k.why,
                   ")");
     }
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Named, not structured bindings: clang (the fuzz build) refuses a lambda capturing those.
+    const std::string& key = item.key();
+    const json& value = item.value();
     const bool known = std::any_of(std::begin(kKeys), std::end(kKeys),
                                    [&](const MappedKey& k) { return key == k.hf; }) ||
                        std::any_of(std::begin(kFixed), std::end(kFixed),
