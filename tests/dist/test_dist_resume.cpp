@@ -190,6 +190,9 @@ TEST_F(DistResume, AdEMAMixRefusesAChangedRunLength) {
 // Same world and stage: stopping and resuming changes nothing, bit for bit.
 TEST_F(DistResume, SameWorldAndStageResumeIsBitwise) {
   LEDGERLM_REQUIRE_MPI();
+  // The sanitizer pass leak-checks these ranks (tests/support/dist_test_support.h): a sharded
+  // checkpoint written, a run resumed from it.
+  testing::RankLeakCheck leak_check;
   for (int stage : {1, 3}) {
     const std::string whole = "whole" + std::to_string(stage),
                       split = "split" + std::to_string(stage);
