@@ -31,14 +31,7 @@
 namespace ledgerlm {
 namespace {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-using testing::expect_one_error_line;
-using testing::ledgerlm;
-using testing::RawTensor;
-using testing::read_raw;
-using testing::run_command;
-using testing::write_raw;
+using namespace testing::hf_test_names;
 
 std::string fixture_dir() {
   return testing::source_dir() + "/tests/reference/fixtures/hf_gpt2_tiny";
@@ -130,12 +123,7 @@ class ImportHf : public ::testing::Test {
     for (const std::string& f : files) fs::copy_file(tokenizer_fixture() + "/" + f, dst + "/" + f);
     return dst;
   }
-  static bool nothing_left(const std::string& run) {
-    if (fs::exists(*dir_ + "/runs/" + run)) return false;
-    for (const auto& e : fs::directory_iterator(*dir_ + "/runs"))
-      if (e.path().filename().string().rfind(run + ".tmp", 0) == 0) return false;
-    return true;
-  }
+  static bool nothing_left(const std::string& run) { return testing::nothing_left(*dir_, run); }
 
   static std::string* dir_;
   static json* loss_;

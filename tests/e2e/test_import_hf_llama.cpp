@@ -31,13 +31,7 @@
 namespace ledgerlm {
 namespace {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-using testing::expect_one_error_line;
-using testing::ledgerlm;
-using testing::RawTensor;
-using testing::read_raw;
-using testing::write_raw;
+using namespace testing::hf_test_names;
 
 std::string fixture(const std::string& name) {
   return testing::source_dir() + "/tests/reference/fixtures/" + name;
@@ -75,12 +69,7 @@ class ImportHfLlama : public ::testing::Test {
     write_raw(dst + "/model.safetensors", read_model(fixture(name)));
     return dst;
   }
-  static bool nothing_left(const std::string& run) {
-    if (fs::exists(*dir_ + "/runs/" + run)) return false;
-    for (const auto& e : fs::directory_iterator(*dir_ + "/runs"))
-      if (e.path().filename().string().rfind(run + ".tmp", 0) == 0) return false;
-    return true;
-  }
+  static bool nothing_left(const std::string& run) { return testing::nothing_left(*dir_, run); }
 
   // The largest |ledgerlm - transformers| over every logit of the fixture's ids, with the run
   // `run` (imported from fixture `name`), and the largest |transformers| logit.

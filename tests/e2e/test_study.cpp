@@ -31,20 +31,13 @@
 namespace ledgerlm {
 namespace {
 
-namespace fs = std::filesystem;
-using json = nlohmann::json;
-using testing::CommandResult;
-using testing::read_file;
-using testing::run_command;
-using testing::write_file;
+using namespace testing::study_test_names;
 
-class Study : public ::testing::Test {
+class Study : public testing::StudyDataSuite<Study> {
+ public:
+  static constexpr const char* kPrefix = "ledgerlm_study_";
+
  protected:
-  static void SetUpTestSuite() {
-    root_ = testing::make_study_data_dir("ledgerlm_study_");
-    ASSERT_FALSE(root_.empty());
-  }
-
   // The study file: the tiny config, 2 optimizers with their own LRs, 2 seeds.
   static std::string study_file(int steps) {
     const std::string path = root_ + "/study" + std::to_string(steps) + ".toml";
@@ -79,11 +72,7 @@ class Study : public ::testing::Test {
   static json summary(const std::string& dir, const std::string& name) {
     return json::parse(read_file(dir + "/runs/" + name + "/summary.json"));
   }
-
-  static std::string root_;
 };
-
-std::string Study::root_;
 
 TEST_F(Study, StoppedAndResumedEqualsUninterrupted) {
   const std::string file = study_file(40);

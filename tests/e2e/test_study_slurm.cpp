@@ -31,20 +31,13 @@
 namespace ledgerlm {
 namespace {
 
-namespace fs = std::filesystem;
-using json = nlohmann::json;
-using testing::CommandResult;
-using testing::read_file;
-using testing::run_command;
-using testing::write_file;
+using namespace testing::study_test_names;
 
-class StudySlurm : public ::testing::Test {
+class StudySlurm : public testing::StudyDataSuite<StudySlurm> {
+ public:
+  static constexpr const char* kPrefix = "ledgerlm_study_slurm_";
+
  protected:
-  static void SetUpTestSuite() {
-    root_ = testing::make_study_data_dir("ledgerlm_study_slurm_");
-    ASSERT_FALSE(root_.empty());
-  }
-
   // A study of OPTIMIZERS (a TOML array) x 2 seeds of STEPS steps, planned into a new directory.
   static std::string plan(const std::string& name, int steps,
                           const std::string& optimizers = "[\"adamw\", \"sgd\"]") {
@@ -88,11 +81,7 @@ class StudySlurm : public ::testing::Test {
       fs::permissions(bin + "/" + f, fs::perms::owner_all);
     return bin;
   }
-
-  static std::string root_;
 };
-
-std::string StudySlurm::root_;
 
 TEST_F(StudySlurm, DryRunPrintsTheArrayScriptAndWritesNothing) {
   const std::string dir = plan("dry", 4);

@@ -19,26 +19,17 @@
 namespace ledgerlm {
 namespace {
 
-namespace fs = std::filesystem;
-using json = nlohmann::json;
-using testing::CommandResult;
-using testing::read_file;
-using testing::run_command;
-using testing::write_file;
+using namespace testing::study_test_names;
 
-class StudySmoke : public ::testing::Test {
+class StudySmoke : public testing::StudyDataSuite<StudySmoke> {
+ public:
+  static constexpr const char* kPrefix = "ledgerlm_study_smoke_";
+
  protected:
-  static void SetUpTestSuite() {
-    root_ = testing::make_study_data_dir("ledgerlm_study_smoke_");
-    ASSERT_FALSE(root_.empty());
-  }
   static CommandResult study(const std::string& args) {
     return run_command(testing::ledgerlm_binary() + " study " + args);
   }
-  static std::string root_;
 };
-
-std::string StudySmoke::root_;
 
 // configs/studies/optimizers_smoke.toml as CI runs it: on this test's corpus with a test split
 // (its data.dir line replaced), planned, run (the sweep, then the finals with three fresh seeds

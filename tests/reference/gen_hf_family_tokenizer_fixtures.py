@@ -32,12 +32,12 @@ stripped) plus the cases. Made with Python 3.11 and tokenizers 0.23.3 (recorded 
   /tmp/venv-hf/bin/python tests/reference/gen_hf_family_tokenizer_fixtures.py
 """
 import json
-import re
-import subprocess
 from pathlib import Path
 
 import tokenizers
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+from kjv_corpus import kjv_text
 
 OUT = Path(__file__).resolve().parent / "fixtures" / "hf_families"
 
@@ -77,14 +77,6 @@ SPECIALS_TEXT = {
     "qwen2": "<|im_start|>system\nYou are 7.<|im_end|>\n<|im_start|>user <|endoftext|>caf\u00e9<|im_end",
     "llama3": "<|begin_of_text|>hi<|eot_id|> <|end_of_text|>\n<|reserved_special_token_0|>x<|end_of",
 }
-
-
-def kjv_text(limit):
-    raw = subprocess.run(["bible", "-f", "Gen1:1-Rev22:21"], check=True, capture_output=True,
-                         text=True).stdout
-    text = "\n".join(re.sub(r"^[1-3]?[A-Za-z]+[0-9]+:[0-9]+ ", "", line)
-                     for line in raw.splitlines())
-    return text[:limit]
 
 
 def added(content, id_):

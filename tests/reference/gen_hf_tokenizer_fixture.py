@@ -26,12 +26,12 @@ Made with Python 3.11 and tokenizers 0.23.3 (expected.json records the version).
 """
 import json
 import random
-import re
-import subprocess
 from pathlib import Path
 
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+from kjv_corpus import kjv_text
 
 OUT = Path(__file__).resolve().parent / "fixtures" / "hf_tokenizer"
 EOT = "<|endoftext|>"
@@ -82,14 +82,6 @@ ALPHABET = [" ", " ", " ", "\t", "\n", "\r", "\u00a0", "\u3000", "\u2028", "\u00
             "s", "t", "r", "e", "v", "l", "m", "d", "S", "\u00e9", "\u4e2d", "1", "\u0663",
             "\u00bd", "\u2160", "'", "'", "!", ".", "-", "\U0001f600", "\u0301", "\u200b",
             EOT, "\u0000"]
-
-
-def kjv_text(limit):
-    raw = subprocess.run(["bible", "-f", "Gen1:1-Rev22:21"], check=True, capture_output=True,
-                         text=True).stdout
-    text = "\n".join(re.sub(r"^[1-3]?[A-Za-z]+[0-9]+:[0-9]+ ", "", line)
-                     for line in raw.splitlines())
-    return text[:limit]
 
 
 def main():

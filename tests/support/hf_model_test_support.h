@@ -3,6 +3,7 @@
 // write back (a wrong dtype, a missing or renamed tensor), and the one-line refusal they expect.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -72,5 +73,26 @@ inline void edit_model_tensors(const std::string& dir,
   edit(t);
   write_raw(dir + "/model.safetensors", t);
 }
+
+// A refused import of run `run` into ROOT/runs left nothing: neither the run's directory nor a
+// temporary RUN.tmp... beside it.
+inline bool nothing_left(const std::string& root, const std::string& run) {
+  if (std::filesystem::exists(root + "/runs/" + run)) return false;
+  for (const auto& e : std::filesystem::directory_iterator(root + "/runs"))
+    if (e.path().filename().string().rfind(run + ".tmp", 0) == 0) return false;
+  return true;
+}
+
+// The names both HF test files use unqualified: `using namespace testing::hf_test_names;`.
+namespace hf_test_names {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::expect_one_error_line;
+using testing::ledgerlm;
+using testing::RawTensor;
+using testing::read_raw;
+using testing::run_command;
+using testing::write_raw;
+}  // namespace hf_test_names
 
 }  // namespace ledgerlm::testing

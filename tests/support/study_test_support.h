@@ -1,10 +1,14 @@
 // Shared by the study tests: a study file written from its text (the cli room's test_study_plan,
-// test_study_finals) and a small prepared corpus (the e2e study tests).
+// test_study_finals) and a small prepared corpus with the fixture and names the e2e study tests
+// share.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/support/test_util.h"
 
@@ -33,5 +37,27 @@ inline std::string make_study_data_dir(const std::string& prefix) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return r.exit_code == 0 ? root : "";
 }
+
+// The base of the e2e study tests' fixtures: `root_`, a directory made by make_study_data_dir
+// once before the suite's first test, named after `Suite::kPrefix`.
+template <class Suite>
+class StudyDataSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = make_study_data_dir(Suite::kPrefix);
+    ASSERT_FALSE(root_.empty());
+  }
+  static inline std::string root_;
+};
+
+// The names the e2e study tests use unqualified: `using namespace testing::study_test_names;`.
+namespace study_test_names {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::CommandResult;
+using testing::read_file;
+using testing::run_command;
+using testing::write_file;
+}  // namespace study_test_names
 
 }  // namespace ledgerlm::testing

@@ -15,15 +15,21 @@
 // reload. The including unit sets the tile sizes for its register count (kScoreRows,
 // kScoreVecs, kCombineRows, kCombineVecs) and includes cpu_kernels_body.h first.
 
+// An accumulator tile set to zero (unrolled, so that the tile stays in registers).
+template <int MR, int NV>
+LLM_INLINE void zero_tile(Vec (&acc)[MR][NV]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < NV; ++c) acc[r][c] = Vec::zero();
+}
+
 template <int MR, int NV, bool kFull>
 LLM_INLINE void scores_tile(const float* x, int64_t ldx, const float* yt, int64_t ldyt,
                             int64_t cols, int64_t depth, float scale, float* s, int64_t lds) {
   constexpr int W = Vec::kLanes;
   Vec acc[MR][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < NV; ++c) acc[r][c] = Vec::zero();
+  zero_tile(acc);
   for (int64_t d = 0; d < depth; ++d) {
     const float* y = yt + d * ldyt;
     Vec yv[NV];
@@ -56,10 +62,7 @@ LLM_INLINE void combine_tile(const float* p, int64_t prs, int64_t pjs, const flo
                              int64_t inner, float* o, int64_t ldo, bool accumulate) {
   constexpr int W = Vec::kLanes;
   Vec acc[MR][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < NV; ++c) acc[r][c] = Vec::zero();
+  zero_tile(acc);
   for (int64_t j = 0; j < inner; ++j) {
     Vec vv[NV];
 #pragma GCC unroll 8

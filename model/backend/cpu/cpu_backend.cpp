@@ -16,6 +16,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "model/backend/common/mixed_float.h"
 #include "model/backend/common/op_constants.h"
 #include "model/backend/common/random_keys.h"
 #include "model/backend/cpu/cpu_dtype.h"
@@ -201,32 +202,29 @@ void CpuBackend::convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, u
     }
     return;
   }
-  const bool narrow16 = dst.dtype == DType::kBF16 || dst.dtype == DType::kF16;
-  const bool stochastic = rounding == Rounding::kStochastic && narrow16;
-  dispatch_float(dst.dtype, [&](auto dtag) {
+  const bool stochastic = rounds_stochastically(rounding, dst.dtype);
+  dispatch_float_pair(dst.dtype, src.dtype, [&](auto dtag, auto stag) {
     using D = decltype(dtag);
-    dispatch_float(src.dtype, [&](auto stag) {
-      using S = decltype(stag);
-      D* d = dst.as<D>();
-      const S* s = src.as<const S>();
-      const CpuKernels& kern = *kernels_;
+    using S = decltype(stag);
+    D* d = dst.as<D>();
+    const S* s = src.as<const S>();
+    const CpuKernels& kern = *kernels_;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t begin = c * kBufferChunk, end = std::min(n, begin + kBufferChunk);
-        if (!stochastic) {
-          if (!convert_fast(kern, d + begin, s + begin, end - begin)) {
-            for (int64_t i = begin; i < end; ++i) store_value(d[i], load_value(s[i]));
-          }
-          continue;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kBufferChunk, end = std::min(n, begin + kBufferChunk);
+      if (!stochastic) {
+        if (!convert_fast(kern, d + begin, s + begin, end - begin)) {
+          for (int64_t i = begin; i < end; ++i) store_value(d[i], load_value(s[i]));
         }
-        std::array<uint32_t, 4> words{};
-        for (int64_t i = begin; i < end; ++i) {
-          const uint64_t idx = stream_offset + static_cast<uint64_t>(i);
-          if (i == begin || (idx & 3) == 0) words = rounding_words(seed, idx);
-          store_stochastic(d[i], load_value(s[i]), words[idx & 3]);
-        }
+        continue;
       }
-    });
+      std::array<uint32_t, 4> words{};
+      for (int64_t i = begin; i < end; ++i) {
+        const uint64_t idx = stream_offset + static_cast<uint64_t>(i);
+        if (i == begin || (idx & 3) == 0) words = rounding_words(seed, idx);
+        store_stochastic(d[i], load_value(s[i]), words[idx & 3]);
+      }
+    }
   });
 }
 
@@ -239,8 +237,7 @@ void CpuBackend::accumulate(Tensor dst, Tensor src, int64_t n) {
     using D = decltype(dtag);
     dispatch_float(src.dtype, [&](auto stag) {
       using S = decltype(stag);
-      using C =
-          std::conditional_t<std::is_same_v<D, double> || std::is_same_v<S, double>, double, float>;
+      using C = AccumulateOf<D, S>;
       D* d = dst.as<D>();
       const S* s = src.as<const S>();
 #pragma omp parallel for schedule(static) num_threads(threads_) if (chunks > 1)

@@ -66,6 +66,25 @@ __device__ inline T dot_shared(const T* x, const T* y, int64_t n) {
   return s;
 }
 
+// One query row's sum over a tile of 32 key rows j0 + jj <= i: acc[r] += w_jj * rows[j0 + jj][d]
+// for this lane's head-dim columns d = lane + 32 r (< hd), w_jj lane jj's `w` (a shuffle), rows
+// `row` apart, in ascending jj.
+template <class T>
+__device__ __forceinline__ void accumulate_key_tile(T (&acc)[kMaxPerLane], T w, const T* rows,
+                                                    int64_t row, int64_t i, int64_t j0, int lane,
+                                                    int64_t hd) {
+  const int count = static_cast<int>(i - j0 + 1 < 32 ? i - j0 + 1 : 32);
+  for (int jj = 0; jj < count; ++jj) {
+    const T wj = __shfl_sync(0xffffffffu, w, jj);
+    const T* rowp = rows + (j0 + jj) * row;
+#pragma unroll
+    for (int r = 0; r < kMaxPerLane; ++r) {
+      const int64_t d = lane + 32 * r;
+      if (d < hd) acc[r] += wj * rowp[d];
+    }
+  }
+}
+
 template <class T>
 __global__ void attention_forward_kernel(T* out, T* lse, const T* qkv, AttnDims s, T scale,
                                          AttnDrop drop) {
@@ -96,16 +115,7 @@ __global__ void attention_forward_kernel(T* out, T* lse, const T* qkv, AttnDims 
     const T pd = (drop.on && valid) ? p * drop_factor<T>(drop, b, h, s.t, i, j) : p;
 #pragma unroll
     for (int r = 0; r < kMaxPerLane; ++r) acc[r] *= corr;
-    const int count = static_cast<int>(i - j0 + 1 < 32 ? i - j0 + 1 : 32);
-    for (int jj = 0; jj < count; ++jj) {
-      const T pj = __shfl_sync(0xffffffffu, pd, jj);
-      const T* vrow = vbase + (j0 + jj) * row;
-#pragma unroll
-      for (int r = 0; r < kMaxPerLane; ++r) {
-        const int64_t d = lane + 32 * r;
-        if (d < s.hd) acc[r] += pj * vrow[d];
-      }
-    }
+    accumulate_key_tile(acc, pd, vbase, row, i, j0, lane, s.hd);
     m = mnew;
   }
   const T inv = T(1) / l;
@@ -165,16 +175,7 @@ __global__ void attention_dq_kernel(T* dqkv, const T* dout, const T* qkv, const 
       const T mk = drop.on ? drop_factor<T>(drop, b, h, s.t, i, j) : T(1);
       ds = p * (mk * dpv - di) * scale;
     }
-    const int count = static_cast<int>(i - j0 + 1 < 32 ? i - j0 + 1 : 32);
-    for (int jj = 0; jj < count; ++jj) {
-      const T dsj = __shfl_sync(0xffffffffu, ds, jj);
-      const T* krow = kbase + (j0 + jj) * row;
-#pragma unroll
-      for (int r = 0; r < kMaxPerLane; ++r) {
-        const int64_t d = lane + 32 * r;
-        if (d < s.hd) acc[r] += dsj * krow[d];
-      }
-    }
+    accumulate_key_tile(acc, ds, kbase, row, i, j0, lane, s.hd);
   }
   T* dq = dqkv + (b * s.t + i) * row + h * s.hd;
 #pragma unroll

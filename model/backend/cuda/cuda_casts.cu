@@ -2,6 +2,7 @@
 // The conversions are the CPU's own LLM_HD functions (model/base/dtype.h via common/storage.h); a
 // stochastically rounded element draws rounding_bits(seed, stream_offset + i), the CPU's
 // counter-based Philox word: both backends produce identical bits for the same (seed, offset).
+#include "model/backend/common/mixed_float.h"
 #include "model/backend/common/random_keys.h"
 #include "model/backend/cuda/cuda_common.cuh"
 
@@ -33,15 +34,12 @@ void CudaBackend::convert(Tensor dst, Tensor src, int64_t n, Rounding rounding, 
     copy(dst, src, n);
     return;
   }
-  const bool narrow16 = dst.dtype == DType::kBF16 || dst.dtype == DType::kF16;
-  const bool stochastic = rounding == Rounding::kStochastic && narrow16;
-  dispatch_float(dst.dtype, [&](auto dtag) {
+  const bool stochastic = rounds_stochastically(rounding, dst.dtype);
+  dispatch_float_pair(dst.dtype, src.dtype, [&](auto dtag, auto stag) {
     using D = decltype(dtag);
-    dispatch_float(src.dtype, [&](auto stag) {
-      using S = decltype(stag);
-      convert_kernel<D, S><<<blocks_for(n), kThreads, 0, stream_>>>(
-          dst.as<D>(), src.as<const S>(), n, stochastic, seed, stream_offset);
-    });
+    using S = decltype(stag);
+    convert_kernel<D, S><<<blocks_for(n), kThreads, 0, stream_>>>(dst.as<D>(), src.as<const S>(), n,
+                                                                  stochastic, seed, stream_offset);
   });
   launch_check("convert");
 }

@@ -5,6 +5,7 @@
 // anywhere but in the logits buffer itself. Targets are not range-checked on the device.
 #include <cmath>
 
+#include "model/backend/cuda/cuda_ce_row.cuh"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
@@ -13,28 +14,16 @@ namespace {
 template <class T>
 __global__ void softmax_ce_kernel(T* losses, T* logits, const int32_t* targets, int64_t v,
                                   int64_t pv, double grad_scale) {
-  __shared__ T shared_t[32];
-  __shared__ double shared_d[32];
   const int64_t r = blockIdx.x;
   T* x = logits + r * pv;
-  T mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) mx = x[j] > mx ? x[j] : mx;
-  mx = block_max(mx, shared_t);
-  double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) sum += static_cast<double>(exp(x[j] - mx));
-  sum = block_sum(sum, shared_d);
-  const int64_t target = targets[r];
-  const T target_logit = x[target];
-  const double lse = static_cast<double>(mx) + log(sum);
-  __syncthreads();  // everyone has read x[target] before it is overwritten
-  if (threadIdx.x == 0) losses[r] = static_cast<T>(lse - static_cast<double>(target_logit));
+  const CeRow<T> row = ce_row_loss(losses + r, x, v, targets + r);
   if (grad_scale == 0.0) return;
-  const T scaled_inv = static_cast<T>(grad_scale / sum);
+  const T scaled_inv = static_cast<T>(grad_scale / row.sum);
   const T gs = static_cast<T>(grad_scale);
   for (int64_t j = threadIdx.x; j < pv; j += blockDim.x) {
     if (j < v) {
-      T p = exp(x[j] - mx) * scaled_inv;
-      if (j == target) p -= gs;
+      T p = exp(x[j] - row.mx) * scaled_inv;
+      if (j == row.target) p -= gs;
       x[j] = p;
     } else {
       x[j] = T(0);

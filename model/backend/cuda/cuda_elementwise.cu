@@ -3,8 +3,10 @@
 // so the same elements are dropped), accumulate and scale.
 #include <cmath>
 
+#include "model/backend/common/mixed_float.h"
 #include "model/backend/common/op_constants.h"
 #include "model/backend/common/random_keys.h"
+#include "model/backend/cuda/cuda_act_checks.h"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
@@ -63,16 +65,6 @@ __global__ void accumulate_kernel(D* d, const S* s, int64_t n) {
 template <class S>
 __global__ void scale_kernel(S* p, int64_t n, double s) {
   LLM_GRID_STRIDE(i, n) store_value(p[i], static_cast<double>(load_value(p[i])) * s);
-}
-
-DType act_of(const Tensor& t, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && dtype_is_act(t.dtype), "cuda backend: ", what,
-              " must be a non-null fp32 or fp64 tensor");
-  return t.dtype;
-}
-void same_act(const Tensor& t, DType act, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && t.dtype == act, "cuda backend: ", what,
-              " must have the activation dtype ", dtype_name(act));
 }
 
 }  // namespace
@@ -140,8 +132,7 @@ void CudaBackend::accumulate(Tensor dst, Tensor src, int64_t n) {
     using D = decltype(dtag);
     dispatch_float(src.dtype, [&](auto stag) {
       using S = decltype(stag);
-      using C =
-          std::conditional_t<std::is_same_v<D, double> || std::is_same_v<S, double>, double, float>;
+      using C = AccumulateOf<D, S>;
       accumulate_kernel<D, S, C>
           <<<blocks_for(n), kThreads, 0, stream_>>>(dst.as<D>(), src.as<const S>(), n);
     });

@@ -8,12 +8,12 @@
 #include <cmath>
 
 #include "model/backend/common/op_constants.h"
+#include "model/backend/cuda/cuda_act_checks.h"
 #include "model/backend/cuda/cuda_common.cuh"
+#include "model/backend/cuda/cuda_norm_parts.cuh"
 
 namespace ledgerlm::cuda {
 namespace {
-
-constexpr int kRowThreads = 256;
 
 template <class T, class W, class B>
 __global__ void layernorm_forward_kernel(T* out, T* mean, T* rstd, const T* x, const W* weight,
@@ -45,55 +45,9 @@ template <class T, class W>
 __global__ void layernorm_backward_kernel(T* dx, T* partial, const T* dout, const T* x,
                                           const W* weight, const T* mean, const T* rstd,
                                           int64_t rows, int64_t c, int64_t parts) {
-  extern __shared__ unsigned char smem_raw[];
-  T* dw = reinterpret_cast<T*>(smem_raw);
-  T* db = dw + c;
-  __shared__ T shared[32];
-  const int64_t p = blockIdx.x;
-  const int64_t begin = rows * p / parts, end = rows * (p + 1) / parts;
-  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) dw[i] = db[i] = T(0);
-  for (int64_t r = begin; r < end; ++r) {
-    const T* xr = x + r * c;
-    const T* gr = dout + r * c;
-    T* dxr = dx + r * c;
-    const T m = mean[r], s = rstd[r];
-    T sum_g = 0, sum_gx = 0;
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-      const T xhat = (xr[i] - m) * s;
-      const T gw = gr[i] * static_cast<T>(load_value(weight[i]));
-      sum_g += gw;
-      sum_gx += gw * xhat;
-      dw[i] += gr[i] * xhat;
-      db[i] += gr[i];
-    }
-    sum_g = block_sum(sum_g, shared);
-    sum_gx = block_sum(sum_gx, shared);
-    const T mean_g = sum_g / static_cast<T>(c), mean_gx = sum_gx / static_cast<T>(c);
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-      const T xhat = (xr[i] - m) * s;
-      dxr[i] += s * (gr[i] * static_cast<T>(load_value(weight[i])) - mean_g - xhat * mean_gx);
-    }
-  }
-  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-    partial[p * 2 * c + i] = dw[i];
-    partial[p * 2 * c + c + i] = db[i];
-  }
-}
-
-template <class S, class T>
-__global__ void param_grad_finish_kernel(S* dparam, const T* partial, int64_t c, int64_t parts,
-                                         int64_t offset) {
-  using C = typename ComputeOf<S>::type;
-  LLM_GRID_STRIDE(i, c) {
-    T acc = partial[offset + i];
-    for (int64_t p = 1; p < parts; ++p) acc += partial[p * 2 * c + offset + i];
-    store_value(dparam[i], static_cast<C>(load_value(dparam[i])) + static_cast<C>(acc));
-  }
-}
-
-void require_act(const Tensor& t, DType act, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && t.dtype == act, "cuda backend: ", what,
-              " must have the activation dtype ", dtype_name(act));
+  norm_backward_part(
+      dx, partial, dout, x, [&](int64_t i) { return static_cast<T>(load_value(weight[i])); }, mean,
+      rstd, rows, c, parts, false);
 }
 
 }  // namespace
@@ -102,9 +56,9 @@ void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor
                                     Tensor bias, int64_t rows, int64_t channels) {
   LLM_REQUIRE(x.data && dtype_is_act(x.dtype), "cuda backend: layernorm_forward x fp32/fp64");
   const DType act = x.dtype;
-  require_act(out, act, "layernorm_forward out");
-  require_act(mean, act, "layernorm_forward mean");
-  require_act(rstd, act, "layernorm_forward rstd");
+  same_act(out, act, "layernorm_forward out");
+  same_act(mean, act, "layernorm_forward mean");
+  same_act(rstd, act, "layernorm_forward rstd");
   LLM_REQUIRE(
       weight.data && bias.data && dtype_is_float(weight.dtype) && dtype_is_float(bias.dtype),
       "cuda backend: layernorm_forward weight and bias must be float tensors");
@@ -130,10 +84,10 @@ void CudaBackend::layernorm_backward(Tensor dx, Tensor dweight, Tensor dbias, Te
                                      int64_t channels) {
   LLM_REQUIRE(x.data && dtype_is_act(x.dtype), "cuda backend: layernorm_backward x fp32/fp64");
   const DType act = x.dtype;
-  require_act(dx, act, "layernorm_backward dx");
-  require_act(dout, act, "layernorm_backward dout");
-  require_act(mean, act, "layernorm_backward mean");
-  require_act(rstd, act, "layernorm_backward rstd");
+  same_act(dx, act, "layernorm_backward dx");
+  same_act(dout, act, "layernorm_backward dout");
+  same_act(mean, act, "layernorm_backward mean");
+  same_act(rstd, act, "layernorm_backward rstd");
   LLM_REQUIRE(weight.data && dweight.data && dbias.data && dtype_is_float(weight.dtype) &&
                   dtype_is_float(dweight.dtype) && dtype_is_float(dbias.dtype),
               "cuda backend: layernorm_backward weight, dweight, dbias must be float tensors");

@@ -3,21 +3,11 @@
 // one grid-stride kernel each.
 #include <cmath>
 
+#include "model/backend/cuda/cuda_act_checks.h"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
 namespace {
-
-// Entry checks, as cuda_elementwise.cu's.
-DType act_of(const Tensor& t, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && dtype_is_act(t.dtype), "cuda backend: ", what,
-              " must be a non-null fp32 or fp64 tensor");
-  return t.dtype;
-}
-void same_act(const Tensor& t, DType act, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && t.dtype == act, "cuda backend: ", what,
-              " must have the activation dtype ", dtype_name(act));
-}
 
 template <class T>
 __device__ inline T sigmoid(T g) {

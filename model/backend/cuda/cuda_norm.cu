@@ -4,12 +4,12 @@
 // memory and the parts added in order by a second kernel (deterministic, no atomics).
 #include <cmath>
 
+#include "model/backend/cuda/cuda_act_checks.h"
 #include "model/backend/cuda/cuda_common.cuh"
+#include "model/backend/cuda/cuda_norm_parts.cuh"
 
 namespace ledgerlm::cuda {
 namespace {
-
-constexpr int kRowThreads = 256;
 
 // A parameter element widened to T, or `fill` where the norm has no such tensor.
 template <class T, class W>
@@ -47,56 +47,9 @@ template <class T, class W>
 __global__ void norm_backward_kernel(T* dx, T* partial, const T* dout, const T* x, const W* weight,
                                      const T* mean, const T* rstd, int64_t rows, int64_t c,
                                      int64_t parts, bool rms) {
-  extern __shared__ unsigned char smem_raw[];
-  T* dw = reinterpret_cast<T*>(smem_raw);
-  T* db = dw + c;
-  __shared__ T shared[32];
-  const int64_t p = blockIdx.x;
-  const int64_t begin = rows * p / parts, end = rows * (p + 1) / parts;
-  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) dw[i] = db[i] = T(0);
-  for (int64_t r = begin; r < end; ++r) {
-    const T* xr = x + r * c;
-    const T* gr = dout + r * c;
-    T* dxr = dx + r * c;
-    const T m = rms ? T(0) : mean[r], s = rstd[r];
-    T sum_g = 0, sum_gx = 0;
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-      const T xhat = (xr[i] - m) * s;
-      const T gw = gr[i] * param_or(weight, i, T(1));
-      sum_g += gw;
-      sum_gx += gw * xhat;
-      dw[i] += gr[i] * xhat;
-      db[i] += gr[i];
-    }
-    sum_g = block_sum(sum_g, shared);
-    sum_gx = block_sum(sum_gx, shared);
-    // RMSNorm does not centre: no mean(g*w) term.
-    const T mean_g = rms ? T(0) : sum_g / static_cast<T>(c), mean_gx = sum_gx / static_cast<T>(c);
-    for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-      const T xhat = (xr[i] - m) * s;
-      dxr[i] += s * (gr[i] * param_or(weight, i, T(1)) - mean_g - xhat * mean_gx);
-    }
-  }
-  for (int64_t i = threadIdx.x; i < c; i += blockDim.x) {
-    partial[p * 2 * c + i] = dw[i];
-    partial[p * 2 * c + c + i] = db[i];
-  }
-}
-
-template <class S, class T>
-__global__ void norm_grad_finish_kernel(S* dparam, const T* partial, int64_t c, int64_t parts,
-                                        int64_t offset) {
-  using C = typename ComputeOf<S>::type;
-  LLM_GRID_STRIDE(i, c) {
-    T acc = partial[offset + i];
-    for (int64_t p = 1; p < parts; ++p) acc += partial[p * 2 * c + offset + i];
-    store_value(dparam[i], static_cast<C>(load_value(dparam[i])) + static_cast<C>(acc));
-  }
-}
-
-void require_act_tensor(const Tensor& t, DType act, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && t.dtype == act, "cuda backend: ", what,
-              " must have the activation dtype ", dtype_name(act));
+  norm_backward_part(
+      dx, partial, dout, x, [&](int64_t i) { return param_or(weight, i, T(1)); }, mean, rstd, rows,
+      c, parts, rms);
 }
 
 void require_optional_float(const Tensor& t, const char* what) {
@@ -120,9 +73,9 @@ void CudaBackend::norm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, T
                                Tensor bias, const NormArgs& args) {
   LLM_REQUIRE(x.data && dtype_is_act(x.dtype), "cuda backend: norm_forward x fp32/fp64");
   const DType act = x.dtype;
-  require_act_tensor(out, act, "norm_forward out");
-  require_act_tensor(rstd, act, "norm_forward rstd");
-  if (!args.rms) require_act_tensor(mean, act, "norm_forward mean");
+  same_act(out, act, "norm_forward out");
+  same_act(rstd, act, "norm_forward rstd");
+  if (!args.rms) same_act(mean, act, "norm_forward mean");
   require_optional_float(weight, "norm_forward weight");
   require_optional_float(bias, "norm_forward bias");
   LLM_REQUIRE(!args.rms || bias.empty(), "cuda backend: norm_forward: RMSNorm takes no bias");
@@ -148,10 +101,10 @@ void CudaBackend::norm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor 
                                 Tensor weight, Tensor mean, Tensor rstd, const NormArgs& args) {
   LLM_REQUIRE(x.data && dtype_is_act(x.dtype), "cuda backend: norm_backward x fp32/fp64");
   const DType act = x.dtype;
-  require_act_tensor(dx, act, "norm_backward dx");
-  require_act_tensor(dout, act, "norm_backward dout");
-  require_act_tensor(rstd, act, "norm_backward rstd");
-  if (!args.rms) require_act_tensor(mean, act, "norm_backward mean");
+  same_act(dx, act, "norm_backward dx");
+  same_act(dout, act, "norm_backward dout");
+  same_act(rstd, act, "norm_backward rstd");
+  if (!args.rms) same_act(mean, act, "norm_backward mean");
   require_optional_float(weight, "norm_backward weight");
   require_optional_float(dweight, "norm_backward dweight");
   require_optional_float(dbias, "norm_backward dbias");
@@ -178,13 +131,13 @@ void CudaBackend::norm_backward(Tensor dx, Tensor dweight, Tensor dbias, Tensor 
     if (!dweight.empty())
       dispatch_float(dweight.dtype, [&](auto stag) {
         using S = decltype(stag);
-        norm_grad_finish_kernel<S, T>
+        param_grad_finish_kernel<S, T>
             <<<blocks_for(c), kThreads, 0, stream_>>>(dweight.as<S>(), partial, c, parts, 0);
       });
     if (!dbias.empty())
       dispatch_float(dbias.dtype, [&](auto stag) {
         using S = decltype(stag);
-        norm_grad_finish_kernel<S, T>
+        param_grad_finish_kernel<S, T>
             <<<blocks_for(c), kThreads, 0, stream_>>>(dbias.as<S>(), partial, c, parts, c);
       });
     launch_check("norm_backward params");

@@ -4,6 +4,7 @@
 // the sum of squares reduced in a fixed tree order (deterministic).
 #include <cmath>
 
+#include "model/backend/cuda/cuda_act_checks.h"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
@@ -63,16 +64,6 @@ __global__ void head_rms_backward_kernel(T* dx, const T* y, const T* rstd, int64
 }
 
 constexpr int kWarpsPerBlock = 8;
-
-DType act_of(const Tensor& t, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && dtype_is_act(t.dtype), "cuda backend: ", what,
-              " must be a non-null fp32 or fp64 tensor");
-  return t.dtype;
-}
-void same_act(const Tensor& t, DType act, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && t.dtype == act, "cuda backend: ", what,
-              " must have the activation dtype ", dtype_name(act));
-}
 
 void require_heads(int64_t heads, int64_t hd, int64_t stride, const char* op) {
   LLM_REQUIRE(heads > 0 && hd > 0 && stride >= heads * hd, "cuda backend: ", op,

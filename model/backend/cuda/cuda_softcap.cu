@@ -4,21 +4,12 @@
 // derivative 1 - (y / cap)^2 read from the row before it is overwritten.
 #include <cmath>
 
+#include "model/backend/cuda/cuda_act_checks.h"
+#include "model/backend/cuda/cuda_ce_row.cuh"
 #include "model/backend/cuda/cuda_common.cuh"
 
 namespace ledgerlm::cuda {
 namespace {
-
-// Entry checks, as cuda_elementwise.cu's.
-DType act_of(const Tensor& t, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && dtype_is_act(t.dtype), "cuda backend: ", what,
-              " must be a non-null fp32 or fp64 tensor");
-  return t.dtype;
-}
-void same_act(const Tensor& t, DType act, const char* what) {
-  LLM_REQUIRE(t.data != nullptr && t.dtype == act, "cuda backend: ", what,
-              " must have the activation dtype ", dtype_name(act));
-}
 
 template <class T>
 __global__ void softcap_forward_kernel(T* y, const T* x, int64_t n, T cap, T inv) {
@@ -28,29 +19,17 @@ __global__ void softcap_forward_kernel(T* y, const T* x, int64_t n, T cap, T inv
 template <class T>
 __global__ void softcap_ce_kernel(T* losses, T* logits, const int32_t* targets, int64_t v,
                                   int64_t pv, double grad_scale, T inv_cap) {
-  __shared__ T shared_t[32];
-  __shared__ double shared_d[32];
   const int64_t r = blockIdx.x;
   T* y = logits + r * pv;
-  T mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) mx = y[j] > mx ? y[j] : mx;
-  mx = block_max(mx, shared_t);
-  double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < v; j += blockDim.x) sum += static_cast<double>(exp(y[j] - mx));
-  sum = block_sum(sum, shared_d);
-  const int64_t target = targets[r];
-  const T target_logit = y[target];
-  const double lse = static_cast<double>(mx) + log(sum);
-  __syncthreads();  // everyone has read y[target] before it is overwritten
-  if (threadIdx.x == 0) losses[r] = static_cast<T>(lse - static_cast<double>(target_logit));
+  const CeRow<T> row = ce_row_loss(losses + r, y, v, targets + r);
   if (grad_scale == 0.0) return;
-  const T scaled_inv = static_cast<T>(grad_scale / sum);
+  const T scaled_inv = static_cast<T>(grad_scale / row.sum);
   const T gs = static_cast<T>(grad_scale);
   for (int64_t j = threadIdx.x; j < pv; j += blockDim.x) {
     if (j < v) {
       const T t = y[j] * inv_cap;
-      T g = exp(y[j] - mx) * scaled_inv;
-      if (j == target) g -= gs;
+      T g = exp(y[j] - row.mx) * scaled_inv;
+      if (j == row.target) g -= gs;
       y[j] = g * (T(1) - t * t);
     } else {
       y[j] = T(0);

@@ -136,10 +136,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     if (s.b * s.h * s.t == 0) return true;
     const ShapePlan& plan = plan_for(s);
     if (!plan.refused.empty()) return false;
-    const int64_t c = s.c(), v_col = c + s.kv * s.hd, n_qkv = s.b * s.t * s.row(),
-                  n_out = s.b * s.t * c;
-    Tensor qkv16(be_.workspace(WorkSlot::kCudnnQkv, bytes_bf16(n_qkv)), DType::kBF16);
-    Tensor out16(be_.workspace(WorkSlot::kCudnnOut, bytes_bf16(n_out)), DType::kBF16);
+    const auto [c, v_col, n_qkv, n_out, qkv16, out16] = bf16_io(s);
     void* ws = workspace(plan.fwd_workspace);
     be_.convert(qkv16, qkv, n_qkv);
     std::unordered_map<int64_t, void*> pack = {{kQ, qkv16.data},
@@ -161,10 +158,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     if (s.b * s.h * s.t == 0) return true;
     const ShapePlan& plan = plan_for(s);
     if (!plan.refused.empty()) return false;
-    const int64_t c = s.c(), v_col = c + s.kv * s.hd, n_qkv = s.b * s.t * s.row(),
-                  n_out = s.b * s.t * c;
-    Tensor qkv16(be_.workspace(WorkSlot::kCudnnQkv, bytes_bf16(n_qkv)), DType::kBF16);
-    Tensor out16(be_.workspace(WorkSlot::kCudnnOut, bytes_bf16(n_out)), DType::kBF16);
+    const auto [c, v_col, n_qkv, n_out, qkv16, out16] = bf16_io(s);
     Tensor dout16(be_.workspace(WorkSlot::kCudnnDout, bytes_bf16(n_out)), DType::kBF16);
     Tensor dqkv16(be_.workspace(WorkSlot::kCudnnDqkv, bytes_bf16(n_qkv)), DType::kBF16);
     void* ws = workspace(plan.bwd_workspace);
@@ -185,6 +179,20 @@ class CudnnAttentionImpl final : public CudnnAttention {
 
  private:
   static size_t bytes_bf16(int64_t n) { return static_cast<size_t>(n) * 2; }
+
+  // What both passes start from: the channels c, a qkv row's first v column, the elements of qkv
+  // and of out, and bf16 tensors of those sizes in their workspace slots for the copies cuDNN
+  // reads.
+  struct Bf16Io {
+    int64_t c, v_col, n_qkv, n_out;
+    Tensor qkv16, out16;
+  };
+  Bf16Io bf16_io(const Shape& s) {
+    const int64_t c = s.c(), n_qkv = s.b * s.t * s.row(), n_out = s.b * s.t * c;
+    Tensor qkv16(be_.workspace(WorkSlot::kCudnnQkv, bytes_bf16(n_qkv)), DType::kBF16);
+    Tensor out16(be_.workspace(WorkSlot::kCudnnOut, bytes_bf16(n_out)), DType::kBF16);
+    return {c, c + s.kv * s.hd, n_qkv, n_out, qkv16, out16};
+  }
 
   Shape shape_of(const AttentionArgs& a, Tensor qkv, Tensor out, Tensor lse) const {
     LLM_REQUIRE(a.dropout == 0.0, "cuda backend: the cuDNN attention has no dropout (got ",

@@ -43,15 +43,18 @@ std::vector<std::string> names(const json& manifest) {
   return out;
 }
 
-const char* kTwoOptimizers = R"(
-baseline = "adamw_lr0.003"
+// Two optimizers x 2 seeds x 2 LRs of 5 steps, without a baseline.
+const std::string kTwoOptimizerAxes = R"(
 [base]
 "train.max_steps" = 5
 [axes]
 "optim.name" = ["adamw", "lion"]
 "train.seed" = [1, 2]
 "optim.lr" = [3e-3, 0.01]
-"optim.weight_decay" = 0.1
+)";
+
+const std::string kTwoOptimizers =
+    "\nbaseline = \"adamw_lr0.003\"" + kTwoOptimizerAxes + R"("optim.weight_decay" = 0.1
 [grid.lion]
 "optim.lr" = [1e-4]
 "optim.weight_decay" = [1.0, 3]
@@ -288,14 +291,7 @@ TEST(StudyPlan, ShippedStudiesPlanAndNameAnArmAsBaseline) {
 // refused when planned, in one line listing the arms. Without [finals] an arm is a setting (the
 // run name without its seed part), so an optimizer's name alone is no arm; with [finals] it is.
 TEST(StudyPlan, BaselineNamingNoArmIsRefusedWhenPlanned) {
-  const std::string axes = R"(
-[base]
-"train.max_steps" = 5
-[axes]
-"optim.name" = ["adamw", "lion"]
-"train.seed" = [1, 2]
-"optim.lr" = [3e-3, 0.01]
-)";
+  const std::string& axes = kTwoOptimizerAxes;
   const std::string no_arm = plan_error("baseline = \"adamw\"\n" + axes);
   EXPECT_NE(no_arm.find(": baseline 'adamw' names no arm of the study (a run name without its "
                         "seed part: adamw_lr0.003, adamw_lr0.01, lion_lr0.003, lion_lr0.01)"),

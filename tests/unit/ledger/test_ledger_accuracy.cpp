@@ -102,17 +102,26 @@ bool is_model_state(MemTag t) {
          t == MemTag::kOptimCodes || t == MemTag::kOptimAbsmax || t == MemTag::kOptimFactored;
 }
 
+// Each row the planner predicts (all but data, comm and other) within tol(tag) x its measured peak.
+void check_rows(const Measured& m, const std::string& what,
+                const std::function<double(MemTag)>& tol) {
+  for (const LedgerRow& r : m.rows) {
+    if (r.tag == MemTag::kData || r.tag == MemTag::kComm || r.tag == MemTag::kOther) continue;
+    EXPECT_LE(std::fabs(static_cast<double>(r.predicted - r.peak)), tol(r.tag) * r.peak)
+        << what << ": " << mem_tag_name(r.tag) << " predicted " << r.predicted << " measured peak "
+        << r.peak;
+  }
+}
+// Every planned row within 1% of its measured peak.
+void check_rows_within_1pc(const Measured& m, const std::string& what) {
+  check_rows(m, what, [](MemTag) { return 0.01; });
+}
+
 // The bar: model state within 1% (the planner counts the same padded layout, so it is
 // exact in practice), activations and the total peak within 10%. Workspace (activation
 // gradients + backend scratch) is held to 10% as well.
 void check_bar(const Measured& m, const std::string& what) {
-  for (const LedgerRow& r : m.rows) {
-    const double tol = is_model_state(r.tag) ? 0.01 : 0.10;
-    if (r.tag == MemTag::kData || r.tag == MemTag::kComm || r.tag == MemTag::kOther) continue;
-    EXPECT_LE(std::fabs(static_cast<double>(r.predicted - r.peak)), tol * r.peak)
-        << what << ": " << mem_tag_name(r.tag) << " predicted " << r.predicted << " measured peak "
-        << r.peak;
-  }
+  check_rows(m, what, [](MemTag t) { return is_model_state(t) ? 0.01 : 0.10; });
   EXPECT_LE(std::fabs(static_cast<double>(m.plan.per_rank_peak - m.total.peak)),
             0.10 * m.total.peak)
       << what << ": peak predicted " << m.plan.per_rank_peak << " measured " << m.total.peak;
@@ -289,12 +298,7 @@ TEST(LedgerAccuracy, FullFreezeAndLoraFineTuning) {
     cfg.model.lora.dropout = 0.1;
     cfg.precision.params = v.params;
     const Measured m = run_steps(cfg, 2);
-    for (const LedgerRow& r : m.rows) {
-      if (r.tag == MemTag::kData || r.tag == MemTag::kComm || r.tag == MemTag::kOther) continue;
-      EXPECT_LE(std::fabs(static_cast<double>(r.predicted - r.peak)), 0.01 * r.peak)
-          << v.what << ": " << mem_tag_name(r.tag) << " predicted " << r.predicted
-          << " measured peak " << r.peak;
-    }
+    check_rows_within_1pc(m, v.what);
     const int64_t state = m.row_peak(MemTag::kOptimM) + m.row_peak(MemTag::kOptimV);
     const int64_t acts = m.row_peak(MemTag::kActivations);
     if (full_state == 0) {
@@ -339,12 +343,7 @@ TEST(LedgerAccuracy, AttentionVariants) {
     const std::string what =
         std::string(v.optim) + "/" + v.recompute + "/lora " + std::to_string(v.lora_rank);
     const Measured m = run_steps(cfg, 2);
-    for (const LedgerRow& r : m.rows) {
-      if (r.tag == MemTag::kData || r.tag == MemTag::kComm || r.tag == MemTag::kOther) continue;
-      EXPECT_LE(std::fabs(static_cast<double>(r.predicted - r.peak)), 0.01 * r.peak)
-          << what << ": " << mem_tag_name(r.tag) << " predicted " << r.predicted
-          << " measured peak " << r.peak;
-    }
+    check_rows_within_1pc(m, what);
     if (gqa_acts == 0) gqa_acts = m.row_peak(MemTag::kActivations);
   }
   // Per block and row the qkv buffer is 256 floats instead of 384, plus 6 rstd values.
@@ -400,12 +399,7 @@ TEST(LedgerAccuracy, NormVariants) {
     cfg.model.qkv_bias = v.qkv_bias;
     cfg.train.freeze = v.freeze;
     const Measured m = run_steps(cfg, 2);
-    for (const LedgerRow& r : m.rows) {
-      if (r.tag == MemTag::kData || r.tag == MemTag::kComm || r.tag == MemTag::kOther) continue;
-      EXPECT_LE(std::fabs(static_cast<double>(r.predicted - r.peak)), 0.01 * r.peak)
-          << v.what << ": " << mem_tag_name(r.tag) << " predicted " << r.predicted
-          << " measured peak " << r.peak;
-    }
+    check_rows_within_1pc(m, v.what);
     EXPECT_GT(m.row_peak(MemTag::kActivations), 0) << v.what;
   }
 }

@@ -226,19 +226,24 @@ TEST(ModelEquivalence, DropoutMasksIndependentOfTheMicroBatchSplit) {
   EXPECT_GT(std::fabs(plain.loss - ref.loss), 1e-3 * std::fabs(ref.loss));
 }
 
+// Two runs of the same step (same inputs, same thread count) give the same loss and gradients bit
+// for bit.
+void expect_repeated_step_bit_identical(const ModelConfig& cfg) {
+  const ParamTable table = param_table_build(cfg);
+  std::vector<float> params = random_params(table, 6);
+  const int64_t T = 16, total = 4;
+  std::vector<int32_t> tokens, targets;
+  make_batch(total, T, cfg.vocab_size, &tokens, &targets);
+  StepResult a = run_step(cfg, table, params, tokens, targets, total, 2, T, 2);
+  StepResult b = run_step(cfg, table, params, tokens, targets, total, 2, T, 2);
+  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(double)), 0) << a.loss << " vs " << b.loss;
+  EXPECT_TRUE(bit_equal(a.grads, b.grads)) << first_difference(table, a.grads, b.grads);
+}
+
 TEST(ModelEquivalence, SameInputsSameThreadsBitIdentical) {
   for (double dropout : {0.0, 0.1}) {
-    const ModelConfig cfg = small_config(dropout);
-    const ParamTable table = param_table_build(cfg);
-    std::vector<float> params = random_params(table, 6);
-    const int64_t T = 16, total = 4;
-    std::vector<int32_t> tokens, targets;
-    make_batch(total, T, cfg.vocab_size, &tokens, &targets);
-    StepResult a = run_step(cfg, table, params, tokens, targets, total, 2, T, 2);
-    StepResult b = run_step(cfg, table, params, tokens, targets, total, 2, T, 2);
-    EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(double)), 0) << a.loss << " vs " << b.loss;
-    EXPECT_TRUE(bit_equal(a.grads, b.grads))
-        << "dropout " << dropout << ": " << first_difference(table, a.grads, b.grads);
+    SCOPED_TRACE("dropout " + std::to_string(dropout));
+    expect_repeated_step_bit_identical(small_config(dropout));
   }
 }
 
@@ -281,16 +286,7 @@ TEST(ModelEquivalence, RecomputeModesBitIdenticalWithAttentionVariants) {
 // The grouped-query backward sums a kv head's query heads in a fixed order: repeated runs are
 // bitwise equal.
 TEST(ModelEquivalence, SameInputsSameThreadsBitIdenticalWithAttentionVariants) {
-  const ModelConfig cfg = attention_variants(small_config(0.1));
-  const ParamTable table = param_table_build(cfg);
-  std::vector<float> params = random_params(table, 6);
-  const int64_t T = 16, total = 4;
-  std::vector<int32_t> tokens, targets;
-  make_batch(total, T, cfg.vocab_size, &tokens, &targets);
-  StepResult a = run_step(cfg, table, params, tokens, targets, total, 2, T, 2);
-  StepResult b = run_step(cfg, table, params, tokens, targets, total, 2, T, 2);
-  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(double)), 0) << a.loss << " vs " << b.loss;
-  EXPECT_TRUE(bit_equal(a.grads, b.grads)) << first_difference(table, a.grads, b.grads);
+  expect_repeated_step_bit_identical(attention_variants(small_config(0.1)));
 }
 TEST(ModelEquivalence, RecomputeModesBitIdenticalNormVariants) {
   check_recompute_modes([](ModelConfig c) { return norm_variant(c, 1); });

@@ -33,6 +33,7 @@
 #include "model/base/rng.h"
 #include "model/gpt.h"
 #include "model/param_table.h"
+#include "tests/support/gradcheck_support.h"
 #include "tests/support/host_staging.h"
 #include "tests/support/test_util.h"
 
@@ -112,11 +113,8 @@ void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase
   const ParamTable table = param_table_build(cfg);
   GptModel model(cfg, table, be, DType::kF64, DType::kF64, DType::kF64);
   const int64_t B = 2, T = 5;
-  std::vector<int32_t> tokens(B * T), targets(B * T);
-  for (int64_t i = 0; i < B * T; ++i) {
-    tokens[i] = static_cast<int32_t>((7 * i + 3) % cfg.vocab_size);
-    targets[i] = static_cast<int32_t>((5 * i + 1) % cfg.vocab_size);
-  }
+  std::vector<int32_t> tokens, targets;
+  testing::gradcheck_batch(B * T, cfg.vocab_size, &tokens, &targets);
   ForwardOptions fo;
   fo.training = true;
   fo.seed = 4242;
@@ -149,18 +147,8 @@ void run_gradcheck(Backend& be, testing::HostStaging& stage, const GradCheckCase
   const int64_t stride = be.name() == "guard" ? 8 : 1;
   for (const ParamInfo& info : table.params) {
     std::vector<double> numeric, analytic;
-    for (int64_t i = 0; i < info.numel; ++i) {
-      if (i >= 8 && i % stride != 0) continue;
-      double& x = params[static_cast<size_t>(info.offset + i)];
-      const double saved = x;
-      x = saved + kH;
-      const double lp = loss_at(fo);
-      x = saved - kH;
-      const double lm = loss_at(fo);
-      x = saved;
-      numeric.push_back((lp - lm) / (2 * kH));
-      analytic.push_back(grads[static_cast<size_t>(info.offset + i)]);
-    }
+    testing::central_differences(
+        info, stride, kH, params, grads, [&] { return loss_at(fo); }, &numeric, &analytic);
     auto r = testing::compare_tensor(info.name, analytic.data(), numeric.data(),
                                      static_cast<int64_t>(numeric.size()), kAtol, kRtol);
     EXPECT_TRUE(r.ok) << be.name() << " dropout " << tc.dropout << " recompute " << tc.recompute
