@@ -16,7 +16,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "model/backend/common/mixed_float.h"
+#include "model/backend/mixed_float.h"
 #include "model/backend/common/op_constants.h"
 #include "model/backend/common/random_keys.h"
 #include "model/backend/cpu/cpu_dtype.h"

@@ -3,7 +3,7 @@
 // so the same elements are dropped), accumulate and scale.
 #include <cmath>
 
-#include "model/backend/common/mixed_float.h"
+#include "model/backend/mixed_float.h"
 #include "model/backend/common/op_constants.h"
 #include "model/backend/common/random_keys.h"
 #include "model/backend/cuda/cuda_act_checks.h"
