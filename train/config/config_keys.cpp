@@ -16,7 +16,12 @@ namespace ledgerlm {
 namespace {
 
 #define LLM_KEY(sec, obj, field, type, help) \
-  keys.push_back({sec, #field, type, static_cast<void*>(&(obj).field), help})
+  keys.push_back({sec, #field, type, static_cast<void*>(&(obj).field), help, KeyRole::kSetting})
+#define LLM_ARCH_KEY(sec, obj, field, type, help) \
+  keys.push_back(                                 \
+      {sec, #field, type, static_cast<void*>(&(obj).field), help, KeyRole::kArchitecture})
+#define LLM_STATE_KEY(sec, obj, field, type, help) \
+  keys.push_back({sec, #field, type, static_cast<void*>(&(obj).field), help, KeyRole::kSavedState})
 
 // A TOML basic string: quotes, backslashes and control characters escaped.
 std::string toml_quote(const std::string& s) {
@@ -42,41 +47,47 @@ std::string toml_quote(const std::string& s) {
 std::vector<ConfigKey> config_keys(RunConfig& c) {
   std::vector<ConfigKey> keys;
   const KeyType I = KeyType::kInt, F = KeyType::kFloat, B = KeyType::kBool, S = KeyType::kString;
-  LLM_KEY("model", c.model, vocab_size, I, "vocabulary size (0: from the data's meta.json)");
-  LLM_KEY("model", c.model, n_layer, I, "transformer blocks");
-  LLM_KEY("model", c.model, n_head, I, "attention heads");
-  LLM_KEY("model", c.model, n_embd, I, "model width C");
-  LLM_KEY("model", c.model, ffn_hidden, I,
-          "MLP hidden width F (0: 4 x n_embd; swiglu: Llama's rule)");
-  LLM_KEY("model", c.model, block_size, I, "context length (max sequence)");
+  LLM_ARCH_KEY("model", c.model, vocab_size, I, "vocabulary size (0: from the data's meta.json)");
+  LLM_ARCH_KEY("model", c.model, n_layer, I, "transformer blocks");
+  LLM_ARCH_KEY("model", c.model, n_head, I, "attention heads");
+  LLM_ARCH_KEY("model", c.model, n_embd, I, "model width C");
+  LLM_ARCH_KEY("model", c.model, ffn_hidden, I,
+               "MLP hidden width F (0: 4 x n_embd; swiglu: Llama's rule)");
+  LLM_ARCH_KEY("model", c.model, block_size, I, "context length (max sequence)");
   LLM_KEY("model", c.model, dropout, F, "attention and residual dropout");
   LLM_KEY("model", c.model, recompute, S, "activation checkpointing: none | mlp | block");
   // MLP variants, the head and its soft-cap (docs/blocks.md).
-  LLM_KEY("model", c.model, mlp, S, "MLP: gelu | swiglu | relu2");
-  LLM_KEY("model", c.model, tie_embeddings, B, "head shares the token embedding (false: lm_head)");
-  LLM_KEY("model", c.model, logit_softcap, F, "logits = cap * tanh(logits / cap) (0: off)");
+  LLM_ARCH_KEY("model", c.model, mlp, S, "MLP: gelu | swiglu | relu2");
+  LLM_ARCH_KEY("model", c.model, tie_embeddings, B,
+               "head shares the token embedding (false: lm_head)");
+  LLM_ARCH_KEY("model", c.model, logit_softcap, F, "logits = cap * tanh(logits / cap) (0: off)");
   // Attention variants (docs/blocks.md).
-  LLM_KEY("model", c.model, position, S, "positions: learned (wpe table) | rope (rotary q, k)");
-  LLM_KEY("model", c.model, rope_theta, F, "rotary base (model.position = rope)");
-  LLM_KEY("model", c.model, n_kv_head, I, "k/v heads (0: n_head; fewer: grouped-query)");
-  LLM_KEY("model", c.model, qk_norm, B, "weightless RMS norm of each q and k head, before rope");
+  LLM_ARCH_KEY("model", c.model, position, S,
+               "positions: learned (wpe table) | rope (rotary q, k)");
+  LLM_ARCH_KEY("model", c.model, rope_theta, F, "rotary base (model.position = rope)");
+  LLM_ARCH_KEY("model", c.model, n_kv_head, I, "k/v heads (0: n_head; fewer: grouped-query)");
+  LLM_ARCH_KEY("model", c.model, qk_norm, B,
+               "weightless RMS norm of each q and k head, before rope");
   // Norms and biases (docs/blocks.md).
-  LLM_KEY("model", c.model, norm, S, "the norms: layernorm (GPT-2) | rmsnorm (Llama)");
-  LLM_KEY("model", c.model, norm_weight, B, "the norms have a learnable weight (false: none)");
-  LLM_KEY("model", c.model, norm_eps, F, "eps under the norms' square root");
-  LLM_KEY("model", c.model, bias, B, "biases on every linear layer and LayerNorm");
-  LLM_KEY("model", c.model, qkv_bias, B, "bias on the q, k, v projection even with bias = false");
-  LLM_KEY("lora", c.model.lora, rank, I, "adapter rank r (0: no adapters)");
+  LLM_ARCH_KEY("model", c.model, norm, S, "the norms: layernorm (GPT-2) | rmsnorm (Llama)");
+  LLM_ARCH_KEY("model", c.model, norm_weight, B, "the norms have a learnable weight (false: none)");
+  LLM_ARCH_KEY("model", c.model, norm_eps, F, "eps under the norms' square root");
+  LLM_ARCH_KEY("model", c.model, bias, B, "biases on every linear layer and LayerNorm");
+  LLM_ARCH_KEY("model", c.model, qkv_bias, B,
+               "bias on the q, k, v projection even with bias = false");
+  LLM_STATE_KEY("lora", c.model.lora, rank, I, "adapter rank r (0: no adapters)");
   LLM_KEY("lora", c.model.lora, alpha, F, "adapter scale numerator: updates scale by alpha / r");
   LLM_KEY("lora", c.model.lora, dropout, F, "dropout on the adapters' input");
-  LLM_KEY("lora", c.model.lora, targets, S,
-          "adapted layers, comma-separated: qkv, attn_proj, mlp_fc, mlp_proj (Llama names: q,k,v "
-          "together, o, up, down)");
+  LLM_STATE_KEY(
+      "lora", c.model.lora, targets, S,
+      "adapted layers, comma-separated: qkv, attn_proj, mlp_fc, mlp_proj (Llama names: q,k,v "
+      "together, o, up, down)");
 
   LLM_KEY("data", c.data, dir, S, "prepared data directory (ledgerlm prepare --out)");
-  LLM_KEY("data", c.data, tokenizer_id, S,
-          "bytes | bpe:SHA256 of tokenizer.model | hf-bpe:SHA256 of tokenizer.json (empty: the "
-          "data's; a run refuses another)");
+  LLM_STATE_KEY(
+      "data", c.data, tokenizer_id, S,
+      "bytes | bpe:SHA256 of tokenizer.model | hf-bpe:SHA256 of tokenizer.json (empty: the "
+      "data's; a run refuses another)");
 
   LLM_KEY("train", c.train, name, S, "run name: outputs go to OUT_DIR/NAME");
   LLM_KEY("train", c.train, out_dir, S, "directory holding runs");
@@ -94,9 +105,10 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("train", c.train, seed, I, "seed of init, data order, dropout");
   LLM_KEY("train", c.train, threads, I, "CPU threads (0: cores / local ranks)");
   LLM_KEY("train", c.train, overwrite, B, "reuse an existing run directory");
-  LLM_KEY("train", c.train, freeze, S,
-          "frozen tensors: comma-separated globs over parameter names or their Hugging Face names, "
-          "e.g. embed.*,block.0.*");
+  LLM_STATE_KEY(
+      "train", c.train, freeze, S,
+      "frozen tensors: comma-separated globs over parameter names or their Hugging Face names, "
+      "e.g. embed.*,block.0.*");
   LLM_KEY("train", c.train, tensorboard, B,
           "write TensorBoard events (runs/NAME/events.out.tfevents.*)");
   LLM_KEY("train", c.train, gns, B,
@@ -107,7 +119,7 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
   LLM_KEY("train", c.train, memory_check, B,
           "refuse a run whose predicted memory exceeds what this host has (false: start anyway)");
 
-  LLM_KEY("optim", c.optim, name, S, optim_names_text(" | ", " | "));
+  LLM_STATE_KEY("optim", c.optim, name, S, optim_names_text(" | ", " | "));
   LLM_KEY("optim", c.optim, impl, S, "loop | foreach | fused");
   LLM_KEY("optim", c.optim, lr, F, "peak learning rate");
   LLM_KEY("optim", c.optim, beta1, F, "first-moment decay");

@@ -14,12 +14,24 @@ namespace ledgerlm {
 
 enum class KeyType { kInt, kFloat, kBool, kString };
 
+// What a key's value means to a saved run, declared with the key (one line in config_keys.cpp)
+// so that a new model variant's key is refused on resume and adopted by --init-from without an
+// edit anywhere else.
+enum class KeyRole {
+  kSetting,       // may differ between a run and its resume (LR, steps, threads, dropout...)
+  kArchitecture,  // gives the parameter table its tensors and shapes: refused on resume, taken
+                  // from the source by --init-from
+  kSavedState,    // what the saved state means (optimizer, adapters, frozen set, tokenizer):
+                  // refused on resume
+};
+
 struct ConfigKey {
   std::string section;
   std::string key;
   KeyType type;
   void* field;
   std::string help;
+  KeyRole role = KeyRole::kSetting;
   std::string full() const { return section + "." + key; }
 };
 

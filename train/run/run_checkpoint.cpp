@@ -33,30 +33,6 @@ int64_t int_or(const json& j, const char* key, int64_t fallback, const std::stri
   return v.get<int64_t>();
 }
 
-// Keys that define the architecture (or what the saved state means): refused on resume.
-// Adapters and frozen tensors decide which tensors the checkpoint holds.
-constexpr const char* kArchitectureKeys[] = {
-    "model.vocab_size", "model.n_layer", "model.n_head", "model.n_embd", "model.ffn_hidden",
-    "model.block_size", "optim.name", "lora.rank", "data.tokenizer_id", "lora.targets",
-    "train.freeze",
-    // MLP variants, the head and its soft-cap.
-    "model.mlp", "model.tie_embeddings", "model.logit_softcap",
-    // Attention variants.
-    "model.position", "model.rope_theta", "model.n_kv_head", "model.qk_norm",
-    // Norms and biases.
-    "model.norm", "model.norm_weight", "model.norm_eps", "model.bias", "model.qkv_bias"};
-
-// The keys that give the parameter table its shapes: what --init-from a run adopts.
-constexpr const char* kModelShapeKeys[] = {
-    "model.vocab_size", "model.n_layer", "model.n_head", "model.n_embd", "model.ffn_hidden",
-    "model.block_size",
-    // MLP variants, the head and its soft-cap: --init-from adopts the source's block.
-    "model.mlp", "model.tie_embeddings", "model.logit_softcap",
-    // Attention variants.
-    "model.position", "model.rope_theta", "model.n_kv_head", "model.qk_norm",
-    // Norms and biases: which tensors exist.
-    "model.norm", "model.norm_weight", "model.norm_eps", "model.bias", "model.qkv_bias"};
-
 // model.ffn_hidden = 0 and = 4 x n_embd are one model: compared by the width they give.
 void resolve_ffn_width(RunConfig* cfg) {
   cfg->model.ffn_hidden = cfg->model.ffn_width();
@@ -180,11 +156,11 @@ json resume_check_config(const CheckpointReader& ckpt, const RunConfig& cfg) {
     if (config_value_text(now[i]) == config_value_text(saved[i])) continue;
     const std::string before = config_display_text(saved[i]),
                       now_text = config_display_text(now[i]);
-    for (const char* arch : kArchitectureKeys)
-      LLM_REQUIRE(key != arch, "cannot resume from '", ckpt.dir(), "': ", key, " = ", now_text,
-                  " but the checkpoint was saved with ", key, " = ", before,
-                  " (the architecture, optimizer and tokenizer cannot change on resume; "
-                  "--init-from starts a new run from the weights)");
+    // The architecture and what the saved state means (KeyRole, declared with each key).
+    LLM_REQUIRE(now[i].role == KeyRole::kSetting, "cannot resume from '", ckpt.dir(), "': ", key,
+                " = ", now_text, " but the checkpoint was saved with ", key, " = ", before,
+                " (the architecture, optimizer and tokenizer cannot change on resume; "
+                "--init-from starts a new run from the weights)");
     // The checkpoint's optimizer state is stored in precision.state's dtype: another dtype
     // would otherwise surface as a tensor of the "wrong" dtype, which reads like file damage.
     LLM_REQUIRE(key != "precision.state", "cannot resume from '", ckpt.dir(), "': ", key, " = ",
@@ -292,9 +268,7 @@ std::vector<std::string> init_from_architecture(const std::string& path,
   const std::vector<ConfigKey> theirs = config_keys(source), ours = config_keys(*cfg);
   for (size_t i = 0; i < ours.size(); ++i) {
     const std::string key = ours[i].full();
-    if (std::find(std::begin(kModelShapeKeys), std::end(kModelShapeKeys), key) ==
-        std::end(kModelShapeKeys))
-      continue;
+    if (ours[i].role != KeyRole::kArchitecture) continue;  // the tensors' shapes alone
     const std::string value = config_value_text(theirs[i]);
     const bool unset =
         !explicit_keys.count(key) || (key == "model.vocab_size" && cfg->model.vocab_size == 0);
@@ -309,7 +283,7 @@ std::vector<std::string> init_from_architecture(const std::string& path,
                   " was set (config file or flag); leave it unset to take the run's");
       continue;
     }
-    // The unquoted text: a string key's value text is TOML-quoted (model.norm, issue 41).
+    // The unquoted text: a string key's value text is TOML-quoted (model.norm).
     const std::string raw = config_display_text(theirs[i]);
     config_set(ours[i], raw, "--init-from '" + path + "/config.toml'");
     taken.push_back(key + " = " + raw);

@@ -34,6 +34,26 @@ void expect_error(const std::string& text, std::initializer_list<std::string> ne
   for (const auto& n : needles) EXPECT_NE(err.find(n), std::string::npos) << n << " in: " << err;
 }
 
+// Each key's role (what a resume refuses, what --init-from adopts) is declared with the key. Every
+// [model] key gives the tensors their shapes except the two that do not (dropout, recompute): a
+// new model key declared as a plain setting fails here rather than resuming a checkpoint into
+// another architecture. The keys whose change would misread the saved state are named.
+TEST(ConfigKeyRoles, ModelKeysAreArchitectureAndTheSavedStateKeysAreNamed) {
+  RunConfig c;
+  std::set<std::string> state;
+  for (const ConfigKey& k : config_keys(c)) {
+    if (k.section == "model") {
+      const bool setting = k.key == "dropout" || k.key == "recompute";
+      EXPECT_EQ(k.role, setting ? KeyRole::kSetting : KeyRole::kArchitecture) << k.full();
+    } else {
+      EXPECT_NE(k.role, KeyRole::kArchitecture) << k.full() << ": not a [model] key";
+    }
+    if (k.role == KeyRole::kSavedState) state.insert(k.full());
+  }
+  EXPECT_EQ(state, (std::set<std::string>{"optim.name", "lora.rank", "lora.targets",
+                                          "data.tokenizer_id", "train.freeze"}));
+}
+
 TEST(ConfigFile, HashInsideQuotedValueIsKept) {
   RunConfig c;
   ASSERT_EQ(load("[train]\nout_dir = \"runs#1 x\"  # a comment\nname = 'a-b' # c\n"
