@@ -159,8 +159,7 @@ PlanInput params_input(MemoryCommand& cmd, int64_t threads) {
     in.shapes.n_layer = layers_flag(cmd.layers);
     in.shapes.n_embd = cmd.hidden;
     in.shapes.n_head = cmd.heads;
-    in.shapes.n_kv_head = r.model.n_kv_head;  // attention variants from [model]
-    in.shapes.qk_norm = r.model.qk_norm;
+    in.shapes.block = r.model;  // the block's variants (MLP, F, attention, norms) from [model]
     in.shapes.padded_vocab = m.padded_vocab();
     in.shapes.seq = r.train.seq_len;
   }

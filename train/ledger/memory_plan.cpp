@@ -297,16 +297,8 @@ double plan_optimizer_bytes_per_param(const OptimConfig& o) {
 ActivationSpec plan_activation_spec(const PlanShapes& s, int64_t batch, Recompute recompute) {
   // The block's widths (qkv, F) come from the model's recipe for these dimensions, as the
   // model's own spec does; the trainer's activations are fp32 at every precision.
-  ModelConfig m;
-  m.n_layer = s.n_layer;
-  m.n_head = s.n_head;
-  m.n_embd = s.n_embd;
-  m.ffn_hidden = s.ffn_width();
-  m.mlp = mlp_name(s.mlp);
-  m.n_kv_head = s.n_kv_head;
-  m.qk_norm = s.qk_norm;
-  m.norm = s.norm;
-  ActivationSpec a = activation_spec(m, batch, s.seq, recompute, s.untrained_blocks, DType::kF32);
+  ActivationSpec a =
+      activation_spec(s.model(), batch, s.seq, recompute, s.untrained_blocks, DType::kF32);
   a.padded_vocab = s.padded_vocab;
   a.lora_rank = s.lora_rank;
   a.lora_dropout = s.lora_dropout;
@@ -637,13 +629,9 @@ PlanInput plan_input_from_config(const RunConfig& cfg, int64_t world, int64_t th
   in.shapes.n_layer = cfg.model.n_layer;
   in.shapes.n_head = cfg.model.n_head;
   in.shapes.n_embd = cfg.model.n_embd;
-  in.shapes.ffn_hidden = cfg.model.ffn_width();
-  in.shapes.mlp = cfg.model.mlp_kind();
-  in.shapes.n_kv_head = cfg.model.kv_heads();
-  in.shapes.qk_norm = cfg.model.qk_norm;
+  in.shapes.block = cfg.model;
   in.shapes.padded_vocab = cfg.model.padded_vocab();
   in.shapes.seq = cfg.train.seq_len;
-  in.shapes.norm = cfg.model.norm;  // model.norm (issue 41)
   in.params = pp.params;
   in.grads = pp.grads;
   in.separate_master = pp.separate_master;

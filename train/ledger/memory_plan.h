@@ -52,9 +52,19 @@ struct PlanTensor {
 // Model dimensions for activations; n_layer == 0 means "unknown" (no activation prediction).
 struct PlanShapes {
   int64_t n_layer = 0, n_head = 0, n_embd = 0, padded_vocab = 0, seq = 0;
-  int64_t ffn_hidden = 0;  // the MLP's width F (model.ffn_hidden; 0: 4 x n_embd)
-  int64_t ffn_width() const { return ffn_hidden > 0 ? ffn_hidden : 4 * n_embd; }
-  MlpKind mlp = MlpKind::kGelu;  // model.mlp: SwiGLU keeps a third activation of width F
+  // The rest of [model] as the model reads it: the MLP and its width F, the attention and norm
+  // variants. Whole, so that a new block variant reaches the planner's activation lists
+  // (model/activation_list.h) with no edit here. Its n_layer, n_head and n_embd are replaced by
+  // the fields above (which the `memory` command may take from its own flags): model().
+  ModelConfig block = {};
+  ModelConfig model() const {
+    ModelConfig m = block;
+    m.n_layer = n_layer;
+    m.n_head = n_head;
+    m.n_embd = n_embd;
+    return m;
+  }
+  int64_t ffn_width() const { return model().ffn_width(); }
   // Blocks below the lowest one that trains anything get no backward and keep no activations
   // (train.freeze); adapters' scratch (LoRA rank, and the dropped input with lora.dropout).
   int64_t untrained_blocks = 0;
@@ -65,20 +75,15 @@ struct PlanShapes {
   // (qkv, rank) scratch and its non-accumulating weight-gradient product the plan adds.
   bool lora_on[4] = {false, false, false, false};
   bool lora_rows = false;
-  // Attention variants: k/v heads (model.n_kv_head; 0: n_head) and model.qk_norm.
-  int64_t n_kv_head = 0;
-  bool qk_norm = false;
   // The fused q, k, v projection's width: C + 2 x KV heads x head_dim (3C without grouping).
   int64_t qkv_width() const {
-    const int64_t kv = n_kv_head > 0 ? n_kv_head : n_head;
+    const int64_t kv = block.n_kv_head > 0 ? block.n_kv_head : n_head;
     return n_head > 0 ? n_embd + 2 * kv * (n_embd / n_head) : 3 * n_embd;
   }
   // Which weight-gradient products run: the tied head's (the token embedding trains), the
   // blocks' linear weights' (any of them trains), the embedding backward (an embedding trains).
   bool head_weight_grad = true, block_weight_grads = true, embedding_backward = true;
   bool known() const { return n_layer > 0 && n_head > 0 && n_embd > 0 && seq > 0; }
-  // model.norm (issue 41): the norms' kind decides whether they keep a mean.
-  std::string norm = "layernorm";
 };
 
 struct PlanInput {

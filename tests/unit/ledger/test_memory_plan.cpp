@@ -116,6 +116,34 @@ TEST(MemoryPlan, AccumulationChangesGlobalBatchNotActivationsOrOptimizerState) {
             4 * (L - 1) * (15 * T * C + 4 * T + H * T));
 }
 
+// The planner reads the block's variants from [model] whole (PlanShapes::block): its activation
+// bytes are the model's own activation list for that configuration, whatever the variant. The
+// `memory --params` path planned GELU's two MLP activations for a SwiGLU block before.
+TEST(MemoryPlan, ActivationsFollowEveryBlockVariantOfTheModelConfig) {
+  ModelConfig m;
+  m.n_layer = 3;
+  m.n_head = 4;
+  m.n_embd = 64;
+  m.block_size = 32;
+  m.vocab_size = 300;
+  m.mlp = "swiglu";
+  m.n_kv_head = 2;
+  m.qk_norm = true;
+  m.norm = "rmsnorm";
+  m.position = "rope";
+  PlanShapes s = {m.n_layer, m.n_head, m.n_embd, m.padded_vocab(), 32};
+  s.block = m;
+  for (Recompute r : {Recompute::kNone, Recompute::kMlp, Recompute::kBlock}) {
+    const int64_t model_bytes =
+        act_list_bytes(saved_activations(activation_spec(m, 2, 32, r, 0, DType::kF32)));
+    EXPECT_EQ(plan_activation_bytes(s, 2, r), model_bytes) << recompute_name(r);
+  }
+  PlanShapes gelu = s;
+  gelu.block.mlp = "gelu";
+  EXPECT_GT(plan_activation_bytes(s, 2, Recompute::kNone),
+            plan_activation_bytes(gelu, 2, Recompute::kNone));
+}
+
 TEST(MemoryPlan, ZeroStages) {
   const int64_t N = 1000000000, D = 8, K = 12;
   const int64_t expected[4] = {(2 + 2 + K) * N, (2 + 2) * N + K * N / D, 2 * N + (2 + K) * N / D,
