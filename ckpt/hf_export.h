@@ -55,7 +55,7 @@ std::vector<HfTensor> hf_read_safetensors(const std::string& path);
 // eps 1e-5, tied word embeddings, dropout probabilities from model.dropout.
 void hf_write_config_json(const std::string& path, const ModelConfig& config,
                           const HfConfigExtras& extras = {});
-// model.norm (issue 41): an Error naming the key unless `config`'s norms and biases are GPT-2's
+// model.norm: an Error naming the key unless `config`'s norms and biases are GPT-2's
 // (LayerNorm with weight and bias, eps 1e-5, every bias), which GPT2LMHeadModel can hold.
 void hf_require_gpt2_block(const ModelConfig& config);
 // The text hf_write_config_json writes (hf_import.h reads it back to the same ModelConfig).

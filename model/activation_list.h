@@ -42,7 +42,7 @@ struct ActivationSpec {
   MlpKind mlp = MlpKind::kGelu;
   // model.qk_norm: the heads normalised per row (H + KV), whose rstd the backward keeps; 0: off.
   int64_t qk_norm_heads = 0;
-  // model.norm = rmsnorm (issue 41): the norms keep no mean (ln1_mean, ln2_mean, lnf_mean).
+  // model.norm = rmsnorm: the norms keep no mean (ln1_mean, ln2_mean, lnf_mean).
   bool rms_norm = false;
 };
 

@@ -42,7 +42,7 @@ void gpt_block_qk_backward(Backend& be, Tensor dqkv, const BlockActs& x, int64_t
     be.rope(dqkv, rows, pos.seq, pos.pos0, heads, w.hd, w.qkv, w.attention.rope_theta, true);
 }
 
-// model.norm (issue 41)
+// model.norm
 bool block_norm_is_gpt2(const BlockWidths& w, const Tensor& weight, const Tensor& bias) {
   return !w.rms_norm && w.norm_eps == kLayerNormEps && !weight.empty() && !bias.empty();
 }

@@ -33,12 +33,12 @@ struct BlockWidths {
   // between the qkv projection and attention (the recipe's Attention: QK-norm, then rope).
   int64_t H = 0, KV = 0, hd = 0;
   BlockRecipe::Attention attention;
-  // model.norm (issue 41): the norms' kind and eps (BlockRecipe::rms_norm, norm_eps).
+  // model.norm: the norms' kind and eps (BlockRecipe::rms_norm, norm_eps).
   bool rms_norm = false;
   double norm_eps = 1e-5;
 };
 
-// model.norm (issue 41): the norm `out = norm(x) * weight + bias` over `rows` rows of C (mean
+// model.norm: the norm `out = norm(x) * weight + bias` over `rows` rows of C (mean
 // unused by RMSNorm; weight or bias empty where the model has none). GPT-2's LayerNorm (weight,
 // bias, eps 1e-5) runs layernorm_forward, everything else norm_forward; with `a` and `b`, x = a +
 // b is written first (add_layernorm_forward's fused residual add for GPT-2's norm).

@@ -87,7 +87,7 @@ struct ModelConfig {
   bool tie_embeddings = true;
   // > 0: the logits become cap * tanh(logits / cap) before the loss and sampling; 0: off.
   double logit_softcap = 0.0;
-  // Attention variants (issue 41), appended for the same reason. position: learned (GPT-2's
+  // Attention variants, appended for the same reason. position: learned (GPT-2's
   // wpe table) or rope (rotary q and k, Hugging Face Llama's half-split pairs, base rope_theta);
   // n_kv_head: heads of k and v (0: n_head; fewer: grouped-query, 1: multi-query attention);
   // qk_norm: a weightless RMS norm over each head's head_dim of q and k, before the rotation.
@@ -95,7 +95,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   int64_t n_kv_head = 0;
   bool qk_norm = false;
-  // model.norm: the block's norms and the final one (issue 41). layernorm (GPT-2):
+  // model.norm: the block's norms and the final one. layernorm (GPT-2):
   // (x - mean) * rstd * weight + bias; rmsnorm (Llama): x * rstd * weight with rstd over the mean
   // of squares, never a bias. norm_weight = false drops the learnable weight (a weightless norm);
   // norm_eps is added to the variance (layernorm) or the mean square (rmsnorm) under the root.

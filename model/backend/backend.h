@@ -101,7 +101,7 @@ struct AttentionArgs {
   int64_t qkv_width() const { return channels + 2 * kv() * (channels / heads); }
 };
 
-// model.norm (issue 41): which norm norm_forward/norm_backward compute over the last dim.
+// model.norm: which norm norm_forward/norm_backward compute over the last dim.
 struct NormArgs {
   // false: LayerNorm, xhat = (x - mean) * rstd with rstd = 1/sqrt(var + eps); true: RMSNorm,
   // xhat = x * rstd with rstd = 1/sqrt(mean(x^2) + eps) (no mean, never a bias).
@@ -310,7 +310,7 @@ class Backend {
   // products).
   virtual void head_rmsnorm_backward(Tensor dx, Tensor y, Tensor rstd, int64_t rows, int64_t heads,
                                      int64_t head_dim, int64_t stride) = 0;
-  // ---- model.norm (issue 41): RMSNorm, weightless and bias-free norms, any eps -------------
+  // ---- model.norm: RMSNorm, weightless and bias-free norms, any eps -------------
   // out = xhat * weight + bias (NormArgs) over the last dim of x [rows, C]; weight and bias may
   // be empty (none: 1 and 0). rstd [rows] is saved, and mean [rows] for LayerNorm (RMSNorm
   // leaves it alone: it may be empty). LayerNorm with weight, bias and eps 1e-5 is exactly

@@ -159,7 +159,7 @@ TEST_P(GradCheck, LayerNorm) {
   check_grad("layernorm dbias", b, minus(db, db0), loss);
 }
 
-// model.norm (issue 41): norm_forward / norm_backward, LayerNorm or RMSNorm with a given eps and
+// model.norm: norm_forward / norm_backward, LayerNorm or RMSNorm with a given eps and
 // the weight and the bias each optional (empty tensors: the norm has none, and no gradient).
 void check_norm(Backend& be, testing::HostStaging& st, bool rms, bool has_w, bool has_b,
                 double eps) {

@@ -108,7 +108,7 @@ TEST_F(CliInputs, PathsWithHashAndSpacesWorkEverywhere) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
-// model.norm (issue 41): a nanochat-style block (weightless RMSNorm, no biases) trains, evaluates
+// model.norm: a nanochat-style block (weightless RMSNorm, no biases) trains, evaluates
 // and samples (the KV-cache decoder runs the same norms), and `train --init-from` it takes its
 // norm and bias keys; the Hugging Face export, whose
 // GPT2LMHeadModel has LayerNorm and biases, refuses it in one line and writes nothing; bad norm

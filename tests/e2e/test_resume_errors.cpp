@@ -101,7 +101,7 @@ TEST_F(ResumeErrors, AttentionVariantChangeRefused) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
-// model.norm (issue 41): the norm and the biases are architecture (the checkpoint holds GPT-2's
+// model.norm: the norm and the biases are architecture (the checkpoint holds GPT-2's
 // LayerNorm and biases): another value is refused in one line naming the key.
 TEST_F(ResumeErrors, NormOrBiasChangeRefused) {
   auto r = ledgerlm("train --config " + run_ + "/config.toml --model.norm rmsnorm --resume auto");

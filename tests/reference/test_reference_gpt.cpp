@@ -265,7 +265,7 @@ TEST(ReferenceGpt, MatchesPytorchWithQkNormRopeAndGroupedQuery) {
   check_against_reference(kFp64, cfg);
 }
 
-// model.norm (issue 41). Llama's norm: RMSNorm with a weight, eps 1e-6, no biases but Qwen2's
+// model.norm. Llama's norm: RMSNorm with a weight, eps 1e-6, no biases but Qwen2's
 // q, k, v bias; in fp32 (to fp32 rounding) and fp64.
 ModelConfig rms_config() {
   ModelConfig cfg = tiny_config();

@@ -1,4 +1,4 @@
-// model.norm (issue 41): LayerNorm or RMSNorm over the last dimension with any eps, and with the
+// model.norm: LayerNorm or RMSNorm over the last dimension with any eps, and with the
 // learnable weight and the bias each optional (NormArgs, backend.h).
 //
 // LayerNorm runs the row loops of layernorm_forward/backward (cpu_layernorm_rows.h) with a

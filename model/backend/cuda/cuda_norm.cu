@@ -1,4 +1,4 @@
-// model.norm (issue 41): LayerNorm or RMSNorm over the last dimension with any eps, the weight
+// model.norm: LayerNorm or RMSNorm over the last dimension with any eps, the weight
 // and the bias each optional (NormArgs, backend.h). One block per row in forward; backward as
 // cuda_layernorm.cu: dx per row, the parameter gradients summed per part of the rows in shared
 // memory and the parts added in order by a second kernel (deterministic, no atomics).

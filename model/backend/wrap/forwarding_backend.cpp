@@ -139,7 +139,7 @@ void ForwardingBackend::layernorm_backward(Tensor dx, Tensor dweight, Tensor dbi
   Op op(*this, "layernorm_backward");
   inner_->layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, rows, channels);
 }
-// model.norm (issue 41)
+// model.norm
 void ForwardingBackend::norm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor x, Tensor weight,
                                      Tensor bias, const NormArgs& args) {
   Op op(*this, "norm_forward");

@@ -100,7 +100,7 @@ TEST(HfConfig, AttentionVariantsAreRefusedNamingTheKey) {
   EXPECT_NO_THROW(hf_config_json_text(m));
 }
 
-// model.norm (issue 41): GPT2LMHeadModel holds LayerNorm with weight, bias and eps 1e-5 and every
+// model.norm: GPT2LMHeadModel holds LayerNorm with weight, bias and eps 1e-5 and every
 // bias; the export refuses any other norm or bias setting in one Error naming the key.
 TEST(HfConfig, ExportRefusesNormsAndBiasesGpt2CannotHold) {
   const ModelConfig base{257, 2, 2, 32, 32, 0.0, "none", {}};

@@ -377,7 +377,7 @@ TEST(LedgerAccuracy, SeparateQkvAndGateAdaptersPredictedToTheByte) {
   }
 }
 
-// model.norm (issue 41): RMSNorm without the mean buffers, weightless norms and no biases (an
+// model.norm: RMSNorm without the mean buffers, weightless norms and no biases (an
 // empty final unit with neither), Qwen2's q, k, v bias with a frozen block (its norm weights go
 // to the gradient sink): every row within 1% of the measurement, as for frozen tensors above.
 TEST(LedgerAccuracy, NormVariants) {

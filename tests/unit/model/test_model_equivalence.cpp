@@ -63,7 +63,7 @@ ModelConfig attention_variants(ModelConfig c) {
   return c;
 }
 
-// model.norm (issue 41): `c` with the norm variant `v`: 1 Llama/Qwen2 (RMSNorm with a weight, eps
+// model.norm: `c` with the norm variant `v`: 1 Llama/Qwen2 (RMSNorm with a weight, eps
 // 1e-6, no biases but q, k, v's), 2 nanochat (weightless RMSNorm, no biases), 3 LayerNorm without
 // biases, eps 1e-3; 0 leaves GPT-2's.
 ModelConfig norm_variant(ModelConfig c, int v) {

@@ -87,7 +87,7 @@ struct GradCheckCase {
   int64_t n_head = 2;
   int64_t n_kv_head = 0;
   bool qk_norm = false;
-  // model.norm (issue 41): the norms and biases.
+  // model.norm: the norms and biases.
   const char* norm = "layernorm";
   bool norm_weight = true;
   double norm_eps = 1e-5;
@@ -228,7 +228,7 @@ TEST_P(ModelGradCheck, QkNormRopeGroupedQueryWithDropoutAndRecomputeFp64) {
   run_gradcheck(*be, *stage, {0.2, "block", 0, "gelu", true, 0.0, "rope", 4, 2, true});
 }
 
-// model.norm (issue 41): RMSNorm with a weight, eps 1e-2 (large enough that a misplaced eps
+// model.norm: RMSNorm with a weight, eps 1e-2 (large enough that a misplaced eps
 // moves the gradients), no biases but the q, k, v one (Qwen2); then nanochat's weightless RMSNorm
 // without any bias, with recompute = block and dropout replaying it.
 TEST_P(ModelGradCheck, RmsNormNoBiasQkvBiasFp64) {

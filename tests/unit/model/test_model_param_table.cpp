@@ -307,7 +307,7 @@ TEST(ParamTable, AttentionVariantsShapeTheTable) {
 namespace ledgerlm {
 namespace {
 
-// model.norm (issue 41): the table holds exactly the tensors the variant has. RMSNorm has no
+// model.norm: the table holds exactly the tensors the variant has. RMSNorm has no
 // bias; norm_weight = false drops the norms' weights; bias = false every linear bias and
 // LayerNorm's, except the q, k, v bias with qkv_bias (Qwen2). A final norm with neither tensor
 // leaves the final unit empty (size 0).
