@@ -4,7 +4,7 @@
 #   quick      the ctest tests labelled unit and backend (tests/unit, tests/backend)
 #   rest       every other ctest test: e2e, dist, guard, reference, slow, cuda, slurm labels
 #   package    scripts/package_check.sh: the Debian package of a CPU build, installed with apt, run, removed
-#   san-build  the sanitizer build (ASan + UBSan, -O1, CUDA off) in build-sanitize/. It starts
+#   san-build  the sanitizer build (ASan + UBSan, -Og, CUDA off) in build-sanitize/. It starts
 #              in the background, at the lowest CPU priority, as soon as the Release build is
 #              done, and compiles on what the quick and rest stages leave idle (their tests wait
 #              on processes, mpirun, sleeps and the disk); this stage waits for what is left of it
