@@ -16,7 +16,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "model/backend/mixed_float.h"
 #include "model/backend/common/op_constants.h"
 #include "model/backend/common/random_keys.h"
 #include "model/backend/cpu/cpu_dtype.h"
@@ -25,6 +24,7 @@
 #include "model/backend/cpu/cpu_onednn.h"
 #include "model/backend/cpu/cpu_optim.h"
 #include "model/backend/cpu/cpu_subnormals.h"
+#include "model/backend/mixed_float.h"
 #include "model/base/check.h"
 
 namespace ledgerlm {

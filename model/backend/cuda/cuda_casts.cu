@@ -2,9 +2,9 @@
 // The conversions are the CPU's own LLM_HD functions (model/base/dtype.h via common/storage.h); a
 // stochastically rounded element draws rounding_bits(seed, stream_offset + i), the CPU's
 // counter-based Philox word: both backends produce identical bits for the same (seed, offset).
-#include "model/backend/mixed_float.h"
 #include "model/backend/common/random_keys.h"
 #include "model/backend/cuda/cuda_common.cuh"
+#include "model/backend/mixed_float.h"
 
 namespace ledgerlm::cuda {
 namespace {

@@ -3,11 +3,11 @@
 // so the same elements are dropped), accumulate and scale.
 #include <cmath>
 
-#include "model/backend/mixed_float.h"
 #include "model/backend/common/op_constants.h"
 #include "model/backend/common/random_keys.h"
 #include "model/backend/cuda/cuda_act_checks.h"
 #include "model/backend/cuda/cuda_common.cuh"
+#include "model/backend/mixed_float.h"
 
 namespace ledgerlm::cuda {
 namespace {
