@@ -7,6 +7,8 @@
 #   scripts/fuzz.sh          CI: every target with -runs=$LEDGERLM_FUZZ_RUNS (default 3000) and
 #                            -seed=$LEDGERLM_FUZZ_SEED (default 1): a few seconds each
 #   scripts/fuzz.sh long N   N executions per target (report: executions, crashes, time)
+#   scripts/fuzz.sh build    only builds the targets (scripts/test.sh builds them in the
+#                            background while the sanitizer tests run)
 #   LEDGERLM_FUZZ_TARGETS    the targets to run (default: all four)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +35,7 @@ if ! { cmake -S . -B build-fuzz -G Ninja -DLEDGERLM_FUZZ=ON -DCMAKE_CXX_COMPILER
   exit 1
 fi
 rm -f "$build_log"
+[ "$mode" = build ] && exit 0
 
 status=0
 for t in $targets; do

@@ -11,7 +11,10 @@
 #              (build-sanitize/san-build.log; its own wall time is printed)
 #   san-tests  the CPU tests again under the sanitizers (-LE "reference|slow|guard|cuda|slurm|script":
 #              see tests/README.md for what the sanitizer pass covers and why)
-#   fuzz       scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed
+#   fuzz       scripts/fuzz.sh: every libFuzzer target for a fixed -runs and -seed. Its build
+#              (clang, build-fuzz/) starts in the background at the lowest CPU priority when the
+#              sanitizer build is done, on what the sanitizer tests leave idle; this stage waits
+#              for it (build-fuzz/fuzz-build.log), then runs the targets
 # Each stage prints its wall time and the load average at its end, each ctest stage its 10
 # slowest tests (ctest's JUnit file, junit-<stage>.xml in the build directory), and the run ends
 # with a table of all stages. The first failing stage ends the run (exit status non-zero).
@@ -44,9 +47,11 @@ start=$(date +%s)
 table=()     # one line per finished stage
 current=""   # the stage running now
 san_pid=""   # the background sanitizer build, while it runs
+fuzz_pid=""  # the background fuzz build, while it runs
 summary() {
   local rc=$?
   if [ -n "$san_pid" ]; then kill -- -"$san_pid" 2>/dev/null || kill "$san_pid" 2>/dev/null || true; fi
+  if [ -n "$fuzz_pid" ]; then kill -- -"$fuzz_pid" 2>/dev/null || kill "$fuzz_pid" 2>/dev/null || true; fi
   [ -n "$current" ] && table+=("$(printf '%-10s %6s s  FAILED (exit %s)' "$current" $(($(date +%s) - stage_start)) "$rc")")
   echo
   echo "test: stages (wall seconds, load average at the end)"
@@ -110,6 +115,25 @@ san_build_wait() {
   return $rc
 }
 
+# fuzz_stage: waits for the background fuzz build (its log when it failed), then runs the targets
+# (scripts/fuzz.sh finds them built).
+fuzz_stage() {
+  if [ -n "$fuzz_pid" ]; then
+    local rc=0
+    wait "$fuzz_pid" || rc=$?
+    fuzz_pid=""
+    local hm
+    hm=$(CCACHE_STATSLOG=build-fuzz/ccache-stats.log ccache_counts)
+    echo "test: the fuzz build ran in the background (ccache hits ${hm% *}/$((${hm% *} + ${hm#* })))"
+    if [ "$rc" -ne 0 ]; then
+      echo "test: the background fuzz build failed (exit $rc); its last lines:"
+      tail -40 build-fuzz/fuzz-build.log
+      return $rc
+    fi
+  fi
+  scripts/fuzz.sh
+}
+
 stage build scripts/setup.sh
 if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
   # The sanitizer build in its own process group (set -m), so that the exit trap can end all of it.
@@ -135,6 +159,15 @@ stage rest ctest_stage build rest --timeout 600 -LE '^(unit|backend)$'
 stage package scripts/package_check.sh
 if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
   stage san-build san_build_wait
+  if [ "${LEDGERLM_SKIP_FUZZ:-0}" != 1 ]; then
+    mkdir -p build-fuzz
+    set -m
+    rm -f build-fuzz/ccache-stats.log
+    (CCACHE_STATSLOG=$root/build-fuzz/ccache-stats.log exec nice -n 19 scripts/fuzz.sh build \
+      >build-fuzz/fuzz-build.log 2>&1) &
+    fuzz_pid=$!
+    set +m
+  fi
   export ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp
   # On an AVX-512 machine the Release pass ran the AVX-512 kernels; the sanitizer pass runs the
   # AVX2 ones, so that one CI run covers both paths an x86 user can get (an AVX2-only machine runs
@@ -147,5 +180,5 @@ if [ "${LEDGERLM_SKIP_SANITIZE:-0}" != 1 ]; then
   unset ASAN_OPTIONS LSAN_OPTIONS LEDGERLM_CPU_ISA
 fi
 if [ "${LEDGERLM_SKIP_FUZZ:-0}" != 1 ]; then
-  stage fuzz scripts/fuzz.sh
+  stage fuzz fuzz_stage
 fi
