@@ -40,6 +40,10 @@ constexpr const char* kWarmupFraction = "warmup_fraction";
 constexpr const char* kBudgetTokens = "budget_tokens";
 constexpr const char* kBudgetSteps = "budget_steps";
 constexpr const char* kEvalTokens = "eval_tokens";
+// Derived second-moment decay: optim.beta2 = 0.5^(G x seq_len / beta2_half_life), so that the
+// second moment's memory is the same number of tokens at every global batch (Marek et al. 2025:
+// a fixed beta2 remembers G times more tokens at batch G than at batch 1). 0: beta2 as set.
+constexpr const char* kBeta2HalfLife = "beta2_half_life";
 constexpr const char* kOptimAxis = "optim.name";
 constexpr const char* kLrKey = "optim.lr";
 constexpr const char* kSeedAxis = "train.seed";
@@ -97,7 +101,7 @@ std::vector<int64_t> parse_batch(const std::string& text, const std::string& whe
 
 bool is_study_key(const std::string& key) {
   return key == kBatchAxis || key == kLrRule || key == kLrBaseBatch || key == kWarmupFraction ||
-         key == kBudgetTokens || key == kBudgetSteps || key == kEvalTokens;
+         key == kBudgetTokens || key == kBudgetSteps || key == kEvalTokens || key == kBeta2HalfLife;
 }
 
 // The canonical text of a study key's value (see kLrRule), or an error naming it.
@@ -115,7 +119,7 @@ std::string study_key_value(const std::string& key, const std::string& text,
   double v = 0;
   const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
   const bool number = res.ec == std::errc() && res.ptr == text.data() + text.size();
-  if (key == kBudgetTokens || key == kBudgetSteps || key == kEvalTokens) {
+  if (key == kBudgetTokens || key == kBudgetSteps || key == kEvalTokens || key == kBeta2HalfLife) {
     const double least = key == kEvalTokens ? 1 : 0;
     LLM_REQUIRE(number && v >= least && v == std::floor(v) && v < 1e15, where, ": '", text,
                 "': expected an integer >= ", least,
@@ -233,30 +237,34 @@ void read_base(const toml::table& table, const std::string& prefix,
   }
 }
 
-// Applies the derived keys (kLrRule, kWarmupFraction) of one run to its overrides, given its
-// world size; they leave the overrides (the trainer has no such keys).
+// Applies the derived keys (kLrRule, kWarmupFraction, the budget, eval and beta2 keys) of one run
+// to its overrides, given its world size; they leave the overrides (the trainer has no such keys).
 void derive_keys(std::map<std::string, std::string>* overrides, int64_t world,
                  const std::string& where) {
   auto& ov = *overrides;
   const bool rule = ov.count(kLrRule) > 0, warmup = ov.count(kWarmupFraction) > 0;
   const bool budget = ov.count(kBudgetTokens) > 0 || ov.count(kBudgetSteps) > 0;
+  // A half-life of 0 derives nothing: optim.beta2 stays as set (an axis [0, H] compares the two).
   const bool eval = ov.count(kEvalTokens) > 0;
-  if (!rule && !warmup && !budget && !eval) {
+  const bool half_life = ov.count(kBeta2HalfLife) > 0 && ov[kBeta2HalfLife] != "0";
+  if (!half_life) ov.erase(kBeta2HalfLife);
+  if (!rule && !warmup && !budget && !eval && !half_life) {
     LLM_REQUIRE(!ov.count(kLrBaseBatch), where, ": ", kLrBaseBatch, " needs ", kLrRule);
     return;
   }
   auto integer = [&](const char* key, int64_t fallback) -> int64_t {
     return ov.count(key) ? std::stoll(ov[key]) : fallback;
   };
-  const char* first = rule     ? kLrRule
-                      : budget ? (ov.count(kBudgetTokens) ? kBudgetTokens : kBudgetSteps)
-                      : eval   ? kEvalTokens
-                               : kWarmupFraction;
+  const char* first = rule        ? kLrRule
+                      : budget    ? (ov.count(kBudgetTokens) ? kBudgetTokens : kBudgetSteps)
+                      : eval      ? kEvalTokens
+                      : half_life ? kBeta2HalfLife
+                                  : kWarmupFraction;
   LLM_REQUIRE(ov.count("train.micro_batch"), where, ": ", first,
               " needs the global batch in the study file (batch = \"WORLDxMICROxACCUM\", or "
               "train.micro_batch)");
   const int64_t global = world * integer("train.micro_batch", 1) * integer("train.accum", 1);
-  if (budget || eval)
+  if (budget || eval || half_life)
     LLM_REQUIRE(ov.count("train.seq_len"), where, ": ", first,
                 " needs train.seq_len in the study file (the tokens of a step)");
   const int64_t per_step = global * integer("train.seq_len", 1);
@@ -279,6 +287,15 @@ void derive_keys(std::map<std::string, std::string>* overrides, int64_t world,
     // round(X / per_step) in integers, at least 1: every step once a step holds more than X.
     ov["train.eval_interval"] =
         std::to_string(std::max<int64_t>(1, (2 * x + per_step) / (2 * per_step)));
+  }
+  if (half_life) {
+    LLM_REQUIRE(!ov.count("optim.beta2"), where, ": ", kBeta2HalfLife,
+                " sets optim.beta2: drop it from the study file");
+    const double beta2 = std::pow(
+        0.5, static_cast<double>(per_step) / static_cast<double>(integer(kBeta2HalfLife, 1)));
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof buf, beta2);
+    ov["optim.beta2"] = canonical_value("optim.beta2", std::string(buf, res.ptr), where);
   }
   if (rule) {
     LLM_REQUIRE(ov.count(kLrBaseBatch), where, ": ", kLrRule, " needs ", kLrBaseBatch,
@@ -311,6 +328,7 @@ void derive_keys(std::map<std::string, std::string>* overrides, int64_t world,
   ov.erase(kBudgetTokens);
   ov.erase(kBudgetSteps);
   ov.erase(kEvalTokens);
+  ov.erase(kBeta2HalfLife);
 }
 
 }  // namespace
@@ -324,6 +342,7 @@ std::string study_name_part(const std::string& key, const std::string& value,
   if (key == kBudgetTokens) return "tok" + value;
   if (key == kBudgetSteps) return "steps" + value;
   if (key == kEvalTokens) return "evaltok" + value;
+  if (key == kBeta2HalfLife) return "b2hl" + value;
   auto tail = [](const std::string& k) { return k.substr(k.rfind('.') + 1); };
   int same = 0;
   for (const std::string& k : all_keys) same += tail(k) == tail(key);

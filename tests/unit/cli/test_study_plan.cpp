@@ -413,6 +413,37 @@ lr_rule = ["fixed", "linear", "sqrt"]
   EXPECT_NE(plan_error("[base]\nwarmup_fraction = 1.5\n").find("in [0, 1)"), std::string::npos);
 }
 
+// beta2_half_life sets optim.beta2 = 0.5^(G x seq_len / H): a gradient's weight in the second
+// moment halves every H tokens at every G alike; 0 leaves optim.beta2 as set.
+TEST(StudyPlan, Beta2HalfLifeHoldsTheSecondMomentsMemoryInTokensAcrossBatches) {
+  const json m = plan_of(R"(
+[base]
+"train.seq_len" = 64
+"train.max_tokens" = 65536
+[axes]
+batch = ["1x4x1", "1x32x2"]
+beta2_half_life = [0, 16384]
+)");
+  std::map<std::string, json> by_name;
+  for (const json& r : m["runs"]) by_name[r["name"]] = r;
+  ASSERT_EQ(by_name.size(), 4u);
+  // G = 4: 256 tokens a step, 0.5^(256 / 16384) = 0.5^(1/64); G = 64: 4096 tokens, 0.5^(1/4).
+  const json& small = by_name.at("b1x4x1_b2hl16384")["overrides"];
+  const json& large = by_name.at("b1x32x2_b2hl16384")["overrides"];
+  EXPECT_NEAR(std::stod(small["optim.beta2"].get<std::string>()), std::pow(0.5, 1.0 / 64), 1e-15);
+  EXPECT_NEAR(std::stod(large["optim.beta2"].get<std::string>()), std::pow(0.5, 0.25), 1e-15);
+  EXPECT_FALSE(small.contains("beta2_half_life"));
+  EXPECT_FALSE(by_name.at("b1x4x1_b2hl0")["overrides"].contains("optim.beta2"));
+  EXPECT_FALSE(by_name.at("b1x4x1_b2hl0")["overrides"].contains("beta2_half_life"));
+
+  EXPECT_NE(plan_error("[base]\n\"train.seq_len\" = 64\n\"train.micro_batch\" = 4\n"
+                       "\"optim.beta2\" = 0.99\nbeta2_half_life = 4096\n")
+                .find("sets optim.beta2: drop it"),
+            std::string::npos);
+  EXPECT_NE(plan_error("[base]\nbeta2_half_life = 0.5\n").find("expected an integer >= 0 (tokens)"),
+            std::string::npos);
+}
+
 // The Slurm jobs a manifest records (`study run --slurm`) stay when the study is planned again
 // (by hand, or by the widening of a sweep): they say which runs are queued.
 TEST(StudyPlan, PlanningAgainKeepsTheSlurmJobs) {
