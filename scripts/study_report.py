@@ -22,7 +22,9 @@ arms sharing the select axes other than optim.name (one per token budget; the wa
 form their own) is compared against its arm of that optimizer, Holm over the group. The finals'
 eval curves give tokens to the final loss of the baseline's median seed and speedups with
 bootstrap intervals (scripts/seed_stats.py, which also gives the failure rates' exact intervals
-and the smallest effect the design could detect); their summaries the cost per optimizer.
+and the smallest effect the design could detect); their summaries the cost per optimizer. When
+the finals select on train.max_tokens (a budget ladder), scripts/data_equivalent.py adds the
+data-equivalent speedup: the baseline's final loss fitted against tokens, inverted at each arm's.
 
 Provenance: every run records the build that trained it (summary.json and the first metrics
 record of each start: commit and dirty flag). Runs from a build with uncommitted changes are
@@ -60,6 +62,7 @@ except ImportError as e:
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import batch_science  # noqa: E402
+import data_equivalent  # noqa: E402
 import figures  # noqa: E402
 import seed_stats  # noqa: E402
 import split_equivalence  # noqa: E402
@@ -887,6 +890,9 @@ def finals_lines(manifest, final_runs, final_arms, study, alpha, cores, base, sp
         more, _ = comparison_lines(arms, g["baseline"], alpha, veto)
         lines += more
         lines += speedup_lines(g, seed_curves)
+    lines += data_equivalent.report_lines(study, final_arms, finals.get("select", []),
+                                          manifest.get("baseline"), split,
+                                          manifest.get("name", study.name))
     png = curves_plot(manifest.get("name", study.name), groups, curves,
                       study / "finals_val_curves.png", base)
     if png:

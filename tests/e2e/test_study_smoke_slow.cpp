@@ -1,6 +1,7 @@
 // The smoke studies of configs/studies end to end, as CI runs them: optimizers_smoke.toml
 // planned, run (sweep, finals on the test split, wall-clock finals) and reported, and `compare
-// --tsv` on two of its runs; global_batch_smoke.toml's LR rules. About 15 s on 2 cores. In a
+// --tsv` on two of its runs; global_batch_smoke.toml's LR rules; optimizers_modern_smoke.toml's
+// budget ladder at two widths and its data-equivalent speedup. About 35 s on 2 cores. In a
 // file of their own (label slow) because they are mostly training: the sanitizer pass, ~8x
 // slower, leaves them out, and the study runner's code they share with test_study.cpp runs
 // there through that file's tests.
@@ -29,6 +30,20 @@ class StudySmoke : public testing::StudyDataSuite<StudySmoke> {
   static CommandResult study(const std::string& args) {
     return run_command(testing::ledgerlm_binary() + " study " + args);
   }
+  // configs/studies/NAME.toml written to root_ with its data.dir set to DATA and its base config
+  // (BASE, relative to configs/studies) to the source tree's: the file's path, or "" when the
+  // study no longer reads as this expects (the test then fails saying so).
+  static std::string smoke_study_file(const std::string& name, const std::string& base,
+                                      const std::string& data) {
+    std::string text = read_file(testing::source_dir() + "/configs/studies/" + name + ".toml");
+    const std::string data_line = "\"data.dir\" = \"data_out/kjv\"", config = "../" + base;
+    const size_t at = text.find(data_line), conf = text.find(config);
+    if (at == std::string::npos || conf == std::string::npos) return "";
+    text.replace(at, data_line.size(), "\"data.dir\" = \"" + data + "\"");
+    text.replace(text.find(config), config.size(), testing::source_dir() + "/configs/" + base);
+    const std::string file = root_ + "/" + name + ".toml";
+    return write_file(file, text) ? file : "";
+  }
 };
 
 // configs/studies/optimizers_smoke.toml as CI runs it: on this test's corpus with a test split
@@ -40,15 +55,9 @@ TEST_F(StudySmoke, OptimizersSmokeStudyRunsAndReports) {
       run_command(testing::ledgerlm_binary() + " prepare --input " + root_ + "/corpus.txt --out " +
                   data + " --tokenizer bytes --test-fraction 0.1");
   ASSERT_EQ(prep.exit_code, 0) << prep.output;
-  std::string text = read_file(testing::source_dir() + "/configs/studies/optimizers_smoke.toml");
-  const size_t at = text.find("\"data.dir\" = \"data_out/kjv\"");
-  ASSERT_NE(at, std::string::npos) << "the smoke study no longer sets data.dir as expected";
-  text.replace(at, std::string("\"data.dir\" = \"data_out/kjv\"").size(),
-               "\"data.dir\" = \"" + data + "\"");
-  text.replace(text.find("../tiny_test.toml"), std::string("../tiny_test.toml").size(),
-               testing::source_dir() + "/configs/tiny_test.toml");
-  const std::string file = root_ + "/optimizers_smoke.toml", dir = root_ + "/smoke";
-  ASSERT_TRUE(write_file(file, text));
+  const std::string file = smoke_study_file("optimizers_smoke", "tiny_test.toml", data);
+  ASSERT_FALSE(file.empty()) << "the smoke study no longer sets data.dir and config as expected";
+  const std::string dir = root_ + "/smoke";
   const CommandResult plan = study("plan " + file + " --out " + dir);
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
   EXPECT_NE(plan.output.find("12 run(s)"), std::string::npos) << plan.output;
@@ -126,15 +135,10 @@ TEST_F(StudySmoke, OptimizersSmokeStudyRunsAndReports) {
 // configs/studies/global_batch_smoke.toml as CI runs it: the LR carried from G = 4 by each rule
 // and the warmup a tenth of each run's steps, as the runs' config.toml record them. About 5 s.
 TEST_F(StudySmoke, GlobalBatchSmokeStudyScalesTheLrByItsRule) {
-  std::string text = read_file(testing::source_dir() + "/configs/studies/global_batch_smoke.toml");
-  const std::string data_line = "\"data.dir\" = \"data_out/kjv\"";
-  const size_t at = text.find(data_line);
-  ASSERT_NE(at, std::string::npos) << "the smoke study no longer sets data.dir as expected";
-  text.replace(at, data_line.size(), "\"data.dir\" = \"" + root_ + "/data\"");
-  text.replace(text.find("../tiny_test.toml"), std::string("../tiny_test.toml").size(),
-               testing::source_dir() + "/configs/tiny_test.toml");
-  const std::string file = root_ + "/global_batch_smoke.toml", dir = root_ + "/gb_smoke";
-  ASSERT_TRUE(write_file(file, text));
+  const std::string file =
+      smoke_study_file("global_batch_smoke", "tiny_test.toml", root_ + "/data");
+  ASSERT_FALSE(file.empty()) << "the smoke study no longer sets data.dir and config as expected";
+  const std::string dir = root_ + "/gb_smoke";
   ASSERT_EQ(study("plan " + file + " --out " + dir).exit_code, 0);
   const CommandResult run = study("run " + dir + " -j 2");
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -153,6 +157,39 @@ TEST_F(StudySmoke, GlobalBatchSmokeStudyScalesTheLrByItsRule) {
   ASSERT_EQ(rep.exit_code, 0) << rep.output;
   const std::string md = read_file(dir + "/REPORT.md");
   EXPECT_NE(md.find("arm minus `b1x4x1_lr-fixed`"), std::string::npos) << md;
+}
+
+// configs/studies/optimizers_modern_smoke.toml as CI runs it: the modern block at two widths and
+// three token budgets, AdamW and Muon each tuned per width and budget, finals on three seeds,
+// and the report's data-equivalent speedup: AdamW's fit per width, Muon's speedup per budget,
+// its trend with budget and the ratio across widths. About 20 s.
+TEST_F(StudySmoke, ModernOptimizersSmokeStudyReportsTheDataEquivalentSpeedupPerWidth) {
+  const std::string file =
+      smoke_study_file("optimizers_modern_smoke", "nanochat_demo.toml", root_ + "/data");
+  ASSERT_FALSE(file.empty()) << "the smoke study no longer sets data.dir and config as expected";
+  const std::string dir = root_ + "/modern_smoke";
+  const CommandResult plan = study("plan " + file + " --out " + dir);
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  // 2 optimizers x 2 widths x 3 budgets x 2 LRs x 2 seeds.
+  EXPECT_NE(plan.output.find("48 run(s)"), std::string::npos) << plan.output;
+  const CommandResult run = study("run " + dir + " -j 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // And 12 arms (optimizer x width x budget) x 3 fresh seeds.
+  EXPECT_NE(run.output.find("84 run(s) finished, 0 failed"), std::string::npos) << run.output;
+  // The modern block's keys reached the runs: RMSNorm without weights, rotary positions.
+  const std::string cfg =
+      read_file(dir + "/runs/final_muon_n_embd32_max_tokens40960_seed13/config.toml");
+  EXPECT_NE(cfg.find("position = \"rope\""), std::string::npos) << cfg;
+  EXPECT_NE(cfg.find("norm_weight = false"), std::string::npos) << cfg;
+  const CommandResult rep = study("report --allow-dirty " + dir);
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  const std::string md = read_file(dir + "/REPORT.md");
+  EXPECT_NE(md.find("### model.n_embd = 16, train.max_tokens = 10240"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Data-equivalent speedup"), std::string::npos) << md;
+  EXPECT_NE(md.find("### model.n_embd = 32\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| muon | 40960 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("### Across families"), std::string::npos) << md;
+  EXPECT_TRUE(fs::exists(dir + "/data_equivalent.png"));
 }
 
 }  // namespace
