@@ -77,6 +77,12 @@ struct OptimConfig {
   std::string offload_dir;  // "": RUN_DIR/offload
   // The staging arena in MiB (raised to what whole-tensor kernels need).
   double offload_staging_mb = 64;
+  // Weight averaging: the half-life in tokens of an exponential moving average of the master
+  // weights that evaluation and the run's weights use (weight_average.cpp); 0: off.
+  double ema_half_life = 0.0;
+  // Its decay per optimizer step, 0.5^(tokens per step / ema_half_life) (optim_ema_decay): set by
+  // the trainer, which knows the global batch, not an optim.* key.
+  double ema_decay = 0.0;
   // Storage of the state that mirrors the parameters (m, v, momentum; Adafactor's m and vector
   // v): fp32 or bf16 (updated in fp32, rounded to nearest even on store). Set from the
   // precision.state key by the trainer, not an optim.* key. 8-bit AdamW's codes/absmax and
@@ -90,5 +96,9 @@ struct OptimConfig {
 // (Schedule-Free AdamW trains at y, keeps x): the fp32 master then exists apart from the compute
 // copy even with fp32 params, and precision.master = none is refused. From the optimizer's traits.
 bool optim_trains_off_master(const OptimConfig& c);
+
+// The decay per step of an average with a half-life of `half_life_tokens` tokens at
+// `tokens_per_step` tokens a step: 0.5^(tokens_per_step / half_life_tokens); 0 when either is 0.
+double optim_ema_decay(double half_life_tokens, int64_t tokens_per_step);
 
 }  // namespace ledgerlm

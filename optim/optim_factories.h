@@ -22,6 +22,10 @@ std::unique_ptr<Optimizer> optimizer_create_lion(const OptimConfig& config);
 std::unique_ptr<Optimizer> optimizer_create_schedulefree(const OptimConfig& config);
 std::unique_ptr<Optimizer> optimizer_create_ademamix(const OptimConfig& config);
 std::unique_ptr<Optimizer> optimizer_create_muon(const OptimConfig& config);
+// optim.ema_half_life: `inner` with an average of the master weights beside it
+// (weight_average.cpp).
+std::unique_ptr<Optimizer> optimizer_wrap_weight_average(std::unique_ptr<Optimizer> inner,
+                                                         const OptimConfig& config);
 
 // Muon orthogonalises a 2-D tensor of the matrix group (muon_plan.h: muon_orthogonalises).
 bool muon_matrix(const ParamInfo& p, const OptimConfig& config);

@@ -190,7 +190,12 @@ Registry& registry() {
 
 std::unique_ptr<Optimizer> optimizer_create(const OptimConfig& config) {
   config.validate();
-  return optim_traits_of(config).create(config);
+  if (config.ema_half_life <= 0.0) return optim_traits_of(config).create(config);
+  // The optimizer itself knows nothing of the average kept beside it.
+  OptimConfig plain = config;
+  plain.ema_half_life = 0.0;
+  plain.ema_decay = 0.0;
+  return optimizer_wrap_weight_average(optim_traits_of(plain).create(plain), config);
 }
 
 std::vector<const OptimTraits*> optim_traits_all() {
@@ -271,6 +276,7 @@ double optim_state_bytes_per_param(const OptimConfig& config, double master) {
     if (c.extent == StateExtent::kPerElement) per_element += bytes;
     if (c.extent == StateExtent::kPerBlock) per_block += bytes;
   }
+  if (config.ema_half_life > 0.0) per_element += 4.0;  // the fp32 average of the weights
   if (per_block == 0.0) return master + per_element;
   return master + per_element + per_block / static_cast<double>(config.block_size);
 }

@@ -107,6 +107,13 @@ void OptimConfig::validate() const {
               "optim.muon_adjust_lr: expected original or match_rms_adamw (got '", muon_adjust_lr,
               "')");
   require_nonneg(muon_adamw_lr, "optim.muon_adamw_lr");
+  require_nonneg(ema_half_life, "optim.ema_half_life");
+  LLM_REQUIRE(ema_half_life == 0.0 || !traits.trains_off_master,
+              "optim.ema_half_life = ", ema_half_life, ": optim.name = ", name,
+              " already returns an average of its iterates; set optim.ema_half_life = 0");
+  LLM_REQUIRE(ema_half_life == 0.0 || offload == "none", "optim.ema_half_life = ", ema_half_life,
+              ": the weight average is not available with optim.offload = ", offload,
+              "; set optim.offload = none or optim.ema_half_life = 0");
   LLM_REQUIRE(state_dtype == DType::kF32 || state_dtype == DType::kBF16,
               "precision.state: expected fp32 or bf16 (got ", dtype_name(state_dtype), ")");
   if (traits.validate != nullptr) traits.validate(*this);  // the optimizer's own keys

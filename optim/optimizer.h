@@ -153,6 +153,12 @@ class Optimizer {
     (void)master;
     (void)compute;
   }
+  // True once evaluation and the run's result use an average of the iterates instead of the
+  // master (optim.ema_half_life, after its first step): the same on every rank.
+  virtual bool has_average() const { return false; }
+  // That average, fp32 in the master's layout over this rank's parts (nullptr without one, or
+  // when this rank holds no parts).
+  virtual const float* averaged_weights() const { return nullptr; }
 };
 
 // Creates the optimizer named by config.name; throws Error naming optim.name otherwise.

@@ -34,6 +34,8 @@ const char* mem_tag_name(MemTag tag) {
       return "optim.factored";
     case MemTag::kOptimZ:
       return "optim.z";
+    case MemTag::kAverage:
+      return "optim.ema";
     case MemTag::kActivations:
       return "activations";
     case MemTag::kWorkspace:

@@ -30,6 +30,7 @@ enum class MemTag : uint8_t {
   kOptimAbsmax,     // per-block absmax of quantized state
   kOptimFactored,   // Adafactor row/column statistics
   kOptimZ,          // Schedule-Free's z sequence
+  kAverage,         // the average of the weights (optim.ema_half_life)
   kActivations,     // activations kept for backward
   kWorkspace,       // temporaries reused across ops
   kComm,            // communication buffers

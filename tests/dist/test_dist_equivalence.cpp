@@ -87,6 +87,9 @@ const std::vector<Variant>& variants() {
       {"schedulefree", " --optim.name adamw_schedulefree --optim.schedule constant", 1e-7, 1e-4,
        3e-5},
       {"ademamix", " --optim.name ademamix", 1e-7, 1e-4, 3e-5},
+      // The average of the weights (optim.ema_half_life), sharded like the master: the weights
+      // file compared is the average.
+      {"ema", " --optim.name adamw --optim.ema_half_life 2048", 1e-7, 1e-4, 3e-5},
       // Newton-Schulz on gathered pieces (stages 1-3 exchange them; stage 0 orthogonalises on
       // every rank), fp32 weights and bf16 weights with an fp32 master.
       {"muon", " --optim.name muon --optim.lr 0.02", 1e-7, 1e-4, 3e-5},

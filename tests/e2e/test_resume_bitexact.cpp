@@ -161,6 +161,9 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"schedulefree_bf16",
                    " --optim.name adamw_schedulefree --optim.schedule "
                    "constant --precision.params bf16"},
+        // The average of the weights and its count of steps (optim.ema_half_life) travel as
+        // optimizer state; the weights file is the average.
+        ResumeCase{"adamw_ema", " --optim.name adamw --optim.ema_half_life 2048"},
         // The alpha/beta3 warmup (the run's 12 steps) travels in the checkpoint.
         ResumeCase{"ademamix", " --optim.name ademamix"},
         ResumeCase{"muon", " --optim.name muon --optim.lr 0.02"},

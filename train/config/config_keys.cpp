@@ -163,6 +163,9 @@ std::vector<ConfigKey> config_keys(RunConfig& c) {
           "(0.2 sqrt(max(out,in)))");
   LLM_KEY("optim", c.optim, muon_adamw_lr, F,
           "muon: peak LR of its AdamW group (embeddings, biases, norms)");
+  LLM_STATE_KEY("optim", c.optim, ema_half_life, F,
+                "half-life in tokens of the weight average that evals and the run's weights "
+                "use (0: off)");
   LLM_KEY("optim", c.optim, schedule, S, "constant | cosine | linear");
   LLM_KEY("optim", c.optim, warmup_steps, I, "linear warmup steps");
   LLM_KEY("optim", c.optim, min_lr_ratio, F, "LR floor as a fraction of optim.lr");

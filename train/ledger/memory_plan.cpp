@@ -177,6 +177,12 @@ std::vector<StateCount> optimizer_states(const PlanInput& in, const std::vector<
   // Optimizer-wide host scalars (step counters and the like): the same on every rank.
   if (traits.host_scalars > 0)
     add("optim.scalars", MemTag::kOptimFactored, DType::kF64, traits.host_scalars, "all");
+  // optim.ema_half_life: the average of the weights beside any optimizer (mirrors the layout),
+  // and its count of averaged steps.
+  if (o.ema_half_life > 0.0) {
+    add("optim.ema", MemTag::kAverage, DType::kF32, mirror, "all");
+    add("optim.ema_steps", MemTag::kOptimFactored, DType::kF64, 1, "all");
+  }
   return out;
 }
 

@@ -23,6 +23,7 @@ std::vector<TensorState> plan_tensor_states(const OptimConfig& o, const PlanTens
     if (c.extent == StateExtent::kCols) n = t.cols;
     out.push_back({c.name, optim_state_dtype(c, o), n});
   }
+  if (o.ema_half_life > 0.0) out.push_back({"ema", DType::kF32, count});  // weight_average.cpp
   return out;
 }
 

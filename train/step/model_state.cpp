@@ -162,6 +162,10 @@ ModelState::ModelState(const RunConfig& config, Backend& backend, const ModelSta
   // precision.state picks the storage of the optimizer's parameter-shaped state (m, v, momentum).
   OptimConfig optim = config_.optim;
   optim.state_dtype = dtype_parse(config_.precision.state, "precision.state");
+  // The average's decay per step, from its half-life in tokens and this run's global batch.
+  optim.ema_decay =
+      optim_ema_decay(optim.ema_half_life, config_.train.micro_batch * config_.train.accum * world *
+                                               static_cast<int64_t>(config_.train.seq_len));
   optim_ = optimizer_create(optim);
   optim_->init(table_, placement_.optimizer_shard(), state_backend());
   std::vector<Location> state_where;
@@ -257,10 +261,10 @@ double ModelState::reduce_gradients() {
   return ms_since(t0);
 }
 
-void ModelState::write_compute_copy(int64_t step, Rounding rounding) {
+void ModelState::write_compute_copy(int64_t step, Rounding rounding, const float* source) {
   if (placement_.master_is_compute) return;               // updated in place
   if (!plan_.master_none) rounding = Rounding::kNearest;  // a separate master rounds to nearest
-  const Tensor src(master(), DType::kF32);
+  const Tensor src(source ? const_cast<float*>(source) : master(), DType::kF32);
   const uint64_t seed = static_cast<uint64_t>(config_.train.seed);
   // Stochastic rounding draws for element i of the one-rank layout: keyed on world-independent
   // positions, so a changed world size changes no random number.
@@ -345,13 +349,18 @@ void ModelState::exchange(Tensor send, const std::vector<int64_t>& send_counts, 
 }
 
 void ModelState::use_eval_weights(bool eval) {
-  if (!optim_->writes_compute_copy() || eval == eval_weights_) return;
+  // The average, once it holds a step (the master before that); the master is separate then
+  // (precision_plan), so writing the compute copy leaves the training state alone.
+  const bool average = optim_->has_average();
+  if ((!optim_->writes_compute_copy() && !average) || eval == eval_weights_) return;
   eval_weights_ = eval;
   if (eval)
-    write_compute_copy(0, Rounding::kNearest);  // x, rounded to nearest
-  else {
+    write_compute_copy(0, Rounding::kNearest, optim_->averaged_weights());  // x or the average
+  else if (optim_->writes_compute_copy()) {
     optim_->write_training_weights(master(), optimizer_compute());
     upload_compute_copy();
+  } else {
+    write_compute_copy(0, Rounding::kNearest);  // the master, as after every step
   }
   all_gather_compute_copy();
   if (zero_units_) zero_units_->invalidate();

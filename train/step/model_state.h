@@ -139,9 +139,10 @@ class ModelState {
   // The run's length in optimizer steps, as the LR schedule estimates it (optimizers with
   // schedules of their own read it: AdEMAMix's warmups).
   void set_schedule_length(int64_t steps) { schedule_length_ = steps; }
-  // Evaluation uses the weights the optimizer returns (the master); training the weights it
-  // trains at. They differ only for an optimizer that writes_compute_copy() (Schedule-Free:
-  // x and y): for it, true puts x into the compute copy, false puts y back. Collective.
+  // Evaluation uses the weights the optimizer returns (the master, or the average of the weights
+  // with optim.ema_half_life); training the weights it trains at. They differ for an optimizer
+  // that writes_compute_copy() (Schedule-Free: x and y) and for an average: true puts x (or the
+  // average) into the compute copy, false puts the training weights back. Collective.
   void use_eval_weights(bool eval);
 
   // Weights as safetensors with parameter-table names (fp32 from the master when there is one;
@@ -176,8 +177,9 @@ class ModelState {
   // `refuse_non_finite`: --init-from's check (a resume leaves divergence to the training loop).
   void checkpoint_load_trained(const CheckpointReader& ckpt, bool refuse_non_finite = false);
   // The compute copy from the fp32 master (rounded as precision.rounding says for
-  // precision.master = none, to nearest otherwise; `rounding` overrides for init and loads).
-  void write_compute_copy(int64_t step, Rounding rounding);
+  // precision.master = none, to nearest otherwise; `rounding` overrides for init and loads), or
+  // from `source`, fp32 weights in the master's layout (the average of the weights).
+  void write_compute_copy(int64_t step, Rounding rounding, const float* source = nullptr);
   double gradient_sum_squares();
   // Host copies of pieces[first..] when the backend's memory is not host memory.
   void stage_pieces(Backend& be, std::vector<CkptPiece>* pieces, size_t first);
@@ -185,8 +187,9 @@ class ModelState {
   void stream_pieces(Backend& be, std::vector<CkptPiece>* pieces, size_t first);
   // precision.master = none: the fp32 view of this rank's part of the compute copy.
   void widen_compute_copy();
-  // The rank's pieces of the weights as written to "model" (fp32 master or compute copy).
-  std::vector<CkptPiece> weight_pieces(const std::string& file);
+  // The rank's pieces of the weights as written to "model" (fp32 master or compute copy);
+  // `weights`: fp32 weights in the master's layout to write instead of the master.
+  std::vector<CkptPiece> weight_pieces(const std::string& file, const float* weights = nullptr);
   std::vector<CkptPiece> frozen_pieces();
   double all_gather_compute_copy();
   // The optimizer's all-to-all (OptimStepInfo::exchange); adds its time to exchange_ms_.

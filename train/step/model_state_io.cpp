@@ -224,13 +224,15 @@ void ModelState::checkpoint_load(const CheckpointReader& ckpt) {
                 optim_->name(), " with this config does not use");
 }
 
-std::vector<CkptPiece> ModelState::weight_pieces(const std::string& file) {
+std::vector<CkptPiece> ModelState::weight_pieces(const std::string& file, const float* weights) {
   std::vector<CkptPiece> pieces;
-  // What "model" holds: the fp32 master, or the compute copy itself when master = none.
+  // What "model" holds: the fp32 master (or WEIGHTS in its layout), or the compute copy itself
+  // when master = none.
   const bool compute = file == "compute" || plan_.master_none;
   const DType dt = compute ? plan_.params : DType::kF32;
-  const char* base =
-      compute ? static_cast<const char*>(params_.data()) : reinterpret_cast<const char*>(master());
+  const char* base = compute   ? static_cast<const char*>(params_.data())
+                     : weights ? reinterpret_cast<const char*>(weights)
+                               : reinterpret_cast<const char*>(master());
   const int64_t es = static_cast<int64_t>(dtype_size(dt));
   if (!placement_.writes_checkpoint) return pieces;
   for (const TensorPlacement& tp : placement_.tensors) {
@@ -341,7 +343,8 @@ std::vector<CkptPiece> ModelState::frozen_pieces() {
 
 void ModelState::save_weights(const std::string& path) {
   staging_.clear();
-  std::vector<CkptPiece> pieces = weight_pieces("model");
+  // The run's weights: the average of the iterates where there is one (optim.ema_half_life).
+  std::vector<CkptPiece> pieces = weight_pieces("model", optim_->averaged_weights());
   stage_pieces(state_backend(), &pieces, 0);  // the master: through the offload backend if any
   std::vector<CkptPiece> frozen = frozen_pieces();
   const size_t trained_pieces = pieces.size();

@@ -25,10 +25,15 @@ PrecisionPlan precision_plan(const RunConfig& c) {
               "precision.master = none: optim.offload = ", c.optim.offload,
               " moves the fp32 master off the compute device, so it needs one; set "
               "precision.master = fp32");
+  const bool averaged = c.optim.ema_half_life > 0.0;
+  LLM_REQUIRE(!(plan.master_none && averaged),
+              "precision.master = none: optim.ema_half_life = ", c.optim.ema_half_life,
+              " averages the fp32 master weights, so it needs them; set precision.master = fp32");
   // An optimizer that trains off its master needs both copies, even with fp32 params; so does
-  // offload (the master moves off the device, the weights the model uses stay).
-  plan.separate_master =
-      !plan.master_none && (plan.params != DType::kF32 || off_master || c.optim.offload != "none");
+  // offload (the master moves off the device, the weights the model uses stay), and so does a
+  // weight average (evaluation puts the average where the weights are, the master stays).
+  plan.separate_master = !plan.master_none && (plan.params != DType::kF32 || off_master ||
+                                               averaged || c.optim.offload != "none");
   LLM_REQUIRE(!(plan.master_none && plan.params == DType::kF32),
               "precision.master = none needs precision.params bf16 or fp16 (fp32 params are "
               "their own master)");

@@ -50,8 +50,8 @@ TEST(ConfigKeyRoles, ModelKeysAreArchitectureAndTheSavedStateKeysAreNamed) {
     }
     if (k.role == KeyRole::kSavedState) state.insert(k.full());
   }
-  EXPECT_EQ(state, (std::set<std::string>{"optim.name", "lora.rank", "lora.targets",
-                                          "data.tokenizer_id", "train.freeze"}));
+  EXPECT_EQ(state, (std::set<std::string>{"optim.name", "optim.ema_half_life", "lora.rank",
+                                          "lora.targets", "data.tokenizer_id", "train.freeze"}));
 }
 
 TEST(ConfigFile, HashInsideQuotedValueIsKept) {

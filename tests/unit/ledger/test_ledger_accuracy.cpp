@@ -99,7 +99,8 @@ Measured run_steps(const RunConfig& cfg, int steps,
 bool is_model_state(MemTag t) {
   return t == MemTag::kParams || t == MemTag::kGrads || t == MemTag::kMaster ||
          t == MemTag::kOptimM || t == MemTag::kOptimV || t == MemTag::kOptimMomentum ||
-         t == MemTag::kOptimCodes || t == MemTag::kOptimAbsmax || t == MemTag::kOptimFactored;
+         t == MemTag::kOptimCodes || t == MemTag::kOptimAbsmax || t == MemTag::kOptimFactored ||
+         t == MemTag::kAverage;
 }
 
 // Each row the planner predicts (all but data, comm and other) within tol(tag) x its measured peak.
@@ -183,6 +184,24 @@ TEST(LedgerAccuracy, PrecisionAndAccumulationVariants) {
     const std::string what = std::string(v.params) + "/" + v.grads + "/master " + v.master +
                              "/accum " + std::to_string(v.accum);
     check_bar(run_steps(cfg, 2), what);
+  }
+}
+
+// optim.ema_half_life: the average of the weights (4 bytes per parameter) and, with fp32 params,
+// the master it forces apart from the compute copy, each predicted to the byte.
+TEST(LedgerAccuracy, WeightAverageAndItsMasterPredictedToTheByte) {
+  for (const char* params : {"fp32", "bf16"}) {
+    RunConfig cfg = tiny_config("adamw", "none");
+    cfg.precision.params = params;
+    cfg.optim.ema_half_life = 4096;
+    const Measured m = run_steps(cfg, 2);
+    check_bar(m, std::string("weight average/") + params);
+    for (MemTag tag : {MemTag::kAverage, MemTag::kMaster}) {
+      EXPECT_GT(m.row_peak(tag), 0) << params << ": " << mem_tag_name(tag);
+      EXPECT_EQ(m.plan.per_rank_for_tag(tag), m.row_peak(tag))
+          << params << ": " << mem_tag_name(tag);
+    }
+    EXPECT_EQ(m.row_peak(MemTag::kAverage), m.row_peak(MemTag::kMaster)) << params;
   }
 }
 
