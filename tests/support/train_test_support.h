@@ -1,7 +1,7 @@
 // Shared by the trainer-level tests (test_train_*): a small repetitive character corpus that the
 // tiny GPT learns within a few dozen steps, the tiny GPT's RunConfig, the batch of one step
 // drawn from that corpus (deterministic, so every run of a test sees the same batches), and a
-// BatchSource serving those batches to train_step.
+// BatchSource serving those batches to train_step, and backend tensors read back to the host.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/backend/backend.h"
 #include "model/base/rng.h"
 #include "tests/support/config_test_support.h"
 #include "train/config/run_config.h"
@@ -97,5 +98,12 @@ class CorpusBatches final : public BatchSource {
   Index index_;
   std::vector<int32_t> inputs_, targets_;
 };
+
+// `n` elements of a backend tensor of fp32 values, copied to the host.
+inline std::vector<float> host_floats(Backend& be, Tensor t, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  be.copy_to_host(out.data(), t, n);
+  return out;
+}
 
 }  // namespace ledgerlm::testing

@@ -17,11 +17,7 @@
 namespace ledgerlm {
 namespace {
 
-std::vector<float> host_floats(Backend& be, Tensor t, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n));
-  be.copy_to_host(out.data(), t, n);
-  return out;
-}
+using testing::host_floats;
 
 double loss_now(ModelState& state, const std::vector<int32_t>& inputs,
                 const std::vector<int32_t>& targets, int64_t B, int64_t T) {

@@ -18,11 +18,7 @@
 namespace ledgerlm {
 namespace {
 
-std::vector<float> host_floats(Backend& be, Tensor t, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n));
-  be.copy_to_host(out.data(), t, n);
-  return out;
-}
+using testing::host_floats;
 
 struct Trained {
   std::vector<double> losses;
