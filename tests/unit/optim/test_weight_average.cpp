@@ -57,8 +57,8 @@ TEST(WeightAverage, IsTheDebiasedAverageOfTheIteratesItsHalfLifeSets) {
   const ParamTable table = test_table();
   const OptimConfig c = adamw(2048);  // 4 steps of 512 tokens: d = 0.5^(1/4)
   ASSERT_NEAR(c.ema_decay, std::pow(0.5, 0.25), 1e-15);
+  auto backend = backend_create_cpu(1);  // before the optimizer: its buffers outlive neither
   auto opt = optimizer_create(c);
-  auto backend = backend_create_cpu(1);
   opt->init(table, 0, table.total, *backend);
   EXPECT_FALSE(opt->has_average()) << "nothing averaged before the first step";
   EXPECT_EQ(opt->averaged_weights(), nullptr);
@@ -86,9 +86,9 @@ TEST(WeightAverage, IsTheDebiasedAverageOfTheIteratesItsHalfLifeSets) {
 // those of the optimizer alone (the same operations on the same values).
 TEST(WeightAverage, LeavesTheOptimizersMasterAndStateBitwiseUnchanged) {
   const ParamTable table = test_table();
+  auto b1 = backend_create_cpu(1), b2 = backend_create_cpu(1);
   auto plain = optimizer_create(adamw(0));
   auto averaged = optimizer_create(adamw(4096));
-  auto b1 = backend_create_cpu(1), b2 = backend_create_cpu(1);
   plain->init(table, 0, table.total, *b1);
   averaged->init(table, 0, table.total, *b2);
   std::vector<float> m1 = testing::random_flat(table, 3, 0.5, 0.0f), m2 = m1;
