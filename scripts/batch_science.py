@@ -100,6 +100,55 @@ def fit_scaling(gs, steps):
     return float(res.x[0]), float(res.x[1])
 
 
+def fit_scaling_many(gs, steps, iterations=200):
+    """fit_scaling of every row of STEPS (R x len(GS)) at once: (Smin, Emin) arrays of R. The same
+    problem (least squares in log S, Smin, Emin above fit_scaling's floors) solved by a
+    Levenberg-Marquardt iteration vectorized over the rows, a coordinate held at its floor while
+    the gradient pushes it below (an active set). Why: a bootstrap refits thousands of ladders of
+    the same Gs, and one scipy call per ladder made the report of a study take minutes."""
+    g = np.asarray(gs, dtype=float)
+    s = np.asarray(steps, dtype=float).reshape(-1, g.size)
+    log_s = np.log(s)
+    floor = np.stack([1e-9 * s.min(axis=1), 1e-9 * s.min(axis=1) * g.min()], axis=1)
+    # Start: the linear fit of relative errors, (Smin + Emin / G) / S = 1, clamped to the floors.
+    a = np.stack([1.0 / s, 1.0 / (g * s)], axis=2)                   # R x n x 2
+    ata = np.einsum("rni,rnj->rij", a, a)
+    atb = a.sum(axis=1)
+    p = np.maximum(np.linalg.solve(ata + 1e-300 * np.eye(2), atb[..., None])[..., 0], floor)
+
+    def cost_of(p):
+        f = p[:, :1] + p[:, 1:] / g
+        return np.square(np.log(f) - log_s).sum(axis=1)
+
+    cost = cost_of(p)
+    lam = np.full(len(p), 1e-3)
+    eye = np.eye(2)
+    for _ in range(iterations):
+        f = p[:, :1] + p[:, 1:] / g
+        r = np.log(f) - log_s                                           # R x n
+        j = np.stack([1.0 / f, 1.0 / (g * f)], axis=2)                  # R x n x 2
+        jtj = np.einsum("rni,rnj->rij", j, j)
+        grad = np.einsum("rni,rn->ri", j, r)
+        # A coordinate at its floor whose descent direction points below it stays there.
+        active = (p <= floor * (1 + 1e-12)) & (grad > 0)
+        keep = ~active
+        sys_ = jtj * (1 + lam[:, None, None] * eye)
+        sys_ = sys_ * keep[:, :, None] * keep[:, None, :] + eye * active[:, :, None]
+        rhs = np.where(keep, grad, 0.0)
+        step = -np.linalg.solve(sys_, rhs[..., None])[..., 0]
+        trial = np.maximum(p + step, floor)
+        new_cost = cost_of(trial)
+        better = new_cost < cost
+        moved = np.abs(trial - p) > 1e-13 * np.abs(p)
+        p = np.where(better[:, None], trial, p)
+        lam = np.where(better, lam / 3, np.minimum(lam * 3, 1e12))
+        cost = np.where(better, new_cost, cost)
+        # A row converged rejects every step, so its damping climbs; stop when all have.
+        if np.all(lam >= 1e10) and not (better & moved.any(axis=1)).any():
+            break
+    return p[:, 0], p[:, 1]
+
+
 def b_crit_verdict(bcrit, g_min, g_max):
     """Whether the ladder of Gs tried resolves B_crit: ("value", B) when G_min <= B <= G_max;
     ("above", G_max) when S still falls about as 1/G at the largest G (Smin not resolved,
@@ -125,16 +174,15 @@ def bootstrap_bcrit(gs, samples, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_S
         smin, emin = fit_scaling(gs, means)
         fitted = np.log(scaling_curve(gs, smin, emin))
         resid = np.log(means) - fitted
-    out = []
+    rows = []
     for _ in range(resamples):
         if per_seed:
-            s = np.array([np.mean(rng.choice(np.asarray(x, dtype=float), len(x)))
-                          for x in samples])
+            rows.append([np.mean(rng.choice(np.asarray(x, dtype=float), len(x)))
+                         for x in samples])
         else:
-            s = np.exp(fitted + rng.choice(resid, resid.size))
-        smin, emin = fit_scaling(gs, s)
-        out.append(emin / smin)
-    low, high = np.percentile(out, [2.5, 97.5])
+            rows.append(np.exp(fitted + rng.choice(resid, resid.size)))
+    smin, emin = fit_scaling_many(gs, rows)
+    low, high = np.percentile(emin / smin, [2.5, 97.5])
     return float(low), float(high)
 
 
@@ -169,8 +217,8 @@ def read_records(run_dir):
 
 
 def run_setting(entry, run_dir):
-    """(optimizer, G in sequences, seq_len, LR) of a manifest run: the run's config.toml, else
-    the manifest's overrides, else the engine's defaults."""
+    """(arm, G in sequences, seq_len, LR) of a manifest run: the run's config.toml, else the
+    manifest's overrides, else the engine's defaults; the arm by arm_label."""
     cfg = {}
     try:
         toml = tomllib.loads((Path(run_dir) / "config.toml").read_text())
@@ -185,11 +233,33 @@ def run_setting(entry, run_dir):
         return DEFAULTS.get(key, default)
 
     g = int(entry.get("world", 1)) * int(get("train.micro_batch")) * int(get("train.accum"))
-    return str(get("optim.name", "adamw")), g, int(get("train.seq_len")), float(get("optim.lr"))
+    arm = arm_label(str(get("optim.name", "adamw")), entry.get("axes", {}))
+    return arm, g, int(get("train.seq_len")), float(get("optim.lr"))
+
+
+# The axes that place a run on its arm's ladder (its G, LR and seed) rather than name the arm.
+LADDER_AXES = {"batch", "optim.lr", "train.seed", "optim.name", "train.micro_batch",
+               "train.accum"}
+
+
+def arm_label(optimizer, axes):
+    """The arm of a run: its optimizer, then every other axis it sets as key=value (the key's last
+    dotted part), sorted, so that a study over variants of one optimizer (beta2_half_life,
+    optim.ema_half_life, ...) fits one B_crit per variant. "adamw" for a study of optimizers."""
+    extra = []
+    for key, value in sorted(axes.items()):
+        if key in LADDER_AXES:
+            continue
+        try:
+            value = format(float(value), "g")  # "8192.0" and "8192" are one arm
+        except (TypeError, ValueError):
+            value = str(value)
+        extra.append(f"{key.split('.')[-1]}={value}")
+    return " ".join([optimizer] + extra)
 
 
 def read_study(study, manifest, target):
-    """Per run that has finished or failed: name, arm (optimizer), G, seq_len, lr, final (bool),
+    """Per run that has finished or failed: name, arm (arm_label), G, seq_len, lr, final (bool),
     steps to target, final val loss and the (tokens, b_simple) points it logged."""
     runs = []
     for entry in manifest["runs"]:
@@ -425,8 +495,10 @@ def _bcrit_text(f):
     return f"B_crit = {f['bcrit']:.1f} sequences ({f['bcrit'] * seq:.0f} tokens), {ci}{edge}"
 
 
-def report_lines(study, manifest):
-    """The REPORT.md sections of a steps-to-target study (figures written into STUDY)."""
+def report_lines(study, manifest, floors=None):
+    """The REPORT.md sections of a steps-to-target study (figures written into STUDY). FLOORS:
+    the val split's n-gram losses (study_report.data_baselines), whose bigram the targets of
+    B_crit(L) run past."""
     study = Path(study)
     name = manifest.get("name", study.name)
     target = manifest.get("target_loss")
@@ -488,7 +560,8 @@ def report_lines(study, manifest):
     lines += ["", f"![steps and tokens to target vs G]({png})", "",
               "Solid: the fit; dotted: perfect scaling S = Emin/G (tokens constant); dashed "
               "vertical: B_crit.", ""]
-    lines += bcrit_targets.section_lines(name, runs, lad, target, study)
+    lines += bcrit_targets.section_lines(name, runs, lad, target, study,
+                                         (floors or {}).get("bigram"))
     lines += lr_rule_lines(name, manifest, lad, study, target)
     lines += large_batch_lines(lad, runs, target)
     lines += cost_lines(lad, target)
@@ -620,7 +693,7 @@ def large_batch_lines(lad, runs, target):
         lines.append(f"| {arm} | {p['best_lr']:g} | {steps:.1f} | {ci} | {p['tokens']:.0f} | "
                      f"{steps / fewest:.2f} | {p['from']} |")
     arms = sorted(arm for arm, pts in lad.items() if g in pts)
-    lines += ["", f"The same at each target (a ranking at one target need not hold at another: "
+    lines += ["", "The same at each target (a ranking at one target need not hold at another: "
               "an arm whose loss plateaus falls behind below its plateau). Steps to L of each "
               "arm's best LR at L (every run of an LR pooled; in brackets the LR and its runs); "
               "ratio: over the fewest at that target.", "",

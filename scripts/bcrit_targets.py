@@ -41,6 +41,17 @@ def target_grid(target, above=0.6, below=0.3, step=0.1):
     return [round(target + step * k, 6) for k in range(up, -down - 1, -1)]
 
 
+def targets_past(target, bigram=None, step=0.1, limit=30):
+    """target_grid(TARGET), extended in STEP steps until it lies below BIGRAM (the val split's
+    bigram loss, when known): the study of B_crit(L) runs past the point where a model has
+    learnt more than pairs of tokens."""
+    targets = target_grid(target, step=step)
+    while bigram is not None and targets[-1] >= bigram and targets[-1] > step and \
+            len(targets) < limit:
+        targets.append(round(targets[-1] - step, 6))
+    return targets
+
+
 def lr_key(lr):
     """An LR as a cell key: sweep and finals write the same LR through different paths."""
     return float(f"{float(lr):.6g}")
@@ -120,18 +131,140 @@ def bcrit_at(runs, arm, target, resamples=TARGET_RESAMPLES, seed=TARGET_SEED):
     pool = residual_pool(cells)
     out["pool"] = int(pool.size)
     rng = np.random.default_rng(seed)
-    values, changed = [], 0
+    rows, changed = [], 0
     for _ in range(resamples):
-        b, picked, _, _ = fit_cells(resample_cells(cells, pool, rng))
-        if b is None:
+        row, picked = best_row(resample_cells(cells, pool, rng), gs)
+        if row is None:
             continue
-        values.append(b)
+        rows.append(row)
         changed += any(picked[g][0] != best[g][0] for g in gs)
-    out["kept"] = len(values)
-    if values:
-        out["low"], out["high"] = (float(x) for x in np.percentile(values, [2.5, 97.5]))
-        out["repicked"] = changed / len(values)
+    out["kept"] = len(rows)
+    if rows:
+        smin, emin = bs.fit_scaling_many(gs, rows)
+        out["low"], out["high"] = (float(x) for x in np.percentile(emin / smin, [2.5, 97.5]))
+        out["repicked"] = changed / len(rows)
     return out
+
+
+def best_row(cells, gs):
+    """(the mean steps of each G's best LR in CELLS, in the order of GS, or None when a G has no
+    LR whose every run reached the target; {G: (LR, mean)}): one ladder for fit_scaling_many."""
+    best = {g: bs.best_lr(cells.get(g, {})) for g in gs}
+    if any(lr is None or mean <= 0 for lr, mean in best.values()):
+        return None, best
+    return [best[g][1] for g in gs], best
+
+
+# ---- B_crit against the tokens to each target, with one bootstrap for every target ----
+
+RATIO_BAND = (0.5, 2.0)  # B_simple / B_crit within a factor of 2: McCandlish et al.'s prediction
+
+
+def run_cells(runs, arm):
+    """{G: {lr: [runs]}} over every run of ARM (sweep and finals pooled)."""
+    out = {}
+    for r in runs:
+        if r["arm"] == arm:
+            out.setdefault(r["g"], {}).setdefault(lr_key(r["lr"]), []).append(r)
+    return out
+
+
+def joint_draws(runs, arm, targets, resamples=TARGET_RESAMPLES, seed=TARGET_SEED):
+    """RESAMPLES bootstrap draws of ARM's runs shared by every target: per draw, {target:
+    (B_crit or None, smin, emin)}, None where the refit at that target misses a G or falls
+    outside the Gs tried. One draw picks each LR cell's runs (with replacement, two runs or
+    more) once for all targets, so a lucky seed is lucky at every target and the slope over
+    targets sees the correlation; a one-run cell gets one log deviation (drawn from every
+    target's residual_pool) applied at every target. Each target re-picks each G's LR."""
+    cells = run_cells(runs, arm)
+    steps = {id(r): [run_steps(r, t) for t in targets] for by_lr in cells.values()
+             for rs in by_lr.values() for r in rs}
+    pool = np.concatenate([residual_pool(cells_at(runs, arm, t)) for t in targets] or
+                          [np.zeros(0)])
+    gs = sorted(cells)
+    rng = np.random.default_rng(seed)
+    rows = {t: [] for t in targets}  # per target: (draw index, ladder) for one batched fit
+    for n in range(resamples):
+        picked = {}  # (G, lr) -> (list of per-run step vectors, multiplier)
+        for g in gs:
+            for lr, rs in cells[g].items():
+                if len(rs) >= 2:
+                    picked[g, lr] = ([steps[id(rs[i])] for i in rng.integers(0, len(rs), len(rs))],
+                                     1.0)
+                else:
+                    mult = math.exp(pool[rng.integers(0, pool.size)]) if pool.size else 1.0
+                    picked[g, lr] = ([steps[id(rs[0])]], mult)
+        for k, t in enumerate(targets):
+            by_g = {}
+            for (g, lr), (vectors, mult) in picked.items():
+                by_g.setdefault(g, {})[lr] = [None if v[k] is None else v[k] * mult
+                                              for v in vectors]
+            row, _ = best_row(by_g, gs)
+            if row is not None:
+                rows[t].append((n, row))
+    draws = [{t: None for t in targets} for _ in range(resamples)]
+    for t, fitted in rows.items():
+        if len(gs) < 2 or not fitted:
+            continue
+        smin, emin = bs.fit_scaling_many(gs, [row for _, row in fitted])
+        for (n, _), sm, em in zip(fitted, smin, emin):
+            b = em / sm
+            if bs.b_crit_verdict(b, min(gs), max(gs))[0] == "value":
+                draws[n][t] = (float(b), float(sm), float(em))
+    return draws
+
+
+def exponent_fit(points):
+    """Least-squares slope of ln B_crit against ln (tokens to target) over POINTS [(tokens,
+    B_crit)]: (slope, intercept), or None below 3 points."""
+    if len(points) < 3:
+        return None
+    x = np.log([p[0] for p in points])
+    y = np.log([p[1] for p in points])
+    if np.ptp(x) <= 0:
+        return None
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(slope), float(intercept)
+
+
+def bcrit_exponent(results, draws, seq_len, only=None):
+    """B_crit's exponent against the tokens to target, Emin x seq_len (the fewest tokens that reach
+    L: McCandlish et al.'s small-batch limit). RESULTS: bcrit_at per target; DRAWS: joint_draws;
+    ONLY: the targets to fit (None: every resolved one). dict(slope, intercept, n (targets in the
+    point fit), low, high (95% percentile over the draws with 3 targets or more), kept) or None
+    below 3 resolved targets."""
+    pts = [(b["emin"] * seq_len, b["bcrit"]) for b in results if b["verdict"] == "value" and
+           (only is None or b["target"] in only)]
+    fit = exponent_fit(pts)
+    if fit is None:
+        return None
+    slopes = []
+    for draw in draws:
+        d = exponent_fit([(v[2] * seq_len, v[0]) for t, v in draw.items()
+                          if v is not None and (only is None or t in only)])
+        if d is not None:
+            slopes.append(d[0])
+    out = {"slope": fit[0], "intercept": fit[1], "n": len(pts), "low": None, "high": None,
+           "kept": len(slopes)}
+    if slopes:
+        out["low"], out["high"] = (float(x) for x in np.percentile(slopes, [2.5, 97.5]))
+    return out
+
+
+def ratio_verdict(ratio, low=None, high=None, band=RATIO_BAND):
+    """Whether B_simple / B_crit lies within BAND: "within", "outside", or "undecided" when the
+    point lies within but the interval [LOW, HIGH] crosses an edge, or outside but the interval
+    reaches in; "-" without a ratio."""
+    if ratio is None:
+        return "-"
+    inside = band[0] <= ratio <= band[1]
+    if low is None or high is None:
+        return "within" if inside else "outside"
+    if band[0] <= low and high <= band[1]:
+        return "within"
+    if high < band[0] or low > band[1]:
+        return "outside"
+    return "within, interval crosses an edge" if inside else "outside, interval reaches in"
 
 
 # ---- B_simple from window means of the raw per-step estimates ----
@@ -222,45 +355,94 @@ def bcrit_text(b):
     return f"{b['bcrit']:.1f}"
 
 
-def section_lines(name, runs, lad, target, study):
-    """The REPORT.md lines (and bcrit_vs_target.png) of B_crit(L) and B_simple(L)."""
+def _axes_of(arm):
+    """{key: value} of an arm_label's key=value parts."""
+    return dict(part.split("=", 1) for part in arm.split()[1:] if "=" in part)
+
+
+def one_axis_pairs(arms):
+    """(arm a, arm b, key) for the pairs of ARMS of one optimizer that differ in one axis only."""
+    out = []
+    for i, a in enumerate(arms):
+        for b in arms[i + 1:]:
+            if a.split()[0] != b.split()[0]:
+                continue
+            xa, xb = _axes_of(a), _axes_of(b)
+            diff = [k for k in set(xa) | set(xb) if xa.get(k) != xb.get(k)]
+            if len(diff) == 1:
+                out.append((a, b, diff[0]))
+    return out
+
+
+def section_lines(name, runs, lad, target, study, bigram=None):
+    """The REPORT.md lines (and bcrit_vs_target.png) of B_crit(L), B_simple(L), their ratio,
+    B_crit's exponent against the tokens to target, and the arms that differ in one axis.
+    BIGRAM: the val split's bigram loss (the targets run past it)."""
     arms = [a for a, pts in sorted(lad.items()) if len(pts) >= 2]
-    targets = target_grid(target)
-    results, noise = {}, {}
-    for arm in arms:
+    targets = targets_past(target, bigram)
+    # Past the grid, only the targets some run of an arm reached (a corpus whose bigram lies far
+    # below what the study trains to adds no rows of "not reached").
+    while len(targets) > len(target_grid(target)) and not any(
+            r["arm"] in arms and run_steps(r, targets[-1]) is not None for r in runs):
+        targets.pop()
+    results, noise, draws, medians = {}, {}, {}, {}
+    for i, arm in enumerate(arms):
         results[arm] = [bcrit_at(runs, arm, t) for t in targets]
         noise[arm] = {t: b_simple_table(runs, arm, t) for t in targets}
+        # Independent streams per arm: a comparison of two arms does not pair their draws.
+        draws[arm] = joint_draws(runs, arm, targets, seed=TARGET_SEED + 1 + i)
+        for t in targets:
+            bsim = [v[0] for v in noise[arm][t].values() if v[0] is not None]
+            medians[arm, t] = float(np.median(bsim)) if bsim else None
+    below = "" if bigram is None else \
+        f"; * marks a target below the val split's bigram loss, {bigram:.4f}"
     lines = ["## Critical batch as a function of the target", "",
              f"B_crit(L) at {len(targets)} targets from {targets[0]:g} to {targets[-1]:g} nats "
-             f"(the study's {target:g} among them), on the same runs. Per G: every LR's runs "
-             "(sweep and finals pooled), the LR with the fewest mean steps to L among those whose "
-             "every run reached it; the fit of S(G) = Smin + Emin/G to those points. Interval: "
-             f"{TARGET_RESAMPLES} bootstrap resamples (fixed seed) that resample every LR's runs "
-             "(a one-run LR: its steps times a log deviation drawn from the LRs with several "
-             "runs), re-pick each G's LR and refit; 95% percentile. \"LR re-picked\": the share "
-             "of resamples whose LR differs from the point's at some G. The minimum over one-run "
-             "LRs is biased low (the luckiest seed wins), which the interval does not remove.",
-             ""]
+             f"(the study's {target:g} among them{below}), on the same runs. Per G: every LR's "
+             "runs (sweep and finals pooled), the LR with the fewest mean steps to L among those "
+             "whose every run reached it; the fit of S(G) = Smin + Emin/G to those points. "
+             f"Interval: {TARGET_RESAMPLES} bootstrap resamples (fixed seed) that resample every "
+             "LR's runs (a one-run LR: its steps times a log deviation drawn from the LRs with "
+             "several runs), re-pick each G's LR and refit; 95% percentile. \"LR re-picked\": the "
+             "share of resamples whose LR differs from the point's at some G. The minimum over "
+             "one-run LRs is biased low (the luckiest seed wins), which the interval does not "
+             "remove. B_simple / B_crit: the median over G of B_simple(L) (next section) over "
+             "B_crit(L), its interval from B_crit's alone (B_simple's own noise is left out); "
+             f"McCandlish et al. predict it within [{RATIO_BAND[0]:g}, {RATIO_BAND[1]:g}].", ""]
     if not arms:
         return lines + ["No arm has two Gs: no fit.", ""]
     lines += ["| arm | target L | B_crit (sequences) | 95% CI | Smin (steps) | Emin (sequences) "
-              "| LR re-picked | B_simple(L), median over G | B_simple / B_crit |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| LR re-picked | B_simple(L), median over G | B_simple / B_crit | 95% CI | "
+              f"within [{RATIO_BAND[0]:g}, {RATIO_BAND[1]:g}] |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    verdicts = {}
     for arm in arms:
         for b in results[arm]:
             # A bound (B_crit outside the Gs tried) has no interval worth printing.
-            ci = f"[{b['low']:.1f}, {b['high']:.1f}]" if b["low"] is not None and \
-                b["verdict"] == "value" else "-"
-            bsim = [v[0] for v in noise[arm][b["target"]].values() if v[0] is not None]
-            med = float(np.median(bsim)) if bsim else None
-            ratio = med / b["bcrit"] if med is not None and b["verdict"] == "value" else None
+            resolved = b["verdict"] == "value"
+            ci = f"[{b['low']:.1f}, {b['high']:.1f}]" if b["low"] is not None and resolved \
+                else "-"
+            med = medians[arm, b["target"]]
+            ratio = med / b["bcrit"] if med is not None and resolved else None
+            r_lo = med / b["high"] if ratio is not None and b["high"] else None
+            r_hi = med / b["low"] if ratio is not None and b["low"] else None
+            verdict = ratio_verdict(ratio, r_lo, r_hi)
+            verdicts.setdefault(arm, []).append(verdict)
             mark = " (the study's)" if abs(b["target"] - target) < 1e-9 else ""
+            mark += " *" if bigram is not None and b["target"] < bigram else ""
             repicked = "-" if b["repicked"] is None else f"{100 * b['repicked']:.0f}%"
+            r_ci = "-" if r_lo is None or r_hi is None else f"[{r_lo:.2f}, {r_hi:.2f}]"
             lines.append(f"| {arm} | {b['target']:g}{mark} | {bcrit_text(b)} | {ci} | "
                          f"{_fmt(b['smin'])} | {_fmt(b['emin'], 0)} | "
                          f"{repicked} | "
-                         f"{_fmt(med)} | {_fmt(ratio, 2)} |")
+                         f"{_fmt(med)} | {_fmt(ratio, 2)} | {r_ci} | {verdict} |")
     lines.append("")
+    for arm in arms:
+        v = [x for x in verdicts[arm] if x != "-"]
+        lines.append(f"- {arm}: B_simple / B_crit {ratio_summary(v, len(targets))}.")
+    lines.append("")
+    lines += exponent_lines(arms, results, draws, runs)
+    lines += comparison_lines(arms, results, draws, targets)
     lines += ["### Gradient noise scale at each target", "",
               "B_simple(L) per G: the sum of the raw per-step tr(Sigma) estimates over the sum of "
               "the raw |G|^2 estimates (metrics.jsonl gns_trace, gns_g2; sequences), over the "
@@ -285,6 +467,89 @@ def section_lines(name, runs, lad, target, study):
               "straddles it); line: the median over G of B_simple(L); dots: B_simple(L) per G.",
               ""]
     return lines
+
+
+def ratio_summary(verdicts, n_targets):
+    """One line on how many targets put B_simple / B_crit within the band."""
+    if not verdicts:
+        return f"not measured at any of the {n_targets} targets (no resolved B_crit)"
+    within = sum(v == "within" for v in verdicts)
+    edge = sum(v.startswith("within,") for v in verdicts)
+    out = sum(v == "outside" for v in verdicts)
+    text = (f"within [{RATIO_BAND[0]:g}, {RATIO_BAND[1]:g}] with its whole interval at {within} "
+            f"of the {len(verdicts)} targets with a resolved B_crit (of {n_targets})")
+    if edge:
+        text += f", within by its point but not its interval at {edge}"
+    if out:
+        text += f", outside with its whole interval at {out}"
+    rest = len(verdicts) - within - edge - out
+    if rest:
+        text += f", outside by its point with an interval reaching in at {rest}"
+    return text
+
+
+def exponent_lines(arms, results, draws, runs):
+    """The fit of ln B_crit against ln (tokens to target) per arm."""
+    lines = ["### B_crit against the tokens to target", "",
+             "Per arm: the least-squares slope of ln B_crit(L) against ln (Emin(L) x seq_len), "
+             "the fewest tokens that reach L (the small-batch limit of the fit), over the targets "
+             "whose B_crit lies within the Gs tried. Zhang et al. find the critical batch "
+             "growing with the data a run has seen; a slope of 0 means it does not. Interval: "
+             f"{TARGET_RESAMPLES} draws of the runs shared by every target (a lucky seed is lucky "
+             "at each), each target refitted with its LR re-picked; 95% percentile over the draws "
+             "with 3 resolved targets or more. B_crit = Emin / Smin shares Emin with the abscissa, "
+             "so their noise is correlated; the draws carry that correlation into the interval.",
+             "", "| arm | targets fitted | slope | 95% CI | draws kept | B_crit at 1M tokens "
+             "to target (sequences) | slope on the targets every arm resolves | 95% CI |",
+             "|---|---|---|---|---|---|---|---|"]
+    # Arms resolve different targets (a slow G misses the lowest): the slope on the targets
+    # they share compares them on one range.
+    common = set.intersection(*[{b["target"] for b in results[a] if b["verdict"] == "value"}
+                                for a in arms])
+    for arm in arms:
+        seq = next(r["seq_len"] for r in runs if r["arm"] == arm)
+        e = bcrit_exponent(results[arm], draws[arm], seq)
+        if e is None:
+            lines.append(f"| {arm} | fewer than 3 | - | - | - | - | - | - |")
+            continue
+        ci = "-" if e["low"] is None else f"[{e['low']:.2f}, {e['high']:.2f}]"
+        at_1m = math.exp(e["intercept"] + e["slope"] * math.log(1e6))
+        c = bcrit_exponent(results[arm], draws[arm], seq, common)
+        c_text = "-" if c is None else f"{c['slope']:.2f} ({c['n']} targets)"
+        c_ci = "-" if c is None or c["low"] is None else f"[{c['low']:.2f}, {c['high']:.2f}]"
+        lines.append(f"| {arm} | {e['n']} | {e['slope']:.2f} | {ci} | {e['kept']} of "
+                     f"{len(draws[arm])} | {at_1m:.1f} | {c_text} | {c_ci} |")
+    return lines + [""]
+
+
+def comparison_lines(arms, results, draws, targets):
+    """B_crit(L) of arm b over arm a for the arms that differ in one axis, with the interval of
+    the ratio over independent draws of the two."""
+    pairs = one_axis_pairs(arms)
+    if not pairs:
+        return []
+    lines = ["### Arms that differ in one axis", "",
+             "B_crit(L) of the second arm over the first's at each target where both are "
+             "resolved; 95% percentile interval of the ratio over the two arms' joint bootstrap "
+             "draws, drawn independently (the arms share seeds, so this is conservative). An "
+             "interval that excludes 1 says the axis moves the critical batch at that target.",
+             "", "| first arm | second arm | axis | " +
+             " | ".join(f"L = {t:g}" for t in targets) + " |",
+             "|---|---|---|" + "---|" * len(targets)]
+    for a, b, key in pairs:
+        cells = []
+        for k, t in enumerate(targets):
+            ra, rb = results[a][k], results[b][k]
+            if ra["verdict"] != "value" or rb["verdict"] != "value":
+                cells.append("-")
+                continue
+            ratios = [db[t][0] / da[t][0] for da, db in zip(draws[a], draws[b])
+                      if da[t] is not None and db[t] is not None]
+            ci = "" if len(ratios) < 20 else \
+                " [{:.2f}, {:.2f}]".format(*np.percentile(ratios, [2.5, 97.5]))
+            cells.append(f"{rb['bcrit'] / ra['bcrit']:.2f}{ci}")
+        lines.append(f"| {a} | {b} | {key} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def plot(name, results, noise, out):

@@ -1019,7 +1019,7 @@ def report(study_dir, alpha=ALPHA, cores=None, allow_dirty=False, allow_mixed=Fa
     selection = [] if steps_objective else selection_lines(manifest, arms, study, val_floors,
                                                            runs_by_arm)
     if steps_objective:  # batch-size science: steps to a target, not final losses
-        lines += batch_science.report_lines(study, manifest)
+        lines += batch_science.report_lines(study, manifest, val_floors)
         lines += batch_science.selection_lines(manifest)
         lines += failure_lines(done, "sweep and finals", diverged)
     elif finals:

@@ -128,6 +128,31 @@ def check_fit():
     kind, value = bs.b_crit_verdict(emin / smin, 16, 128)
     check(f"ladder above the knee gives the upper bound B_crit < 16 (got {kind} {value})",
           kind == "below" and value == 16)
+    # The batched solver the bootstraps use against scipy's, one ladder at a time: 300 random
+    # ladders (B_crit from 0.1 to 10^4 x the Gs' range, 2% to 30% log noise) and the degenerate
+    # ones (perfect scaling, flat). Its cost may not exceed scipy's by more than rounding, and
+    # where the optimum is interior its B_crit agrees to 1e-4 (scipy stops at xtol 1e-12 in x,
+    # which leaves ~1e-5 in a flat direction of the log fit).
+    rng = np.random.default_rng(11)
+    ladders = []
+    for k in range(300):
+        smin = 10 ** rng.uniform(0, 3)
+        ladders.append(bs.scaling_curve(gs, smin, smin * 10 ** rng.uniform(-1, 4)) *
+                       np.exp(rng.normal(0, 0.3 if k % 3 else 0.02, gs.size)))
+    ladders += [1000 / gs, np.full(gs.size, 50.0)]
+    many = bs.fit_scaling_many(gs, ladders)
+    worst_cost = worst_b = 0.0
+    for row, sm, em in zip(ladders, *many):
+        ref = bs.fit_scaling(gs, row)
+        cost = [np.sum(np.square(np.log(bs.scaling_curve(gs, *p)) - np.log(row)))
+                for p in ((sm, em), ref)]
+        worst_cost = max(worst_cost, cost[0] - cost[1])
+        if 4 <= ref[1] / ref[0] <= 256:
+            worst_b = max(worst_b, abs(em / sm - ref[1] / ref[0]) / (ref[1] / ref[0]))
+    check(f"the batched fit's cost is scipy's or lower (worst excess {worst_cost:.2e})",
+          worst_cost <= 1e-12)
+    check(f"the batched fit's B_crit is scipy's within 1e-4 (worst {worst_b:.2e})",
+          worst_b <= 1e-4)
 
 
 def check_lr_rules():
@@ -242,6 +267,8 @@ def check_study():
                      # Every run's curve is linear from 4.0, so B_crit is 32 at every target.
                      "## Critical batch as a function of the target",
                      "| adamw | 2.5 (the study's) | 32.0 |", "| adamw | 3.1 | 32.0 |",
+                     # B_crit is 32 at every target while Emin is too: no slope to fit.
+                     "### B_crit against the tokens to target", "- adamw: B_simple / B_crit ",
                      "![B_crit and B_simple vs target](bcrit_vs_target.png)",
                      "## Failure rate per optimizer (sweep and finals)",
                      "| adamw | 1/15 (7%, [0%, 32%]) |"):
@@ -337,8 +364,76 @@ def check_bcrit_targets():
           bt.target_grid(4.0) == [4.6, 4.5, 4.4, 4.3, 4.2, 4.1, 4.0, 3.9, 3.8, 3.7])
 
 
+def check_bcrit_exponent():
+    """Three targets at which S(G) = Smin + Emin/G with B_crit = 32, 64, 128 and Emin = 3200,
+    12800, 51200 sequences: B_crit grows as Emin^0.5 exactly, so the slope against the tokens
+    to target (Emin x seq_len) is 0.5; between two targets the curves are linear, so B_crit there
+    is Emin/Smin of the mixed fit."""
+    bt = bs.bcrit_targets
+    runs = []
+    for g in (8, 32, 128, 512):
+        pts = [(100 + 3200 / g, 4.0), (200 + 12800 / g, 3.0), (400 + 51200 / g, 2.0)]
+        for lr, factors in ((1e-3, (1.0, 0.97, 1.03)), (2e-3, (1.3, 1.25))):
+            for f in factors:
+                recs = evals([(0, 5.0)] + [(f * s, l) for s, l in pts] + [(f * pts[-1][0] + 50,
+                                                                             1.9)])
+                runs.append({"arm": "adamw", "g": g, "lr": lr, "records": recs, "seq_len": 16,
+                             "summary": {"status": "finished"}})
+    targets = [4.0, 3.0, 2.0]
+    results = [bt.bcrit_at(runs, "adamw", t, resamples=100) for t in targets]
+    for b, want in zip(results, (32.0, 64.0, 128.0)):
+        close(f"B_crit at L = {b['target']}", b["bcrit"], want, 1e-6 * want)
+    draws = bt.joint_draws(runs, "adamw", targets, resamples=200)
+    check("one joint draw per resample, a value at every target",
+          len(draws) == 200 and all(set(d) == set(targets) for d in draws))
+    e = bt.bcrit_exponent(results, draws, 16)
+    close("B_crit's exponent against the tokens to target", e["slope"], 0.5, 1e-9)
+    # Every run of a cell carries one factor at every target, so a draw scales each G's steps
+    # alike at every target: B_crit moves, but by the same factor at each target when no
+    # Smin-dominated G changes, so the interval holds 0.5 and stays narrow.
+    check(f"the exponent's interval holds 0.5 ({e['low']:.3f}, {e['high']:.3f})",
+          e["low"] <= 0.5 <= e["high"] and e["high"] - e["low"] < 0.2)
+    check("every draw kept (3 resolved targets each)", e["kept"] == 200)
+    check("the exponent on ONLY the targets named: 2 of them is too few",
+          bt.bcrit_exponent(results, draws, 16, only={4.0, 2.0}) is None)
+    close("the exponent on ONLY the targets named", bt.bcrit_exponent(
+        results, draws, 16, only={4.0, 3.0, 2.0})["slope"], 0.5, 1e-9)
+    check("the exponent is None below 3 targets", bt.bcrit_exponent(results[:2], draws, 16)
+          is None)
+    check("joint draws are deterministic",
+          bt.joint_draws(runs, "adamw", targets, resamples=20) ==
+          bt.joint_draws(runs, "adamw", targets, resamples=20))
+    for args, want in (((1.0, 0.8, 1.3), "within"),
+                       ((1.0, 0.4, 1.3), "within, interval crosses an edge"),
+                       ((3.0, 2.5, 4.0), "outside"),
+                       ((3.0, 1.5, 4.0), "outside, interval reaches in"),
+                       ((0.3, None, None), "outside"), ((None,), "-")):
+        check(f"ratio_verdict{args} is {want!r}", bt.ratio_verdict(*args) == want)
+    arms = ["adamw beta2_half_life=0 ema_half_life=0",
+            "adamw beta2_half_life=0 ema_half_life=8192",
+            "adamw beta2_half_life=13838 ema_half_life=0",
+            "adamw beta2_half_life=13838 ema_half_life=8192", "lion beta2_half_life=0 ema_half_life=0"]
+    pairs = bt.one_axis_pairs(arms)
+    check(f"the four one-axis pairs of a 2 x 2, none across optimizers ({len(pairs)})",
+          len(pairs) == 4 and all(k in ("beta2_half_life", "ema_half_life") for _, _, k in pairs)
+          and not any("lion" in a or "lion" in b for a, b, _ in pairs))
+    check("arm_label names the variant axes, not G, LR or seed",
+          bs.arm_label("adamw", {"batch": "1x2x2", "beta2_half_life": "13838",
+                                 "optim.ema_half_life": "8192.0", "optim.lr": "0.002",
+                                 "optim.name": "adamw", "train.seed": "1"}) ==
+          "adamw beta2_half_life=13838 ema_half_life=8192")
+    check("arm_label of an optimizers study is the optimizer",
+          bs.arm_label("lamb", {"batch": "1x8x2", "optim.lr": "0.01", "train.seed": "3"}) ==
+          "lamb")
+    check("the targets run past the bigram", bt.targets_past(3.7, 3.4548) ==
+          [4.3, 4.2, 4.1, 4.0, 3.9, 3.8, 3.7, 3.6, 3.5, 3.4])
+    check("past a bigram below the grid", bt.targets_past(4.0, 3.55)[-2:] == [3.6, 3.5])
+    check("no bigram: the grid", bt.targets_past(4.0) == bt.target_grid(4.0))
+    check("never a target at or below 0", min(bt.targets_past(0.5, 0.01)) > 0)
+
+
 for part in (check_steps_to_target, check_fit, check_lr_rules, check_window_b_simple,
-             check_bcrit_targets, check_study, check_equivalence):
+             check_bcrit_targets, check_bcrit_exponent, check_study, check_equivalence):
     print(part.__name__)
     part()
 print("batch_science:", f"FAILED ({', '.join(failures)})" if failures else "all checks passed")
