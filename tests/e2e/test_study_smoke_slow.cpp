@@ -1,12 +1,13 @@
 // The smoke studies of configs/studies end to end, as CI runs them: optimizers_smoke.toml
 // planned, run (sweep, finals on the test split, wall-clock finals) and reported, and `compare
 // --tsv` on two of its runs; global_batch_smoke.toml's LR rules; optimizers_modern_smoke.toml's
-// budget ladder at two widths and its data-equivalent speedup. About 35 s on 2 cores. In a
-// file of their own (label slow) because they are mostly training: the sanitizer pass, ~8x
-// slower, leaves them out, and the study runner's code they share with test_study.cpp runs
-// there through that file's tests.
+// budget ladder at two widths and its data-equivalent speedup; bcrit_bigram_smoke.toml's critical
+// batch per arm past the bigram. About 50 s on 2 cores. In a file of their own (label slow)
+// because they are mostly training: the sanitizer pass, ~8x slower, leaves them out, and the
+// study runner's code they share with test_study.cpp runs there through that file's tests.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -190,6 +191,58 @@ TEST_F(StudySmoke, ModernOptimizersSmokeStudyReportsTheDataEquivalentSpeedupPerW
   EXPECT_NE(md.find("| muon | 40960 |"), std::string::npos) << md;
   EXPECT_NE(md.find("### Across families"), std::string::npos) << md;
   EXPECT_TRUE(fs::exists(dir + "/data_equivalent.png"));
+}
+
+// configs/studies/bcrit_bigram_smoke.toml as CI runs it, on this test's corpus (val bigram 0.70
+// nats) with the target at 1.2: the report's grid of targets runs from 1.8 past the bigram to
+// 0.7, every one of the four arms (beta2 fixed or at a token half-life, with and without the
+// weights' moving average) gets its own B_crit(L), B_simple / B_crit with its verdict, B_crit's
+// exponent against the tokens to target, and the pairs of arms that differ in one axis. About
+// 20 s.
+TEST_F(StudySmoke, BcritSmokeStudyFitsTheCriticalBatchPerArmPastTheBigram) {
+  std::string text = read_file(testing::source_dir() + "/configs/studies/bcrit_bigram_smoke.toml");
+  const std::string data_line = "\"data.dir\" = \"data_out/kjv512\"",
+                    config = "../nanochat_demo.toml";
+  const size_t data_at = text.find(data_line), config_at = text.find(config),
+               target_at = text.find("\ntarget_loss = ");
+  ASSERT_TRUE(data_at != std::string::npos && config_at != std::string::npos &&
+              target_at != std::string::npos)
+      << "the smoke study no longer sets data.dir, config and target_loss as expected";
+  text.replace(target_at + 1, text.find('\n', target_at + 1) - target_at - 1, "target_loss = 1.2");
+  text.replace(text.find(data_line), data_line.size(), "\"data.dir\" = \"" + root_ + "/data\"");
+  text.replace(text.find(config), config.size(),
+               testing::source_dir() + "/configs/nanochat_demo.toml");
+  const std::string file = root_ + "/bcrit_smoke.toml", dir = root_ + "/bcrit_smoke";
+  ASSERT_TRUE(write_file(file, text));
+  const CommandResult plan = study("plan " + file + " --out " + dir);
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  // 3 Gs x 5 LRs x 2 beta2 rules x 2 eval weights.
+  EXPECT_NE(plan.output.find("60 run(s)"), std::string::npos) << plan.output;
+  const CommandResult run = study("run " + dir + " -j 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // The half-life reached the runs as beta2 = 0.5^(G x 32 / 1729): 0.9747 at G = 2.
+  const json manifest = json::parse(read_file(dir + "/manifest.json"));
+  bool checked = false;
+  for (const json& r : manifest["runs"]) {
+    if (r["axes"]["beta2_half_life"] != "1729" || r["axes"]["batch"] != "1x1x2") continue;
+    EXPECT_NEAR(std::stod(r["overrides"]["optim.beta2"].get<std::string>()),
+                std::pow(0.5, 64.0 / 1729.0), 1e-12)
+        << r["name"];
+    checked = true;
+  }
+  EXPECT_TRUE(checked) << "no run at G = 2 with the half-life";
+  const CommandResult rep = study("report --allow-dirty " + dir);
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  const std::string md = read_file(dir + "/REPORT.md");
+  for (const std::string& want :
+       {std::string("B_crit(L) at 12 targets from 1.8 to 0.7 nats"),
+        std::string("| adamw beta2_half_life=1729 ema_half_life=512 | 0.7 * |"),
+        std::string("- adamw beta2_half_life=0 ema_half_life=0: B_simple / B_crit "),
+        std::string("### B_crit against the tokens to target"),
+        std::string("| adamw beta2_half_life=0 ema_half_life=0 | adamw beta2_half_life=0 "
+                    "ema_half_life=512 | ema_half_life |")})
+    EXPECT_NE(md.find(want), std::string::npos) << "REPORT.md lacks `" << want << "`:\n" << md;
+  EXPECT_TRUE(fs::exists(dir + "/bcrit_vs_target.png"));
 }
 
 }  // namespace
