@@ -275,6 +275,7 @@ def read_study(study, manifest, target):
         runs.append({
             "name": entry["name"], "arm": arm, "g": g, "seq_len": seq_len, "lr": lr,
             "final": entry.get("phase") == "final" or entry["name"].startswith("final_"),
+            "lr_base_batch": entry.get("lr_base_batch"),
             "steps": steps_to_target(records, target) if summary["status"] == "finished"
             else None,
             "final_val": summary.get("final_val_loss"),
@@ -562,7 +563,7 @@ def report_lines(study, manifest, floors=None):
               "vertical: B_crit.", ""]
     lines += bcrit_targets.section_lines(name, runs, lad, target, study,
                                          (floors or {}).get("bigram"))
-    lines += lr_rule_lines(name, manifest, lad, study, target)
+    lines += lr_rule_lines(name, manifest, lad, study, target, runs)
     lines += large_batch_lines(lad, runs, target)
     lines += cost_lines(lad, target)
     png = b_simple_plot(name, lad, fits, study / "b_simple.png")
@@ -581,15 +582,19 @@ def report_lines(study, manifest, floors=None):
     return lines
 
 
-def lr_rule_lines(name, manifest, lad, study, target):
-    """The per-G best LR against the fixed, linear and sqrt rules from the base G's best LR."""
+def lr_rule_lines(name, manifest, lad, study, target, runs=()):
+    """The per-G best LR against the fixed, linear and sqrt rules from the base G's best LR: the
+    lr_base_batch the plan recorded in the arm's runs (else the manifest's, else the smallest
+    G)."""
     lines = ["## LR rules against the per-G optimum", ""]
     bases, rows = {}, []
     for arm, points in sorted(lad.items()):
         tuned = {g: p["best_lr"] for g, p in points.items() if p["best_lr"] is not None}
         if len(tuned) < 2:
             continue
-        g0 = manifest.get("lr_base_batch")
+        recorded = [r["lr_base_batch"] for r in runs
+                    if r["arm"] == arm and r.get("lr_base_batch") is not None]
+        g0 = recorded[0] if recorded else manifest.get("lr_base_batch")
         g0 = int(g0) if g0 is not None and int(g0) in tuned else min(tuned)
         bases[arm] = (g0, tuned[g0])
         gs = sorted(tuned)

@@ -277,6 +277,16 @@ def check_study():
         print("  " + (lines[0] if lines else "(no B_crit line)"))
         for png in ("steps_to_target.png", "lr_vs_batch.png", "b_simple.png"):
             check(f"{png} written and linked", (study / png).is_file() and f"]({png})" in report)
+        # The base G of the LR rules as the plan records it in each run's entry (lr_base_batch),
+        # over the manifest's.
+        for r in manifest["runs"]:
+            r["lr_base_batch"] = 32
+        (study / "manifest.json").write_text(json.dumps(manifest))
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "study_report.py"),
+                              str(study)], capture_output=True, text=True)
+        report = (study / "REPORT.md").read_text() if out.returncode == 0 else ""
+        check("the LR rules start from the runs' recorded lr_base_batch",
+              "| adamw | 32 | 0.002 |" in report)
 
 
 def check_equivalence():

@@ -826,6 +826,11 @@ json study_plan(const std::string& study_path, const json& previous) {
         overrides["train.accum"] = std::to_string(b[2]);
         overrides.erase(kBatchAxis);
       }
+      // The report's LR rules start from the batch the LR was given at (derive_keys drops it).
+      if (overrides.count(kLrRule) && overrides.count(kLrBaseBatch)) {
+        entry["lr_rule"] = overrides[kLrRule];
+        entry["lr_base_batch"] = std::stoll(overrides[kLrBaseBatch]);
+      }
       derive_keys(&overrides, entry["world"].get<int64_t>(), origin + ": run " + name);
       study_validate_run(manifest["config"], overrides, origin + ": run " + name);
       if (name.empty()) name = "run";

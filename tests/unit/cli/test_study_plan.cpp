@@ -366,7 +366,7 @@ TEST(StudyPlan, RunTheTrainerWouldRefuseIsRefusedAtPlanTime) {
 
 // lr_rule scales optim.lr from lr_base_batch sequences to the run's global batch (world x micro x
 // accum); warmup_fraction sets the warmup to that fraction of the run's steps. Neither reaches the
-// trainer as a key.
+// trainer as a key; the manifest entry records the rule and its base G.
 TEST(StudyPlan, DerivedLrRuleAndWarmupFollowTheGlobalBatch) {
   const json m = plan_of(R"(
 [base]
@@ -389,6 +389,10 @@ lr_rule = ["fixed", "linear", "sqrt"]
     EXPECT_EQ(ov["optim.warmup_steps"], "13") << rule;
     EXPECT_FALSE(ov.contains("lr_rule") || ov.contains("warmup_fraction") ||
                  ov.contains("lr_base_batch"));
+    // The entry keeps the rule and its base G for the report's LR rules section.
+    const json& entry = by_name.at(std::string("b1x8x1_lr-") + rule);
+    EXPECT_EQ(entry["lr_rule"], rule);
+    EXPECT_EQ(entry["lr_base_batch"], 8);
   }
   // G = 2 x 16 x 2 = 64 = 8 x the base: linear x8, sqrt x sqrt(8); 16 steps, warmup 1.6 -> 2.
   const json& lin = by_name.at("b2x16x2_lr-linear");
